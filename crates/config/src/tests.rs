@@ -1,0 +1,105 @@
+use super::*;
+
+const ISSUE_EXAMPLE: &str = r#"
+[proxy]
+listen = "127.0.0.1:6033"          # read/write-splitting listener
+
+[[listeners]]                       # optional: a port pinned to one hostgroup (apps that split on their side)
+listen = "127.0.0.1:6034"
+hostgroup = "reader"
+
+[[users]]
+name = "app"
+password = "app"                    # used to authenticate the client and to log in to the servers
+
+[[servers]]
+address = "127.0.0.1:3306"
+hostgroup = "writer"
+[[servers]]
+address = "127.0.0.1:3307"
+hostgroup = "reader"
+weight = 2
+max_connections = 200
+
+[[rules]]                           # evaluated in order; first match wins
+match = "(?i)^\\s*SELECT .* FOR UPDATE"
+hostgroup = "writer"
+"#;
+
+#[test]
+fn accepts_the_documented_example() {
+    let cfg = Config::from_toml(ISSUE_EXAMPLE).expect("example must be accepted");
+    assert_eq!(cfg.proxy.listen, "127.0.0.1:6033");
+    assert_eq!(cfg.listeners[0].hostgroup.as_deref(), Some("reader"));
+    assert_eq!(cfg.servers[1].weight, 2);
+    assert_eq!(cfg.servers[1].max_connections(&cfg.pool), 200);
+    assert_eq!(cfg.servers[0].max_connections(&cfg.pool), 100);
+    assert_eq!(cfg.rules[0].hostgroup, "writer");
+    assert_eq!(cfg.hostgroup_names(), vec!["writer", "reader"]);
+}
+
+#[test]
+fn effective_config_round_trips() {
+    let cfg = Config::from_toml(ISSUE_EXAMPLE).unwrap();
+    let again = Config::from_toml(&cfg.to_toml()).expect("dumped config must parse");
+    assert_eq!(cfg, again);
+}
+
+fn err_of(text: &str) -> ConfigError {
+    Config::from_toml(text).expect_err("config must be rejected")
+}
+
+#[test]
+fn errors_name_the_field() {
+    let bad_addr = ISSUE_EXAMPLE.replace("127.0.0.1:3307", "127.0.0.1:99999");
+    assert_eq!(err_of(&bad_addr).field, "servers[1].address");
+
+    let bad_rule = ISSUE_EXAMPLE.replace("(?i)^\\\\s*SELECT .* FOR UPDATE", "(unclosed");
+    assert_eq!(err_of(&bad_rule).field, "rules[0].match");
+
+    let bad_hg = ISSUE_EXAMPLE.replace("hostgroup = \"reader\"\n\n[[users]]", "hostgroup = \"nope\"\n\n[[users]]");
+    let e = err_of(&bad_hg);
+    assert_eq!(e.field, "listeners[0].hostgroup");
+    assert!(e.message.contains("nope"), "{e}");
+
+    let typo = ISSUE_EXAMPLE.replace("weight = 2", "wieght = 2");
+    let e = err_of(&typo);
+    assert!(e.field.starts_with("servers[1]"), "{e}");
+    assert!(e.message.contains("wieght"), "{e}");
+
+    let bad_type = ISSUE_EXAMPLE.replace("weight = 2", "weight = \"heavy\"");
+    assert!(err_of(&bad_type).field.starts_with("servers[1].weight"));
+
+    let dup_user = ISSUE_EXAMPLE.replace(
+        "[[servers]]\naddress = \"127.0.0.1:3306\"",
+        "[[users]]\nname = \"app\"\npassword = \"x\"\n[[servers]]\naddress = \"127.0.0.1:3306\"",
+    );
+    assert_eq!(err_of(&dup_user).field, "users[1].name");
+}
+
+#[test]
+fn requires_a_writer() {
+    let text = r#"
+[proxy]
+listen = "127.0.0.1:6033"
+[[users]]
+name = "app"
+password = "app"
+[[servers]]
+address = "127.0.0.1:3307"
+hostgroup = "reader"
+"#;
+    let e = err_of(text);
+    assert_eq!(e.field, "servers");
+    assert!(e.message.contains("writer"));
+}
+
+#[test]
+fn durations_accept_units() {
+    let text = format!("{ISSUE_EXAMPLE}\n[pool]\nqueue_timeout = \"250ms\"\nconnect_timeout = 1500\n");
+    let cfg = Config::from_toml(&text).unwrap();
+    assert_eq!(cfg.pool.queue_timeout.get().as_millis(), 250);
+    assert_eq!(cfg.pool.connect_timeout.get().as_millis(), 1500);
+    let bad = format!("{ISSUE_EXAMPLE}\n[pool]\nqueue_timeout = \"5 fortnights\"\n");
+    assert!(err_of(&bad).field.starts_with("pool.queue_timeout"));
+}

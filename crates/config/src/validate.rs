@@ -1,0 +1,171 @@
+//! Cross-field validation. Every error names the field it is about.
+
+use crate::{Config, ConfigError};
+use std::collections::HashSet;
+
+type Result<T = ()> = std::result::Result<T, ConfigError>;
+
+impl Config {
+    /// Checks every rule that serde's types cannot express.
+    pub fn validate(&self) -> Result {
+        check_address("proxy.listen", &self.proxy.listen)?;
+        non_empty("proxy.writer_hostgroup", &self.proxy.writer_hostgroup)?;
+        non_empty("proxy.reader_hostgroup", &self.proxy.reader_hostgroup)?;
+        if self.proxy.writer_hostgroup == self.proxy.reader_hostgroup {
+            return Err(ConfigError::new(
+                "proxy.reader_hostgroup",
+                "must differ from proxy.writer_hostgroup",
+            ));
+        }
+        if self.proxy.max_client_connections == 0 {
+            return Err(ConfigError::new("proxy.max_client_connections", "must be at least 1"));
+        }
+        if self.proxy.max_packet_size < 1024 {
+            return Err(ConfigError::new("proxy.max_packet_size", "must be at least 1024 bytes"));
+        }
+        if let Some(v) = &self.proxy.server_version {
+            if v.is_empty() || v.contains('\0') {
+                return Err(ConfigError::new("proxy.server_version", "must be a non-empty string without NUL"));
+            }
+        }
+
+        let hostgroups = self.hostgroup_names();
+        let known_hostgroup = |field: &str, name: &str| -> Result {
+            if hostgroups.iter().any(|h| h == name) {
+                Ok(())
+            } else {
+                Err(ConfigError::new(
+                    field,
+                    format!(
+                        "unknown hostgroup {name:?} (known: {})",
+                        if hostgroups.is_empty() { "none".to_string() } else { hostgroups.join(", ") }
+                    ),
+                ))
+            }
+        };
+
+        let mut listens = HashSet::new();
+        listens.insert(self.proxy.listen.clone());
+        for (i, l) in self.listeners.iter().enumerate() {
+            let f = format!("listeners[{i}]");
+            check_address(&format!("{f}.listen"), &l.listen)?;
+            if !listens.insert(l.listen.clone()) {
+                return Err(ConfigError::new(format!("{f}.listen"), format!("{} is already used by another listener", l.listen)));
+            }
+            if let Some(hg) = &l.hostgroup {
+                known_hostgroup(&format!("{f}.hostgroup"), hg)?;
+            }
+        }
+
+        let mut users = HashSet::new();
+        for (i, u) in self.users.iter().enumerate() {
+            let f = format!("users[{i}]");
+            non_empty(&format!("{f}.name"), &u.name)?;
+            if u.name.len() > 80 {
+                return Err(ConfigError::new(format!("{f}.name"), "is longer than 80 characters"));
+            }
+            if !users.insert(u.name.as_str()) {
+                return Err(ConfigError::new(format!("{f}.name"), format!("user {:?} is defined twice", u.name)));
+            }
+        }
+        if self.users.is_empty() {
+            return Err(ConfigError::new("users", "at least one [[users]] entry is required"));
+        }
+
+        if self.servers.is_empty() {
+            return Err(ConfigError::new("servers", "at least one [[servers]] entry is required"));
+        }
+        let mut servers = HashSet::new();
+        for (i, s) in self.servers.iter().enumerate() {
+            let f = format!("servers[{i}]");
+            check_address(&format!("{f}.address"), &s.address)?;
+            let Some(hg) = &s.hostgroup else {
+                return Err(ConfigError::new(format!("{f}.hostgroup"), "is required"));
+            };
+            non_empty(&format!("{f}.hostgroup"), hg)?;
+            if !servers.insert((s.address.as_str(), hg.as_str())) {
+                return Err(ConfigError::new(
+                    format!("{f}.address"),
+                    format!("{} is listed twice in hostgroup {hg:?}", s.address),
+                ));
+            }
+            if s.weight > 1_000_000 {
+                return Err(ConfigError::new(format!("{f}.weight"), "must be at most 1000000"));
+            }
+            if s.max_connections == Some(0) {
+                return Err(ConfigError::new(format!("{f}.max_connections"), "must be at least 1"));
+            }
+        }
+        if !self.servers.iter().any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup)) {
+            return Err(ConfigError::new(
+                "servers",
+                format!("no server is in the writer hostgroup {:?}", self.proxy.writer_hostgroup),
+            ));
+        }
+
+        let mut hg_names = HashSet::new();
+        for (i, h) in self.hostgroups.iter().enumerate() {
+            non_empty(&format!("hostgroups[{i}].name"), &h.name)?;
+            if !hg_names.insert(h.name.as_str()) {
+                return Err(ConfigError::new(format!("hostgroups[{i}].name"), format!("hostgroup {:?} is defined twice", h.name)));
+            }
+        }
+
+        for (i, r) in self.rules.iter().enumerate() {
+            let f = format!("rules[{i}]");
+            regex::Regex::new(&r.pattern)
+                .map_err(|e| ConfigError::new(format!("{f}.match"), format!("invalid regular expression: {e}")))?;
+            known_hostgroup(&format!("{f}.hostgroup"), &r.hostgroup)?;
+            if let Some(u) = &r.user {
+                if !users.contains(u.as_str()) {
+                    return Err(ConfigError::new(format!("{f}.user"), format!("unknown user {u:?}")));
+                }
+            }
+        }
+
+        let p = &self.pool;
+        if p.max_connections == 0 {
+            return Err(ConfigError::new("pool.max_connections", "must be at least 1"));
+        }
+        if p.connect_timeout.get().is_zero() {
+            return Err(ConfigError::new("pool.connect_timeout", "must be greater than zero"));
+        }
+        if p.idle_timeout.get().as_millis() < 1000 {
+            return Err(ConfigError::new("pool.idle_timeout", "must be at least 1s"));
+        }
+        if p.stmt_cache_size == 0 {
+            return Err(ConfigError::new("pool.stmt_cache_size", "must be at least 1"));
+        }
+        if self.log.json && self.log.level.is_empty() {
+            return Err(ConfigError::new("log.level", "must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+fn non_empty(field: &str, value: &str) -> Result {
+    if value.trim().is_empty() {
+        Err(ConfigError::new(field, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Accepts `host:port` (IPv4, `[IPv6]` or a host name) with a numeric port.
+fn check_address(field: &str, addr: &str) -> Result {
+    let bad = |why: &str| Err(ConfigError::new(field, format!("invalid address {addr:?}: {why}")));
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return bad("expected host:port");
+    };
+    if host.is_empty() {
+        return bad("missing host");
+    }
+    match port.parse::<u16>() {
+        Ok(_) => {}
+        Err(_) => return bad("port must be a number from 0 to 65535"),
+    }
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return bad("IPv6 addresses must be written as [addr]:port");
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! The protocol-agnostic core of sluice: servers and their health, hostgroups with pooled
+//! connections and a fair wait queue, balancing, query routing and client listeners.
+//!
+//! The MySQL crate (and later PostgreSQL) plugs in a connection type and a [`Connector`];
+//! everything here is shared.
+#![forbid(unsafe_code)]
+
+pub mod balance;
+mod error;
+pub mod hostgroup;
+pub mod listener;
+pub mod router;
+mod server;
+pub mod topology;
+
+pub use error::{AcquireError, ConnectError};
+pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};
+pub use server::{Health, Server, ServerStats};
+pub use topology::Topology;

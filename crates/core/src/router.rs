@@ -1,0 +1,237 @@
+//! Query routing: which hostgroup a statement goes to, and why.
+//!
+//! Precedence, highest first: a listener pinned to a hostgroup; an open transaction (or
+//! autocommit off); a `sluice:<target>` comment hint; the first matching `[[rules]]` entry;
+//! built-in read/write classification.
+
+use sluice_config::RuleConfig;
+use sluice_sqlscan::{Route, Scan};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// A compiled query rule with its hit counter.
+#[derive(Debug)]
+pub struct Rule {
+    /// The rule's name (`rule<N>` when the config gives none).
+    pub name: String,
+    /// Its pattern, as configured.
+    pub pattern: String,
+    regex: regex::bytes::Regex,
+    /// Target hostgroup.
+    pub hostgroup: Arc<str>,
+    user: Option<String>,
+    schema: Option<String>,
+    /// Statements that matched it.
+    pub hits: AtomicU64,
+}
+
+/// Why a statement went where it went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// The listener is pinned to a hostgroup.
+    Listener,
+    /// The session is in a transaction (or has autocommit off).
+    Transaction,
+    /// A comment hint.
+    Hint,
+    /// Query rule number N matched.
+    Rule(usize),
+    /// Built-in classification: cannot write.
+    Read,
+    /// Built-in classification: may write.
+    Write,
+}
+
+/// The router's answer.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// Target hostgroup.
+    pub hostgroup: Arc<str>,
+    /// Why.
+    pub reason: Reason,
+}
+
+/// What the router looks at.
+pub struct RouteInput<'a> {
+    /// Statement text.
+    pub sql: &'a [u8],
+    /// Its scan.
+    pub scan: &'a Scan,
+    /// Client user.
+    pub user: &'a str,
+    /// Current schema.
+    pub schema: Option<&'a str>,
+    /// In a transaction, or autocommit is off.
+    pub in_transaction: bool,
+    /// The listener's pinned hostgroup.
+    pub listener_hostgroup: Option<&'a Arc<str>>,
+}
+
+/// A hint named a hostgroup that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("routing hint names unknown hostgroup '{0}'")]
+pub struct UnknownHint(pub String);
+
+/// The routing table.
+#[derive(Debug)]
+pub struct Router {
+    /// Writer hostgroup name.
+    pub writer: Arc<str>,
+    /// Reader hostgroup name.
+    pub reader: Arc<str>,
+    /// Query rules in order.
+    pub rules: Vec<Rule>,
+    known: Vec<Arc<str>>,
+}
+
+impl Router {
+    /// Builds a router. Rule patterns must already be validated.
+    pub fn new(writer: &str, reader: &str, rules: &[RuleConfig], hostgroups: &[String]) -> Router {
+        let rules = rules
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let regex = regex::bytes::Regex::new(&r.pattern).ok()?;
+                Some(Rule {
+                    name: r.name.clone().unwrap_or_else(|| format!("rule{i}")),
+                    pattern: r.pattern.clone(),
+                    regex,
+                    hostgroup: Arc::from(r.hostgroup.as_str()),
+                    user: r.user.clone(),
+                    schema: r.schema.clone(),
+                    hits: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        Router {
+            writer: Arc::from(writer),
+            reader: Arc::from(reader),
+            rules,
+            known: hostgroups.iter().map(|h| Arc::from(h.as_str())).collect(),
+        }
+    }
+
+    /// Decides where a statement goes.
+    pub fn route(&self, input: &RouteInput<'_>) -> Result<Decision, UnknownHint> {
+        let decide = |hostgroup: &Arc<str>, reason| Ok(Decision { hostgroup: hostgroup.clone(), reason });
+        if let Some(hg) = input.listener_hostgroup {
+            return decide(hg, Reason::Listener);
+        }
+        if input.in_transaction {
+            return decide(&self.writer, Reason::Transaction);
+        }
+        if let Some(hint) = input.scan.hint(input.sql) {
+            let target = self.resolve(hint).ok_or_else(|| UnknownHint(hint.to_string()))?;
+            return decide(&target, Reason::Hint);
+        }
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.user.as_deref().is_some_and(|u| u != input.user) {
+                continue;
+            }
+            if rule.schema.is_some() && rule.schema.as_deref() != input.schema {
+                continue;
+            }
+            if rule.regex.is_match(input.sql) {
+                rule.hits.fetch_add(1, Relaxed);
+                return decide(&rule.hostgroup, Reason::Rule(i));
+            }
+        }
+        match input.scan.route() {
+            Route::Read => decide(&self.reader, Reason::Read),
+            Route::Write => decide(&self.writer, Reason::Write),
+        }
+    }
+
+    /// Resolves a hint target: `writer`, `reader`, or a hostgroup name.
+    pub fn resolve(&self, target: &str) -> Option<Arc<str>> {
+        if target.eq_ignore_ascii_case("writer") || target.eq_ignore_ascii_case("master") || target.eq_ignore_ascii_case("primary") {
+            return Some(self.writer.clone());
+        }
+        if target.eq_ignore_ascii_case("reader") || target.eq_ignore_ascii_case("replica") || target.eq_ignore_ascii_case("slave") {
+            return Some(self.reader.clone());
+        }
+        self.known.iter().find(|h| &***h == target).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_sqlscan::scan;
+
+    fn router(rules: &[(&str, &str)]) -> Router {
+        let rules: Vec<RuleConfig> = rules
+            .iter()
+            .map(|(m, h)| RuleConfig {
+                pattern: m.to_string(),
+                hostgroup: h.to_string(),
+                user: None,
+                schema: None,
+                name: None,
+            })
+            .collect();
+        Router::new("writer", "reader", &rules, &["writer".into(), "reader".into(), "olap".into()])
+    }
+
+    fn route(r: &Router, sql: &str, in_trx: bool) -> Result<Decision, UnknownHint> {
+        let s = scan(sql.as_bytes());
+        r.route(&RouteInput {
+            sql: sql.as_bytes(),
+            scan: &s,
+            user: "app",
+            schema: None,
+            in_transaction: in_trx,
+            listener_hostgroup: None,
+        })
+    }
+
+    #[test]
+    fn builtin_rules() {
+        let r = router(&[]);
+        assert_eq!(&*route(&r, "SELECT 1", false).unwrap().hostgroup, "reader");
+        assert_eq!(&*route(&r, "UPDATE t SET a=1", false).unwrap().hostgroup, "writer");
+        let d = route(&r, "SELECT 1", true).unwrap();
+        assert_eq!((&*d.hostgroup, d.reason), ("writer", Reason::Transaction));
+    }
+
+    #[test]
+    fn rules_first_match_wins_and_count_hits() {
+        let r = router(&[("(?i)^\\s*SELECT .* FOR UPDATE", "writer"), ("(?i)report", "olap"), ("(?i)report", "writer")]);
+        let d = route(&r, "select a from t for update", false).unwrap();
+        assert_eq!(d.reason, Reason::Rule(0));
+        let d = route(&r, "SELECT * FROM report", false).unwrap();
+        assert_eq!((&*d.hostgroup, d.reason), ("olap", Reason::Rule(1)));
+        assert_eq!(r.rules[1].hits.load(Relaxed), 1);
+        assert_eq!(r.rules[2].hits.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn hints_override_rules_but_not_transactions() {
+        let r = router(&[("(?i)select", "olap")]);
+        let d = route(&r, "SELECT /* sluice:writer */ 1", false).unwrap();
+        assert_eq!((&*d.hostgroup, d.reason), ("writer", Reason::Hint));
+        let d = route(&r, "/* sluice:olap */ UPDATE t SET a = 1", false).unwrap();
+        assert_eq!(&*d.hostgroup, "olap");
+        let d = route(&r, "SELECT /* sluice:reader */ 1", true).unwrap();
+        assert_eq!(&*d.hostgroup, "writer");
+        assert!(route(&r, "SELECT /* sluice:nope */ 1", false).is_err());
+    }
+
+    #[test]
+    fn pinned_listener_wins() {
+        let r = router(&[]);
+        let s = scan(b"UPDATE t SET a=1");
+        let hg: Arc<str> = Arc::from("reader");
+        let d = r
+            .route(&RouteInput {
+                sql: b"UPDATE t SET a=1",
+                scan: &s,
+                user: "app",
+                schema: None,
+                in_transaction: true,
+                listener_hostgroup: Some(&hg),
+            })
+            .unwrap();
+        assert_eq!((&*d.hostgroup, d.reason), ("reader", Reason::Listener));
+    }
+}

@@ -1,0 +1,768 @@
+//! Statement classification: can it go to a replica, and what session state does it touch.
+
+use crate::functions::{classify_call, Call};
+use crate::lexer::{Kind, Lexer, Token};
+
+/// Where a statement may run, as far as its text tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Cannot write anything: a replica may answer it.
+    Read,
+    /// May write, lock, or depend on the primary: it goes to the writer.
+    Write,
+}
+
+/// The leading command of the (first) statement, for statistics and special handling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Command {
+    /// `SELECT`, `(SELECT`, `WITH ... SELECT`, `VALUES`, `TABLE`.
+    Select,
+    /// `INSERT`.
+    Insert,
+    /// `UPDATE`.
+    Update,
+    /// `DELETE`.
+    Delete,
+    /// `REPLACE`.
+    Replace,
+    /// `SET`.
+    Set,
+    /// `SHOW`.
+    Show,
+    /// `DESCRIBE`, `DESC`, `EXPLAIN`.
+    Explain,
+    /// `USE db`.
+    Use,
+    /// `BEGIN`, `START TRANSACTION`.
+    Begin,
+    /// `COMMIT`.
+    Commit,
+    /// `ROLLBACK` (not `ROLLBACK TO SAVEPOINT`, which is [`Command::Other`]).
+    Rollback,
+    /// `CALL`.
+    Call,
+    /// `KILL`.
+    Kill,
+    /// `LOAD DATA` / `LOAD XML`.
+    Load,
+    /// DDL: `CREATE`, `ALTER`, `DROP`, `TRUNCATE`, `RENAME`.
+    Ddl,
+    /// Nothing but whitespace and comments.
+    #[default]
+    Empty,
+    /// Anything else.
+    Other,
+}
+
+/// Session-state effects and dependencies found in the text, as bit flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Effects(pub u32);
+
+macro_rules! effects {
+    ($($(#[$m:meta])* $name:ident = $bit:expr;)*) => {
+        impl Effects {
+            $($(#[$m])* pub const $name: Effects = Effects(1 << $bit);)*
+        }
+    };
+}
+
+effects! {
+    /// Assigns a user variable (`SET @x`, `@x :=`, `INTO @x`).
+    USER_VAR_WRITE = 0;
+    /// Reads a user variable.
+    USER_VAR_READ = 1;
+    /// Sets session system variables (`SET x=`, `SET NAMES`, `SET SESSION ...`).
+    SESSION_SET = 2;
+    /// Starts a transaction (`BEGIN`, `START TRANSACTION`).
+    TRX_BEGIN = 3;
+    /// Ends a transaction (`COMMIT`, `ROLLBACK`).
+    TRX_END = 4;
+    /// `LOCK TABLES` or `FLUSH TABLES ... WITH READ LOCK`.
+    LOCK_TABLES = 5;
+    /// `UNLOCK TABLES`.
+    UNLOCK_TABLES = 6;
+    /// `CREATE TEMPORARY TABLE`.
+    TEMP_TABLE_CREATE = 7;
+    /// `DROP [TEMPORARY] TABLE`.
+    TABLE_DROP = 8;
+    /// Calls a user-level lock function (`GET_LOCK`, `RELEASE_LOCK`, `IS_USED_LOCK` ...).
+    LOCK_FUNCTION = 9;
+    /// Text-protocol `PREPARE`.
+    TEXT_PREPARE = 10;
+    /// Text-protocol `EXECUTE`.
+    TEXT_EXECUTE = 11;
+    /// `DEALLOCATE PREPARE` / `DROP PREPARE`.
+    TEXT_DEALLOCATE = 12;
+    /// `SQL_CALC_FOUND_ROWS`.
+    CALC_FOUND_ROWS = 13;
+    /// Depends on the previous statement: `FOUND_ROWS()`, `ROW_COUNT()`, `SHOW WARNINGS`,
+    /// `SHOW ERRORS`, `@@warning_count`, `@@error_count`, `GET DIAGNOSTICS`.
+    PREV_STATEMENT = 14;
+    /// Reads the session's last insert id: `LAST_INSERT_ID()`, `@@identity`, `@@last_insert_id`.
+    LAST_INSERT_ID_READ = 15;
+    /// Sets it: `LAST_INSERT_ID(expr)`.
+    LAST_INSERT_ID_SET = 16;
+    /// `USE db`.
+    USE_DB = 17;
+    /// `XA START` / `XA BEGIN`.
+    XA_START = 18;
+    /// `XA COMMIT` / `XA ROLLBACK`.
+    XA_END = 19;
+    /// `SET TRANSACTION ...` without a scope: applies to the next transaction only.
+    TRX_CHARACTERISTICS = 20;
+    /// State the server does not report and the proxy cannot follow (`HANDLER`, `SET ROLE`).
+    UNTRACKED = 21;
+    /// `LOAD DATA LOCAL INFILE` / `LOAD XML LOCAL`.
+    LOAD_LOCAL = 22;
+    /// More than one statement in the text.
+    MULTI = 23;
+    /// Calls `CONNECTION_ID()`.
+    CONNECTION_ID = 24;
+    /// Calls a function the proxy does not know (a stored function).
+    UNKNOWN_FUNCTION = 25;
+    /// Sets one of the `session_track_*` variables the proxy relies on.
+    SESSION_TRACK_SET = 26;
+    /// `SET GLOBAL` / `SET @@global.`.
+    GLOBAL_SET = 27;
+}
+
+impl Effects {
+    /// True if every bit of `other` is set.
+    pub fn contains(self, other: Effects) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// True if any bit of `other` is set.
+    pub fn intersects(self, other: Effects) -> bool {
+        self.0 & other.0 != 0
+    }
+    /// True if no bit is set.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::BitOr for Effects {
+    type Output = Effects;
+    fn bitor(self, o: Effects) -> Effects {
+        Effects(self.0 | o.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Effects {
+    fn bitor_assign(&mut self, o: Effects) {
+        self.0 |= o.0;
+    }
+}
+
+/// A `KILL` statement's target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kill {
+    /// `KILL QUERY`: abort the running statement but keep the connection.
+    pub query_only: bool,
+    /// The connection id the client named.
+    pub id: u64,
+}
+
+/// What the scanner learned about a statement text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Whether the text can go to a replica.
+    pub route: Option<Route>,
+    /// The first statement's command.
+    pub command: Command,
+    /// Session-state effects of all statements in the text.
+    pub effects: Effects,
+    /// Number of statements (more than one with multi-statements).
+    pub statements: u32,
+    /// Span of a `sluice:<target>` routing hint's target in the text.
+    pub hint: Option<(usize, usize)>,
+    /// Target of a single `KILL` statement.
+    pub kill: Option<Kill>,
+}
+
+impl Scan {
+    /// Route of the text; `Write` if there was no statement at all.
+    pub fn route(&self) -> Route {
+        self.route.unwrap_or(Route::Write)
+    }
+    /// The hint's target (`writer`, `reader` or a hostgroup name), if any.
+    pub fn hint<'a>(&self, sql: &'a [u8]) -> Option<&'a str> {
+        self.hint
+            .and_then(|(s, e)| std::str::from_utf8(&sql[s..e]).ok())
+    }
+}
+
+/// Scanner options that depend on the session.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// The session's sql_mode contains `NO_BACKSLASH_ESCAPES`.
+    pub no_backslash_escapes: bool,
+}
+
+/// Scans a statement text (one or several statements).
+pub fn scan(sql: &[u8]) -> Scan {
+    scan_with(sql, Options::default())
+}
+
+/// Scans a statement text with session-dependent options.
+pub fn scan_with(sql: &[u8], opts: Options) -> Scan {
+    let mut cur = Cursor {
+        lx: Lexer::new(sql).no_backslash_escapes(opts.no_backslash_escapes),
+        src: sql,
+        peeked: None,
+        hint: None,
+    };
+    let mut out = Scan::default();
+    loop {
+        let Some(first) = cur.next() else { break };
+        if first.is_punct(b';') {
+            continue;
+        }
+        let st = statement(&mut cur, first);
+        out.statements += 1;
+        if out.statements == 1 {
+            out.command = st.command;
+            out.kill = st.kill;
+        } else {
+            out.kill = None;
+            out.effects |= Effects::MULTI;
+        }
+        out.effects |= st.effects;
+        out.route = Some(match (out.route, st.route) {
+            (Some(Route::Write), _) | (_, Route::Write) => Route::Write,
+            _ => Route::Read,
+        });
+    }
+    out.hint = cur.hint;
+    out
+}
+
+struct Cursor<'a> {
+    lx: Lexer<'a>,
+    src: &'a [u8],
+    peeked: Option<Option<Token>>,
+    hint: Option<(usize, usize)>,
+}
+
+impl Cursor<'_> {
+    fn fetch(&mut self) -> Option<Token> {
+        let t = self.lx.next();
+        if self.hint.is_none() {
+            if let Some(c) = self.lx.take_comment() {
+                self.hint = find_hint(self.src, c);
+            }
+        }
+        t
+    }
+    fn next(&mut self) -> Option<Token> {
+        match self.peeked.take() {
+            Some(t) => t,
+            None => self.fetch(),
+        }
+    }
+    fn peek(&mut self) -> Option<Token> {
+        if self.peeked.is_none() {
+            let t = self.fetch();
+            self.peeked = Some(t);
+        }
+        self.peeked.unwrap_or(None)
+    }
+    fn peek_word(&mut self, kw: &str) -> bool {
+        let src = self.src;
+        self.peek().is_some_and(|t| t.is_word(src, kw))
+    }
+}
+
+/// Finds `sluice:<target>` inside a comment body; returns the target's span in `src`.
+fn find_hint(src: &[u8], comment: &[u8]) -> Option<(usize, usize)> {
+    const MARK: &[u8] = b"sluice:";
+    let base = comment.as_ptr() as usize - src.as_ptr() as usize;
+    let at = comment
+        .windows(MARK.len())
+        .position(|w| w.eq_ignore_ascii_case(MARK))?;
+    let start = at + MARK.len();
+    let len = comment[start..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        .count();
+    (len > 0).then(|| (base + start, base + start + len))
+}
+
+struct Stmt {
+    command: Command,
+    route: Route,
+    effects: Effects,
+    kill: Option<Kill>,
+}
+
+/// Token-walk state inside one statement.
+#[derive(Default)]
+struct Walk {
+    depth: i32,
+    prev: Option<Token>,
+    /// The statement is a SELECT-like read candidate (locking clauses and INTO matter).
+    select_like: bool,
+    /// A read candidate: unknown function calls make it a write.
+    read_candidate: bool,
+    /// Something in the text makes a read candidate a write.
+    write: bool,
+    /// After `INTO` in a SELECT: the following variables are assigned.
+    into_list: bool,
+    /// `KILL QUERY`.
+    kill_query: bool,
+    tokens: u32,
+}
+
+fn word_is(src: &[u8], t: &Token, kws: &[&str]) -> bool {
+    t.kind == Kind::Word && kws.iter().any(|k| t.text(src).eq_ignore_ascii_case(k.as_bytes()))
+}
+
+/// Classifies one statement starting at `first`, consuming tokens up to its `;`.
+fn statement(cur: &mut Cursor<'_>, first: Token) -> Stmt {
+    let src = cur.src;
+    if first.is_word(src, "SET") {
+        return set_statement(cur);
+    }
+    let mut st = Stmt {
+        command: Command::Other,
+        route: Route::Write,
+        effects: Effects::default(),
+        kill: None,
+    };
+    let mut walk = Walk {
+        prev: Some(first),
+        tokens: 1,
+        ..Walk::default()
+    };
+    head(cur, first, &mut st, &mut walk);
+    if first.is_punct(b'(') {
+        walk.depth = 1;
+    }
+    while let Some(t) = cur.next() {
+        if t.is_punct(b';') {
+            break;
+        }
+        body_token(cur, &mut st, &mut walk, t);
+    }
+    if walk.read_candidate {
+        let write = walk.write
+            || st.effects.intersects(
+                Effects::USER_VAR_WRITE
+                    | Effects::LOCK_FUNCTION
+                    | Effects::LAST_INSERT_ID_SET
+                    | Effects::UNKNOWN_FUNCTION,
+            );
+        st.route = if write { Route::Write } else { Route::Read };
+    }
+    st
+}
+
+/// Sets the command and the initial effects from the statement's leading word(s).
+fn head(cur: &mut Cursor<'_>, first: Token, st: &mut Stmt, walk: &mut Walk) {
+    let src = cur.src;
+    let w = |kw: &str| first.is_word(src, kw);
+    if first.is_punct(b'(') || w("SELECT") || w("VALUES") || w("TABLE") || w("WITH") {
+        st.command = Command::Select;
+        walk.read_candidate = true;
+        walk.select_like = true;
+    } else if w("INSERT") {
+        st.command = Command::Insert;
+    } else if w("UPDATE") {
+        st.command = Command::Update;
+    } else if w("DELETE") {
+        st.command = Command::Delete;
+    } else if w("REPLACE") {
+        st.command = Command::Replace;
+    } else if w("SHOW") {
+        st.command = Command::Show;
+        walk.read_candidate = show_is_read(cur, &mut st.effects);
+    } else if w("DESCRIBE") || w("DESC") || w("EXPLAIN") {
+        st.command = Command::Explain;
+        walk.read_candidate = explain_is_read(cur);
+        walk.select_like = walk.read_candidate;
+    } else if w("HELP") {
+        walk.read_candidate = true;
+    } else if w("USE") {
+        st.command = Command::Use;
+        st.effects |= Effects::USE_DB;
+        walk.read_candidate = true;
+    } else if w("BEGIN") {
+        st.command = Command::Begin;
+        // `BEGIN [WORK]`, but not `BEGIN NOT ATOMIC` (a compound statement).
+        if !cur.peek_word("NOT") {
+            st.effects |= Effects::TRX_BEGIN;
+        }
+    } else if w("START") {
+        if cur.peek_word("TRANSACTION") {
+            st.command = Command::Begin;
+            st.effects |= Effects::TRX_BEGIN;
+        }
+    } else if w("COMMIT") {
+        st.command = Command::Commit;
+        st.effects |= Effects::TRX_END;
+    } else if w("ROLLBACK") {
+        st.command = Command::Rollback;
+        st.effects |= Effects::TRX_END;
+    } else if w("CALL") {
+        st.command = Command::Call;
+    } else if w("LOAD") {
+        st.command = Command::Load;
+    } else if w("CREATE") || w("ALTER") || w("TRUNCATE") || w("RENAME") {
+        st.command = Command::Ddl;
+        if w("CREATE") {
+            // CREATE [OR REPLACE] TEMPORARY TABLE
+            if cur.peek_word("OR") {
+                cur.next();
+                cur.next();
+                walk.tokens += 2;
+            }
+            if cur.peek_word("TEMPORARY") {
+                st.effects |= Effects::TEMP_TABLE_CREATE;
+            }
+        }
+    } else if w("DROP") {
+        st.command = Command::Ddl;
+        if cur.peek_word("TEMPORARY") || cur.peek_word("TABLE") || cur.peek_word("TABLES") {
+            st.effects |= Effects::TABLE_DROP;
+        } else if cur.peek_word("PREPARE") {
+            st.command = Command::Other;
+            st.effects |= Effects::TEXT_DEALLOCATE;
+        }
+    } else if w("LOCK") {
+        if cur.peek_word("TABLES") || cur.peek_word("TABLE") {
+            st.effects |= Effects::LOCK_TABLES;
+        }
+    } else if w("UNLOCK") {
+        st.effects |= Effects::UNLOCK_TABLES;
+    } else if w("PREPARE") {
+        st.effects |= Effects::TEXT_PREPARE;
+    } else if w("EXECUTE") {
+        st.effects |= Effects::TEXT_EXECUTE;
+    } else if w("DEALLOCATE") {
+        st.effects |= Effects::TEXT_DEALLOCATE;
+    } else if w("XA") {
+        if cur.peek_word("START") || cur.peek_word("BEGIN") {
+            st.effects |= Effects::XA_START;
+        } else if cur.peek_word("COMMIT") || cur.peek_word("ROLLBACK") {
+            st.effects |= Effects::XA_END;
+        }
+    } else if w("HANDLER") {
+        st.effects |= Effects::UNTRACKED;
+    } else if w("GET") {
+        if cur.peek_word("DIAGNOSTICS") || cur.peek_word("CURRENT") {
+            st.effects |= Effects::PREV_STATEMENT;
+        }
+    } else if w("KILL") {
+        st.command = Command::Kill;
+    }
+}
+
+/// Effects of one token in the body of a statement (also used for SET expressions).
+fn body_token(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
+    let src = cur.src;
+    walk.tokens += 1;
+    match t.kind {
+        Kind::Punct(b'(') => walk.depth += 1,
+        Kind::Punct(b')') => walk.depth -= 1,
+        Kind::Punct(b',') => {}
+        Kind::UserVar => {
+            let assigned = walk.into_list || cur.peek().is_some_and(|n| n.kind == Kind::Assign);
+            st.effects |= if assigned { Effects::USER_VAR_WRITE } else { Effects::USER_VAR_READ };
+        }
+        Kind::SysVar => sysvar_read(src, st, &t),
+        Kind::Word | Kind::QuotedIdent if cur.peek().is_some_and(|n| n.is_punct(b'(')) => {
+            call(cur, st, walk, t);
+        }
+        Kind::Word => keyword(cur, st, walk, t),
+        Kind::Number if st.command == Command::Kill && st.kill.is_none() => {
+            if let Some(id) = std::str::from_utf8(t.text(src)).ok().and_then(|s| s.parse().ok()) {
+                st.kill = Some(Kill { query_only: walk.kill_query, id });
+            }
+        }
+        _ => {}
+    }
+    if walk.into_list && !matches!(t.kind, Kind::UserVar | Kind::Punct(b',')) && !t.is_word(src, "INTO") {
+        walk.into_list = false;
+    }
+    walk.prev = Some(t);
+}
+
+fn sysvar_read(src: &[u8], st: &mut Stmt, t: &Token) {
+    let name = &t.text(src)[2..];
+    let bare = name.rsplit(|&b| b == b'.').next().unwrap_or(name);
+    if bare.eq_ignore_ascii_case(b"warning_count") || bare.eq_ignore_ascii_case(b"error_count") {
+        st.effects |= Effects::PREV_STATEMENT;
+    } else if bare.eq_ignore_ascii_case(b"identity") || bare.eq_ignore_ascii_case(b"last_insert_id") {
+        st.effects |= Effects::LAST_INSERT_ID_READ;
+    }
+}
+
+/// A name followed by `(`.
+fn call(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
+    let qualified = walk.prev.is_some_and(|p| p.is_punct(b'.'));
+    let kind = if t.kind == Kind::QuotedIdent || qualified {
+        Call::Unknown
+    } else {
+        classify_call(t.text(cur.src))
+    };
+    match kind {
+        Call::Safe => {}
+        Call::Lock => st.effects |= Effects::LOCK_FUNCTION,
+        Call::Sequence => walk.write = true,
+        Call::PrevStatement => st.effects |= Effects::PREV_STATEMENT,
+        Call::ConnectionId => st.effects |= Effects::CONNECTION_ID,
+        Call::LastInsertId => {
+            // Look past the '(' for an argument.
+            let paren = cur.next();
+            walk.prev = paren;
+            walk.depth += 1;
+            walk.tokens += 1;
+            if cur.peek().is_some_and(|n| n.is_punct(b')')) {
+                st.effects |= Effects::LAST_INSERT_ID_READ;
+            } else {
+                st.effects |= Effects::LAST_INSERT_ID_SET;
+            }
+            return;
+        }
+        // `INSERT INTO t (cols)`, `CREATE TABLE t (...)` are not calls: only read candidates,
+        // where a name before `(` really is a call, care about unknown names.
+        Call::Unknown if walk.read_candidate => st.effects |= Effects::UNKNOWN_FUNCTION,
+        Call::Unknown => {}
+    }
+}
+
+/// Keywords inside a statement body that change its class or effects.
+fn keyword(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
+    let src = cur.src;
+    if t.kind != Kind::Word {
+        return;
+    }
+    let is = |kw: &str| t.is_word(src, kw);
+    let prev_is = |kw: &str| walk.prev.is_some_and(|p| p.is_word(src, kw));
+    match st.command {
+        Command::Kill => {
+            if is("QUERY") {
+                walk.kill_query = true;
+            }
+            return;
+        }
+        Command::Load if is("LOCAL") => st.effects |= Effects::LOAD_LOCAL,
+        Command::Rollback if is("TO") => {
+            // ROLLBACK [WORK] TO SAVEPOINT does not end the transaction.
+            st.command = Command::Other;
+            st.effects = Effects(st.effects.0 & !Effects::TRX_END.0);
+        }
+        Command::Commit | Command::Rollback if is("CHAIN") && !prev_is("NO") => {
+            // COMMIT AND CHAIN opens the next transaction at once.
+            st.effects = Effects(st.effects.0 & !Effects::TRX_END.0);
+        }
+        Command::Other if is("WITH") && cur.peek_word("READ") => {
+            st.effects |= Effects::LOCK_TABLES; // FLUSH TABLES ... WITH READ LOCK
+        }
+        _ => {}
+    }
+    if is("SQL_CALC_FOUND_ROWS") {
+        st.effects |= Effects::CALC_FOUND_ROWS;
+    } else if (is("NEXT") || is("PREVIOUS")) && cur.peek_word("VALUE") {
+        walk.write = true; // sequences
+    } else if walk.select_like {
+        if is("INTO") {
+            // INTO OUTFILE/DUMPFILE writes a file on the server; INTO @var assigns.
+            walk.write = true;
+            walk.into_list = true;
+        } else if (is("FOR") && (cur.peek_word("UPDATE") || cur.peek_word("SHARE")))
+            || (is("LOCK") && cur.peek_word("IN"))
+        {
+            walk.write = true;
+        } else if st.command == Command::Select
+            && walk.depth == 0
+            && (is("INSERT") || is("UPDATE") || is("DELETE") || is("REPLACE"))
+        {
+            walk.write = true; // WITH ... UPDATE/DELETE
+        }
+    }
+}
+
+/// `SET ...`: session variables (reads), user variables, global variables, transaction
+/// characteristics, names, roles, passwords, and `SET STATEMENT ... FOR`.
+fn set_statement(cur: &mut Cursor<'_>) -> Stmt {
+    let src = cur.src;
+    let mut st = Stmt {
+        command: Command::Set,
+        route: Route::Write,
+        effects: Effects::default(),
+        kill: None,
+    };
+    let mut walk = Walk::default();
+    'assignments: loop {
+        let Some(mut h) = cur.next() else { break };
+        if h.is_punct(b';') {
+            break;
+        }
+        let mut global = false;
+        let mut explicit_session = false;
+        while word_is(src, &h, &["GLOBAL", "SESSION", "LOCAL", "PERSIST", "PERSIST_ONLY"]) {
+            if word_is(src, &h, &["GLOBAL", "PERSIST", "PERSIST_ONLY"]) {
+                global = true;
+            } else {
+                explicit_session = true;
+            }
+            match cur.next() {
+                Some(n) => h = n,
+                None => break 'assignments,
+            }
+        }
+        let is = |kw: &str| h.is_word(src, kw);
+        let mut rest_of_statement = false;
+        match h.kind {
+            Kind::UserVar => st.effects |= Effects::USER_VAR_WRITE,
+            Kind::SysVar => {
+                let name = &h.text(src)[2..];
+                let scoped_global = name.len() > 7 && name[..7].eq_ignore_ascii_case(b"global.");
+                let bare = name.rsplit(|&b| b == b'.').next().unwrap_or(name);
+                mark_var(&mut st, bare, global || scoped_global);
+            }
+            Kind::Word if is("NAMES") || is("CHARSET") || (is("CHARACTER") && cur.peek_word("SET")) => {
+                st.effects |= Effects::SESSION_SET;
+            }
+            Kind::Word if is("TRANSACTION") => {
+                st.effects |= if global {
+                    Effects::GLOBAL_SET
+                } else if explicit_session {
+                    Effects::SESSION_SET
+                } else {
+                    Effects::TRX_CHARACTERISTICS
+                };
+                rest_of_statement = true;
+            }
+            Kind::Word if is("ROLE") => {
+                st.effects |= Effects::UNTRACKED;
+                rest_of_statement = true;
+            }
+            Kind::Word if is("PASSWORD") || is("DEFAULT") => {
+                st.effects |= Effects::GLOBAL_SET; // writes the grant tables
+                rest_of_statement = true;
+            }
+            Kind::Word if is("STATEMENT") => return set_statement_for(cur),
+            Kind::Word | Kind::QuotedIdent => {
+                let mut name = h.text(src);
+                if cur.peek().is_some_and(|n| n.is_punct(b'.')) {
+                    cur.next();
+                    if let Some(n) = cur.next() {
+                        name = n.text(src);
+                    }
+                }
+                mark_var(&mut st, name, global);
+            }
+            _ => {}
+        }
+        // The value: up to the next top-level ',' (or the end, for multi-word forms).
+        let mut depth = 0;
+        while let Some(t) = cur.peek() {
+            if t.is_punct(b';') || (depth == 0 && t.is_punct(b',') && !rest_of_statement) {
+                break;
+            }
+            cur.next();
+            match t.kind {
+                Kind::Punct(b'(') => depth += 1,
+                Kind::Punct(b')') => depth -= 1,
+                _ => {}
+            }
+            body_token(cur, &mut st, &mut walk, t);
+        }
+        match cur.next() {
+            Some(t) if t.is_punct(b',') => continue,
+            _ => break,
+        }
+    }
+    let write = walk.write
+        || st.effects.intersects(
+            Effects::USER_VAR_WRITE
+                | Effects::GLOBAL_SET
+                | Effects::TRX_CHARACTERISTICS
+                | Effects::UNTRACKED
+                | Effects::LOCK_FUNCTION
+                | Effects::LAST_INSERT_ID_SET,
+        )
+        || !st.effects.intersects(Effects::SESSION_SET);
+    st.route = if write { Route::Write } else { Route::Read };
+    st
+}
+
+fn mark_var(st: &mut Stmt, name: &[u8], global: bool) {
+    if name.len() > 14 && name[..14].eq_ignore_ascii_case(b"session_track_") {
+        st.effects |= Effects::SESSION_TRACK_SET;
+    }
+    st.effects |= if global { Effects::GLOBAL_SET } else { Effects::SESSION_SET };
+}
+
+/// `SET STATEMENT var=value [, ...] FOR <statement>`: the settings last one statement, so
+/// the statement after `FOR` decides.
+fn set_statement_for(cur: &mut Cursor<'_>) -> Stmt {
+    let src = cur.src;
+    let mut depth = 0;
+    while let Some(n) = cur.next() {
+        match n.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth -= 1,
+            Kind::Punct(b';') => break,
+            _ => {}
+        }
+        if depth == 0 && n.is_word(src, "FOR") {
+            if let Some(first) = cur.next() {
+                return statement(cur, first);
+            }
+        }
+    }
+    Stmt {
+        command: Command::Set,
+        route: Route::Write,
+        effects: Effects::default(),
+        kill: None,
+    }
+}
+
+/// `SHOW ...`: server-specific variants go to the writer; the rest can be read anywhere.
+fn show_is_read(cur: &mut Cursor<'_>, effects: &mut Effects) -> bool {
+    let src = cur.src;
+    let Some(t) = cur.peek() else { return true };
+    if word_is(src, &t, &["WARNINGS", "ERRORS"]) {
+        *effects |= Effects::PREV_STATEMENT;
+        return true;
+    }
+    if t.is_word(src, "COUNT") {
+        // SHOW COUNT(*) WARNINGS / ERRORS
+        *effects |= Effects::PREV_STATEMENT;
+        return true;
+    }
+    !word_is(
+        src,
+        &t,
+        &[
+            "MASTER", "BINARY", "BINLOG", "SLAVE", "REPLICA", "ALL", "PROCESSLIST", "FULL",
+            "GLOBAL", "ENGINE", "OPEN", "EXPLAIN", "ANALYZE", "PROFILE", "PROFILES",
+        ],
+    )
+}
+
+/// `EXPLAIN`/`DESCRIBE`: reads for SELECTs and table descriptions, writes otherwise.
+fn explain_is_read(cur: &mut Cursor<'_>) -> bool {
+    let src = cur.src;
+    loop {
+        let Some(t) = cur.peek() else { return true };
+        if word_is(src, &t, &["EXTENDED", "PARTITIONS"]) {
+            cur.next();
+            continue;
+        }
+        if t.is_word(src, "FORMAT") {
+            cur.next();
+            cur.next(); // '='
+            cur.next(); // JSON / TRADITIONAL
+            continue;
+        }
+        if word_is(src, &t, &["INSERT", "UPDATE", "DELETE", "REPLACE", "FOR", "ANALYZE"]) {
+            return false;
+        }
+        return true;
+    }
+}

@@ -1,0 +1,16 @@
+//! sluice's SQL scanner: a single-pass, allocation-free lexer and the classification the router
+//! needs — can a statement go to a replica, which session state does it create or depend on,
+//! does it carry a routing hint.
+//!
+//! It is deliberately not a parser. Where the text alone cannot tell, it errs towards the
+//! writer and towards pinning: that costs performance, never correctness.
+#![forbid(unsafe_code)]
+
+mod classify;
+mod functions;
+pub mod lexer;
+
+pub use classify::{scan, scan_with, Command, Effects, Kill, Options, Route, Scan};
+
+#[cfg(test)]
+mod tests;
