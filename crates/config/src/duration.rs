@@ -35,7 +35,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "s" => 1_000.0,
         "m" => 60_000.0,
         "h" => 3_600_000.0,
-        other => return Err(format!("invalid duration unit {other:?} in {s:?}: use ms, s, m or h")),
+        other => {
+            return Err(format!(
+                "invalid duration unit {other:?} in {s:?}: use ms, s, m or h"
+            ))
+        }
     };
     let ms = value * scale_ms;
     if !ms.is_finite() || ms < 0.0 || ms > 1e12 {

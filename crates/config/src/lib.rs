@@ -49,8 +49,9 @@ impl Config {
 
     /// Reads, parses and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new("file", format!("cannot read {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new("file", format!("cannot read {}: {e}", path.display()))
+        })?;
         Config::from_toml(&text)
     }
 

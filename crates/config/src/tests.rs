@@ -57,7 +57,10 @@ fn errors_name_the_field() {
     let bad_rule = ISSUE_EXAMPLE.replace("(?i)^\\\\s*SELECT .* FOR UPDATE", "(unclosed");
     assert_eq!(err_of(&bad_rule).field, "rules[0].match");
 
-    let bad_hg = ISSUE_EXAMPLE.replace("hostgroup = \"reader\"\n\n[[users]]", "hostgroup = \"nope\"\n\n[[users]]");
+    let bad_hg = ISSUE_EXAMPLE.replace(
+        "hostgroup = \"reader\"\n\n[[users]]",
+        "hostgroup = \"nope\"\n\n[[users]]",
+    );
     let e = err_of(&bad_hg);
     assert_eq!(e.field, "listeners[0].hostgroup");
     assert!(e.message.contains("nope"), "{e}");
@@ -96,7 +99,8 @@ hostgroup = "reader"
 
 #[test]
 fn durations_accept_units() {
-    let text = format!("{ISSUE_EXAMPLE}\n[pool]\nqueue_timeout = \"250ms\"\nconnect_timeout = 1500\n");
+    let text =
+        format!("{ISSUE_EXAMPLE}\n[pool]\nqueue_timeout = \"250ms\"\nconnect_timeout = 1500\n");
     let cfg = Config::from_toml(&text).unwrap();
     assert_eq!(cfg.pool.queue_timeout.get().as_millis(), 250);
     assert_eq!(cfg.pool.connect_timeout.get().as_millis(), 1500);

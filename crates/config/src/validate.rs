@@ -18,14 +18,23 @@ impl Config {
             ));
         }
         if self.proxy.max_client_connections == 0 {
-            return Err(ConfigError::new("proxy.max_client_connections", "must be at least 1"));
+            return Err(ConfigError::new(
+                "proxy.max_client_connections",
+                "must be at least 1",
+            ));
         }
         if self.proxy.max_packet_size < 1024 {
-            return Err(ConfigError::new("proxy.max_packet_size", "must be at least 1024 bytes"));
+            return Err(ConfigError::new(
+                "proxy.max_packet_size",
+                "must be at least 1024 bytes",
+            ));
         }
         if let Some(v) = &self.proxy.server_version {
             if v.is_empty() || v.contains('\0') {
-                return Err(ConfigError::new("proxy.server_version", "must be a non-empty string without NUL"));
+                return Err(ConfigError::new(
+                    "proxy.server_version",
+                    "must be a non-empty string without NUL",
+                ));
             }
         }
 
@@ -38,7 +47,11 @@ impl Config {
                     field,
                     format!(
                         "unknown hostgroup {name:?} (known: {})",
-                        if hostgroups.is_empty() { "none".to_string() } else { hostgroups.join(", ") }
+                        if hostgroups.is_empty() {
+                            "none".to_string()
+                        } else {
+                            hostgroups.join(", ")
+                        }
                     ),
                 ))
             }
@@ -50,7 +63,10 @@ impl Config {
             let f = format!("listeners[{i}]");
             check_address(&format!("{f}.listen"), &l.listen)?;
             if !listens.insert(l.listen.clone()) {
-                return Err(ConfigError::new(format!("{f}.listen"), format!("{} is already used by another listener", l.listen)));
+                return Err(ConfigError::new(
+                    format!("{f}.listen"),
+                    format!("{} is already used by another listener", l.listen),
+                ));
             }
             if let Some(hg) = &l.hostgroup {
                 known_hostgroup(&format!("{f}.hostgroup"), hg)?;
@@ -62,18 +78,30 @@ impl Config {
             let f = format!("users[{i}]");
             non_empty(&format!("{f}.name"), &u.name)?;
             if u.name.len() > 80 {
-                return Err(ConfigError::new(format!("{f}.name"), "is longer than 80 characters"));
+                return Err(ConfigError::new(
+                    format!("{f}.name"),
+                    "is longer than 80 characters",
+                ));
             }
             if !users.insert(u.name.as_str()) {
-                return Err(ConfigError::new(format!("{f}.name"), format!("user {:?} is defined twice", u.name)));
+                return Err(ConfigError::new(
+                    format!("{f}.name"),
+                    format!("user {:?} is defined twice", u.name),
+                ));
             }
         }
         if self.users.is_empty() {
-            return Err(ConfigError::new("users", "at least one [[users]] entry is required"));
+            return Err(ConfigError::new(
+                "users",
+                "at least one [[users]] entry is required",
+            ));
         }
 
         if self.servers.is_empty() {
-            return Err(ConfigError::new("servers", "at least one [[servers]] entry is required"));
+            return Err(ConfigError::new(
+                "servers",
+                "at least one [[servers]] entry is required",
+            ));
         }
         let mut servers = HashSet::new();
         for (i, s) in self.servers.iter().enumerate() {
@@ -90,16 +118,29 @@ impl Config {
                 ));
             }
             if s.weight > 1_000_000 {
-                return Err(ConfigError::new(format!("{f}.weight"), "must be at most 1000000"));
+                return Err(ConfigError::new(
+                    format!("{f}.weight"),
+                    "must be at most 1000000",
+                ));
             }
             if s.max_connections == Some(0) {
-                return Err(ConfigError::new(format!("{f}.max_connections"), "must be at least 1"));
+                return Err(ConfigError::new(
+                    format!("{f}.max_connections"),
+                    "must be at least 1",
+                ));
             }
         }
-        if !self.servers.iter().any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup)) {
+        if !self
+            .servers
+            .iter()
+            .any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup))
+        {
             return Err(ConfigError::new(
                 "servers",
-                format!("no server is in the writer hostgroup {:?}", self.proxy.writer_hostgroup),
+                format!(
+                    "no server is in the writer hostgroup {:?}",
+                    self.proxy.writer_hostgroup
+                ),
             ));
         }
 
@@ -107,34 +148,53 @@ impl Config {
         for (i, h) in self.hostgroups.iter().enumerate() {
             non_empty(&format!("hostgroups[{i}].name"), &h.name)?;
             if !hg_names.insert(h.name.as_str()) {
-                return Err(ConfigError::new(format!("hostgroups[{i}].name"), format!("hostgroup {:?} is defined twice", h.name)));
+                return Err(ConfigError::new(
+                    format!("hostgroups[{i}].name"),
+                    format!("hostgroup {:?} is defined twice", h.name),
+                ));
             }
         }
 
         for (i, r) in self.rules.iter().enumerate() {
             let f = format!("rules[{i}]");
-            regex::Regex::new(&r.pattern)
-                .map_err(|e| ConfigError::new(format!("{f}.match"), format!("invalid regular expression: {e}")))?;
+            regex::Regex::new(&r.pattern).map_err(|e| {
+                ConfigError::new(
+                    format!("{f}.match"),
+                    format!("invalid regular expression: {e}"),
+                )
+            })?;
             known_hostgroup(&format!("{f}.hostgroup"), &r.hostgroup)?;
             if let Some(u) = &r.user {
                 if !users.contains(u.as_str()) {
-                    return Err(ConfigError::new(format!("{f}.user"), format!("unknown user {u:?}")));
+                    return Err(ConfigError::new(
+                        format!("{f}.user"),
+                        format!("unknown user {u:?}"),
+                    ));
                 }
             }
         }
 
         let p = &self.pool;
         if p.max_connections == 0 {
-            return Err(ConfigError::new("pool.max_connections", "must be at least 1"));
+            return Err(ConfigError::new(
+                "pool.max_connections",
+                "must be at least 1",
+            ));
         }
         if p.connect_timeout.get().is_zero() {
-            return Err(ConfigError::new("pool.connect_timeout", "must be greater than zero"));
+            return Err(ConfigError::new(
+                "pool.connect_timeout",
+                "must be greater than zero",
+            ));
         }
         if p.idle_timeout.get().as_millis() < 1000 {
             return Err(ConfigError::new("pool.idle_timeout", "must be at least 1s"));
         }
         if p.stmt_cache_size == 0 {
-            return Err(ConfigError::new("pool.stmt_cache_size", "must be at least 1"));
+            return Err(ConfigError::new(
+                "pool.stmt_cache_size",
+                "must be at least 1",
+            ));
         }
         if self.log.json && self.log.level.is_empty() {
             return Err(ConfigError::new("log.level", "must not be empty"));
@@ -153,7 +213,12 @@ fn non_empty(field: &str, value: &str) -> Result {
 
 /// Accepts `host:port` (IPv4, `[IPv6]` or a host name) with a numeric port.
 fn check_address(field: &str, addr: &str) -> Result {
-    let bad = |why: &str| Err(ConfigError::new(field, format!("invalid address {addr:?}: {why}")));
+    let bad = |why: &str| {
+        Err(ConfigError::new(
+            field,
+            format!("invalid address {addr:?}: {why}"),
+        ))
+    };
     let Some((host, port)) = addr.rsplit_once(':') else {
         return bad("expected host:port");
     };

@@ -67,33 +67,72 @@ mod tests {
 
     #[test]
     fn weighted_follows_weights() {
-        let c = [Candidate { weight: 1, in_flight: 0 }, Candidate { weight: 3, in_flight: 0 }];
+        let c = [
+            Candidate {
+                weight: 1,
+                in_flight: 0,
+            },
+            Candidate {
+                weight: 3,
+                in_flight: 0,
+            },
+        ];
         let mut hits = [0u32; 2];
         for _ in 0..40_000 {
             hits[pick(Balance::Weighted, &c).unwrap()] += 1;
         }
         let share = hits[1] as f64 / 40_000.0;
-        assert!((0.70..0.80).contains(&share), "share of weight-3 server: {share}");
+        assert!(
+            (0.70..0.80).contains(&share),
+            "share of weight-3 server: {share}"
+        );
     }
 
     #[test]
     fn least_outstanding_prefers_idle_servers() {
         let c = [
-            Candidate { weight: 1, in_flight: 5 },
-            Candidate { weight: 1, in_flight: 1 },
-            Candidate { weight: 1, in_flight: 3 },
+            Candidate {
+                weight: 1,
+                in_flight: 5,
+            },
+            Candidate {
+                weight: 1,
+                in_flight: 1,
+            },
+            Candidate {
+                weight: 1,
+                in_flight: 3,
+            },
         ];
         for _ in 0..100 {
             assert_eq!(pick(Balance::LeastOutstanding, &c), Some(1));
         }
         // Weight scales the score: 4 in flight on weight 4 beats 2 on weight 1.
-        let c = [Candidate { weight: 1, in_flight: 2 }, Candidate { weight: 4, in_flight: 4 }];
+        let c = [
+            Candidate {
+                weight: 1,
+                in_flight: 2,
+            },
+            Candidate {
+                weight: 4,
+                in_flight: 4,
+            },
+        ];
         assert_eq!(pick(Balance::LeastOutstanding, &c), Some(1));
     }
 
     #[test]
     fn empty_and_single() {
         assert_eq!(pick(Balance::Weighted, &[]), None);
-        assert_eq!(pick(Balance::LeastOutstanding, &[Candidate { weight: 1, in_flight: 9 }]), Some(0));
+        assert_eq!(
+            pick(
+                Balance::LeastOutstanding,
+                &[Candidate {
+                    weight: 1,
+                    in_flight: 9
+                }]
+            ),
+            Some(0)
+        );
     }
 }

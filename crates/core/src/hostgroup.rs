@@ -125,7 +125,12 @@ enum Pick<C> {
 
 impl<C> Hostgroup<C> {
     /// A hostgroup over `servers`.
-    pub fn new(name: &str, servers: Vec<Arc<Server>>, balance: Balance, settings: PoolSettings) -> Self {
+    pub fn new(
+        name: &str,
+        servers: Vec<Arc<Server>>,
+        balance: Balance,
+        settings: PoolSettings,
+    ) -> Self {
         let members = servers
             .into_iter()
             .map(|server| Member {
@@ -149,12 +154,21 @@ impl<C> Hostgroup<C> {
 
     /// The servers, in configuration order.
     pub fn servers(&self) -> Vec<Arc<Server>> {
-        self.state.lock().members.iter().map(|m| m.server.clone()).collect()
+        self.state
+            .lock()
+            .members
+            .iter()
+            .map(|m| m.server.clone())
+            .collect()
     }
 
     /// True if at least one server may take traffic now.
     pub fn has_usable_server(&self) -> bool {
-        self.state.lock().members.iter().any(|m| m.server.is_usable())
+        self.state
+            .lock()
+            .members
+            .iter()
+            .any(|m| m.server.is_usable())
     }
 
     /// Statements waiting for a connection.
@@ -219,7 +233,9 @@ impl<C> Hostgroup<C> {
                 },
             };
             debug_assert!(slot);
-            let attempt = tokio::time::timeout(settings.connect_timeout, connector.connect(&server, key)).await;
+            let attempt =
+                tokio::time::timeout(settings.connect_timeout, connector.connect(&server, key))
+                    .await;
             let result = match attempt {
                 Ok(r) => r,
                 Err(_) => Err(ConnectError::down(format!(
@@ -267,7 +283,12 @@ impl<C> Hostgroup<C> {
     }
 
     /// Under the lock: take an idle connection, reserve a slot, or join the queue.
-    fn pick(&self, key: &PoolKey, settings: &PoolSettings, last_error: Option<&ConnectError>) -> Result<Pick<C>, AcquireError> {
+    fn pick(
+        &self,
+        key: &PoolKey,
+        settings: &PoolSettings,
+        last_error: Option<&ConnectError>,
+    ) -> Result<Pick<C>, AcquireError> {
         let policy = *self.balance.lock();
         let mut evicted: Option<C> = None;
         let result = {
@@ -280,7 +301,8 @@ impl<C> Hostgroup<C> {
                     .map(|e| e.message.clone())
                     .or_else(|| {
                         st.members.iter().find_map(|m| match m.server.health() {
-                            crate::Health::Shunned { reason, .. } | crate::Health::Offline { reason } => Some(reason),
+                            crate::Health::Shunned { reason, .. }
+                            | crate::Health::Offline { reason } => Some(reason),
                             crate::Health::Online => None,
                         })
                     })
@@ -313,7 +335,10 @@ impl<C> Hostgroup<C> {
                     .copied()
                     .filter(|&i| st.members[i].idle.iter().any(|c| &c.key == key))
                     .collect();
-                let pool_from = if !matching.is_empty() && policy == Balance::Weighted && matching.len() == with_room.len() {
+                let pool_from = if !matching.is_empty()
+                    && policy == Balance::Weighted
+                    && matching.len() == with_room.len()
+                {
                     &matching
                 } else {
                     &with_room
@@ -353,7 +378,12 @@ impl<C> Hostgroup<C> {
         result
     }
 
-    fn enqueue(&self, st: &mut State<C>, key: &PoolKey, settings: &PoolSettings) -> Result<Pick<C>, AcquireError> {
+    fn enqueue(
+        &self,
+        st: &mut State<C>,
+        key: &PoolKey,
+        settings: &PoolSettings,
+    ) -> Result<Pick<C>, AcquireError> {
         st.waiters.retain(|w| !w.tx.is_closed());
         if st.waiters.len() >= settings.queue_limit {
             self.queue_timeouts.fetch_add(1, Relaxed);
@@ -363,14 +393,21 @@ impl<C> Hostgroup<C> {
             });
         }
         let (tx, rx) = oneshot::channel();
-        st.waiters.push_back(Waiter { key: key.clone(), tx });
+        st.waiters.push_back(Waiter {
+            key: key.clone(),
+            tx,
+        });
         Ok(Pick::Wait(rx))
     }
 
     /// A reserved slot could not be turned into a connection.
     fn slot_failed(&self, server: &Arc<Server>) {
         let mut st = self.state.lock();
-        if let Some(m) = st.members.iter_mut().find(|m| Arc::ptr_eq(&m.server, server)) {
+        if let Some(m) = st
+            .members
+            .iter_mut()
+            .find(|m| Arc::ptr_eq(&m.server, server))
+        {
             m.open = m.open.saturating_sub(1);
             m.in_use = m.in_use.saturating_sub(1);
         }
@@ -389,7 +426,9 @@ impl<C> Hostgroup<C> {
             else {
                 return;
             };
-            let Some(w) = st.waiters.pop_front() else { return };
+            let Some(w) = st.waiters.pop_front() else {
+                return;
+            };
             let m = &mut st.members[i];
             m.open += 1;
             m.in_use += 1;
@@ -406,7 +445,11 @@ impl<C> Hostgroup<C> {
         let mut closing: Vec<C> = Vec::new();
         {
             let mut st = self.state.lock();
-            let Some(i) = st.members.iter().position(|m| Arc::ptr_eq(&m.server, server)) else {
+            let Some(i) = st
+                .members
+                .iter()
+                .position(|m| Arc::ptr_eq(&m.server, server))
+            else {
                 // The server left the hostgroup (reload): just close.
                 drop(st);
                 drop(conn);
@@ -512,11 +555,15 @@ impl<C> Hostgroup<C> {
 impl<C> Lease<C> {
     /// The connection.
     pub fn conn(&mut self) -> &mut C {
-        self.conn.as_mut().expect("lease holds a connection until dropped")
+        self.conn
+            .as_mut()
+            .expect("lease holds a connection until dropped")
     }
     /// The connection (shared).
     pub fn conn_ref(&self) -> &C {
-        self.conn.as_ref().expect("lease holds a connection until dropped")
+        self.conn
+            .as_ref()
+            .expect("lease holds a connection until dropped")
     }
     /// The server it belongs to.
     pub fn server(&self) -> &Arc<Server> {

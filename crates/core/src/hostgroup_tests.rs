@@ -13,7 +13,11 @@ struct FakeConnector {
 }
 
 impl Connector<FakeConn> for FakeConnector {
-    fn connect<'a>(&'a self, server: &'a Arc<Server>, _key: &'a PoolKey) -> Pin<Box<dyn Future<Output = Result<FakeConn, ConnectError>> + Send + 'a>> {
+    fn connect<'a>(
+        &'a self,
+        server: &'a Arc<Server>,
+        _key: &'a PoolKey,
+    ) -> Pin<Box<dyn Future<Output = Result<FakeConn, ConnectError>> + Send + 'a>> {
         Box::pin(async move {
             if self.down.lock().iter().any(|a| **a == *server.address) {
                 return Err(ConnectError::down("connection refused"));
@@ -34,11 +38,17 @@ fn settings(queue_ms: u64, limit: usize) -> PoolSettings {
 }
 
 fn key(user: &str) -> PoolKey {
-    PoolKey { user: Arc::from(user), variant: 0 }
+    PoolKey {
+        user: Arc::from(user),
+        variant: 0,
+    }
 }
 
 fn hostgroup(servers: &[(&str, u32)], s: PoolSettings) -> Arc<Hostgroup<FakeConn>> {
-    let servers = servers.iter().map(|(a, max)| Arc::new(Server::new(a, "hg", 1, *max))).collect();
+    let servers = servers
+        .iter()
+        .map(|(a, max)| Arc::new(Server::new(a, "hg", 1, *max)))
+        .collect();
     Arc::new(Hostgroup::new("hg", servers, Balance::Weighted, s))
 }
 
@@ -78,7 +88,11 @@ async fn waiters_get_connections_in_order_and_time_out_with_a_precise_message() 
         t.await.unwrap();
     }
     assert_eq!(*order.lock(), vec![0, 1, 2]);
-    assert_eq!(c.opened.load(SeqCst), 1, "the one connection was handed from waiter to waiter");
+    assert_eq!(
+        c.opened.load(SeqCst),
+        1,
+        "the one connection was handed from waiter to waiter"
+    );
 
     let _held = hg.acquire(&key("u"), &*c).await.unwrap();
     let err = match hg.acquire(&key("u"), &*c).await {
@@ -86,7 +100,12 @@ async fn waiters_get_connections_in_order_and_time_out_with_a_precise_message() 
         Ok(_) => panic!("must time out"),
     };
     let msg = err.to_string();
-    assert!(msg.contains("hostgroup 'hg'") && msg.contains("within 3") && msg.contains("1 of 1 connections busy"), "{msg}");
+    assert!(
+        msg.contains("hostgroup 'hg'")
+            && msg.contains("within 3")
+            && msg.contains("1 of 1 connections busy"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
@@ -98,7 +117,11 @@ async fn full_queue_fails_at_once() {
     let _waiter = tokio::spawn(async move { hg2.acquire(&key("u"), &*c2).await.map(|_| ()) });
     tokio::time::sleep(Duration::from_millis(20)).await;
     let started = Instant::now();
-    let err = hg.acquire(&key("u"), &*c).await.err().expect("queue is full");
+    let err = hg
+        .acquire(&key("u"), &*c)
+        .await
+        .err()
+        .expect("queue is full");
     assert!(matches!(err, AcquireError::QueueFull { .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1));
 }
@@ -120,7 +143,11 @@ async fn refused_server_is_shunned_and_others_serve() {
     c.down.lock().push("up:1".into());
     servers[1].shun("test".into(), Duration::from_secs(60));
     let err = hg.acquire(&key("u"), &c).await.err().expect("no server");
-    assert!(err.to_string().contains("no usable server in hostgroup 'hg'"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("no usable server in hostgroup 'hg'"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -129,7 +156,11 @@ async fn connections_of_another_user_make_room_when_full() {
     let c = FakeConnector::default();
     drop(hg.acquire(&key("alice"), &c).await.unwrap());
     let lease = hg.acquire(&key("bob"), &c).await.unwrap();
-    assert_eq!(lease.conn_ref().0, 1, "alice's idle connection was replaced");
+    assert_eq!(
+        lease.conn_ref().0,
+        1,
+        "alice's idle connection was replaced"
+    );
     drop(lease);
     let st = &hg.pool_stats()[0];
     assert_eq!((st.idle, st.open), (1, 1));
@@ -141,11 +172,16 @@ async fn discarded_leases_free_their_slot_for_waiters() {
     let c = Arc::new(FakeConnector::default());
     let mut held = hg.acquire(&key("u"), &*c).await.unwrap();
     let (hg2, c2) = (hg.clone(), c.clone());
-    let waiter = tokio::spawn(async move { hg2.acquire(&key("u"), &*c2).await.map(|l| l.conn_ref().0) });
+    let waiter =
+        tokio::spawn(async move { hg2.acquire(&key("u"), &*c2).await.map(|l| l.conn_ref().0) });
     tokio::time::sleep(Duration::from_millis(20)).await;
     held.discard();
     drop(held);
-    assert_eq!(waiter.await.unwrap().unwrap(), 1, "waiter opened a fresh connection");
+    assert_eq!(
+        waiter.await.unwrap().unwrap(),
+        1,
+        "waiter opened a fresh connection"
+    );
 }
 
 #[tokio::test]

@@ -26,7 +26,13 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// The protocol side of a listener.
 pub trait Handler: Send + Sync + 'static {
     /// Serves one client until it leaves. `permit` counts it against the connection limit.
-    fn handle(self: Arc<Self>, stream: TcpStream, peer: SocketAddr, listener: Arc<ListenerInfo>, permit: OwnedSemaphorePermit) -> HandlerFuture;
+    fn handle(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: Arc<ListenerInfo>,
+        permit: OwnedSemaphorePermit,
+    ) -> HandlerFuture;
     /// Turns a client away because the proxy is at its connection limit.
     fn reject(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) -> HandlerFuture;
 }
@@ -38,9 +44,18 @@ pub fn bind(addr: &str, reuse_port: bool) -> io::Result<TcpListener> {
         Ok(sa) => sa,
         Err(_) => std::net::ToSocketAddrs::to_socket_addrs(addr)?
             .next()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("cannot resolve {addr}")))?,
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("cannot resolve {addr}"),
+                )
+            })?,
     };
-    let sock = if sa.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let sock = if sa.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     sock.set_reuseaddr(true)?;
     if reuse_port {
         sock.set_reuseport(true)?;

@@ -113,7 +113,12 @@ impl Router {
 
     /// Decides where a statement goes.
     pub fn route(&self, input: &RouteInput<'_>) -> Result<Decision, UnknownHint> {
-        let decide = |hostgroup: &Arc<str>, reason| Ok(Decision { hostgroup: hostgroup.clone(), reason });
+        let decide = |hostgroup: &Arc<str>, reason| {
+            Ok(Decision {
+                hostgroup: hostgroup.clone(),
+                reason,
+            })
+        };
         if let Some(hg) = input.listener_hostgroup {
             return decide(hg, Reason::Listener);
         }
@@ -121,7 +126,9 @@ impl Router {
             return decide(&self.writer, Reason::Transaction);
         }
         if let Some(hint) = input.scan.hint(input.sql) {
-            let target = self.resolve(hint).ok_or_else(|| UnknownHint(hint.to_string()))?;
+            let target = self
+                .resolve(hint)
+                .ok_or_else(|| UnknownHint(hint.to_string()))?;
             return decide(&target, Reason::Hint);
         }
         for (i, rule) in self.rules.iter().enumerate() {
@@ -144,10 +151,16 @@ impl Router {
 
     /// Resolves a hint target: `writer`, `reader`, or a hostgroup name.
     pub fn resolve(&self, target: &str) -> Option<Arc<str>> {
-        if target.eq_ignore_ascii_case("writer") || target.eq_ignore_ascii_case("master") || target.eq_ignore_ascii_case("primary") {
+        if target.eq_ignore_ascii_case("writer")
+            || target.eq_ignore_ascii_case("master")
+            || target.eq_ignore_ascii_case("primary")
+        {
             return Some(self.writer.clone());
         }
-        if target.eq_ignore_ascii_case("reader") || target.eq_ignore_ascii_case("replica") || target.eq_ignore_ascii_case("slave") {
+        if target.eq_ignore_ascii_case("reader")
+            || target.eq_ignore_ascii_case("replica")
+            || target.eq_ignore_ascii_case("slave")
+        {
             return Some(self.reader.clone());
         }
         self.known.iter().find(|h| &***h == target).cloned()
@@ -170,7 +183,12 @@ mod tests {
                 name: None,
             })
             .collect();
-        Router::new("writer", "reader", &rules, &["writer".into(), "reader".into(), "olap".into()])
+        Router::new(
+            "writer",
+            "reader",
+            &rules,
+            &["writer".into(), "reader".into(), "olap".into()],
+        )
     }
 
     fn route(r: &Router, sql: &str, in_trx: bool) -> Result<Decision, UnknownHint> {
@@ -189,14 +207,21 @@ mod tests {
     fn builtin_rules() {
         let r = router(&[]);
         assert_eq!(&*route(&r, "SELECT 1", false).unwrap().hostgroup, "reader");
-        assert_eq!(&*route(&r, "UPDATE t SET a=1", false).unwrap().hostgroup, "writer");
+        assert_eq!(
+            &*route(&r, "UPDATE t SET a=1", false).unwrap().hostgroup,
+            "writer"
+        );
         let d = route(&r, "SELECT 1", true).unwrap();
         assert_eq!((&*d.hostgroup, d.reason), ("writer", Reason::Transaction));
     }
 
     #[test]
     fn rules_first_match_wins_and_count_hits() {
-        let r = router(&[("(?i)^\\s*SELECT .* FOR UPDATE", "writer"), ("(?i)report", "olap"), ("(?i)report", "writer")]);
+        let r = router(&[
+            ("(?i)^\\s*SELECT .* FOR UPDATE", "writer"),
+            ("(?i)report", "olap"),
+            ("(?i)report", "writer"),
+        ]);
         let d = route(&r, "select a from t for update", false).unwrap();
         assert_eq!(d.reason, Reason::Rule(0));
         let d = route(&r, "SELECT * FROM report", false).unwrap();

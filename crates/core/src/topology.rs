@@ -28,19 +28,35 @@ impl<C> Topology<C> {
                 .iter()
                 .filter(|s| s.hostgroup.as_deref() == Some(name.as_str()))
                 .map(|s| {
-                    let listed_twice = cfg.servers.iter().filter(|o| o.address == s.address).count() > 1;
-                    let mut server = Server::new(&s.address, name, s.weight, s.max_connections(&cfg.pool));
+                    let listed_twice = cfg
+                        .servers
+                        .iter()
+                        .filter(|o| o.address == s.address)
+                        .count()
+                        > 1;
+                    let mut server =
+                        Server::new(&s.address, name, s.weight, s.max_connections(&cfg.pool));
                     if listed_twice {
                         server.name = Arc::from(format!("{}@{}", s.address, name));
                     }
                     Arc::new(server)
                 })
                 .collect();
-            hostgroups.push(Arc::new(Hostgroup::new(name, servers, cfg.balance_of(name), settings.clone())));
+            hostgroups.push(Arc::new(Hostgroup::new(
+                name,
+                servers,
+                cfg.balance_of(name),
+                settings.clone(),
+            )));
         }
         Topology {
             hostgroups,
-            router: Router::new(&cfg.proxy.writer_hostgroup, &cfg.proxy.reader_hostgroup, &cfg.rules, &names),
+            router: Router::new(
+                &cfg.proxy.writer_hostgroup,
+                &cfg.proxy.reader_hostgroup,
+                &cfg.rules,
+                &names,
+            ),
             reads_fallback_to_writer: cfg.proxy.reads_fallback_to_writer,
         }
     }

@@ -1,0 +1,14 @@
+//! MySQL/MariaDB protocol support for sluice: the wire format, authentication, backend
+//! connections, and client sessions that route statements through the core.
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod backend;
+pub mod frontend;
+pub mod proxy;
+pub mod server_info;
+pub mod state;
+pub mod users;
+pub mod wire;
+
+pub use proxy::{Proxy, Running, StartError};

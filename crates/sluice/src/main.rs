@@ -1,1 +1,157 @@
-fn main() {}
+//! `sluice`: run the proxy, check a config, or run the local demo.
+#![forbid(unsafe_code)]
+
+mod demo;
+
+use clap::{Parser, Subcommand};
+use sluice_config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A MySQL/MariaDB read/write-splitting, pooling proxy"
+)]
+struct Cli {
+    /// Configuration file (runs the proxy when no subcommand is given).
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the proxy (same as giving only --config).
+    Run,
+    /// Validate a configuration file and exit non-zero naming the bad field.
+    Check,
+    /// Start a primary and two replicas from the local MariaDB binaries, put sluice in front,
+    /// run a short workload and show where it went. Ctrl-C stops and cleans up.
+    Demo {
+        /// Port for the demo's proxy listener.
+        #[arg(long, default_value_t = 6033)]
+        port: u16,
+        /// Exit after the workload instead of waiting for Ctrl-C.
+        #[arg(long)]
+        no_wait: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Cmd::Demo { port, no_wait }) => {
+            init_logging("warn", false);
+            runtime().block_on(demo::run(port, no_wait))
+        }
+        Some(Cmd::Check) => match load(cli.config.as_deref()) {
+            Ok(cfg) => {
+                println!(
+                    "config OK: {} listener(s), {} user(s), {} server(s) in {} hostgroup(s), {} rule(s)",
+                    1 + cfg.listeners.len(),
+                    cfg.users.len(),
+                    cfg.servers.len(),
+                    cfg.hostgroup_names().len(),
+                    cfg.rules.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(msg) => {
+                eprintln!("{msg}");
+                ExitCode::from(2)
+            }
+        },
+        Some(Cmd::Run) | None => {
+            let cfg = match load(cli.config.as_deref()) {
+                Ok(cfg) => cfg,
+                Err(msg) => {
+                    eprintln!("{msg}");
+                    return ExitCode::from(2);
+                }
+            };
+            init_logging(&cfg.log.level, cfg.log.json);
+            raise_file_limit(&cfg);
+            runtime().block_on(run(cfg))
+        }
+    }
+}
+
+fn load(path: Option<&std::path::Path>) -> Result<Config, String> {
+    let path = path.ok_or("sluice: --config FILE is required (see `sluice --help`)")?;
+    Config::load(path).map_err(|e| format!("{}: invalid configuration: {e}", path.display()))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn init_logging(level: &str, json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+/// Raises the soft open-files limit to the hard limit; warns if that is below what the
+/// configuration may need (clients plus backend connections).
+fn raise_file_limit(cfg: &Config) {
+    let want = cfg.proxy.max_client_connections as u64
+        + cfg
+            .servers
+            .iter()
+            .map(|s| s.max_connections(&cfg.pool) as u64)
+            .sum::<u64>()
+        + 64;
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(got) if got < want => tracing::warn!(
+            limit = got,
+            needed = want,
+            "open-files limit is below what max_client_connections and the pools allow; run several sluice processes with reuse_port, or raise the hard limit"
+        ),
+        Ok(got) => tracing::debug!(limit = got, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-files limit"),
+    }
+}
+
+async fn run(cfg: Config) -> ExitCode {
+    let proxy = match sluice_mysql::Proxy::new(cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let running = match proxy.start().await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    wait_for_shutdown().await;
+    tracing::info!("shutting down");
+    running.shutdown();
+    running.wait().await;
+    ExitCode::SUCCESS
+}
+
+async fn wait_for_shutdown() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

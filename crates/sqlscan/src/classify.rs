@@ -314,7 +314,10 @@ struct Walk {
 }
 
 fn word_is(src: &[u8], t: &Token, kws: &[&str]) -> bool {
-    t.kind == Kind::Word && kws.iter().any(|k| t.text(src).eq_ignore_ascii_case(k.as_bytes()))
+    t.kind == Kind::Word
+        && kws
+            .iter()
+            .any(|k| t.text(src).eq_ignore_ascii_case(k.as_bytes()))
 }
 
 /// Classifies one statement starting at `first`, consuming tokens up to its `;`.
@@ -467,7 +470,11 @@ fn body_token(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
         Kind::Punct(b',') => {}
         Kind::UserVar => {
             let assigned = walk.into_list || cur.peek().is_some_and(|n| n.kind == Kind::Assign);
-            st.effects |= if assigned { Effects::USER_VAR_WRITE } else { Effects::USER_VAR_READ };
+            st.effects |= if assigned {
+                Effects::USER_VAR_WRITE
+            } else {
+                Effects::USER_VAR_READ
+            };
         }
         Kind::SysVar => sysvar_read(src, st, &t),
         Kind::Word | Kind::QuotedIdent if cur.peek().is_some_and(|n| n.is_punct(b'(')) => {
@@ -475,13 +482,22 @@ fn body_token(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
         }
         Kind::Word => keyword(cur, st, walk, t),
         Kind::Number if st.command == Command::Kill && st.kill.is_none() => {
-            if let Some(id) = std::str::from_utf8(t.text(src)).ok().and_then(|s| s.parse().ok()) {
-                st.kill = Some(Kill { query_only: walk.kill_query, id });
+            if let Some(id) = std::str::from_utf8(t.text(src))
+                .ok()
+                .and_then(|s| s.parse().ok())
+            {
+                st.kill = Some(Kill {
+                    query_only: walk.kill_query,
+                    id,
+                });
             }
         }
         _ => {}
     }
-    if walk.into_list && !matches!(t.kind, Kind::UserVar | Kind::Punct(b',')) && !t.is_word(src, "INTO") {
+    if walk.into_list
+        && !matches!(t.kind, Kind::UserVar | Kind::Punct(b','))
+        && !t.is_word(src, "INTO")
+    {
         walk.into_list = false;
     }
     walk.prev = Some(t);
@@ -492,7 +508,8 @@ fn sysvar_read(src: &[u8], st: &mut Stmt, t: &Token) {
     let bare = name.rsplit(|&b| b == b'.').next().unwrap_or(name);
     if bare.eq_ignore_ascii_case(b"warning_count") || bare.eq_ignore_ascii_case(b"error_count") {
         st.effects |= Effects::PREV_STATEMENT;
-    } else if bare.eq_ignore_ascii_case(b"identity") || bare.eq_ignore_ascii_case(b"last_insert_id") {
+    } else if bare.eq_ignore_ascii_case(b"identity") || bare.eq_ignore_ascii_case(b"last_insert_id")
+    {
         st.effects |= Effects::LAST_INSERT_ID_READ;
     }
 }
@@ -601,7 +618,11 @@ fn set_statement(cur: &mut Cursor<'_>) -> Stmt {
         }
         let mut global = false;
         let mut explicit_session = false;
-        while word_is(src, &h, &["GLOBAL", "SESSION", "LOCAL", "PERSIST", "PERSIST_ONLY"]) {
+        while word_is(
+            src,
+            &h,
+            &["GLOBAL", "SESSION", "LOCAL", "PERSIST", "PERSIST_ONLY"],
+        ) {
             if word_is(src, &h, &["GLOBAL", "PERSIST", "PERSIST_ONLY"]) {
                 global = true;
             } else {
@@ -622,7 +643,9 @@ fn set_statement(cur: &mut Cursor<'_>) -> Stmt {
                 let bare = name.rsplit(|&b| b == b'.').next().unwrap_or(name);
                 mark_var(&mut st, bare, global || scoped_global);
             }
-            Kind::Word if is("NAMES") || is("CHARSET") || (is("CHARACTER") && cur.peek_word("SET")) => {
+            Kind::Word
+                if is("NAMES") || is("CHARSET") || (is("CHARACTER") && cur.peek_word("SET")) =>
+            {
                 st.effects |= Effects::SESSION_SET;
             }
             Kind::Word if is("TRANSACTION") => {
@@ -693,7 +716,11 @@ fn mark_var(st: &mut Stmt, name: &[u8], global: bool) {
     if name.len() > 14 && name[..14].eq_ignore_ascii_case(b"session_track_") {
         st.effects |= Effects::SESSION_TRACK_SET;
     }
-    st.effects |= if global { Effects::GLOBAL_SET } else { Effects::SESSION_SET };
+    st.effects |= if global {
+        Effects::GLOBAL_SET
+    } else {
+        Effects::SESSION_SET
+    };
 }
 
 /// `SET STATEMENT var=value [, ...] FOR <statement>`: the settings last one statement, so
@@ -739,8 +766,21 @@ fn show_is_read(cur: &mut Cursor<'_>, effects: &mut Effects) -> bool {
         src,
         &t,
         &[
-            "MASTER", "BINARY", "BINLOG", "SLAVE", "REPLICA", "ALL", "PROCESSLIST", "FULL",
-            "GLOBAL", "ENGINE", "OPEN", "EXPLAIN", "ANALYZE", "PROFILE", "PROFILES",
+            "MASTER",
+            "BINARY",
+            "BINLOG",
+            "SLAVE",
+            "REPLICA",
+            "ALL",
+            "PROCESSLIST",
+            "FULL",
+            "GLOBAL",
+            "ENGINE",
+            "OPEN",
+            "EXPLAIN",
+            "ANALYZE",
+            "PROFILE",
+            "PROFILES",
         ],
     )
 }
@@ -760,7 +800,11 @@ fn explain_is_read(cur: &mut Cursor<'_>) -> bool {
             cur.next(); // JSON / TRADITIONAL
             continue;
         }
-        if word_is(src, &t, &["INSERT", "UPDATE", "DELETE", "REPLACE", "FOR", "ANALYZE"]) {
+        if word_is(
+            src,
+            &t,
+            &["INSERT", "UPDATE", "DELETE", "REPLACE", "FOR", "ANALYZE"],
+        ) {
             return false;
         }
         return true;

@@ -101,7 +101,9 @@ impl<'a> Lexer<'a> {
     /// Skips whitespace and comments; returns false at end of input.
     fn skip_trivia(&mut self) -> bool {
         loop {
-            let Some(&c) = self.src.get(self.pos) else { return false };
+            let Some(&c) = self.src.get(self.pos) else {
+                return false;
+            };
             match c {
                 b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => self.pos += 1,
                 b'#' => self.skip_line_comment(1),
@@ -198,7 +200,11 @@ impl<'a> Lexer<'a> {
             j = digits(j + 1);
         }
         if matches!(s.get(j), Some(b'e' | b'E')) {
-            let k = if matches!(s.get(j + 1), Some(b'+' | b'-')) { j + 2 } else { j + 1 };
+            let k = if matches!(s.get(j + 1), Some(b'+' | b'-')) {
+                j + 2
+            } else {
+                j + 1
+            };
             if s.get(k).is_some_and(u8::is_ascii_digit) {
                 j = digits(k);
             }
@@ -315,7 +321,12 @@ mod tests {
 
     fn kinds(sql: &str) -> Vec<(Kind, String)> {
         Lexer::new(sql.as_bytes())
-            .map(|t| (t.kind, String::from_utf8_lossy(t.text(sql.as_bytes())).into_owned()))
+            .map(|t| {
+                (
+                    t.kind,
+                    String::from_utf8_lossy(t.text(sql.as_bytes())).into_owned(),
+                )
+            })
             .collect()
     }
 
@@ -323,7 +334,10 @@ mod tests {
     fn words_strings_and_comments() {
         let t = kinds("SELECT /* c */ 'a''b', \"x\\\"y\" -- tail\n FROM `t``x` # more\n");
         let texts: Vec<_> = t.iter().map(|(_, s)| s.as_str()).collect();
-        assert_eq!(texts, ["SELECT", "'a''b'", ",", "\"x\\\"y\"", "FROM", "`t``x`"]);
+        assert_eq!(
+            texts,
+            ["SELECT", "'a''b'", ",", "\"x\\\"y\"", "FROM", "`t``x`"]
+        );
     }
 
     #[test]
@@ -349,7 +363,17 @@ mod tests {
         let k: Vec<_> = t.iter().map(|(k, _)| *k).collect();
         assert_eq!(
             k,
-            [Kind::Number, Kind::Number, Kind::Number, Kind::Number, Kind::Number, Kind::Word, Kind::Punct(b'.'), Kind::Word, Kind::Word]
+            [
+                Kind::Number,
+                Kind::Number,
+                Kind::Number,
+                Kind::Number,
+                Kind::Number,
+                Kind::Word,
+                Kind::Punct(b'.'),
+                Kind::Word,
+                Kind::Word
+            ]
         );
     }
 

@@ -9,6 +9,7 @@
 mod classify;
 mod functions;
 pub mod lexer;
+pub mod names;
 
 pub use classify::{scan, scan_with, Command, Effects, Kill, Options, Route, Scan};
 

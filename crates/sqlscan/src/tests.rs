@@ -103,7 +103,9 @@ fn session_effects() {
     assert!(effects("FLUSH TABLES WITH READ LOCK").contains(Effects::LOCK_TABLES));
     assert!(effects("UNLOCK TABLES").contains(Effects::UNLOCK_TABLES));
     assert!(effects("CREATE TEMPORARY TABLE t (a int)").contains(Effects::TEMP_TABLE_CREATE));
-    assert!(effects("CREATE OR REPLACE TEMPORARY TABLE t (a int)").contains(Effects::TEMP_TABLE_CREATE));
+    assert!(
+        effects("CREATE OR REPLACE TEMPORARY TABLE t (a int)").contains(Effects::TEMP_TABLE_CREATE)
+    );
     assert!(!effects("CREATE TABLE t (a int)").contains(Effects::TEMP_TABLE_CREATE));
     assert!(effects("DROP TEMPORARY TABLE t").contains(Effects::TABLE_DROP));
     assert!(effects("SELECT RELEASE_LOCK('a')").contains(Effects::LOCK_FUNCTION));
@@ -112,7 +114,9 @@ fn session_effects() {
     assert!(effects("EXECUTE s USING @a").contains(Effects::TEXT_EXECUTE));
     assert!(effects("DEALLOCATE PREPARE s").contains(Effects::TEXT_DEALLOCATE));
     assert!(effects("DROP PREPARE s").contains(Effects::TEXT_DEALLOCATE));
-    assert!(effects("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1").contains(Effects::CALC_FOUND_ROWS));
+    assert!(
+        effects("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1").contains(Effects::CALC_FOUND_ROWS)
+    );
     assert!(effects("SELECT FOUND_ROWS()").contains(Effects::PREV_STATEMENT));
     assert!(effects("SHOW WARNINGS").contains(Effects::PREV_STATEMENT));
     assert!(effects("SHOW COUNT(*) ERRORS").contains(Effects::PREV_STATEMENT));
@@ -120,7 +124,9 @@ fn session_effects() {
     assert!(effects("GET DIAGNOSTICS @n = NUMBER").contains(Effects::PREV_STATEMENT));
     assert!(effects("SELECT LAST_INSERT_ID()").contains(Effects::LAST_INSERT_ID_READ));
     assert!(effects("SELECT @@identity").contains(Effects::LAST_INSERT_ID_READ));
-    assert!(effects("UPDATE t SET id = LAST_INSERT_ID(id + 1)").contains(Effects::LAST_INSERT_ID_SET));
+    assert!(
+        effects("UPDATE t SET id = LAST_INSERT_ID(id + 1)").contains(Effects::LAST_INSERT_ID_SET)
+    );
     assert!(effects("XA START 'x'").contains(Effects::XA_START));
     assert!(effects("XA COMMIT 'x'").contains(Effects::XA_END));
     assert!(effects("SET TRANSACTION READ ONLY").contains(Effects::TRX_CHARACTERISTICS));
@@ -129,13 +135,20 @@ fn session_effects() {
     assert!(!effects("LOAD DATA INFILE 'x' INTO TABLE t").contains(Effects::LOAD_LOCAL));
     assert!(effects("SELECT 1; SELECT 2").contains(Effects::MULTI));
     assert!(effects("SELECT CONNECTION_ID()").contains(Effects::CONNECTION_ID));
-    assert!(effects("SET @a = 1, sql_mode = ''").contains(Effects::USER_VAR_WRITE | Effects::SESSION_SET));
+    assert!(effects("SET @a = 1, sql_mode = ''")
+        .contains(Effects::USER_VAR_WRITE | Effects::SESSION_SET));
 }
 
 #[test]
 fn set_statement_for_is_classified_by_its_statement() {
-    assert_eq!(route("SET STATEMENT max_statement_time=1 FOR SELECT * FROM t"), Route::Read);
-    assert_eq!(route("SET STATEMENT max_statement_time=1 FOR UPDATE t SET a=1"), Route::Write);
+    assert_eq!(
+        route("SET STATEMENT max_statement_time=1 FOR SELECT * FROM t"),
+        Route::Read
+    );
+    assert_eq!(
+        route("SET STATEMENT max_statement_time=1 FOR UPDATE t SET a=1"),
+        Route::Write
+    );
     assert!(!effects("SET STATEMENT sql_mode='' FOR SELECT 1").contains(Effects::SESSION_SET));
 }
 
@@ -157,10 +170,34 @@ fn hints() {
 fn kill_targets() {
     let s = scan(b"KILL 42");
     assert_eq!(s.command, Command::Kill);
-    assert_eq!(s.kill, Some(Kill { query_only: false, id: 42 }));
-    assert_eq!(scan(b"KILL QUERY 7").kill, Some(Kill { query_only: true, id: 7 }));
-    assert_eq!(scan(b"kill connection 9").kill, Some(Kill { query_only: false, id: 9 }));
-    assert_eq!(scan(b"KILL HARD QUERY ID 3").kill, Some(Kill { query_only: true, id: 3 }));
+    assert_eq!(
+        s.kill,
+        Some(Kill {
+            query_only: false,
+            id: 42
+        })
+    );
+    assert_eq!(
+        scan(b"KILL QUERY 7").kill,
+        Some(Kill {
+            query_only: true,
+            id: 7
+        })
+    );
+    assert_eq!(
+        scan(b"kill connection 9").kill,
+        Some(Kill {
+            query_only: false,
+            id: 9
+        })
+    );
+    assert_eq!(
+        scan(b"KILL HARD QUERY ID 3").kill,
+        Some(Kill {
+            query_only: true,
+            id: 3
+        })
+    );
     assert_eq!(scan(b"KILL USER bob").kill, None);
 }
 
@@ -180,7 +217,12 @@ fn no_backslash_escapes_changes_string_ends() {
     // With backslash escapes the quote after \ is escaped, so FOR UPDATE is inside the string.
     let sql = br"SELECT 'a\' FOR UPDATE -- '";
     assert_eq!(scan(sql).route(), Route::Read);
-    let s = scan_with(sql, Options { no_backslash_escapes: true });
+    let s = scan_with(
+        sql,
+        Options {
+            no_backslash_escapes: true,
+        },
+    );
     assert_eq!(s.route(), Route::Write);
 }
 

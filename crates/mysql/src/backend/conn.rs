@@ -1,0 +1,560 @@
+//! A connection from the proxy to a backend server: login, session-tracking setup, and the
+//! small control-plane queries the proxy runs itself. Statement traffic is streamed by the
+//! frontend's relay directly over [`BackendConn::stream`] and [`BackendConn::rbuf`].
+
+use super::state::BackendState;
+use super::stmt_cache::StmtCache;
+use crate::auth;
+use crate::wire::buf::Reader;
+use crate::wire::consts::{cap, com, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
+use crate::wire::handshake::{decode_auth_switch, Greeting, HandshakeResponse};
+use crate::wire::ok::{is_eof, parse_err, parse_ok};
+use crate::wire::packet::{frame, read_packet, Packet, ReadError};
+use bytes::BytesMut;
+use sluice_core::ConnectError;
+use std::time::Instant;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Capabilities the proxy always asks servers for. Flavour bits (see [`crate::flavour`]) are
+/// added per connection.
+pub const BACKEND_CAPS: u64 = cap::LONG_PASSWORD
+    | cap::LONG_FLAG
+    | cap::LOCAL_FILES
+    | cap::PROTOCOL_41
+    | cap::TRANSACTIONS
+    | cap::SECURE_CONNECTION
+    | cap::MULTI_STATEMENTS
+    | cap::MULTI_RESULTS
+    | cap::PS_MULTI_RESULTS
+    | cap::PLUGIN_AUTH
+    | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | cap::CONNECT_ATTRS
+    | cap::SESSION_TRACK;
+
+/// Collation the proxy logs in with (utf8mb4_general_ci); sessions switch as they need.
+pub const BACKEND_COLLATION: u8 = 45;
+
+/// Largest response the control-plane helpers will buffer.
+const CONTROL_RESPONSE_LIMIT: usize = 16 << 20;
+
+/// Statement the proxy runs on every new backend connection so the server reports the
+/// session-state changes the proxy needs to follow.
+pub const TRACKING_SETUP: &str = "SET session_track_schema=1, session_track_state_change=1, \
+session_track_system_variables='*', session_track_transaction_info='CHARACTERISTICS'";
+
+/// Why a backend operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The connection broke.
+    #[error("lost connection to backend: {0}")]
+    Io(#[from] std::io::Error),
+    /// The server sent something the proxy did not expect.
+    #[error("backend protocol error: {0}")]
+    Protocol(String),
+    /// The server answered with an error.
+    #[error("{message}")]
+    Server {
+        /// Error code.
+        code: u16,
+        /// SQL state.
+        sqlstate: [u8; 5],
+        /// Message.
+        message: String,
+    },
+}
+
+impl From<ReadError> for BackendError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Closed => BackendError::Io(std::io::ErrorKind::UnexpectedEof.into()),
+            ReadError::Io(e) => BackendError::Io(e),
+            ReadError::TooLarge { size, max } => {
+                BackendError::Protocol(format!("response packet of {size} bytes exceeds {max}"))
+            }
+        }
+    }
+}
+
+impl BackendError {
+    fn from_err_packet(p: &[u8]) -> BackendError {
+        match parse_err(p) {
+            Some(e) => BackendError::Server {
+                code: e.code,
+                sqlstate: e.sqlstate,
+                message: e.message_str(),
+            },
+            None => BackendError::Protocol("malformed error packet".into()),
+        }
+    }
+}
+
+/// A logged-in backend connection.
+pub struct BackendConn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Read buffer (bytes received but not yet consumed).
+    pub rbuf: BytesMut,
+    /// Scratch buffer for outgoing packets.
+    pub wbuf: Vec<u8>,
+    /// Server thread id of this connection (for KILL).
+    pub thread_id: u32,
+    /// Negotiated capabilities.
+    pub caps: u64,
+    /// Server version string.
+    pub server_version: String,
+    /// Session state currently in force on this connection.
+    pub state: BackendState,
+    /// Prepared statements held on this connection.
+    pub stmts: StmtCache,
+    /// When the connection was opened.
+    pub opened: Instant,
+    /// The greeting's nonce (COM_CHANGE_USER authenticates against it).
+    nonce: Vec<u8>,
+}
+
+/// A text result set read by a control-plane query.
+pub type Rows = Vec<Vec<Option<String>>>;
+
+impl BackendConn {
+    /// Connects, logs in as `user`/`password`, and enables session tracking.
+    pub async fn connect(
+        address: &str,
+        user: &str,
+        password: &str,
+        flavour_caps: u64,
+        stmt_cache_size: usize,
+    ) -> Result<BackendConn, ConnectError> {
+        let stream = TcpStream::connect(address)
+            .await
+            .map_err(|e| ConnectError::down(format!("cannot connect to {address}: {e}")))?;
+        let _ = stream.set_nodelay(true);
+        let mut conn = BackendConn {
+            stream,
+            rbuf: BytesMut::with_capacity(16 * 1024),
+            wbuf: Vec::with_capacity(1024),
+            thread_id: 0,
+            caps: 0,
+            server_version: String::new(),
+            state: BackendState::default(),
+            stmts: StmtCache::new(stmt_cache_size),
+            opened: Instant::now(),
+            nonce: Vec::new(),
+        };
+        conn.login(address, user, password, flavour_caps).await?;
+        conn.setup_tracking().await.map_err(|e| match e {
+            BackendError::Server {
+                code,
+                sqlstate,
+                message,
+            } => ConnectError::refused(code, sqlstate, message),
+            other => ConnectError::down(format!("{address}: {other}")),
+        })?;
+        Ok(conn)
+    }
+
+    async fn login(
+        &mut self,
+        address: &str,
+        user: &str,
+        password: &str,
+        flavour_caps: u64,
+    ) -> Result<(), ConnectError> {
+        let down = |what: String| ConnectError::down(format!("{address}: {what}"));
+        let p = self.read().await.map_err(|e| down(e.to_string()))?;
+        if p.payload.first() == Some(&0xff) {
+            let e = parse_err(&p.payload);
+            return Err(match e {
+                Some(e) => ConnectError::refused(e.code, e.sqlstate, e.message_str()),
+                None => down("malformed greeting".into()),
+            });
+        }
+        let g = Greeting::decode(&p.payload).ok_or_else(|| down("malformed greeting".into()))?;
+        if g.capabilities & cap::PROTOCOL_41 == 0 {
+            return Err(down("server does not speak protocol 4.1".into()));
+        }
+        self.thread_id = g.connection_id;
+        self.server_version = g.server_version.clone();
+        self.caps = (BACKEND_CAPS | flavour_caps) & (g.capabilities | cap::LONG_PASSWORD);
+        let (plugin, response) = auth_response(&g.auth_plugin, password.as_bytes(), &g.scramble);
+        let hr = HandshakeResponse {
+            capabilities: self.caps,
+            max_packet: 1 << 30,
+            collation: BACKEND_COLLATION,
+            user: user.to_string(),
+            auth_response: response,
+            database: None,
+            auth_plugin: Some(plugin.to_string()),
+            attributes: vec![("program_name".into(), "sluice".into())],
+        };
+        let mut payload = Vec::with_capacity(128);
+        hr.encode(&mut payload);
+        self.send(1, &payload)
+            .await
+            .map_err(|e| down(e.to_string()))?;
+        self.nonce = g.scramble.to_vec();
+        self.auth_exchange(address, password, plugin).await
+    }
+
+    /// Completes an authentication exchange after the response was sent: auth switches,
+    /// caching_sha2_password messages, up to OK or ERR.
+    async fn auth_exchange(
+        &mut self,
+        address: &str,
+        password: &str,
+        plugin: &str,
+    ) -> Result<(), ConnectError> {
+        let down = |what: String| ConnectError::down(format!("{address}: {what}"));
+        let mut nonce = self.nonce.clone();
+        let mut plugin = plugin.to_string();
+        loop {
+            let p = self.read().await.map_err(|e| down(e.to_string()))?;
+            let seq = p.last_seq.wrapping_add(1);
+            match p.payload.first() {
+                Some(0x00) => return Ok(()),
+                Some(0xff) => {
+                    let e = parse_err(&p.payload).ok_or_else(|| down("malformed error".into()))?;
+                    return Err(ConnectError::refused(e.code, e.sqlstate, e.message_str()));
+                }
+                Some(0xfe) => {
+                    let (new_plugin, data) = decode_auth_switch(&p.payload)
+                        .ok_or_else(|| down("malformed auth switch".into()))?;
+                    nonce = data;
+                    let (pl, resp) = auth_response(&new_plugin, password.as_bytes(), &nonce);
+                    if pl != new_plugin {
+                        return Err(ConnectError::refused(
+                            1251,
+                            *b"08004",
+                            format!(
+                                "server asked for unsupported authentication plugin {new_plugin}"
+                            ),
+                        ));
+                    }
+                    plugin = new_plugin;
+                    self.send(seq, &resp)
+                        .await
+                        .map_err(|e| down(e.to_string()))?;
+                }
+                Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match p.payload.get(1) {
+                    Some(&auth::sha2::FAST_AUTH_SUCCESS) => {}
+                    Some(&auth::sha2::PERFORM_FULL_AUTHENTICATION) => {
+                        self.send(seq, &[auth::sha2::REQUEST_PUBLIC_KEY])
+                            .await
+                            .map_err(|e| down(e.to_string()))?;
+                        let k = self.read().await.map_err(|e| down(e.to_string()))?;
+                        let seq = k.last_seq.wrapping_add(1);
+                        let pem = k.payload.get(1..).unwrap_or(&[]);
+                        let ct = auth::rsa::encrypt_password(pem, password.as_bytes(), &nonce)
+                            .map_err(|e| down(format!("caching_sha2_password: {e}")))?;
+                        self.send(seq, &ct).await.map_err(|e| down(e.to_string()))?;
+                    }
+                    _ => return Err(down("unexpected caching_sha2_password message".into())),
+                },
+                _ => return Err(down("unexpected packet during login".into())),
+            }
+        }
+    }
+
+    /// Resets the session (COM_RESET_CONNECTION: rolls back, drops temporary tables, user
+    /// variables, locks and prepared statements, restores variables) and re-enables tracking.
+    /// The schema is kept.
+    pub async fn reset(&mut self) -> Result<(), BackendError> {
+        self.send_command(com::RESET_CONNECTION, &[]).await?;
+        let p = self.read().await?;
+        if p.payload.first() == Some(&0xff) {
+            return Err(BackendError::from_err_packet(&p.payload));
+        }
+        self.stmts.clear();
+        self.state.last_insert_id = None;
+        self.setup_tracking().await
+    }
+
+    /// Logs in again as `user` with `schema` (COM_CHANGE_USER): a full reset that, unlike
+    /// [`BackendConn::reset`], also clears the current schema.
+    pub async fn change_user(
+        &mut self,
+        user: &str,
+        password: &str,
+        schema: Option<&str>,
+    ) -> Result<(), BackendError> {
+        let (plugin, auth) = auth_response(NATIVE_PASSWORD, password.as_bytes(), &self.nonce);
+        let mut payload = Vec::with_capacity(64);
+        payload.push(com::CHANGE_USER);
+        payload.extend_from_slice(user.as_bytes());
+        payload.push(0);
+        payload.push(auth.len() as u8);
+        payload.extend_from_slice(&auth);
+        payload.extend_from_slice(schema.unwrap_or("").as_bytes());
+        payload.push(0);
+        payload.extend_from_slice(&(BACKEND_COLLATION as u16).to_le_bytes());
+        payload.extend_from_slice(plugin.as_bytes());
+        payload.push(0);
+        if self.caps & cap::CONNECT_ATTRS != 0 {
+            payload.push(0);
+        }
+        self.send(0, &payload).await?;
+        let address = self
+            .stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        self.auth_exchange(&address, password, plugin)
+            .await
+            .map_err(|e| match (e.code, e.sqlstate) {
+                (Some(code), Some(sqlstate)) => BackendError::Server {
+                    code,
+                    sqlstate,
+                    message: e.message,
+                },
+                _ => BackendError::Protocol(e.message),
+            })?;
+        self.stmts.clear();
+        self.state.last_insert_id = None;
+        self.state.tracked.schema = schema.map(str::to_string);
+        self.setup_tracking().await
+    }
+
+    async fn setup_tracking(&mut self) -> Result<(), BackendError> {
+        self.state.tracked.vars.clear();
+        self.exec(TRACKING_SETUP).await?;
+        let rows = self
+            .query_rows("SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection, @@autocommit, @@sql_mode")
+            .await?;
+        let row = rows
+            .into_iter()
+            .next()
+            .ok_or_else(|| BackendError::Protocol("empty setup result".into()))?;
+        let names = [
+            "character_set_client",
+            "character_set_connection",
+            "character_set_results",
+            "collation_connection",
+        ];
+        for (name, v) in names.iter().zip(row.iter()) {
+            self.state
+                .tracked
+                .vars
+                .insert((*name).to_string(), v.clone().unwrap_or_default());
+        }
+        self.state.baseline_sql_mode = row.get(5).cloned().flatten().unwrap_or_default();
+        self.state.tracked.multi_statements = self.caps & cap::MULTI_STATEMENTS != 0;
+        Ok(())
+    }
+
+    /// Reads one logical packet.
+    pub async fn read(&mut self) -> Result<Packet, ReadError> {
+        read_packet(
+            &mut self.stream,
+            &mut self.rbuf,
+            CONTROL_RESPONSE_LIMIT.max(1 << 30),
+        )
+        .await
+    }
+
+    /// Sends `payload` as a packet starting at `seq`; returns the next sequence id.
+    pub async fn send(&mut self, seq: u8, payload: &[u8]) -> Result<u8, std::io::Error> {
+        self.wbuf.clear();
+        let next = frame(&mut self.wbuf, seq, payload);
+        self.stream.write_all(&self.wbuf).await?;
+        if self.wbuf.capacity() > 1 << 20 {
+            self.wbuf = Vec::with_capacity(1024);
+        }
+        Ok(next)
+    }
+
+    /// Sends a command: the command byte followed by `arg`, sequence id 0.
+    pub async fn send_command(&mut self, command: u8, arg: &[u8]) -> Result<(), std::io::Error> {
+        self.wbuf.clear();
+        let len = arg.len() + 1;
+        if len < crate::wire::consts::MAX_PAYLOAD {
+            self.wbuf
+                .extend_from_slice(&(len as u32).to_le_bytes()[..3]);
+            self.wbuf.push(0);
+            self.wbuf.push(command);
+            self.wbuf.extend_from_slice(arg);
+            self.stream.write_all(&self.wbuf).await?;
+            return Ok(());
+        }
+        let mut payload = Vec::with_capacity(len);
+        payload.push(command);
+        payload.extend_from_slice(arg);
+        self.send(0, &payload).await.map(|_| ())
+    }
+
+    /// Runs a statement that returns no rows; returns the OK packet's status flags and the
+    /// raw session-state data (owned).
+    pub async fn exec(&mut self, sql: &str) -> Result<OkInfo, BackendError> {
+        self.send_command(com::QUERY, sql.as_bytes()).await?;
+        let mut last = OkInfo::default();
+        loop {
+            let p = self.read().await?;
+            match p.payload.first() {
+                Some(0x00) => {
+                    let ok = parse_ok(&p.payload)
+                        .ok_or_else(|| BackendError::Protocol("malformed OK".into()))?;
+                    last = OkInfo::from(&ok);
+                    if ok.status & crate::wire::status::MORE_RESULTS_EXISTS == 0 {
+                        return Ok(last);
+                    }
+                }
+                Some(0xff) => return Err(BackendError::from_err_packet(&p.payload)),
+                _ => {
+                    // A result set: drain it.
+                    let st = self.drain_resultset(&p.payload, None).await?;
+                    last.status = st;
+                    if st & crate::wire::status::MORE_RESULTS_EXISTS == 0 {
+                        return Ok(last);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a query and returns the rows of its first result set as text.
+    pub async fn query_rows(&mut self, sql: &str) -> Result<Rows, BackendError> {
+        self.send_command(com::QUERY, sql.as_bytes()).await?;
+        let p = self.read().await?;
+        match p.payload.first() {
+            Some(0xff) => Err(BackendError::from_err_packet(&p.payload)),
+            Some(0x00) => Ok(Vec::new()),
+            _ => {
+                let mut rows = Vec::new();
+                let st = self.drain_resultset(&p.payload, Some(&mut rows)).await?;
+                if st & crate::wire::status::MORE_RESULTS_EXISTS != 0 {
+                    self.drain_more_results().await?;
+                }
+                Ok(rows)
+            }
+        }
+    }
+
+    async fn drain_more_results(&mut self) -> Result<(), BackendError> {
+        loop {
+            let p = self.read().await?;
+            let st = match p.payload.first() {
+                Some(0x00) => parse_ok(&p.payload).map(|o| o.status).unwrap_or(0),
+                Some(0xff) => return Err(BackendError::from_err_packet(&p.payload)),
+                _ => self.drain_resultset(&p.payload, None).await?,
+            };
+            if st & crate::wire::status::MORE_RESULTS_EXISTS == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads the rest of a text result set whose column-count packet was `first`. Returns the
+    /// terminator's status flags.
+    async fn drain_resultset(
+        &mut self,
+        first: &[u8],
+        mut rows: Option<&mut Rows>,
+    ) -> Result<u16, BackendError> {
+        let ncols = Reader::new(first)
+            .lenenc()
+            .ok_or_else(|| BackendError::Protocol("malformed column count".into()))?
+            as usize;
+        for _ in 0..ncols {
+            self.read().await?;
+        }
+        let deprecate_eof = self.caps & cap::DEPRECATE_EOF != 0;
+        if !deprecate_eof {
+            self.read().await?; // EOF after column definitions
+        }
+        loop {
+            let p = self.read().await?;
+            let b = p.payload.first().copied();
+            if b == Some(0xff) {
+                return Err(BackendError::from_err_packet(&p.payload));
+            }
+            if b == Some(0xfe) && p.payload.len() < crate::wire::consts::MAX_PAYLOAD {
+                if deprecate_eof {
+                    return Ok(parse_ok(&p.payload).map(|o| o.status).unwrap_or(0));
+                }
+                if is_eof(&p.payload) {
+                    return Ok(crate::wire::ok::parse_eof(&p.payload)
+                        .map(|e| e.status)
+                        .unwrap_or(0));
+                }
+            }
+            if let Some(rows) = rows.as_deref_mut() {
+                if rows.len() < 100_000 {
+                    let mut r = Reader::new(&p.payload);
+                    let mut row = Vec::with_capacity(ncols);
+                    for _ in 0..ncols {
+                        if r.rest().first() == Some(&0xfb) {
+                            r.u8();
+                            row.push(None);
+                        } else {
+                            row.push(
+                                r.lenenc_bytes()
+                                    .map(|b| String::from_utf8_lossy(b).into_owned()),
+                            );
+                        }
+                    }
+                    rows.push(row);
+                }
+            }
+        }
+    }
+
+    /// Sends COM_PING and returns the server status flags.
+    pub async fn ping(&mut self) -> Result<u16, BackendError> {
+        self.send_command(com::PING, &[]).await?;
+        let p = self.read().await?;
+        match p.payload.first() {
+            Some(0x00) => Ok(parse_ok(&p.payload).map(|o| o.status).unwrap_or(0)),
+            Some(0xff) => Err(BackendError::from_err_packet(&p.payload)),
+            _ => Err(BackendError::Protocol(
+                "unexpected answer to COM_PING".into(),
+            )),
+        }
+    }
+
+    /// True if the server uses classic EOF packets on this connection.
+    pub fn uses_eof(&self) -> bool {
+        self.caps & cap::DEPRECATE_EOF == 0
+    }
+}
+
+impl Drop for BackendConn {
+    fn drop(&mut self) {
+        // Say goodbye so the server does not count an aborted connection. Five bytes always
+        // fit an idle socket's send buffer; if not, closing is enough.
+        let _ = self.stream.try_write(&[1, 0, 0, 0, com::QUIT]);
+    }
+}
+
+/// The interesting parts of an OK packet, owned.
+#[derive(Clone, Debug, Default)]
+pub struct OkInfo {
+    /// Status flags.
+    pub status: u16,
+    /// Affected rows.
+    pub affected_rows: u64,
+    /// Last insert id.
+    pub last_insert_id: u64,
+    /// Warnings.
+    pub warnings: u16,
+    /// Session-state data.
+    pub session_state: Vec<u8>,
+}
+
+impl From<&crate::wire::ok::OkPacket<'_>> for OkInfo {
+    fn from(ok: &crate::wire::ok::OkPacket<'_>) -> Self {
+        OkInfo {
+            status: ok.status,
+            affected_rows: ok.affected_rows,
+            last_insert_id: ok.last_insert_id,
+            warnings: ok.warnings,
+            session_state: ok.session_state.to_vec(),
+        }
+    }
+}
+
+/// The plugin and response the proxy uses to answer a server's auth request.
+fn auth_response(plugin: &str, password: &[u8], nonce: &[u8]) -> (&'static str, Vec<u8>) {
+    match plugin {
+        CACHING_SHA2_PASSWORD => (CACHING_SHA2_PASSWORD, auth::sha2::scramble(password, nonce)),
+        _ => (NATIVE_PASSWORD, auth::native::scramble(password, nonce)),
+    }
+}

@@ -1,0 +1,59 @@
+//! Opens backend connections for the core's pools.
+
+use super::BackendConn;
+use crate::server_info::ServerInfo;
+use crate::users::Users;
+use arc_swap::ArcSwap;
+use sluice_core::{ConnectError, Connector, PoolKey, Server};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// Logs in to servers as the client's user, with the client's flavour of capabilities.
+pub struct MysqlConnector {
+    /// Users and passwords.
+    pub users: Arc<ArcSwap<Users>>,
+    /// Prepared statements cached per connection.
+    pub stmt_cache_size: usize,
+    /// Learned server facts (filled by the first connection).
+    pub info: Arc<ServerInfo>,
+}
+
+impl Connector<BackendConn> for MysqlConnector {
+    fn connect<'a>(
+        &'a self,
+        server: &'a Arc<Server>,
+        key: &'a PoolKey,
+    ) -> Pin<Box<dyn Future<Output = Result<BackendConn, ConnectError>> + Send + 'a>> {
+        Box::pin(async move {
+            let password = {
+                let users = self.users.load();
+                match users.get(&key.user) {
+                    Some(u) => u.password.clone(),
+                    None => {
+                        return Err(ConnectError::refused(
+                            1045,
+                            *b"28000",
+                            format!("user '{}' is no longer configured", key.user),
+                        ))
+                    }
+                }
+            };
+            let mut conn = BackendConn::connect(
+                &server.address,
+                &key.user,
+                &password,
+                key.variant,
+                self.stmt_cache_size,
+            )
+            .await?;
+            if !self.info.learned() {
+                if let Err(e) = self.info.learn(&mut conn).await {
+                    tracing::warn!(server = %server.name, error = %e, "could not read collations from server");
+                }
+            }
+            tracing::debug!(server = %server.name, thread_id = conn.thread_id, user = %key.user, "backend connection opened");
+            Ok(conn)
+        })
+    }
+}

@@ -1,0 +1,11 @@
+//! The proxy as a client of backend servers.
+
+mod conn;
+mod connector;
+pub mod state;
+pub mod stmt_cache;
+
+pub use conn::{
+    BackendConn, BackendError, OkInfo, Rows, BACKEND_CAPS, BACKEND_COLLATION, TRACKING_SETUP,
+};
+pub use connector::MysqlConnector;

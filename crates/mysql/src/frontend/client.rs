@@ -1,0 +1,150 @@
+//! The client's connection: framing, buffers that are released while the client is idle, and
+//! helpers to send OK/ERR/EOF packets in the form the client negotiated.
+
+use crate::wire::consts::cap;
+use crate::wire::ok::{write_eof, write_err, write_ok, OkPacket};
+use crate::wire::packet::{frame, read_packet, Packet, ReadError};
+use bytes::BytesMut;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Buffers larger than this are not kept between commands.
+const KEEP_BUFFER: usize = 64 * 1024;
+/// After this long without a command, the buffers are released.
+const IDLE_RELEASE: Duration = Duration::from_millis(500);
+
+/// A client connection.
+pub struct ClientConn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Read buffer.
+    pub rbuf: BytesMut,
+    /// Write scratch buffer.
+    pub wbuf: Vec<u8>,
+    /// Capabilities negotiated with the client.
+    pub caps: u64,
+    /// Largest request accepted.
+    pub max_packet: usize,
+}
+
+impl ClientConn {
+    /// Wraps a freshly accepted socket.
+    pub fn new(stream: TcpStream, max_packet: usize) -> ClientConn {
+        ClientConn {
+            stream,
+            rbuf: BytesMut::new(),
+            wbuf: Vec::new(),
+            caps: 0,
+            max_packet,
+        }
+    }
+
+    /// True if the client negotiated `flag`.
+    pub fn has(&self, flag: u64) -> bool {
+        self.caps & flag != 0
+    }
+
+    /// Reads the next command. While the client is idle, no buffer is held.
+    pub async fn read_command(&mut self) -> Result<Packet, ReadError> {
+        if self.rbuf.is_empty() {
+            if self.rbuf.capacity() > KEEP_BUFFER || self.wbuf.capacity() > KEEP_BUFFER {
+                self.release_buffers();
+            }
+            if self.rbuf.capacity() > 0 {
+                // Keep the buffers for a client that sends its next command soon.
+                match tokio::time::timeout(IDLE_RELEASE, self.stream.readable()).await {
+                    Ok(r) => r?,
+                    Err(_) => {
+                        self.release_buffers();
+                        self.stream.readable().await?;
+                    }
+                }
+            } else {
+                self.stream.readable().await?;
+            }
+        }
+        read_packet(&mut self.stream, &mut self.rbuf, self.max_packet).await
+    }
+
+    /// Drops both buffers.
+    pub fn release_buffers(&mut self) {
+        self.rbuf = BytesMut::new();
+        self.wbuf = Vec::new();
+    }
+
+    /// Writes the scratch buffer to the client and clears it.
+    pub async fn flush(&mut self) -> std::io::Result<()> {
+        if !self.wbuf.is_empty() {
+            let r = self.stream.write_all(&self.wbuf).await;
+            self.wbuf.clear();
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Queues an ERR packet.
+    pub fn push_err(&mut self, seq: u8, code: u16, sqlstate: &[u8; 5], message: &str) {
+        write_err(&mut self.wbuf, seq, code, sqlstate, message);
+    }
+
+    /// Sends an ERR packet.
+    pub async fn send_err(
+        &mut self,
+        seq: u8,
+        code: u16,
+        sqlstate: &[u8; 5],
+        message: &str,
+    ) -> std::io::Result<()> {
+        self.push_err(seq, code, sqlstate, message);
+        self.flush().await
+    }
+
+    /// Queues an OK packet (header 0x00).
+    pub fn push_ok(&mut self, seq: u8, ok: &OkPacket<'_>) {
+        let tracks = self.has(cap::SESSION_TRACK);
+        write_ok(&mut self.wbuf, seq, ok, 0x00, tracks);
+    }
+
+    /// Sends an OK packet with the given status flags.
+    pub async fn send_ok(&mut self, seq: u8, status: u16) -> std::io::Result<()> {
+        self.push_ok(
+            seq,
+            &OkPacket {
+                status,
+                ..OkPacket::default()
+            },
+        );
+        self.flush().await
+    }
+
+    /// Queues an EOF, or the OK that replaces it under CLIENT_DEPRECATE_EOF.
+    pub fn push_eof(&mut self, seq: u8, warnings: u16, status: u16) {
+        if self.has(cap::DEPRECATE_EOF) {
+            let tracks = self.has(cap::SESSION_TRACK);
+            let ok = OkPacket {
+                status,
+                warnings,
+                ..OkPacket::default()
+            };
+            write_ok(&mut self.wbuf, seq, &ok, 0xfe, tracks);
+        } else {
+            write_eof(&mut self.wbuf, seq, warnings, status);
+        }
+    }
+
+    /// Queues a raw payload as a packet.
+    pub fn push_packet(&mut self, seq: u8, payload: &[u8]) -> u8 {
+        frame(&mut self.wbuf, seq, payload)
+    }
+}
+
+impl ClientConn {
+    /// Writes bytes straight to the client.
+    pub async fn stream_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.stream.write_all(bytes).await
+    }
+}

@@ -1,0 +1,273 @@
+//! Commands other than queries and prepared statements.
+
+use super::scan::{Expect, ServerError};
+use super::session::{initial_charset_vars, Fatal, Flow, Session, FLAVOUR_CAPS};
+use crate::backend::BackendConn;
+use crate::wire::buf::Reader;
+use crate::wire::consts::{cap, com, err, NATIVE_PASSWORD};
+use sluice_core::PoolKey;
+use sluice_sqlscan::Effects;
+
+impl Session {
+    /// COM_INIT_DB: like `USE db`.
+    pub(crate) async fn init_db(&mut self, payload: &[u8]) -> Result<(), Fatal> {
+        self.drop_previous_unless_needed(Effects::default()).await;
+        let target = self.read_target();
+        self.run_routed(target, payload, Expect::Simple, Effects::USE_DB, None, true)
+            .await
+    }
+
+    /// Selects the schema a client asked for while logging in.
+    pub(crate) async fn select_schema(
+        &mut self,
+        db: &str,
+    ) -> Result<Result<(), ServerError>, Fatal> {
+        let mut payload = Vec::with_capacity(db.len() + 1);
+        payload.push(com::INIT_DB);
+        payload.extend_from_slice(db.as_bytes());
+        let target = self.read_target();
+        self.run_hidden(target, &payload, Expect::Simple, Effects::USE_DB)
+            .await
+    }
+
+    /// COM_FIELD_LIST.
+    pub(crate) async fn field_list(&mut self, payload: &[u8]) -> Result<(), Fatal> {
+        self.drop_previous_unless_needed(Effects::default()).await;
+        let target = self.read_target();
+        self.run_routed(
+            target,
+            payload,
+            Expect::FieldList,
+            Effects::default(),
+            None,
+            true,
+        )
+        .await
+    }
+
+    /// COM_STATISTICS.
+    pub(crate) async fn statistics(&mut self, payload: &[u8]) -> Result<(), Fatal> {
+        let target = self.read_target();
+        self.run_routed(
+            target,
+            payload,
+            Expect::Statistics,
+            Effects::default(),
+            None,
+            true,
+        )
+        .await
+    }
+
+    /// COM_DEBUG, COM_REFRESH: to the writer.
+    pub(crate) async fn forward_to_writer(&mut self, payload: &[u8]) -> Result<(), Fatal> {
+        self.drop_previous_unless_needed(Effects::default()).await;
+        let target = self.write_target();
+        self.run_routed(
+            target,
+            payload,
+            Expect::Simple,
+            Effects::default(),
+            None,
+            false,
+        )
+        .await
+    }
+
+    /// COM_SET_OPTION: the multi-statement option is session state, applied to whichever
+    /// backend connection runs the next statement.
+    pub(crate) async fn set_option(&mut self, payload: &[u8]) -> Result<(), Fatal> {
+        let option = Reader::new(&payload[1..]).u16();
+        match option {
+            Some(0) | Some(1) => {
+                self.st.tracked.multi_statements = option == Some(0);
+                let st = self.st.status();
+                self.client.push_eof(1, 0, st);
+                self.client.flush().await?;
+            }
+            _ => {
+                self.client
+                    .send_err(1, err::UNKNOWN_COM, b"08S01", "Unknown command")
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets everything session-specific, as a fresh connection would have it: pinned
+    /// connections are reset in the background, prepared statements and variables dropped.
+    async fn reset_session(&mut self, collation: u16) {
+        if let Some(att) = self.prev.take() {
+            self.release(att).await;
+        }
+        self.prev_is_held = false;
+        if let Some(att) = self.held.take() {
+            let pins = self.st.pins;
+            self.dispose(att, pins).await;
+        }
+        let schema = self.st.tracked.schema.take();
+        let multi = self.client.has(cap::MULTI_STATEMENTS);
+        self.st = super::session::SessionState {
+            autocommit: true,
+            ..Default::default()
+        };
+        self.st.tracked.schema = schema;
+        self.st.tracked.multi_statements = multi;
+        self.st.tracked.vars = initial_charset_vars(&self.proxy, collation);
+        self.stmts.clear();
+        self.publish_pins();
+        self.handle.set_backend(None);
+    }
+
+    /// COM_RESET_CONNECTION.
+    pub(crate) async fn reset_connection(&mut self) -> Result<(), Fatal> {
+        self.reset_session(self.collation).await;
+        let st = self.st.status();
+        Ok(self.client.send_ok(1, st).await?)
+    }
+
+    /// COM_CHANGE_USER: authenticate as another user, then start afresh.
+    pub(crate) async fn change_user(&mut self, payload: &[u8]) -> Result<Flow, Fatal> {
+        let mut r = Reader::new(&payload[1..]);
+        let user = String::from_utf8_lossy(r.nul_str()).into_owned();
+        let auth: Vec<u8> = if self.client.has(cap::SECURE_CONNECTION) {
+            let n = r.u8().unwrap_or(0) as usize;
+            r.take(n).unwrap_or(&[]).to_vec()
+        } else {
+            r.nul_str().to_vec()
+        };
+        let db = String::from_utf8_lossy(r.nul_str()).into_owned();
+        let collation = r.u16().unwrap_or(self.collation);
+        let plugin = if self.client.has(cap::PLUGIN_AUTH) && r.remaining() > 0 {
+            String::from_utf8_lossy(r.nul_str()).into_owned()
+        } else {
+            NATIVE_PASSWORD.to_string()
+        };
+        let users = self.proxy.users.load_full();
+        let facts = self.proxy.info.get();
+        let cx = super::handshake::HandshakeContext {
+            users: &users,
+            rsa: &self.proxy.rsa,
+            server_version: &facts.version,
+            connection_id: self.id,
+            peer: self.peer,
+        };
+        let nonce = self.nonce;
+        let authed =
+            super::handshake::authenticate(&mut self.client, &cx, &user, &plugin, &auth, &nonce, 2)
+                .await;
+        let (new_user, seq) = match authed {
+            Ok(x) => x,
+            Err(_) => {
+                // As with a server, a failed change of user ends the connection.
+                return Ok(Flow::Quit);
+            }
+        };
+        self.reset_session(collation).await;
+        self.st.tracked.schema = None;
+        self.user
+            .connections
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        new_user
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.user = new_user;
+        self.collation = collation;
+        self.key = PoolKey {
+            user: self.user.name.clone(),
+            variant: self.client.caps & FLAVOUR_CAPS,
+        };
+        if !db.is_empty() {
+            if let Err(e) = self.select_schema(&db).await? {
+                self.client
+                    .send_err(seq, e.code, &e.sqlstate, &e.message)
+                    .await?;
+                return Ok(Flow::Quit);
+            }
+        }
+        let st = self.st.status();
+        self.client.send_ok(seq, st).await?;
+        Ok(Flow::Continue)
+    }
+
+    /// COM_PROCESS_KILL.
+    pub(crate) async fn process_kill(&mut self, payload: &[u8]) -> Result<(), Fatal> {
+        let id = Reader::new(&payload[1..]).u32().unwrap_or(0);
+        self.kill(id as u64, false).await
+    }
+
+    /// `KILL [QUERY] id` with an id the proxy gave a client: kills that session's backend
+    /// thread (the statement it is running) and, for KILL CONNECTION, ends the session.
+    pub(crate) async fn kill(&mut self, id: u64, query_only: bool) -> Result<(), Fatal> {
+        let target = u32::try_from(id)
+            .ok()
+            .and_then(|i| self.proxy.sessions.get(i));
+        let Some(target) = target else {
+            let msg = format!("Unknown thread id: {id}");
+            return Ok(self
+                .client
+                .send_err(1, err::NO_SUCH_THREAD, b"HY000", &msg)
+                .await?);
+        };
+        if target.user != self.user.name {
+            let msg = format!("You are not owner of thread {id}");
+            return Ok(self
+                .client
+                .send_err(1, err::KILL_DENIED, b"HY000", &msg)
+                .await?);
+        }
+        if target.id == self.id {
+            if query_only {
+                return Ok(self
+                    .client
+                    .send_err(1, 1317, b"70100", "Query execution was interrupted")
+                    .await?);
+            }
+            self.client
+                .send_err(1, 1927, b"70100", "Connection was killed")
+                .await?;
+            return Err(Fatal("killed itself".into()));
+        }
+        if let Some((server, thread)) = target.current().backend {
+            let sql = format!("KILL {}{thread}", if query_only { "QUERY " } else { "" });
+            let user = self.user.clone();
+            let timeout = self.proxy.config.pool.connect_timeout.get();
+            let killed = tokio::time::timeout(timeout, async {
+                let mut c = BackendConn::connect(&server.address, &user.name, &user.password, 0, 1)
+                    .await
+                    .map_err(|e| e.message)?;
+                c.exec(&sql).await.map(|_| ()).map_err(|e| e.to_string())
+            })
+            .await;
+            match killed {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if e.contains("Unknown thread") => {}
+                Ok(Err(e)) => {
+                    let msg = format!(
+                        "sluice: could not kill backend thread {thread} on {}: {e}",
+                        server.name
+                    );
+                    return Ok(self
+                        .client
+                        .send_err(1, err::NO_BACKEND, b"HY000", &msg)
+                        .await?);
+                }
+                Err(_) => {
+                    let msg = format!(
+                        "sluice: could not reach {} to kill thread {thread}",
+                        server.name
+                    );
+                    return Ok(self
+                        .client
+                        .send_err(1, err::NO_BACKEND, b"HY000", &msg)
+                        .await?);
+                }
+            }
+        }
+        if !query_only {
+            target.kill();
+        }
+        let st = self.st.status();
+        Ok(self.client.send_ok(1, st).await?)
+    }
+}

@@ -1,0 +1,13 @@
+//! The proxy as a server to its clients.
+
+pub mod client;
+mod commands;
+pub mod exec;
+pub mod handshake;
+pub mod pins;
+mod query;
+pub mod registry;
+pub mod relay;
+pub mod scan;
+pub mod session;
+pub mod stmt;

@@ -1,0 +1,76 @@
+//! COM_QUERY.
+
+use super::exec::Target;
+use super::scan::Expect;
+use super::session::{Fatal, Session};
+use crate::wire::consts::err;
+use crate::wire::ok::OkPacket;
+use sluice_sqlscan::{scan_with, Command, Effects, Options, Route, Scan};
+
+impl Session {
+    /// Runs a text-protocol statement (or several).
+    pub(crate) async fn query(&mut self, payload: bytes::BytesMut) -> Result<(), Fatal> {
+        let sql = &payload[1..];
+        let scan = scan_with(
+            sql,
+            Options {
+                no_backslash_escapes: self.st.no_backslash_escapes,
+            },
+        );
+        self.handle.set_statement(Some(sql));
+        let r = self.query_scanned(&payload, &scan).await;
+        self.handle.set_statement(None);
+        r
+    }
+
+    async fn query_scanned(&mut self, payload: &[u8], scan: &Scan) -> Result<(), Fatal> {
+        let sql = &payload[1..];
+        if scan.command == Command::Kill && scan.statements == 1 {
+            if let Some(k) = scan.kill {
+                return self.kill(k.id, k.query_only).await;
+            }
+        }
+        if scan.effects.intersects(Effects::SESSION_TRACK_SET) {
+            // The proxy relies on the session trackers; a client's own settings would break
+            // state tracking, so they are acknowledged and not applied.
+            if scan.statements == 1 {
+                let st = self.st.status();
+                self.client.push_ok(
+                    1,
+                    &OkPacket {
+                        status: st,
+                        ..OkPacket::default()
+                    },
+                );
+                return Ok(self.client.flush().await?);
+            }
+            let msg = "sluice: session_track_* variables are managed by the proxy and cannot be set in a multi-statement";
+            return Ok(self
+                .client
+                .send_err(1, err::SESSION_STATE, b"HY000", msg)
+                .await?);
+        }
+        self.drop_previous_unless_needed(scan.effects).await;
+        let target: Target = match self.target(scan, sql) {
+            Ok(t) => t,
+            Err(msg) => {
+                let msg = format!("sluice: {msg}");
+                return Ok(self
+                    .client
+                    .send_err(1, err::ROUTING, b"HY000", &msg)
+                    .await?);
+            }
+        };
+        let read = scan.route() == Route::Read;
+        tracing::debug!(session = self.id, sql = %String::from_utf8_lossy(&sql[..sql.len().min(60)]), ?target, "route");
+        self.run_routed(
+            target,
+            payload,
+            Expect::Query,
+            scan.effects,
+            Some(sql),
+            read,
+        )
+        .await
+    }
+}

@@ -1,0 +1,148 @@
+//! Live sessions, by the connection id the proxy gave each client: for KILL, and for the
+//! admin views (who is connected, pinned or not and why, what they are running).
+
+use super::pins::Pins;
+use parking_lot::Mutex;
+use sluice_core::Server;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Notify;
+
+/// The shared view of one session.
+#[derive(Debug)]
+pub struct SessionHandle {
+    /// Connection id given to the client.
+    pub id: u32,
+    /// User name.
+    pub user: Arc<str>,
+    /// Client address.
+    pub peer: SocketAddr,
+    /// When the client connected.
+    pub connected: Instant,
+    pins: AtomicU32,
+    current: Mutex<Current>,
+    killed: AtomicBool,
+    kill_signal: Notify,
+}
+
+/// What a session is doing now.
+#[derive(Clone, Debug, Default)]
+pub struct Current {
+    /// The backend connection serving it (server, thread id), if any.
+    pub backend: Option<(Arc<Server>, u32)>,
+    /// The statement in flight and when it started.
+    pub statement: Option<(String, Instant)>,
+}
+
+impl SessionHandle {
+    /// Pin reasons now.
+    pub fn pins(&self) -> Pins {
+        Pins(self.pins.load(Relaxed))
+    }
+    /// Publishes the pin reasons.
+    pub fn set_pins(&self, p: Pins) {
+        self.pins.store(p.0, Relaxed)
+    }
+    /// What it is doing.
+    pub fn current(&self) -> Current {
+        self.current.lock().clone()
+    }
+    /// Records the backend in use (None when it has none).
+    pub fn set_backend(&self, b: Option<(Arc<Server>, u32)>) {
+        self.current.lock().backend = b;
+    }
+    /// Asks the session to end (KILL CONNECTION).
+    pub fn kill(&self) {
+        self.killed.store(true, Relaxed);
+        self.kill_signal.notify_one();
+    }
+    /// True once killed.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Relaxed)
+    }
+    /// Resolves when the session is killed.
+    pub async fn wait_killed(&self) {
+        if !self.is_killed() {
+            self.kill_signal.notified().await;
+        }
+    }
+    /// Records the statement in flight (None when idle). The text is truncated.
+    pub fn set_statement(&self, sql: Option<&[u8]>) {
+        let mut c = self.current.lock();
+        c.statement = sql.map(|s| {
+            let s = &s[..s.len().min(256)];
+            (String::from_utf8_lossy(s).into_owned(), Instant::now())
+        });
+    }
+}
+
+/// All sessions.
+#[derive(Default)]
+pub struct Registry {
+    next_id: AtomicU32,
+    sessions: Mutex<HashMap<u32, Arc<SessionHandle>>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry {
+            next_id: AtomicU32::new(1),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A fresh connection id.
+    pub fn next_id(&self) -> u32 {
+        loop {
+            let id = self.next_id.fetch_add(1, Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
+    }
+
+    /// Registers a session.
+    pub fn add(&self, id: u32, user: Arc<str>, peer: SocketAddr) -> Arc<SessionHandle> {
+        let h = Arc::new(SessionHandle {
+            id,
+            user,
+            peer,
+            connected: Instant::now(),
+            pins: AtomicU32::new(0),
+            current: Mutex::new(Current::default()),
+            killed: AtomicBool::new(false),
+            kill_signal: Notify::new(),
+        });
+        self.sessions.lock().insert(id, h.clone());
+        h
+    }
+
+    /// Forgets a session.
+    pub fn remove(&self, id: u32) {
+        self.sessions.lock().remove(&id);
+    }
+
+    /// Looks a session up.
+    pub fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
+        self.sessions.lock().get(&id).cloned()
+    }
+
+    /// Every session.
+    pub fn all(&self) -> Vec<Arc<SessionHandle>> {
+        self.sessions.lock().values().cloned().collect()
+    }
+
+    /// Number of sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
+    /// True if there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

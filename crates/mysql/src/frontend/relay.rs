@@ -1,0 +1,240 @@
+//! Streams a backend's response to the client through the [`Scanner`]. Bytes are written as
+//! they arrive (one write per read in the common case), so memory per session stays at one
+//! read buffer and a slow client slows the server down instead of filling the proxy.
+
+use super::client::ClientConn;
+use super::scan::{Outcome, Scanner, Step};
+use crate::backend::BackendConn;
+use crate::wire::consts::{cap, err};
+use crate::wire::packet::{frame, read_packet};
+use bytes::Buf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Read size for responses.
+const CHUNK: usize = 16 * 1024;
+
+/// Why a relay stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The backend connection broke. `clean` tells whether the client can still be sent an
+    /// ERR packet with sequence id `next_seq` (nothing, or only whole rows, were forwarded).
+    #[error("lost connection to backend during the statement: {error}")]
+    Backend {
+        /// The I/O error.
+        error: std::io::Error,
+        /// The client's protocol state allows an ERR packet now.
+        clean: bool,
+        /// Sequence id for that ERR packet.
+        next_seq: u8,
+    },
+    /// The client connection broke.
+    #[error("client connection lost: {0}")]
+    Client(std::io::Error),
+}
+
+/// Where a relayed response goes.
+pub enum Sink<'a> {
+    /// To the client.
+    Client(&'a mut ClientConn),
+    /// Into a buffer (to be sent, or not, once the outcome is known).
+    Buffer(&'a mut Vec<u8>),
+    /// Nowhere.
+    Discard,
+}
+
+/// Relays one response from `conn` into `sink`.
+pub async fn relay(
+    conn: &mut BackendConn,
+    sink: Sink<'_>,
+    mut scanner: Scanner,
+) -> Result<Outcome, RelayError> {
+    let (mut client, mut buffer) = match sink {
+        Sink::Client(c) => (Some(c), None),
+        Sink::Buffer(b) => (None, Some(b)),
+        Sink::Discard => (None, None),
+    };
+    let mut pos = 0usize;
+    let mut fwd = 0usize;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut forwarded_any = false;
+    // LOCAL INFILE refused on the client's behalf: swallow the server's answer, then say why.
+    let mut refused_infile: Option<u8> = None;
+    loop {
+        let step = scanner.step(&mut conn.rbuf[pos..]);
+        match step {
+            Step::Forward(n) => pos += n,
+            Step::Replace(n, bytes) => {
+                pending.extend_from_slice(&conn.rbuf[fwd..pos]);
+                pending.extend_from_slice(&bytes);
+                pos += n;
+                fwd = pos;
+            }
+            Step::Infile(n) => {
+                let seq = conn.rbuf[pos + 3];
+                let allowed = client.as_ref().is_some_and(|c| c.has(cap::LOCAL_FILES));
+                if allowed {
+                    pos += n;
+                    flush(
+                        conn,
+                        client.as_deref_mut(),
+                        buffer.as_deref_mut(),
+                        &mut pending,
+                        fwd,
+                        pos,
+                    )
+                    .await?;
+                    forwarded_any = true;
+                    conn.rbuf.advance(pos);
+                    pos = 0;
+                    fwd = 0;
+                    let c = client.as_deref_mut().expect("allowed implies a client");
+                    pump_infile(c, conn).await?;
+                } else {
+                    // Do not show the request; answer the server with an empty file.
+                    flush(
+                        conn,
+                        client.as_deref_mut(),
+                        buffer.as_deref_mut(),
+                        &mut pending,
+                        fwd,
+                        pos,
+                    )
+                    .await?;
+                    conn.rbuf.advance(pos + n);
+                    pos = 0;
+                    fwd = 0;
+                    refused_infile = Some(seq);
+                    let mut empty = Vec::new();
+                    frame(&mut empty, seq.wrapping_add(1), &[]);
+                    conn.stream
+                        .write_all(&empty)
+                        .await
+                        .map_err(|e| backend_err(e, &scanner, false))?;
+                }
+                scanner.infile_done();
+            }
+            Step::NeedMore | Step::Done => {
+                let done = step == Step::Done;
+                if refused_infile.is_none() {
+                    if pos > fwd || !pending.is_empty() {
+                        forwarded_any = true;
+                    }
+                    flush(
+                        conn,
+                        client.as_deref_mut(),
+                        buffer.as_deref_mut(),
+                        &mut pending,
+                        fwd,
+                        pos,
+                    )
+                    .await?;
+                }
+                conn.rbuf.advance(pos);
+                pos = 0;
+                fwd = 0;
+                if done {
+                    if let (Some(seq), Some(c)) = (refused_infile, client.as_deref_mut()) {
+                        c.send_err(
+                            seq,
+                            err::NOT_ALLOWED_COMMAND,
+                            b"42000",
+                            "The used command is not allowed because the client did not enable LOCAL INFILE",
+                        )
+                        .await
+                        .map_err(RelayError::Client)?;
+                    }
+                    return Ok(scanner.out);
+                }
+                if conn.rbuf.capacity() - conn.rbuf.len() < CHUNK / 2 {
+                    conn.rbuf.reserve(CHUNK);
+                }
+                match conn.stream.read_buf(&mut conn.rbuf).await {
+                    Ok(0) => {
+                        return Err(backend_err(
+                            std::io::ErrorKind::UnexpectedEof.into(),
+                            &scanner,
+                            forwarded_any,
+                        ))
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(backend_err(e, &scanner, forwarded_any)),
+                }
+            }
+        }
+    }
+}
+
+fn backend_err(error: std::io::Error, scanner: &Scanner, forwarded_any: bool) -> RelayError {
+    RelayError::Backend {
+        error,
+        clean: !forwarded_any || scanner.at_error_point(),
+        next_seq: if forwarded_any {
+            scanner.last_seq.wrapping_add(1)
+        } else {
+            1
+        },
+    }
+}
+
+async fn flush(
+    conn: &BackendConn,
+    client: Option<&mut ClientConn>,
+    buffer: Option<&mut Vec<u8>>,
+    pending: &mut Vec<u8>,
+    fwd: usize,
+    pos: usize,
+) -> Result<(), RelayError> {
+    if let Some(b) = buffer {
+        if pending.is_empty() {
+            b.extend_from_slice(&conn.rbuf[fwd..pos]);
+        } else {
+            b.extend_from_slice(pending);
+            b.extend_from_slice(&conn.rbuf[fwd..pos]);
+            pending.clear();
+        }
+        return Ok(());
+    }
+    let Some(c) = client else {
+        pending.clear();
+        return Ok(());
+    };
+    let r = if pending.is_empty() {
+        if pos == fwd {
+            return Ok(());
+        }
+        c.stream.write_all(&conn.rbuf[fwd..pos]).await
+    } else {
+        pending.extend_from_slice(&conn.rbuf[fwd..pos]);
+        let r = c.stream.write_all(pending).await;
+        pending.clear();
+        r
+    };
+    r.map_err(RelayError::Client)
+}
+
+/// Copies LOCAL INFILE data packets from the client to the server, up to the empty packet.
+async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<(), RelayError> {
+    let mut out = Vec::new();
+    loop {
+        let p = read_packet(
+            &mut client.stream,
+            &mut client.rbuf,
+            client.max_packet.max(16 << 20),
+        )
+        .await
+        .map_err(|e| RelayError::Client(std::io::Error::other(e.to_string())))?;
+        out.clear();
+        frame(&mut out, p.seq, &p.payload);
+        conn.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| RelayError::Backend {
+                error: e,
+                clean: false,
+                next_seq: 0,
+            })?;
+        if p.payload.is_empty() {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! One client session: the connection phase, then the command loop. The machinery that runs
+//! a statement on a backend (routing, pinning, state sync, relaying) lives in `exec.rs`;
+//! commands live in `query.rs`, `commands.rs` and `stmt.rs`.
+
+use super::client::ClientConn;
+use super::exec::Attached;
+use super::handshake::{self, HandshakeContext};
+use super::pins::Pins;
+use super::registry::SessionHandle;
+use super::stmt::Statements;
+use crate::proxy::Proxy;
+use crate::state::TrackedState;
+use crate::users::User;
+use crate::wire::consts::{cap, com, err, status};
+use crate::wire::packet::ReadError;
+use sluice_core::listener::ListenerInfo;
+use sluice_core::PoolKey;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// Time allowed for the connection phase.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Capability bits that change how a server formats responses; backend connections must
+/// match the client's, so they are part of the pool key.
+pub const FLAVOUR_CAPS: u64 = cap::FOUND_ROWS | cap::DEPRECATE_EOF | cap::IGNORE_SPACE;
+
+/// The session ends (client gone, or its protocol state cannot be recovered).
+#[derive(Debug)]
+pub struct Fatal(pub String);
+
+impl From<std::io::Error> for Fatal {
+    fn from(e: std::io::Error) -> Self {
+        Fatal(e.to_string())
+    }
+}
+
+/// What the command loop does next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Read the next command.
+    Continue,
+    /// The client said goodbye.
+    Quit,
+}
+
+/// Per-session state beyond what is replayed on backends.
+#[derive(Debug, Default)]
+pub struct SessionState {
+    /// Schema, variables, multi-statement option the client expects.
+    pub tracked: TrackedState,
+    /// The server reported an open transaction.
+    pub in_trans: bool,
+    /// autocommit is on.
+    pub autocommit: bool,
+    /// sql_mode has NO_BACKSLASH_ESCAPES.
+    pub no_backslash_escapes: bool,
+    /// Why the session is pinned.
+    pub pins: Pins,
+    /// Temporary tables that exist (lower-case names).
+    pub temp_tables: Vec<String>,
+    /// Text-protocol prepared statements that exist.
+    pub text_prepared: Vec<String>,
+    /// The session's LAST_INSERT_ID().
+    pub last_insert_id: u64,
+}
+
+impl SessionState {
+    /// Status flags for packets the proxy answers itself.
+    pub fn status(&self) -> u16 {
+        let mut s = 0;
+        if self.in_trans {
+            s |= status::IN_TRANS;
+        }
+        if self.autocommit {
+            s |= status::AUTOCOMMIT;
+        }
+        if self.no_backslash_escapes {
+            s |= status::NO_BACKSLASH_ESCAPES;
+        }
+        s
+    }
+}
+
+/// A client session.
+pub struct Session {
+    pub(crate) id: u32,
+    pub(crate) proxy: Arc<Proxy>,
+    pub(crate) client: ClientConn,
+    pub(crate) user: Arc<User>,
+    pub(crate) nonce: [u8; 20],
+    pub(crate) peer: SocketAddr,
+    pub(crate) listener: Arc<ListenerInfo>,
+    pub(crate) key: PoolKey,
+    pub(crate) st: SessionState,
+    /// The backend connection kept for this session while it is pinned.
+    pub(crate) held: Option<Attached>,
+    /// The connection that ran the previous statement, kept because the next one may ask for
+    /// its warnings or found rows.
+    pub(crate) prev: Option<Attached>,
+    /// The previous statement ran on `held` and the same holds for it.
+    pub(crate) prev_is_held: bool,
+    /// Collation the client logged in with (restored by COM_RESET_CONNECTION).
+    pub(crate) collation: u16,
+    pub(crate) stmts: Statements,
+    pub(crate) handle: Arc<SessionHandle>,
+}
+
+/// Serves one accepted client from handshake to goodbye.
+pub async fn serve(
+    proxy: Arc<Proxy>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<ListenerInfo>,
+    permit: OwnedSemaphorePermit,
+) {
+    let _permit = permit;
+    let id = proxy.sessions.next_id();
+    let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
+    let users = proxy.users.load_full();
+    let facts = proxy.info.get();
+    let cx = HandshakeContext {
+        users: &users,
+        rsa: &proxy.rsa,
+        server_version: &facts.version,
+        connection_id: id,
+        peer,
+    };
+    let auth =
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake::accept(&mut client, &cx)).await {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "client handshake failed");
+                proxy.refused();
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "client handshake timed out");
+                proxy.refused();
+                return;
+            }
+        };
+    let user = auth.user.clone();
+    let n = user.connections.fetch_add(1, Relaxed) + 1;
+    if user.max_connections > 0 && n > user.max_connections {
+        user.connections.fetch_sub(1, Relaxed);
+        proxy.refused();
+        let msg = format!(
+            "User '{}' has exceeded the 'max_user_connections' resource (current value: {})",
+            user.name, user.max_connections
+        );
+        let _ = client.send_err(auth.next_seq, 1226, b"42000", &msg).await;
+        return;
+    }
+    let handle = proxy.sessions.add(id, user.name.clone(), peer);
+    let mut session = Session::new(proxy.clone(), client, &auth, peer, listener, handle);
+    let result = session.start(auth.database.as_deref(), auth.next_seq).await;
+    let result = match result {
+        Ok(true) => {
+            proxy.stats.clients_connected.fetch_add(1, Relaxed);
+            session.run().await
+        }
+        Ok(false) => Ok(()),
+        Err(e) => Err(e),
+    };
+    if let Err(Fatal(reason)) = result {
+        tracing::debug!(session = id, %peer, %reason, "session ended");
+    }
+    session.finish().await;
+    user.connections.fetch_sub(1, Relaxed);
+    proxy.sessions.remove(id);
+}
+
+impl Session {
+    fn new(
+        proxy: Arc<Proxy>,
+        client: ClientConn,
+        auth: &handshake::Authenticated,
+        peer: SocketAddr,
+        listener: Arc<ListenerInfo>,
+        handle: Arc<SessionHandle>,
+    ) -> Session {
+        let key = PoolKey {
+            user: auth.user.name.clone(),
+            variant: client.caps & FLAVOUR_CAPS,
+        };
+        let mut st = SessionState {
+            autocommit: true,
+            ..SessionState::default()
+        };
+        st.tracked.multi_statements = client.has(cap::MULTI_STATEMENTS);
+        st.tracked.vars = initial_charset_vars(&proxy, auth.collation as u16);
+        Session {
+            id: handle.id,
+            proxy,
+            client,
+            user: auth.user.clone(),
+            nonce: auth.nonce,
+            peer,
+            listener,
+            key,
+            st,
+            held: None,
+            prev: None,
+            prev_is_held: false,
+            collation: auth.collation as u16,
+            stmts: Statements::default(),
+            handle,
+        }
+    }
+
+    /// Selects the initial schema (if any) and completes the connection phase. Returns false
+    /// if the client was refused.
+    async fn start(&mut self, database: Option<&str>, seq: u8) -> Result<bool, Fatal> {
+        if let Some(db) = database {
+            if let Err(e) = self.select_schema(db).await? {
+                self.proxy.refused();
+                self.client
+                    .send_err(seq, e.code, &e.sqlstate, &e.message)
+                    .await?;
+                return Ok(false);
+            }
+        }
+        let st = self.st.status();
+        self.client.send_ok(seq, st).await?;
+        Ok(true)
+    }
+
+    async fn run(&mut self) -> Result<(), Fatal> {
+        loop {
+            if self.handle.is_killed() {
+                return Err(Fatal("killed".into()));
+            }
+            let read = tokio::select! {
+                r = self.client.read_command() => r,
+                _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
+            };
+            let pkt = match read {
+                Ok(p) => p,
+                Err(ReadError::Closed) => return Ok(()),
+                Err(ReadError::TooLarge { size, max }) => {
+                    let msg = format!(
+                        "Got a packet bigger than 'max_allowed_packet' bytes ({size} > {max})"
+                    );
+                    let _ = self
+                        .client
+                        .send_err(1, err::PACKET_TOO_LARGE, b"08S01", &msg)
+                        .await;
+                    return Err(Fatal(msg));
+                }
+                Err(e) => return Err(Fatal(e.to_string())),
+            };
+            if pkt.payload.is_empty() || pkt.seq != 0 {
+                let msg = if pkt.payload.is_empty() {
+                    "Malformed packet: empty command"
+                } else {
+                    "Got packets out of order"
+                };
+                let code = if pkt.payload.is_empty() {
+                    err::MALFORMED_PACKET
+                } else {
+                    err::PACKETS_OUT_OF_ORDER
+                };
+                let _ = self
+                    .client
+                    .send_err(pkt.last_seq.wrapping_add(1), code, b"08S01", msg)
+                    .await;
+                return Err(Fatal(msg.into()));
+            }
+            self.proxy.stats.statements.fetch_add(1, Relaxed);
+            // Boxed so the idle session future stays small: only the loop's state lives
+            // across the wait for the next command.
+            let flow = Box::pin(self.command(pkt.payload)).await?;
+            if flow == Flow::Quit {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn command(&mut self, payload: bytes::BytesMut) -> Result<Flow, Fatal> {
+        tracing::trace!(
+            session = self.id,
+            command = payload[0],
+            len = payload.len(),
+            "command"
+        );
+        match payload[0] {
+            com::QUIT => return Ok(Flow::Quit),
+            com::QUERY => self.query(payload).await?,
+            com::PING => {
+                let st = self.st.status();
+                self.client.send_ok(1, st).await?;
+            }
+            com::INIT_DB => self.init_db(&payload).await?,
+            com::FIELD_LIST => self.field_list(&payload).await?,
+            com::STATISTICS => self.statistics(&payload).await?,
+            com::SET_OPTION => self.set_option(&payload).await?,
+            com::RESET_CONNECTION => self.reset_connection().await?,
+            com::CHANGE_USER => return self.change_user(&payload).await,
+            com::PROCESS_KILL => self.process_kill(&payload).await?,
+            com::STMT_PREPARE => self.stmt_prepare(payload).await?,
+            com::STMT_EXECUTE => self.stmt_execute(payload).await?,
+            com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(payload).await?,
+            com::STMT_CLOSE => self.stmt_close(&payload).await?,
+            com::STMT_RESET => self.stmt_reset(&payload).await?,
+            com::STMT_FETCH => self.stmt_fetch(payload).await?,
+            com::DEBUG | com::REFRESH => self.forward_to_writer(&payload).await?,
+            other => {
+                let msg = format!("Unknown command {other:#04x}");
+                self.client
+                    .send_err(1, err::UNKNOWN_COM, b"08S01", &msg)
+                    .await?;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Releases or resets what the session holds when the client leaves.
+    async fn finish(&mut self) {
+        if let Some(att) = self.prev.take() {
+            self.release(att).await;
+        }
+        if let Some(att) = self.held.take() {
+            self.dispose(att, self.st.pins).await;
+        }
+        self.handle.set_backend(None);
+    }
+
+    /// Publishes pins to the registry.
+    pub(crate) fn publish_pins(&self) {
+        self.handle.set_pins(self.st.pins);
+    }
+}
+
+/// The character-set variables of a fresh direct connection with collation `id`.
+pub(crate) fn initial_charset_vars(
+    proxy: &Proxy,
+    id: u16,
+) -> std::collections::BTreeMap<String, String> {
+    let facts = proxy.info.get();
+    let [client, connection, results, collation] = facts.charset_vars(id);
+    [
+        ("character_set_client", client),
+        ("character_set_connection", connection),
+        ("character_set_results", results),
+        ("collation_connection", collation),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}

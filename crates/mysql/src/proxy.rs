@@ -1,0 +1,265 @@
+//! The running MySQL proxy: configuration, topology, users, keys, sessions, and listeners.
+
+use crate::auth::rsa::RsaKey;
+use crate::backend::{BackendConn, MysqlConnector};
+use crate::frontend::registry::Registry;
+use crate::frontend::session;
+use crate::server_info::ServerInfo;
+use crate::users::Users;
+use arc_swap::ArcSwap;
+use sluice_config::Config;
+use sluice_core::listener::{self, Handler, HandlerFuture, ListenerInfo};
+use sluice_core::Topology;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+/// Proxy-wide counters.
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    /// Client connections accepted and authenticated.
+    pub clients_connected: AtomicU64,
+    /// Client connections refused (limit, bad password, bad handshake).
+    pub clients_refused: AtomicU64,
+    /// Statements received.
+    pub statements: AtomicU64,
+}
+
+/// Everything sessions share.
+pub struct Proxy {
+    /// The configuration in force.
+    pub config: Config,
+    /// Hostgroups, pools, router.
+    pub topology: Arc<Topology<BackendConn>>,
+    /// Users.
+    pub users: Arc<ArcSwap<Users>>,
+    /// RSA key for caching_sha2_password full authentication.
+    pub rsa: RsaKey,
+    /// Facts learned from servers.
+    pub info: Arc<ServerInfo>,
+    /// Opens backend connections.
+    pub connector: MysqlConnector,
+    /// Live sessions.
+    pub sessions: Registry,
+    /// Counters.
+    pub stats: ProxyStats,
+}
+
+/// Startup failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The RSA key could not be generated.
+    #[error("cannot generate the RSA key: {0}")]
+    Rsa(String),
+}
+
+/// A started proxy.
+pub struct Running {
+    /// The proxy.
+    pub proxy: Arc<Proxy>,
+    /// Bound addresses: the main listener first, then `[[listeners]]` in order.
+    pub addrs: Vec<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting clients and background work. Sessions in progress end with their
+    /// clients.
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Waits for the listeners to stop.
+    pub async fn wait(mut self) {
+        for t in std::mem::take(&mut self.tasks) {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+impl Proxy {
+    /// Builds the proxy from a validated config.
+    pub fn new(config: Config) -> Result<Arc<Proxy>, StartError> {
+        let users = Arc::new(ArcSwap::from_pointee(Users::from_config(&config.users)));
+        let info = Arc::new(ServerInfo::new(config.proxy.server_version.clone()));
+        let connector = MysqlConnector {
+            users: users.clone(),
+            stmt_cache_size: config.pool.stmt_cache_size as usize,
+            info: info.clone(),
+        };
+        let rsa = RsaKey::generate().map_err(|e| StartError::Rsa(e.to_string()))?;
+        Ok(Arc::new(Proxy {
+            topology: Arc::new(Topology::from_config(&config)),
+            config,
+            users,
+            rsa,
+            info,
+            connector,
+            sessions: Registry::new(),
+            stats: ProxyStats::default(),
+        }))
+    }
+
+    /// Binds every listener and starts serving. Port 0 in a listen address picks a free port;
+    /// [`Running::addrs`] tells which.
+    pub async fn start(self: &Arc<Self>) -> Result<Running, StartError> {
+        let (tx, rx) = watch::channel(false);
+        let mut specs: Vec<(String, Option<Arc<str>>)> =
+            vec![(self.config.proxy.listen.clone(), None)];
+        for l in &self.config.listeners {
+            specs.push((l.listen.clone(), l.hostgroup.as_deref().map(Arc::from)));
+        }
+        let mut bound: Vec<(TcpListener, Arc<ListenerInfo>)> = Vec::new();
+        for (addr, hostgroup) in specs {
+            let l = listener::bind(&addr, self.config.proxy.reuse_port).map_err(|error| {
+                StartError::Bind {
+                    addr: addr.clone(),
+                    error,
+                }
+            })?;
+            let local = l.local_addr().map_err(|error| StartError::Bind {
+                addr: addr.clone(),
+                error,
+            })?;
+            bound.push((
+                l,
+                Arc::new(ListenerInfo {
+                    addr: local,
+                    hostgroup,
+                }),
+            ));
+        }
+        self.learn_servers().await;
+        let limit = Arc::new(Semaphore::new(
+            self.config.proxy.max_client_connections as usize,
+        ));
+        let handler = Arc::new(MysqlHandler {
+            proxy: self.clone(),
+        });
+        let mut addrs = Vec::new();
+        let mut tasks = Vec::new();
+        for (l, info) in bound {
+            addrs.push(info.addr);
+            tracing::info!(listen = %info.addr, hostgroup = info.hostgroup.as_deref().unwrap_or("(read/write split)"), "listening");
+            tasks.push(tokio::spawn(listener::serve(
+                l,
+                info,
+                handler.clone(),
+                limit.clone(),
+                rx.clone(),
+            )));
+        }
+        tasks.push(tokio::spawn(self.clone().maintain(rx)));
+        Ok(Running {
+            proxy: self.clone(),
+            addrs,
+            shutdown: tx,
+            tasks,
+        })
+    }
+
+    /// Learns version and collations from the first server that answers (bounded in time);
+    /// clients connecting before that see built-in defaults.
+    async fn learn_servers(self: &Arc<Self>) {
+        let users = self.users.load_full();
+        let Some(user) = users.all().next().cloned() else {
+            return;
+        };
+        for server in self.topology.servers() {
+            let attempt = tokio::time::timeout(
+                self.config.pool.connect_timeout.get(),
+                BackendConn::connect(&server.address, &user.name, &user.password, 0, 1),
+            )
+            .await;
+            if let Ok(Ok(mut conn)) = attempt {
+                if self.info.learn(&mut conn).await.is_ok() {
+                    tracing::info!(server = %server.name, version = %self.info.get().version, "learned server version and collations");
+                    return;
+                }
+            }
+        }
+        tracing::warn!(
+            "no server answered at startup; announcing a default version until one does"
+        );
+    }
+
+    /// Background upkeep: closes idle backend connections past their idle timeout.
+    async fn maintain(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            let now = Instant::now();
+            for hg in &self.topology.hostgroups {
+                let closed = hg.close_idle(now);
+                if closed > 0 {
+                    tracing::debug!(hostgroup = %hg.name, closed, "closed idle backend connections");
+                }
+            }
+        }
+    }
+
+    /// Counts a refused client.
+    pub(crate) fn refused(&self) {
+        self.stats.clients_refused.fetch_add(1, Relaxed);
+    }
+}
+
+struct MysqlHandler {
+    proxy: Arc<Proxy>,
+}
+
+impl Handler for MysqlHandler {
+    fn handle(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: Arc<ListenerInfo>,
+        permit: OwnedSemaphorePermit,
+    ) -> HandlerFuture {
+        Box::pin(session::serve(
+            self.proxy.clone(),
+            stream,
+            peer,
+            listener,
+            permit,
+        ))
+    }
+
+    fn reject(self: Arc<Self>, stream: TcpStream, _peer: SocketAddr) -> HandlerFuture {
+        let proxy = self.proxy.clone();
+        Box::pin(async move {
+            proxy.refused();
+            let mut c = crate::frontend::client::ClientConn::new(stream, 1024);
+            let _ = c
+                .send_err(
+                    0,
+                    crate::wire::consts::err::TOO_MANY_CONNECTIONS,
+                    b"08004",
+                    "Too many connections",
+                )
+                .await;
+        })
+    }
+}

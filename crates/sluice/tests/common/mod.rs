@@ -1,0 +1,127 @@
+//! Shared setup for integration tests: a real MariaDB topology and an in-process sluice in
+//! front of it, plus helpers to drive it with real clients.
+#![allow(dead_code)]
+
+use sluice_config::Config;
+use sluice_mysql::{Proxy, Running};
+use sluice_testkit::{find_program, Topology, TopologyOptions};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A topology with sluice in front.
+pub struct Env {
+    pub topo: Topology,
+    pub proxy: Arc<Proxy>,
+    pub running: Running,
+    /// Main (read/write split) port.
+    pub port: u16,
+    /// Ports of the extra `[[listeners]]`, in order.
+    pub extra_ports: Vec<u16>,
+}
+
+/// Starts `replicas` replicas and sluice with the default config plus `extra` TOML appended.
+pub async fn start(replicas: usize, extra: &str) -> Env {
+    start_with(replicas, extra, |_| {}).await
+}
+
+/// Like [`start`], with a hook to edit the generated config text.
+pub async fn start_with(replicas: usize, extra: &str, edit: impl FnOnce(&mut String)) -> Env {
+    let topo = tokio::task::spawn_blocking(move || {
+        Topology::start(TopologyOptions {
+            replicas,
+            ..Default::default()
+        })
+    })
+    .await
+    .unwrap()
+    .expect("MariaDB topology must start (is mariadb-server installed?)");
+    let mut text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
+        topo.primary().addr()
+    );
+    for r in topo.replicas() {
+        text.push_str(&format!(
+            "\n[[servers]]\naddress = \"{}\"\nhostgroup = \"reader\"\n",
+            r.addr()
+        ));
+    }
+    text.push_str(extra);
+    edit(&mut text);
+    let cfg =
+        Config::from_toml(&text).unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
+    let proxy = Proxy::new(cfg).expect("proxy");
+    let running = proxy.start().await.expect("proxy starts");
+    let port = running.addrs[0].port();
+    let extra_ports = running.addrs[1..].iter().map(|a| a.port()).collect();
+    Env {
+        topo,
+        proxy,
+        running,
+        port,
+        extra_ports,
+    }
+}
+
+impl Env {
+    /// A mysql_async URL for the proxy.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "mysql://app:app@127.0.0.1:{}/{db}?prefer_socket=false",
+            self.port
+        )
+    }
+
+    /// A direct URL to server `i`.
+    pub fn direct_url(&self, i: usize, db: &str) -> String {
+        format!(
+            "mysql://app:app@127.0.0.1:{}/{db}?prefer_socket=false",
+            self.topo.servers[i].port
+        )
+    }
+
+    /// Runs SQL through the proxy with the mariadb CLI; returns its output (asserting success).
+    pub fn cli(&self, sql: &str) -> String {
+        let out = cli_raw(self.port, "app", "app", Some("test"), sql, &[]);
+        assert!(
+            out.status.success(),
+            "mariadb CLI failed for {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    }
+
+    /// Waits for replicas to catch up.
+    pub fn sync(&self) {
+        self.topo
+            .sync_replicas(Duration::from_secs(30))
+            .expect("replicas catch up");
+    }
+}
+
+/// Runs the mariadb CLI against `port`.
+pub fn cli_raw(
+    port: u16,
+    user: &str,
+    password: &str,
+    db: Option<&str>,
+    sql: &str,
+    extra: &[&str],
+) -> Output {
+    let bin = find_program("mariadb", "mariadb-client").expect("mariadb client");
+    let mut c = Command::new(bin);
+    c.arg("--no-defaults")
+        .arg("-h127.0.0.1")
+        .arg(format!("-P{port}"))
+        .arg(format!("-u{user}"))
+        .arg(format!("-p{password}"))
+        .arg("--batch")
+        .arg("--skip-column-names")
+        .arg("--connect-timeout=10")
+        .args(extra);
+    if let Some(db) = db {
+        c.arg(db);
+    }
+    c.arg("-e").arg(sql).stdin(Stdio::null());
+    c.output().expect("run mariadb CLI")
+}
