@@ -42,7 +42,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         }
     };
     let ms = value * scale_ms;
-    if !ms.is_finite() || ms < 0.0 || ms > 1e12 {
+    if !ms.is_finite() || !(0.0..=1e12).contains(&ms) {
         return Err(format!("duration {s:?} is out of range"));
     }
     Ok(Duration::from_micros((ms * 1000.0).round() as u64))
@@ -51,11 +51,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 3_600_000 == 0 && ms > 0 {
+        if ms.is_multiple_of(3_600_000) && ms > 0 {
             write!(f, "{}h", ms / 3_600_000)
-        } else if ms % 60_000 == 0 && ms > 0 {
+        } else if ms.is_multiple_of(60_000) && ms > 0 {
             write!(f, "{}m", ms / 60_000)
-        } else if ms % 1000 == 0 && ms > 0 {
+        } else if ms.is_multiple_of(1000) && ms > 0 {
             write!(f, "{}s", ms / 1000)
         } else {
             write!(f, "{ms}ms")

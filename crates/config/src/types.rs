@@ -60,6 +60,32 @@ pub struct ProxyConfig {
     /// Bind listeners with SO_REUSEPORT so several sluice processes can share a port.
     #[serde(default)]
     pub reuse_port: bool,
+    /// Authentication plugin announced in the greeting. Clients may answer with either
+    /// plugin regardless; this only decides what a client that follows the server uses.
+    #[serde(default)]
+    pub default_auth_plugin: AuthPlugin,
+}
+
+/// A password authentication plugin.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+pub enum AuthPlugin {
+    /// `mysql_native_password` (MariaDB's default).
+    #[default]
+    #[serde(rename = "mysql_native_password")]
+    MysqlNativePassword,
+    /// `caching_sha2_password` (MySQL 8's default).
+    #[serde(rename = "caching_sha2_password")]
+    CachingSha2Password,
+}
+
+impl AuthPlugin {
+    /// The plugin's protocol name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthPlugin::MysqlNativePassword => "mysql_native_password",
+            AuthPlugin::CachingSha2Password => "caching_sha2_password",
+        }
+    }
 }
 
 /// `[[listeners]]`: an extra client port.

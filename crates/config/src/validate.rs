@@ -62,7 +62,8 @@ impl Config {
         for (i, l) in self.listeners.iter().enumerate() {
             let f = format!("listeners[{i}]");
             check_address(&format!("{f}.listen"), &l.listen)?;
-            if !listens.insert(l.listen.clone()) {
+            // Port 0 means "any free port", so it may repeat.
+            if !l.listen.ends_with(":0") && !listens.insert(l.listen.clone()) {
                 return Err(ConfigError::new(
                     format!("{f}.listen"),
                     format!("{} is already used by another listener", l.listen),

@@ -213,8 +213,7 @@ pub fn scan_with(sql: &[u8], opts: Options) -> Scan {
         hint: None,
     };
     let mut out = Scan::default();
-    loop {
-        let Some(first) = cur.next() else { break };
+    while let Some(first) = cur.next() {
         if first.is_punct(b';') {
             continue;
         }
@@ -539,7 +538,6 @@ fn call(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
             } else {
                 st.effects |= Effects::LAST_INSERT_ID_SET;
             }
-            return;
         }
         // `INSERT INTO t (cols)`, `CREATE TABLE t (...)` are not calls: only read candidates,
         // where a name before `(` really is a call, care about unknown names.
@@ -611,8 +609,7 @@ fn set_statement(cur: &mut Cursor<'_>) -> Stmt {
         kill: None,
     };
     let mut walk = Walk::default();
-    'assignments: loop {
-        let Some(mut h) = cur.next() else { break };
+    'assignments: while let Some(mut h) = cur.next() {
         if h.is_punct(b';') {
             break;
         }

@@ -63,11 +63,8 @@ pub fn dropped_tables(sql: &[u8]) -> Vec<String> {
         return out;
     }
     skip_words(sql, &mut lx, &["IF", "EXISTS"]);
-    loop {
-        match qualified(sql, &mut lx) {
-            Some(n) => out.push(n),
-            None => break,
-        }
+    while let Some(n) = qualified(sql, &mut lx) {
+        out.push(n);
         if !lx.peek().is_some_and(|t| t.is_punct(b',')) {
             break;
         }

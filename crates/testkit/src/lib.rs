@@ -55,12 +55,19 @@ pub enum Error {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Finds a program in PATH or the usual system directories.
+/// Finds a program in PATH or the usual system directories. `SLUICE_TESTKIT_PATH`, when set,
+/// replaces that search path (to point at other MariaDB builds, or at none).
 pub fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.extend(["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from));
+    let dirs: Vec<PathBuf> = match std::env::var_os("SLUICE_TESTKIT_PATH") {
+        Some(p) => std::env::split_paths(&p).collect(),
+        None => {
+            let mut d: Vec<PathBuf> = std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect())
+                .unwrap_or_default();
+            d.extend(["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from));
+            d
+        }
+    };
     dirs.into_iter()
         .map(|d| d.join(name))
         .find(|p| p.is_file())

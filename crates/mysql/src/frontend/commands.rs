@@ -151,10 +151,11 @@ impl Session {
             server_version: &facts.version,
             connection_id: self.id,
             peer: self.peer,
+            default_plugin: self.proxy.config.proxy.default_auth_plugin.name(),
         };
         let nonce = self.nonce;
         let authed =
-            super::handshake::authenticate(&mut self.client, &cx, &user, &plugin, &auth, &nonce, 2)
+            super::handshake::authenticate(&mut self.client, &cx, &user, &plugin, &auth, &nonce, 1)
                 .await;
         let (new_user, seq) = match authed {
             Ok(x) => x,

@@ -130,23 +130,18 @@ impl Session {
             Target::Previous => return Ok(self.prev.take()),
             Target::Group(d) => d,
         };
-        let topo = &self.proxy.topology;
-        let Some(hg) = topo.hostgroup(&decision.hostgroup).cloned() else {
-            let msg = format!("sluice: unknown hostgroup '{}'", decision.hostgroup);
-            self.client
-                .send_err(seq, err::ROUTING, b"HY000", &msg)
-                .await?;
-            return Ok(None);
-        };
-        let mut result = hg.acquire(&self.key, &self.proxy.connector).await;
+        let topo = self.proxy.topology.clone();
         let fallback = decision.reason != Reason::Listener
             && topo.reads_fallback_to_writer
             && decision.hostgroup == topo.router.reader
             && decision.hostgroup != topo.router.writer;
+        let mut result = match topo.hostgroup(&decision.hostgroup) {
+            Some(hg) => hg.acquire(&self.key, &self.proxy.connector).await,
+            None => Err(AcquireError::UnknownHostgroup(decision.hostgroup.to_string())),
+        };
         if fallback {
-            if let Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_)) = &result
-            {
-                if let Some(w) = topo.hostgroup(&topo.router.writer).cloned() {
+            if let Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_)) = &result {
+                if let Some(w) = topo.hostgroup(&topo.router.writer) {
                     result = w.acquire(&self.key, &self.proxy.connector).await;
                 }
             }

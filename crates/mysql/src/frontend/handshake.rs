@@ -84,6 +84,8 @@ pub struct HandshakeContext<'a> {
     pub connection_id: u32,
     /// Client address (for error messages).
     pub peer: SocketAddr,
+    /// Plugin announced in the greeting.
+    pub default_plugin: &'a str,
 }
 
 /// Runs the connection phase up to (not including) the final OK.
@@ -99,7 +101,7 @@ pub async fn accept(
         capabilities: SERVER_CAPS,
         collation: crate::backend::BACKEND_COLLATION,
         status: status::AUTOCOMMIT,
-        auth_plugin: NATIVE_PASSWORD.to_string(),
+        auth_plugin: cx.default_plugin.to_string(),
     };
     let mut payload = Vec::with_capacity(128);
     greeting.encode(&mut payload);
@@ -162,67 +164,64 @@ pub async fn authenticate(
     mut seq: u8,
 ) -> Result<(Arc<User>, u8), HandshakeError> {
     let user = cx.users.get(user_name).cloned();
-    let password: &[u8] = user
-        .as_ref()
-        .map(|u| u.password.as_bytes())
-        .unwrap_or(b"\x00unknown-user");
-    let mut using_password = !response.is_empty();
-    let ok = match plugin {
-        NATIVE_PASSWORD => auth::native::verify(password, nonce, response),
-        CACHING_SHA2_PASSWORD => {
-            let cached = user.as_ref().is_some_and(|u| u.sha2_cached.load(Relaxed));
-            if response.is_empty() {
-                password.is_empty()
-            } else if cached {
-                let ok = auth::sha2::verify_fast(password, nonce, response);
-                if ok {
-                    client.push_packet(seq, &[0x01, auth::sha2::FAST_AUTH_SUCCESS]);
-                    seq = seq.wrapping_add(1);
-                }
-                ok
-            } else {
-                // Full authentication: the password itself, RSA-encrypted (no TLS here).
-                client.push_packet(seq, &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION]);
-                client.flush().await?;
-                let mut p =
-                    read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT)
-                        .await?;
-                seq = p.last_seq.wrapping_add(1);
-                if p.payload[..] == [auth::sha2::REQUEST_PUBLIC_KEY] {
-                    let mut pk = vec![0x01];
-                    pk.extend_from_slice(cx.rsa.public_pem().as_bytes());
-                    client.push_packet(seq, &pk);
-                    client.flush().await?;
-                    p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT)
-                        .await?;
-                    seq = p.last_seq.wrapping_add(1);
-                }
-                let ok = match cx.rsa.decrypt(&p.payload) {
-                    Ok(plain) => {
-                        auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, nonce))
-                    }
-                    Err(_) => false,
-                };
-                if ok {
-                    if let Some(u) = &user {
-                        u.sha2_cached.store(true, Relaxed);
-                    }
-                }
-                ok
+    let password: &[u8] = user.as_ref().map(|u| u.password.as_bytes()).unwrap_or(b"\x00unknown-user");
+    let mut nonce: [u8; 20] = *nonce;
+    let mut response = response.to_vec();
+    let mut plugin = plugin;
+    // Switch plugins the proxy does not speak to mysql_native_password; and ask again with
+    // a fresh nonce when a client sent an empty answer for a password it has (some clients
+    // do when their plugin is not the one the server announced).
+    let supported = plugin == NATIVE_PASSWORD || plugin == CACHING_SHA2_PASSWORD;
+    if !supported || (response.is_empty() && !password.is_empty()) {
+        plugin = if plugin == CACHING_SHA2_PASSWORD { CACHING_SHA2_PASSWORD } else { NATIVE_PASSWORD };
+        nonce = auth::new_scramble();
+        let mut sw = Vec::with_capacity(64);
+        encode_auth_switch(&mut sw, plugin, &nonce);
+        client.push_packet(seq, &sw);
+        client.flush().await?;
+        let p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+        seq = p.last_seq.wrapping_add(1);
+        response = p.payload.to_vec();
+    }
+    let using_password = !response.is_empty();
+    let ok = if plugin == NATIVE_PASSWORD {
+        auth::native::verify(password, &nonce, &response)
+    } else {
+        let cached = user.as_ref().is_some_and(|u| u.sha2_cached.load(Relaxed));
+        if response.is_empty() {
+            password.is_empty()
+        } else if cached {
+            let ok = auth::sha2::verify_fast(password, &nonce, &response);
+            if ok {
+                client.push_packet(seq, &[0x01, auth::sha2::FAST_AUTH_SUCCESS]);
+                seq = seq.wrapping_add(1);
             }
-        }
-        _ => {
-            // Any other plugin: ask the client to switch to mysql_native_password.
-            let fresh = auth::new_scramble();
-            let mut sw = Vec::with_capacity(64);
-            encode_auth_switch(&mut sw, NATIVE_PASSWORD, &fresh);
-            client.push_packet(seq, &sw);
+            ok
+        } else {
+            // Full authentication: the password itself, RSA-encrypted (no TLS here).
+            client.push_packet(seq, &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION]);
             client.flush().await?;
-            let p =
-                read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+            let mut p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
             seq = p.last_seq.wrapping_add(1);
-            using_password = !p.payload.is_empty();
-            auth::native::verify(password, &fresh, &p.payload)
+            if p.payload[..] == [auth::sha2::REQUEST_PUBLIC_KEY] {
+                let mut pk = vec![0x01];
+                pk.extend_from_slice(cx.rsa.public_pem().as_bytes());
+                client.push_packet(seq, &pk);
+                client.flush().await?;
+                p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+                seq = p.last_seq.wrapping_add(1);
+            }
+            tracing::trace!(len = p.payload.len(), first = ?p.payload.first(), "caching_sha2 full authentication answer");
+            let ok = match cx.rsa.decrypt(&p.payload) {
+                Ok(plain) => auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, &nonce)),
+                Err(_) => false,
+            };
+            if ok {
+                if let Some(u) = &user {
+                    u.sha2_cached.store(true, Relaxed);
+                }
+            }
+            ok
         }
     };
     match user {

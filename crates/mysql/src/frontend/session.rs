@@ -129,6 +129,7 @@ pub async fn serve(
         server_version: &facts.version,
         connection_id: id,
         peer,
+        default_plugin: proxy.config.proxy.default_auth_plugin.name(),
     };
     let auth =
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake::accept(&mut client, &cx)).await {

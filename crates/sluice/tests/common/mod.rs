@@ -2,6 +2,8 @@
 //! front of it, plus helpers to drive it with real clients.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use sluice_config::Config;
 use sluice_mysql::{Proxy, Running};
 use sluice_testkit::{find_program, Topology, TopologyOptions};
@@ -124,4 +126,20 @@ pub fn cli_raw(
     }
     c.arg("-e").arg(sql).stdin(Stdio::null());
     c.output().expect("run mariadb CLI")
+}
+
+/// Runs a Python script with `PORT` in its environment; fails loudly if a module is missing.
+pub fn python(port: u16, script: &str) -> Output {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("python3 must be installed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("ModuleNotFoundError") {
+        panic!("a Python driver is missing (the test command installs them: pip install PyMySQL cryptography mysql-connector-python): {stderr}");
+    }
+    out
 }
