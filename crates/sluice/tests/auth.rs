@@ -9,9 +9,16 @@ use sluice_mysql::wire::consts::{CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn native_and_caching_sha2_with_real_and_raw_clients() {
-    let env = common::start(1, "\n[[users]]\nname = \"shauser\"\npassword = \"s3cret!\"\n").await;
+    let env = common::start(
+        1,
+        "\n[[users]]\nname = \"shauser\"\npassword = \"s3cret!\"\n",
+    )
+    .await;
     // The backend needs the second user too.
-    env.topo.primary().sql("CREATE USER 'shauser'@'%' IDENTIFIED BY 's3cret!'; GRANT ALL ON *.* TO 'shauser'@'%'").unwrap();
+    env.topo
+        .primary()
+        .sql("CREATE USER 'shauser'@'%' IDENTIFIED BY 's3cret!'; GRANT ALL ON *.* TO 'shauser'@'%'")
+        .unwrap();
     env.sync();
 
     // mysql_native_password with the mariadb CLI.
@@ -20,45 +27,96 @@ async fn native_and_caching_sha2_with_real_and_raw_clients() {
     // caching_sha2_password, raw: the first login needs full authentication (RSA), the
     // next one takes the fast path.
     let mut r = Raw::connect(env.port).await;
-    let p = r.hello("shauser", "s3cret!", CACHING_SHA2_PASSWORD, CLIENT_CAPS, None).await;
-    assert_eq!(&p.payload[..], &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION], "first login: full authentication");
-    r.send(p.last_seq + 1, &[auth::sha2::REQUEST_PUBLIC_KEY]).await;
+    let p = r
+        .hello(
+            "shauser",
+            "s3cret!",
+            CACHING_SHA2_PASSWORD,
+            CLIENT_CAPS,
+            None,
+        )
+        .await;
+    assert_eq!(
+        &p.payload[..],
+        &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION],
+        "first login: full authentication"
+    );
+    r.send(p.last_seq + 1, &[auth::sha2::REQUEST_PUBLIC_KEY])
+        .await;
     let key = r.recv().await.unwrap();
     assert_eq!(key.payload[0], 0x01);
     assert!(key.payload[1..].starts_with(b"-----BEGIN PUBLIC KEY-----"));
-    let ct = auth::rsa::encrypt_password(&key.payload[1..], b"s3cret!", &r.greeting.scramble).unwrap();
+    let ct =
+        auth::rsa::encrypt_password(&key.payload[1..], b"s3cret!", &r.greeting.scramble).unwrap();
     r.send(key.last_seq + 1, &ct).await;
     let ok = r.recv().await.unwrap();
-    assert_eq!(ok.payload[0], 0x00, "full authentication succeeds: {:?}", err_text(&ok));
+    assert_eq!(
+        ok.payload[0],
+        0x00,
+        "full authentication succeeds: {:?}",
+        err_text(&ok)
+    );
 
     let mut r = Raw::connect(env.port).await;
-    let p = r.hello("shauser", "s3cret!", CACHING_SHA2_PASSWORD, CLIENT_CAPS, None).await;
-    assert_eq!(&p.payload[..], &[0x01, auth::sha2::FAST_AUTH_SUCCESS], "second login: fast path");
+    let p = r
+        .hello(
+            "shauser",
+            "s3cret!",
+            CACHING_SHA2_PASSWORD,
+            CLIENT_CAPS,
+            None,
+        )
+        .await;
+    assert_eq!(
+        &p.payload[..],
+        &[0x01, auth::sha2::FAST_AUTH_SUCCESS],
+        "second login: fast path"
+    );
     let ok = r.recv().await.unwrap();
     assert_eq!(ok.payload[0], 0x00);
 
     // Now that the user is cached, the mariadb CLI's caching_sha2_password plugin logs in on
     // the fast path; a wrong password is refused.
     let sha2 = ["--default-auth=caching_sha2_password"];
-    let out = common::cli_raw(env.port, "shauser", "s3cret!", None, "SELECT CURRENT_USER()", &sha2);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = common::cli_raw(
+        env.port,
+        "shauser",
+        "s3cret!",
+        None,
+        "SELECT CURRENT_USER()",
+        &sha2,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "shauser@%");
     let out = common::cli_raw(env.port, "shauser", "bad", None, "SELECT 1", &sha2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("ERROR 1045"));
 
     // A wrong password on the fast path is refused with 1045.
     let mut r = Raw::connect(env.port).await;
-    let p = r.hello("shauser", "wrong", CACHING_SHA2_PASSWORD, CLIENT_CAPS, None).await;
+    let p = r
+        .hello("shauser", "wrong", CACHING_SHA2_PASSWORD, CLIENT_CAPS, None)
+        .await;
     let (code, msg) = err_text(&p).expect("error");
     assert_eq!(code, 1045);
-    assert_eq!(msg, "Access denied for user 'shauser'@'127.0.0.1' (using password: YES)");
+    assert_eq!(
+        msg,
+        "Access denied for user 'shauser'@'127.0.0.1' (using password: YES)"
+    );
 
     // An unknown plugin gets an auth switch to mysql_native_password.
     let mut r = Raw::connect(env.port).await;
-    let p = r.hello("app", "app", "client_ed25519", CLIENT_CAPS, None).await;
-    let (plugin, nonce) = sluice_mysql::wire::handshake::decode_auth_switch(&p.payload).expect("auth switch");
+    let p = r
+        .hello("app", "app", "client_ed25519", CLIENT_CAPS, None)
+        .await;
+    let (plugin, nonce) =
+        sluice_mysql::wire::handshake::decode_auth_switch(&p.payload).expect("auth switch");
     assert_eq!(plugin, NATIVE_PASSWORD);
-    r.send(p.last_seq + 1, &auth::native::scramble(b"app", &nonce)).await;
+    r.send(p.last_seq + 1, &auth::native::scramble(b"app", &nonce))
+        .await;
     assert_eq!(r.recv().await.unwrap().payload[0], 0x00);
 }
 
@@ -66,7 +124,10 @@ async fn native_and_caching_sha2_with_real_and_raw_clients() {
 async fn pymysql_with_caching_sha2_full_then_fast() {
     // Announce caching_sha2_password like MySQL 8, so PyMySQL uses it.
     let env = common::start_with(1, "", |t| {
-        *t = t.replace("[proxy]\n", "[proxy]\ndefault_auth_plugin = \"caching_sha2_password\"\n");
+        *t = t.replace(
+            "[proxy]\n",
+            "[proxy]\ndefault_auth_plugin = \"caching_sha2_password\"\n",
+        );
     })
     .await;
     let script = r#"
@@ -86,11 +147,18 @@ except pymysql.err.OperationalError as e:
 "#;
     let out = common::python(env.port, script);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "('app@%', 2)");
     assert_eq!(lines[1], "('app@%', 2)");
-    assert_eq!(lines[2], "ERR 1045 Access denied for user 'app'@'127.0.0.1' (using password: YES)");
+    assert_eq!(
+        lines[2],
+        "ERR 1045 Access denied for user 'app'@'127.0.0.1' (using password: YES)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +169,9 @@ async fn wrong_password_and_unknown_user_get_1045_without_hanging() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("ERROR 1045 (28000): Access denied for user 'app'@'127.0.0.1' (using password: YES)"),
+        err.contains(
+            "ERROR 1045 (28000): Access denied for user 'app'@'127.0.0.1' (using password: YES)"
+        ),
         "{err}"
     );
     let out = common::cli_raw(env.port, "ghost", "x", None, "SELECT 1", &[]);
@@ -110,10 +180,25 @@ async fn wrong_password_and_unknown_user_get_1045_without_hanging() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("(using password: NO)"));
     // The mariadb CLI's caching_sha2_password plugin cannot fetch the RSA key and sends the
     // password in clear for full authentication; like MySQL 8 without TLS, that is refused.
-    let out = common::cli_raw(env.port, "app", "app", Some("test"), "SELECT 1", &["--default-auth=caching_sha2_password"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ERROR 1045"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = common::cli_raw(
+        env.port,
+        "app",
+        "app",
+        Some("test"),
+        "SELECT 1",
+        &["--default-auth=caching_sha2_password"],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ERROR 1045"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     // An unknown initial database is refused like a server would.
     let out = common::cli_raw(env.port, "app", "app", Some("nosuchdb"), "SELECT 1", &[]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ERROR 1049"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ERROR 1049"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

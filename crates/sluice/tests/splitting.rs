@@ -6,62 +6,111 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 
 async fn conn(url: &str) -> Conn {
-    Conn::new(Opts::from_url(url).unwrap()).await.expect("connect through sluice")
+    Conn::new(Opts::from_url(url).unwrap())
+        .await
+        .expect("connect through sluice")
 }
 
 async fn server_id(c: &mut Conn, sql: &str) -> u32 {
-    c.query_first::<u32, _>(sql).await.unwrap().expect("one row")
+    c.query_first::<u32, _>(sql)
+        .await
+        .unwrap()
+        .expect("one row")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_go_to_replicas_writes_to_primary_transactions_stay() {
     let env = common::start(2, "").await;
     let mut c = conn(&env.url("test")).await;
-    c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))").await.unwrap();
+    c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))")
+        .await
+        .unwrap();
 
     // Autocommit reads: answered by replicas only, and by both over enough statements.
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..40 {
         seen.insert(server_id(&mut c, "SELECT @@server_id").await);
     }
-    assert_eq!(seen, [2, 3].into_iter().collect(), "reads must be spread over the replicas");
+    assert_eq!(
+        seen,
+        [2, 3].into_iter().collect(),
+        "reads must be spread over the replicas"
+    );
 
     // Writes land on the primary: check directly on it.
-    c.query_drop("INSERT INTO t VALUES (1, 'one')").await.unwrap();
-    let on_primary = env.topo.primary().sql("SELECT v FROM test.t WHERE id = 1").unwrap();
+    c.query_drop("INSERT INTO t VALUES (1, 'one')")
+        .await
+        .unwrap();
+    let on_primary = env
+        .topo
+        .primary()
+        .sql("SELECT v FROM test.t WHERE id = 1")
+        .unwrap();
     assert_eq!(on_primary, "one");
 
     // A locking read goes to the writer.
-    assert_eq!(server_id(&mut c, "SELECT @@server_id FROM t WHERE id = 1 FOR UPDATE").await, 1);
+    assert_eq!(
+        server_id(&mut c, "SELECT @@server_id FROM t WHERE id = 1 FOR UPDATE").await,
+        1
+    );
 
     // Everything in a transaction runs on the primary, reads included, until COMMIT.
     c.query_drop("BEGIN").await.unwrap();
     for _ in 0..5 {
         assert_eq!(server_id(&mut c, "SELECT @@server_id").await, 1);
     }
-    c.query_drop("INSERT INTO t VALUES (2, 'two')").await.unwrap();
+    c.query_drop("INSERT INTO t VALUES (2, 'two')")
+        .await
+        .unwrap();
     // Our own uncommitted row is visible inside the transaction (same connection).
     let v: Option<String> = c.query_first("SELECT v FROM t WHERE id = 2").await.unwrap();
     assert_eq!(v.as_deref(), Some("two"));
     c.query_drop("COMMIT").await.unwrap();
-    assert_ne!(server_id(&mut c, "SELECT @@server_id").await, 1, "after COMMIT reads go back to replicas");
+    assert_ne!(
+        server_id(&mut c, "SELECT @@server_id").await,
+        1,
+        "after COMMIT reads go back to replicas"
+    );
 
     // START TRANSACTION and ROLLBACK.
     c.query_drop("START TRANSACTION").await.unwrap();
-    c.query_drop("INSERT INTO t VALUES (3, 'three')").await.unwrap();
+    c.query_drop("INSERT INTO t VALUES (3, 'three')")
+        .await
+        .unwrap();
     assert_eq!(server_id(&mut c, "SELECT @@server_id").await, 1);
     c.query_drop("ROLLBACK").await.unwrap();
-    assert_eq!(env.topo.primary().sql("SELECT COUNT(*) FROM test.t WHERE id = 3").unwrap(), "0");
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT COUNT(*) FROM test.t WHERE id = 3")
+            .unwrap(),
+        "0"
+    );
 
     // autocommit=0: an implicit transaction; everything goes to the writer.
     c.query_drop("SET autocommit = 0").await.unwrap();
     for _ in 0..3 {
         assert_eq!(server_id(&mut c, "SELECT @@server_id").await, 1);
     }
-    c.query_drop("INSERT INTO t VALUES (4, 'four')").await.unwrap();
-    assert_eq!(env.topo.primary().sql("SELECT COUNT(*) FROM test.t WHERE id = 4").unwrap(), "0", "not committed yet");
+    c.query_drop("INSERT INTO t VALUES (4, 'four')")
+        .await
+        .unwrap();
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT COUNT(*) FROM test.t WHERE id = 4")
+            .unwrap(),
+        "0",
+        "not committed yet"
+    );
     c.query_drop("COMMIT").await.unwrap();
-    assert_eq!(env.topo.primary().sql("SELECT COUNT(*) FROM test.t WHERE id = 4").unwrap(), "1");
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT COUNT(*) FROM test.t WHERE id = 4")
+            .unwrap(),
+        "1"
+    );
     c.query_drop("SET autocommit = 1").await.unwrap();
     assert_ne!(server_id(&mut c, "SELECT @@server_id").await, 1);
 }
@@ -69,7 +118,10 @@ async fn reads_go_to_replicas_writes_to_primary_transactions_stay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_and_session_variables_follow_the_session() {
     let env = common::start(2, "").await;
-    env.topo.primary().sql("CREATE DATABASE other; CREATE TABLE other.o (id INT); INSERT INTO other.o VALUES (7)").unwrap();
+    env.topo
+        .primary()
+        .sql("CREATE DATABASE other; CREATE TABLE other.o (id INT); INSERT INTO other.o VALUES (7)")
+        .unwrap();
     env.sync();
     let mut c = conn(&env.url("test")).await;
     c.query_drop("USE other").await.unwrap();
@@ -97,8 +149,11 @@ async fn schema_and_session_variables_follow_the_session() {
     // Another client is not affected by this one's settings (connections are shared).
     let mut d = conn(&env.url("test")).await;
     for _ in 0..10 {
-        let (db, limit, tz): (String, u64, String) =
-            d.query_first("SELECT DATABASE(), @@sql_select_limit, @@time_zone").await.unwrap().unwrap();
+        let (db, limit, tz): (String, u64, String) = d
+            .query_first("SELECT DATABASE(), @@sql_select_limit, @@time_zone")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(db, "test");
         assert_eq!(limit, 18446744073709551615);
         assert_eq!(tz, "SYSTEM");
@@ -106,15 +161,26 @@ async fn schema_and_session_variables_follow_the_session() {
     // Character set of the session: SET NAMES follows too.
     c.query_drop("SET NAMES latin1").await.unwrap();
     for _ in 0..5 {
-        let cs: String = c.query_first("SELECT @@character_set_client").await.unwrap().unwrap();
+        let cs: String = c
+            .query_first("SELECT @@character_set_client")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(cs, "latin1");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_listener_only_reaches_its_hostgroup() {
-    let env = common::start(2, "\n[[listeners]]\nlisten = \"127.0.0.1:0\"\nhostgroup = \"reader\"\n").await;
-    let url = format!("mysql://app:app@127.0.0.1:{}/test?prefer_socket=false", env.extra_ports[0]);
+    let env = common::start(
+        2,
+        "\n[[listeners]]\nlisten = \"127.0.0.1:0\"\nhostgroup = \"reader\"\n",
+    )
+    .await;
+    let url = format!(
+        "mysql://app:app@127.0.0.1:{}/test?prefer_socket=false",
+        env.extra_ports[0]
+    );
     let mut c = conn(&url).await;
     for _ in 0..20 {
         let id = server_id(&mut c, "SELECT @@server_id").await;
@@ -139,22 +205,47 @@ hostgroup = "writer"
 "#;
     let env = common::start(1, extra).await;
     let mut c = conn(&env.url("test")).await;
-    c.query_drop("CREATE TABLE heavy_report (id INT)").await.unwrap();
-    assert_eq!(server_id(&mut c, "SELECT /* sluice:writer */ @@server_id").await, 1);
-    assert_eq!(server_id(&mut c, "SELECT @@server_id FROM heavy_report UNION SELECT @@server_id").await, 1);
+    c.query_drop("CREATE TABLE heavy_report (id INT)")
+        .await
+        .unwrap();
+    assert_eq!(
+        server_id(&mut c, "SELECT /* sluice:writer */ @@server_id").await,
+        1
+    );
+    assert_eq!(
+        server_id(
+            &mut c,
+            "SELECT @@server_id FROM heavy_report UNION SELECT @@server_id"
+        )
+        .await,
+        1
+    );
     assert_eq!(server_id(&mut c, "SELECT @@server_id").await, 2);
-    assert_eq!(server_id(&mut c, "/* sluice:reader */ SELECT @@server_id").await, 2);
+    assert_eq!(
+        server_id(&mut c, "/* sluice:reader */ SELECT @@server_id").await,
+        2
+    );
     let rules = &env.proxy.topology.router.rules;
     assert_eq!(rules[1].hits.load(std::sync::atomic::Ordering::Relaxed), 1);
     // A hint naming an unknown hostgroup is an error, and the connection stays usable.
-    let err = c.query_drop("SELECT /* sluice:nowhere */ 1").await.unwrap_err();
-    assert!(err.to_string().contains("unknown hostgroup 'nowhere'"), "{err}");
+    let err = c
+        .query_drop("SELECT /* sluice:nowhere */ 1")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("unknown hostgroup 'nowhere'"),
+        "{err}"
+    );
     assert_eq!(server_id(&mut c, "SELECT @@server_id").await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_replica_does_not_break_reads() {
-    let env = common::start(2, "\n[pool]\nretry_after = \"60s\"\nconnect_timeout = \"500ms\"\n").await;
+    let env = common::start(
+        2,
+        "\n[pool]\nretry_after = \"60s\"\nconnect_timeout = \"500ms\"\n",
+    )
+    .await;
     let mut c = conn(&env.url("test")).await;
     // Warm both replicas' pools.
     for _ in 0..20 {

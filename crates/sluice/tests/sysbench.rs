@@ -16,7 +16,11 @@ fn sysbench(port: u16, args: &[&str]) -> String {
         .arg("--mysql-db=test")
         .output()
         .expect("run sysbench");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "sysbench {args:?} failed:\n{text}");
     text
 }
@@ -25,7 +29,15 @@ fn sysbench(port: u16, args: &[&str]) -> String {
 fn counter(report: &str, label: &str) -> u64 {
     report
         .lines()
-        .find_map(|l| l.trim().strip_prefix(label).map(|r| r.trim_start_matches(':').split_whitespace().next().unwrap_or("").to_string()))
+        .find_map(|l| {
+            l.trim().strip_prefix(label).map(|r| {
+                r.trim_start_matches(':')
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+        })
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no {label:?} in sysbench report:\n{report}"))
 }
@@ -38,8 +50,19 @@ async fn oltp_read_write_16_threads_no_errors_no_reconnects() {
     // directly against MariaDB too: sysbench then counts "ignored errors").
     let common = ["--tables=8", "--table-size=10000"];
     let report = tokio::task::spawn_blocking(move || {
-        sysbench(port, &[&["oltp_read_write"][..], &common, &["prepare"]].concat());
-        sysbench(port, &[&["oltp_read_write"][..], &common, &["--threads=16", "--time=8", "--report-interval=0", "run"]].concat())
+        sysbench(
+            port,
+            &[&["oltp_read_write"][..], &common, &["prepare"]].concat(),
+        );
+        sysbench(
+            port,
+            &[
+                &["oltp_read_write"][..],
+                &common,
+                &["--threads=16", "--time=8", "--report-interval=0", "run"],
+            ]
+            .concat(),
+        )
     })
     .await
     .unwrap();
@@ -48,14 +71,40 @@ async fn oltp_read_write_16_threads_no_errors_no_reconnects() {
     assert_eq!(counter(&report, "ignored errors"), 0, "{report}");
     assert_eq!(counter(&report, "reconnects"), 0, "{report}");
     // The work really went through the primary, and the row counts agree there.
-    let rows = env.topo.primary().sql("SELECT COUNT(*) FROM test.sbtest1").unwrap();
+    let rows = env
+        .topo
+        .primary()
+        .sql("SELECT COUNT(*) FROM test.sbtest1")
+        .unwrap();
     assert_eq!(rows, "10000");
 
     // Read-only without transactions is spread over the replicas.
     env.sync();
-    let before: u64 = env.proxy.topology.hostgroup("reader").unwrap().servers().iter().map(|s| s.stats.reads.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    let before: u64 = env
+        .proxy
+        .topology
+        .hostgroup("reader")
+        .unwrap()
+        .servers()
+        .iter()
+        .map(|s| s.stats.reads.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
     let report = tokio::task::spawn_blocking(move || {
-        sysbench(port, &[&["oltp_read_only"][..], &common, &["--skip-trx=on", "--threads=16", "--time=3", "--report-interval=0", "run"]].concat())
+        sysbench(
+            port,
+            &[
+                &["oltp_read_only"][..],
+                &common,
+                &[
+                    "--skip-trx=on",
+                    "--threads=16",
+                    "--time=3",
+                    "--report-interval=0",
+                    "run",
+                ],
+            ]
+            .concat(),
+        )
     })
     .await
     .unwrap();
@@ -63,8 +112,15 @@ async fn oltp_read_write_16_threads_no_errors_no_reconnects() {
     assert_eq!(counter(&report, "reconnects"), 0, "{report}");
     let readers = env.proxy.topology.hostgroup("reader").unwrap().servers();
     for s in &readers {
-        assert!(s.stats.reads.load(std::sync::atomic::Ordering::Relaxed) > 0, "replica {} served no reads", s.name);
+        assert!(
+            s.stats.reads.load(std::sync::atomic::Ordering::Relaxed) > 0,
+            "replica {} served no reads",
+            s.name
+        );
     }
-    let after: u64 = readers.iter().map(|s| s.stats.reads.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    let after: u64 = readers
+        .iter()
+        .map(|s| s.stats.reads.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
     assert!(after > before);
 }

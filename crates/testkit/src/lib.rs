@@ -64,7 +64,9 @@ pub fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf
             let mut d: Vec<PathBuf> = std::env::var_os("PATH")
                 .map(|p| std::env::split_paths(&p).collect())
                 .unwrap_or_default();
-            d.extend(["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from));
+            d.extend(
+                ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"].map(PathBuf::from),
+            );
             d
         }
     };

@@ -137,10 +137,13 @@ impl Session {
             && decision.hostgroup != topo.router.writer;
         let mut result = match topo.hostgroup(&decision.hostgroup) {
             Some(hg) => hg.acquire(&self.key, &self.proxy.connector).await,
-            None => Err(AcquireError::UnknownHostgroup(decision.hostgroup.to_string())),
+            None => Err(AcquireError::UnknownHostgroup(
+                decision.hostgroup.to_string(),
+            )),
         };
         if fallback {
-            if let Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_)) = &result {
+            if let Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_)) = &result
+            {
                 if let Some(w) = topo.hostgroup(&topo.router.writer) {
                     result = w.acquire(&self.key, &self.proxy.connector).await;
                 }

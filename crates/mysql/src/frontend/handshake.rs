@@ -164,7 +164,10 @@ pub async fn authenticate(
     mut seq: u8,
 ) -> Result<(Arc<User>, u8), HandshakeError> {
     let user = cx.users.get(user_name).cloned();
-    let password: &[u8] = user.as_ref().map(|u| u.password.as_bytes()).unwrap_or(b"\x00unknown-user");
+    let password: &[u8] = user
+        .as_ref()
+        .map(|u| u.password.as_bytes())
+        .unwrap_or(b"\x00unknown-user");
     let mut nonce: [u8; 20] = *nonce;
     let mut response = response.to_vec();
     let mut plugin = plugin;
@@ -173,7 +176,11 @@ pub async fn authenticate(
     // do when their plugin is not the one the server announced).
     let supported = plugin == NATIVE_PASSWORD || plugin == CACHING_SHA2_PASSWORD;
     if !supported || (response.is_empty() && !password.is_empty()) {
-        plugin = if plugin == CACHING_SHA2_PASSWORD { CACHING_SHA2_PASSWORD } else { NATIVE_PASSWORD };
+        plugin = if plugin == CACHING_SHA2_PASSWORD {
+            CACHING_SHA2_PASSWORD
+        } else {
+            NATIVE_PASSWORD
+        };
         nonce = auth::new_scramble();
         let mut sw = Vec::with_capacity(64);
         encode_auth_switch(&mut sw, plugin, &nonce);
@@ -201,19 +208,23 @@ pub async fn authenticate(
             // Full authentication: the password itself, RSA-encrypted (no TLS here).
             client.push_packet(seq, &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION]);
             client.flush().await?;
-            let mut p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+            let mut p =
+                read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
             seq = p.last_seq.wrapping_add(1);
             if p.payload[..] == [auth::sha2::REQUEST_PUBLIC_KEY] {
                 let mut pk = vec![0x01];
                 pk.extend_from_slice(cx.rsa.public_pem().as_bytes());
                 client.push_packet(seq, &pk);
                 client.flush().await?;
-                p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+                p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT)
+                    .await?;
                 seq = p.last_seq.wrapping_add(1);
             }
             tracing::trace!(len = p.payload.len(), first = ?p.payload.first(), "caching_sha2 full authentication answer");
             let ok = match cx.rsa.decrypt(&p.payload) {
-                Ok(plain) => auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, &nonce)),
+                Ok(plain) => {
+                    auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, &nonce))
+                }
                 Err(_) => false,
             };
             if ok {

@@ -29,7 +29,9 @@ pub const CLIENT_CAPS: u64 = cap::LONG_PASSWORD
 impl Raw {
     /// Connects and reads the greeting.
     pub async fn connect(port: u16) -> Raw {
-        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
         let mut r = Raw {
             stream,
             buf: BytesMut::new(),
@@ -63,7 +65,14 @@ impl Raw {
     }
 
     /// Sends a handshake response for `plugin` and returns the next packet.
-    pub async fn hello(&mut self, user: &str, password: &str, plugin: &str, caps: u64, db: Option<&str>) -> Packet {
+    pub async fn hello(
+        &mut self,
+        user: &str,
+        password: &str,
+        plugin: &str,
+        caps: u64,
+        db: Option<&str>,
+    ) -> Packet {
         let nonce = self.greeting.scramble;
         let auth_response = match plugin {
             CACHING_SHA2_PASSWORD => auth::sha2::scramble(password.as_bytes(), &nonce),
@@ -71,7 +80,12 @@ impl Raw {
             _ => b"whatever".to_vec(),
         };
         let hr = HandshakeResponse {
-            capabilities: caps | if db.is_some() { cap::CONNECT_WITH_DB } else { 0 },
+            capabilities: caps
+                | if db.is_some() {
+                    cap::CONNECT_WITH_DB
+                } else {
+                    0
+                },
             max_packet: 1 << 24,
             collation: 45,
             user: user.into(),
@@ -89,8 +103,15 @@ impl Raw {
     /// Logs in with mysql_native_password and asserts success.
     pub async fn login(port: u16) -> Raw {
         let mut r = Raw::connect(port).await;
-        let p = r.hello("app", "app", NATIVE_PASSWORD, CLIENT_CAPS, Some("test")).await;
-        assert_eq!(p.payload[0], 0, "login OK expected, got {:?}", String::from_utf8_lossy(&p.payload));
+        let p = r
+            .hello("app", "app", NATIVE_PASSWORD, CLIENT_CAPS, Some("test"))
+            .await;
+        assert_eq!(
+            p.payload[0],
+            0,
+            "login OK expected, got {:?}",
+            String::from_utf8_lossy(&p.payload)
+        );
         r
     }
 
@@ -106,7 +127,8 @@ impl Raw {
         let mut v = Vec::new();
         loop {
             let p = self.recv().await.expect("packet");
-            let end = matches!(p.payload.first(), Some(0xff)) || (p.payload.first() == Some(&0xfe) && p.payload.len() < 9);
+            let end = matches!(p.payload.first(), Some(0xff))
+                || (p.payload.first() == Some(&0xfe) && p.payload.len() < 9);
             v.push(p);
             if end {
                 return v;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One command for a fresh Debian machine: install everything the test suite needs (MariaDB,
+# sysbench, language drivers, Rust), build, and run the whole test suite.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+apt_install build-essential pkg-config cmake ca-certificates python3 python3-venv python3-pip sysbench
+ensure_rust
+ensure_mariadb
+
+# Python drivers, in a virtualenv under target/ (Debian's Python is externally managed).
+VENV="$ROOT/target/pyenv"
+if [ ! -x "$VENV/bin/python3" ]; then
+    echo "==> creating Python virtualenv for driver tests"
+    python3 -m venv "$VENV"
+fi
+"$VENV/bin/pip" install -q --disable-pip-version-check PyMySQL cryptography mysql-connector-python
+export PATH="$VENV/bin:$PATH"
+
+echo "==> formatting and lint checks"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -q -- -D warnings
+
+echo "==> running the test suite"
+cargo test --workspace --no-fail-fast "$@"
