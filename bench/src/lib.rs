@@ -39,7 +39,10 @@ pub fn sysbench(port: u16, db: &str, args: &[String]) -> Result<SysbenchResult, 
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
-        return Err(format!("sysbench {args:?} failed:\n{text}{}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "sysbench {args:?} failed:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     Ok(parse_sysbench(&text))
 }
@@ -109,25 +112,37 @@ pub fn wait_port(port: u16) -> Result<(), String> {
 pub fn sluice_bin() -> PathBuf {
     std::env::var_os("SLUICE_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/sluice"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/sluice")
+        })
 }
 
 /// Starts sluice with `config` (TOML text); returns the process.
 pub fn start_sluice(config: &str, port: u16) -> Result<Guard, String> {
-    let path = std::env::temp_dir().join(format!("sluice-bench-{}-{port}.toml", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("sluice-bench-{}-{port}.toml", std::process::id()));
     std::fs::write(&path, config).map_err(|e| e.to_string())?;
-    let log = std::fs::File::create(std::env::temp_dir().join(format!("sluice-bench-{port}.log"))).map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(std::env::temp_dir().join(format!("sluice-bench-{port}.log")))
+        .map_err(|e| e.to_string())?;
     let child = Command::new(sluice_bin())
         .arg("--config")
         .arg(&path)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e} (build it: cargo build --release)", sluice_bin().display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot start {}: {e} (build it: cargo build --release)",
+                sluice_bin().display()
+            )
+        })?;
     let mut g = Guard(child);
     if let Err(e) = wait_port(port) {
         let status = g.0.try_wait().ok().flatten();
-        return Err(format!("{e}: sluice {} ({status:?})", sluice_bin().display()));
+        return Err(format!(
+            "{e}: sluice {} ({status:?})",
+            sluice_bin().display()
+        ));
     }
     Ok(g)
 }
@@ -135,7 +150,8 @@ pub fn start_sluice(config: &str, port: u16) -> Result<Guard, String> {
 /// Starts HAProxy in TCP mode forwarding `port` to `backend`.
 pub fn start_haproxy(port: u16, backend: &str) -> Result<Guard, String> {
     let bin = sluice_testkit::find_program("haproxy", "haproxy").map_err(|e| e.to_string())?;
-    let path = std::env::temp_dir().join(format!("haproxy-bench-{}-{port}.cfg", std::process::id()));
+    let path =
+        std::env::temp_dir().join(format!("haproxy-bench-{}-{port}.cfg", std::process::id()));
     let cfg = format!(
         "global\n  maxconn 9000\n\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\nlisten mysql\n  bind 127.0.0.1:{port}\n  server db1 {backend}\n"
     );
@@ -157,13 +173,31 @@ pub fn start_haproxy(port: u16, backend: &str) -> Result<Guard, String> {
 pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|m| m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0)))
+        .and_then(|m| {
+            m.lines().next().map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap_or("0")
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            })
+        })
         .unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cores} cores ({cpu}), {:.0} GiB RAM, Linux {}", mem as f64 / 1048576.0, kernel.trim())
+    format!(
+        "{cores} cores ({cpu}), {:.0} GiB RAM, Linux {}",
+        mem as f64 / 1048576.0,
+        kernel.trim()
+    )
 }

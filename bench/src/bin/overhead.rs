@@ -22,7 +22,12 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--time" => time = args.next().and_then(|v| v.parse().ok()).expect("--time SECS"),
+            "--time" => {
+                time = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--time SECS")
+            }
             "--threads" => {
                 threads = args
                     .next()
@@ -44,14 +49,21 @@ fn run(time: u32, threads: &[u32]) -> Result<(), String> {
     println!("# machine: {}", machine());
     let db = MariaDb::start(ServerOptions {
         server_id: 1,
-        extra: vec!["--max-connections=3000".into(), "--thread-cache-size=200".into()],
+        extra: vec![
+            "--max-connections=3000".into(),
+            "--thread-cache-size=200".into(),
+        ],
         buffer_pool: "512M",
     })
     .map_err(|e| e.to_string())?;
     db.sql("CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; CREATE DATABASE sbtest")
         .map_err(|e| e.to_string())?;
     let tables = ["--tables=4".to_string(), "--table-size=50000".to_string()];
-    let prep: Vec<String> = ["oltp_read_only".to_string()].into_iter().chain(tables.iter().cloned()).chain(["prepare".to_string()]).collect();
+    let prep: Vec<String> = ["oltp_read_only".to_string()]
+        .into_iter()
+        .chain(tables.iter().cloned())
+        .chain(["prepare".to_string()])
+        .collect();
     sysbench(db.port, "sbtest", &prep)?;
 
     let sluice_port = sluice_testkit::free_port().map_err(|e| e.to_string())?;
@@ -73,7 +85,12 @@ fn run(time: u32, threads: &[u32]) -> Result<(), String> {
             ] {
                 let mut a: Vec<String> = vec![workload.into()];
                 a.extend(tables.iter().cloned());
-                a.extend([format!("--threads={t}"), format!("--time={time}"), "--report-interval=0".into(), "run".into()]);
+                a.extend([
+                    format!("--threads={t}"),
+                    format!("--time={time}"),
+                    "--report-interval=0".into(),
+                    "run".into(),
+                ]);
                 let before = pid.and_then(cpu_micros);
                 let r = sysbench(port, "sbtest", &a)?;
                 let after = pid.and_then(cpu_micros);
@@ -81,7 +98,12 @@ fn run(time: u32, threads: &[u32]) -> Result<(), String> {
                     (Some(b), Some(a)) if r.queries > 0 => Some((a - b) as f64 / r.queries as f64),
                     _ => None,
                 };
-                eprintln!("{workload} {t:>3} threads {target:<8} {:>9.0} qps {:>7.2} ms avg  cpu/q {}", r.qps, r.avg_ms, cpu.map(|c| format!("{c:.1} us")).unwrap_or("-".into()));
+                eprintln!(
+                    "{workload} {t:>3} threads {target:<8} {:>9.0} qps {:>7.2} ms avg  cpu/q {}",
+                    r.qps,
+                    r.avg_ms,
+                    cpu.map(|c| format!("{c:.1} us")).unwrap_or("-".into())
+                );
                 rows.push(Row {
                     workload,
                     threads: t,
@@ -97,7 +119,9 @@ fn run(time: u32, threads: &[u32]) -> Result<(), String> {
     for row in &rows {
         let direct = rows
             .iter()
-            .find(|d| d.workload == row.workload && d.threads == row.threads && d.target == "direct")
+            .find(|d| {
+                d.workload == row.workload && d.threads == row.threads && d.target == "direct"
+            })
             .map(|d| d.r.qps)
             .unwrap_or(0.0);
         println!(
@@ -106,10 +130,16 @@ fn run(time: u32, threads: &[u32]) -> Result<(), String> {
             row.threads,
             row.target,
             row.r.qps,
-            if row.target == "direct" { "1.00".to_string() } else { format!("{:.2}", row.r.qps / direct.max(1.0)) },
+            if row.target == "direct" {
+                "1.00".to_string()
+            } else {
+                format!("{:.2}", row.r.qps / direct.max(1.0))
+            },
             row.r.avg_ms,
             row.r.p95_ms,
-            row.cpu_us_per_query.map(|c| format!("{c:.1}")).unwrap_or_else(|| "—".into()),
+            row.cpu_us_per_query
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_else(|| "—".into()),
             row.r.errors
         );
     }

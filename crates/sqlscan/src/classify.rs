@@ -124,6 +124,8 @@ effects! {
     SESSION_TRACK_SET = 26;
     /// `SET GLOBAL` / `SET @@global.`.
     GLOBAL_SET = 27;
+    /// `CALL`: a procedure may change anything, including LAST_INSERT_ID().
+    PROCEDURE_CALL = 28;
 }
 
 impl Effects {
@@ -407,6 +409,7 @@ fn head(cur: &mut Cursor<'_>, first: Token, st: &mut Stmt, walk: &mut Walk) {
         st.effects |= Effects::TRX_END;
     } else if w("CALL") {
         st.command = Command::Call;
+        st.effects |= Effects::PROCEDURE_CALL;
     } else if w("LOAD") {
         st.command = Command::Load;
     } else if w("CREATE") || w("ALTER") || w("TRUNCATE") || w("RENAME") {
@@ -712,6 +715,13 @@ fn set_statement(cur: &mut Cursor<'_>) -> Stmt {
 fn mark_var(st: &mut Stmt, name: &[u8], global: bool) {
     if name.len() > 14 && name[..14].eq_ignore_ascii_case(b"session_track_") {
         st.effects |= Effects::SESSION_TRACK_SET;
+    }
+    if name.eq_ignore_ascii_case(b"last_insert_id") || name.eq_ignore_ascii_case(b"identity") {
+        st.effects |= Effects::LAST_INSERT_ID_SET;
+    }
+    if name.eq_ignore_ascii_case(b"insert_id") {
+        // A one-shot value for the next statement's auto-increment: it must stay with it.
+        st.effects |= Effects::UNTRACKED;
     }
     st.effects |= if global {
         Effects::GLOBAL_SET

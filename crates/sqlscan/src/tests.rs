@@ -242,3 +242,10 @@ fn never_panics_on_garbage() {
         let _ = scan(&buf);
     }
 }
+
+#[test]
+fn insert_id_related_effects() {
+    assert!(effects("CALL p()").contains(Effects::PROCEDURE_CALL));
+    assert!(effects("SET last_insert_id = 5").contains(Effects::LAST_INSERT_ID_SET));
+    assert!(effects("SET @@session.insert_id = 5").contains(Effects::UNTRACKED));
+}

@@ -141,6 +141,7 @@ impl BackendConn {
             opened: Instant::now(),
             nonce: Vec::new(),
         };
+        conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps).await?;
         conn.setup_tracking().await.map_err(|e| match e {
             BackendError::Server {
@@ -265,7 +266,7 @@ impl BackendConn {
             return Err(BackendError::from_err_packet(&p.payload));
         }
         self.stmts.clear();
-        self.state.last_insert_id = None;
+        self.state.last_insert_id = Some(0);
         self.setup_tracking().await
     }
 
@@ -309,7 +310,7 @@ impl BackendConn {
                 _ => BackendError::Protocol(e.message),
             })?;
         self.stmts.clear();
-        self.state.last_insert_id = None;
+        self.state.last_insert_id = Some(0);
         self.state.tracked.schema = schema.map(str::to_string);
         self.setup_tracking().await
     }

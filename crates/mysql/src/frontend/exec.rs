@@ -22,8 +22,23 @@ use std::sync::Arc;
 pub struct Attached {
     /// The pooled connection.
     pub lease: Lease<BackendConn>,
-    /// This session changed LAST_INSERT_ID() on it and the proxy has not read the value yet.
+    /// LAST_INSERT_ID() on this connection may differ from 0 because of this session: it is
+    /// read (and reset to 0) before the connection goes back to the pool, so pooled
+    /// connections always have 0 and an unchanged value is recognisable.
     pub insert_dirty: bool,
+    /// The session set LAST_INSERT_ID() explicitly (it may be set to 0).
+    pub lid_explicit: bool,
+}
+
+impl Attached {
+    /// Wraps a freshly leased connection.
+    pub fn new(lease: Lease<BackendConn>) -> Attached {
+        Attached {
+            lease,
+            insert_dirty: false,
+            lid_explicit: false,
+        }
+    }
 }
 
 impl Attached {
@@ -74,6 +89,19 @@ const PIN_CREATING: Effects = Effects(
         | Effects::UNTRACKED.0,
 );
 
+/// Effects whose statements make the server report a session-state change that the proxy
+/// already accounts for.
+const EXPLAINS_STATE_CHANGE: Effects = Effects(
+    Effects::USER_VAR_WRITE.0
+        | Effects::TEMP_TABLE_CREATE.0
+        | Effects::TABLE_DROP.0
+        | Effects::TEXT_PREPARE.0
+        | Effects::TEXT_DEALLOCATE.0
+        | Effects::SESSION_SET.0
+        | Effects::USE_DB.0
+        | Effects::UNTRACKED.0,
+);
+
 impl Session {
     /// Decides where a statement runs.
     pub(crate) fn target(&self, scan: &Scan, sql: &[u8]) -> Result<Target, String> {
@@ -91,7 +119,9 @@ impl Session {
                     && e.intersects(Effects(
                         Effects::TEXT_EXECUTE.0 | Effects::TEXT_DEALLOCATE.0,
                     )))
-                || (self.prev_is_held && e.intersects(Effects::PREV_STATEMENT));
+                || (self.prev_is_held && e.intersects(Effects::PREV_STATEMENT))
+                || (e.intersects(Effects::LAST_INSERT_ID_READ)
+                    && self.held.as_ref().is_some_and(|h| h.insert_dirty));
             if needs_held {
                 return Ok(Target::Held);
             }
@@ -154,10 +184,7 @@ impl Session {
                 let thread = lease.conn_ref().thread_id;
                 self.handle
                     .set_backend(Some((lease.server().clone(), thread)));
-                Ok(Some(Attached {
-                    lease,
-                    insert_dirty: false,
-                }))
+                Ok(Some(Attached::new(lease)))
             }
             Err(AcquireError::Connect(e)) if e.code.is_some() => {
                 let code = e.code.unwrap_or(err::NO_BACKEND);
@@ -197,6 +224,8 @@ impl Session {
             Ok(()) => {
                 if extra.is_some() {
                     att.conn().state.last_insert_id = Some(lid);
+                    // Not 0 any more: restore it before the connection is pooled again.
+                    att.insert_dirty = true;
                 }
                 Ok(true)
             }
@@ -365,6 +394,16 @@ impl Session {
         read: bool,
     ) {
         let server = att.lease.server().clone();
+        tracing::debug!(
+            session = self.id,
+            ?effects,
+            sets = out.result_sets,
+            rows = out.rows,
+            affected = out.affected_rows,
+            lid = out.last_insert_id,
+            status = out.status,
+            "conclude"
+        );
         if out.error.is_some() {
             server.stats.errors.fetch_add(1, Relaxed);
             if !out.status_known {
@@ -397,13 +436,42 @@ impl Session {
             self.st.autocommit = out.status & status::AUTOCOMMIT != 0;
             self.st.no_backslash_escapes = out.status & status::NO_BACKSLASH_ESCAPES != 0;
         }
-        if out.saw_insert_id || effects.intersects(Effects::LAST_INSERT_ID_SET) {
+        if out.saw_insert_id
+            || effects.intersects(Effects(
+                Effects::LAST_INSERT_ID_SET.0 | Effects::PROCEDURE_CALL.0,
+            ))
+        {
             att.insert_dirty = true;
         }
+        if effects.intersects(Effects::LAST_INSERT_ID_SET) {
+            att.lid_explicit = true;
+        }
         self.update_pins(effects, sql, &out, &ev);
+        self.note_results(effects, &out);
+        // Keep the connection for the next statement when it may ask about this one: warnings,
+        // errors, found rows; and across diagnostic statements themselves, which do not clear
+        // the diagnostics area.
         let soft = out.warnings > 0
-            || (out.error.is_none() && effects.intersects(Effects::CALC_FOUND_ROWS));
+            || out.error.is_some()
+            || effects.intersects(Effects(
+                Effects::CALC_FOUND_ROWS.0 | Effects::PREV_STATEMENT.0,
+            ));
         self.settle(att, from_held, soft).await;
+    }
+
+    /// Remembers ROW_COUNT() and FOUND_ROWS() of this statement for local answers.
+    fn note_results(&mut self, e: Effects, out: &Outcome) {
+        if e.intersects(Effects::PREV_STATEMENT) {
+            return; // diagnostic statements do not change them
+        }
+        if out.error.is_some() {
+            self.st.row_count = -1;
+        } else if out.result_sets > 0 {
+            self.st.row_count = -1;
+            self.st.found_rows = out.rows;
+        } else {
+            self.st.row_count = out.affected_rows as i64;
+        }
     }
 
     fn update_pins(
@@ -429,7 +497,8 @@ impl Session {
             }
         }
         if let Some(c) = &ev.trx_characteristics {
-            p.set(Pins::NEXT_TRANSACTION, !c.is_empty());
+            // Reported for the transaction in progress too; pending only outside one.
+            p.set(Pins::NEXT_TRANSACTION, !c.is_empty() && !st.in_trans);
         }
         let names_unclear = e.intersects(Effects::MULTI)
             && e.intersects(Effects(
@@ -490,6 +559,17 @@ impl Session {
         if e.intersects(Effects::UNTRACKED) {
             p.set(Pins::UNTRACKED, true);
         }
+        // The server says session state changed, and neither a variable, the schema, nor
+        // anything the statement visibly does explains it (a stored procedure assigned a user
+        // variable, say): something now lives on this connection that the proxy cannot name.
+        let explained = ev.vars_changed
+            || ev.schema_changed
+            || ev.trx_state.is_some()
+            || ev.trx_characteristics.is_some()
+            || e.intersects(EXPLAINS_STATE_CHANGE);
+        if ev.state_changed && !explained {
+            p.set(Pins::UNTRACKED, true);
+        }
         st.pins = p;
     }
 
@@ -520,15 +600,24 @@ impl Session {
     /// changed it there.
     pub(crate) async fn release(&mut self, mut att: Attached) {
         if att.insert_dirty && att.lease.is_reusable() {
-            match att.conn().query_rows("SELECT LAST_INSERT_ID()").await {
+            // Read the value and put 0 back in one round trip (left to right).
+            match att
+                .conn()
+                .query_rows("SELECT LAST_INSERT_ID(), LAST_INSERT_ID(0)")
+                .await
+            {
                 Ok(rows) => {
                     let v = rows
                         .first()
                         .and_then(|r| r.first().cloned().flatten())
                         .and_then(|s| s.parse::<u64>().ok())
                         .unwrap_or(0);
-                    self.st.last_insert_id = v;
-                    att.conn().state.last_insert_id = Some(v);
+                    // 0 means "unchanged" (the connection had 0 or the session's own value),
+                    // unless the session set it to 0 itself.
+                    if v != 0 || att.lid_explicit {
+                        self.st.last_insert_id = v;
+                    }
+                    att.conn().state.last_insert_id = Some(0);
                 }
                 Err(_) => att.lease.discard(),
             }
@@ -585,6 +674,16 @@ impl Session {
             if !self.sync(&mut att, effects, 1).await? {
                 self.settle(att, from_held, false).await;
                 return Ok(());
+            }
+            let foreign_diagnostics = effects.intersects(Effects::PREV_STATEMENT)
+                && !matches!(target, Target::Previous)
+                && !(from_held && self.prev_is_held);
+            if foreign_diagnostics {
+                // The connection's diagnostics area belongs to another statement (maybe another
+                // session's); the session's previous statement had none. Clear it.
+                if att.conn().exec("DO 0").await.is_err() {
+                    att.lease.discard();
+                }
             }
             let deprecate = !att.lease.conn_ref().uses_eof();
             let scanner = Scanner::new(expect, deprecate, self.client.has(cap::SESSION_TRACK));
@@ -701,10 +800,7 @@ impl Session {
                     }
                 }
                 let lease = result.ok()?;
-                Some(Attached {
-                    lease,
-                    insert_dirty: false,
-                })
+                Some(Attached::new(lease))
             }
         }
     }

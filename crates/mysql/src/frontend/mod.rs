@@ -4,6 +4,7 @@ pub mod client;
 mod commands;
 pub mod exec;
 pub mod handshake;
+mod local;
 pub mod pins;
 mod query;
 pub mod registry;

@@ -25,6 +25,22 @@ impl Session {
 
     async fn query_scanned(&mut self, payload: &[u8], scan: &Scan) -> Result<(), Fatal> {
         let sql = &payload[1..];
+        if scan.statements == 1 && matches!(scan.command, Command::Show | Command::Select) {
+            match super::local::recognise(sql) {
+                // ROW_COUNT()/FOUND_ROWS() are exact on the previous statement's connection
+                // when it was kept; otherwise the proxy knows them.
+                Some(super::local::Local::RowCount(_) | super::local::Local::FoundRows(_))
+                    if self.prev.is_some() || self.prev_is_held => {}
+                // A pinned connection may hold a newer LAST_INSERT_ID(): ask it.
+                Some(super::local::Local::LastInsertId(_))
+                    if self.held.as_ref().is_some_and(|h| h.insert_dirty) => {}
+                Some(local) => {
+                    self.drop_previous_unless_needed(Effects::default()).await;
+                    return self.answer_local(local).await;
+                }
+                None => {}
+            }
+        }
         if scan.command == Command::Kill && scan.statements == 1 {
             if let Some(k) = scan.kill {
                 return self.kill(k.id, k.query_only).await;
@@ -62,7 +78,6 @@ impl Session {
             }
         };
         let read = scan.route() == Route::Read;
-        tracing::debug!(session = self.id, sql = %String::from_utf8_lossy(&sql[..sql.len().min(60)]), ?target, "route");
         self.run_routed(
             target,
             payload,

@@ -420,8 +420,7 @@ impl Scanner {
         }
     }
 
-    /// Clients without CLIENT_SESSION_TRACK get OK packets without session-state data and
-    /// with `info` as a plain string.
+    /// Clients without CLIENT_SESSION_TRACK get OK packets without session-state data.
     fn maybe_strip(
         &self,
         ok: &crate::wire::ok::OkPacket<'_>,
@@ -429,9 +428,7 @@ impl Scanner {
         seq: u8,
         total: usize,
     ) -> Step {
-        if self.client_tracks
-            || (ok.info.is_empty() && ok.status & status::SESSION_STATE_CHANGED == 0)
-        {
+        if self.client_tracks || ok.status & status::SESSION_STATE_CHANGED == 0 {
             return Step::Forward(total);
         }
         let mut out = Vec::with_capacity(total);

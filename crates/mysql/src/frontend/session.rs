@@ -67,6 +67,10 @@ pub struct SessionState {
     pub text_prepared: Vec<String>,
     /// The session's LAST_INSERT_ID().
     pub last_insert_id: u64,
+    /// ROW_COUNT() of the previous statement.
+    pub row_count: i64,
+    /// FOUND_ROWS() of the previous statement (rows of its last result set).
+    pub found_rows: u64,
 }
 
 impl SessionState {

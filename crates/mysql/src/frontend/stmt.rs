@@ -53,6 +53,10 @@ impl Statements {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+    /// Number of statements.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
     /// Forgets all.
     pub fn clear(&mut self) {
         self.map.clear();
@@ -561,10 +565,7 @@ impl Session {
         let topo = self.proxy.topology.clone();
         let hg = topo.hostgroup(&d.hostgroup)?;
         let lease = hg.acquire(&self.key, &self.proxy.connector).await.ok()?;
-        Some(Attached {
-            lease,
-            insert_dirty: false,
-        })
+        Some(Attached::new(lease))
     }
 
     async fn ensure_prepared_quiet(

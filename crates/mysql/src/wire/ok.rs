@@ -134,8 +134,10 @@ pub fn write_ok(out: &mut Vec<u8>, seq: u8, ok: &OkPacket<'_>, header: u8, sessi
         if st & status::SESSION_STATE_CHANGED != 0 {
             put_lenenc_bytes(out, ok.session_state);
         }
-    } else {
-        out.extend_from_slice(ok.info);
+    } else if !ok.info.is_empty() {
+        // Documented as string<EOF>, but servers send a length-encoded string and clients
+        // (libmysqlclient, mysql_common) read one.
+        put_lenenc_bytes(out, ok.info);
     }
     end_packet(out, at);
 }
@@ -251,7 +253,7 @@ mod tests {
 
         let mut plain = Vec::new();
         write_ok(&mut plain, 1, &ok, 0, false);
-        // Without session tracking the info is the rest of the packet and the flag is cleared.
+        // Without session tracking the state is dropped and the flag cleared.
         assert_eq!(
             &plain[4 + 1 + 1 + 1..4 + 1 + 1 + 1 + 2],
             &status::AUTOCOMMIT.to_le_bytes()

@@ -29,6 +29,7 @@ pub async fn start(replicas: usize, extra: &str) -> Env {
 
 /// Like [`start`], with a hook to edit the generated config text.
 pub async fn start_with(replicas: usize, extra: &str, edit: impl FnOnce(&mut String)) -> Env {
+    init_tracing();
     let topo = tokio::task::spawn_blocking(move || {
         Topology::start(TopologyOptions {
             replicas,
@@ -142,4 +143,14 @@ pub fn python(port: u16, script: &str) -> Output {
         panic!("a Python driver is missing (the test command installs them: pip install PyMySQL cryptography mysql-connector-python): {stderr}");
     }
     out
+}
+
+/// Logs to the test's output when RUST_LOG is set.
+pub fn init_tracing() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+    }
 }

@@ -1,0 +1,29 @@
+//! Prints what a server's session trackers report for each statement given on the command
+//! line: `cargo run -p sluice-mysql --example track -- 127.0.0.1:3306 user pass "SQL" ...`
+
+use sluice_mysql::backend::BackendConn;
+use sluice_mysql::wire::ok::state_changes;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (addr, user, pass) = (&args[0], &args[1], &args[2]);
+    let mut c = BackendConn::connect(addr, user, pass, 0, 16)
+        .await
+        .expect("connect");
+    for sql in &args[3..] {
+        match c.exec(sql).await {
+            Ok(ok) => {
+                let changes: Vec<String> = state_changes(&ok.session_state)
+                    .map(|c| format!("{c:?}").replace("[", "").replace("]", ""))
+                    .collect();
+                println!(
+                    "{sql}\n    status={:#06x} {}",
+                    ok.status,
+                    changes.join(" | ")
+                );
+            }
+            Err(e) => println!("{sql}\n    ERROR {e}"),
+        }
+    }
+}
