@@ -16,6 +16,14 @@ fi
 "$VENV/bin/pip" install -q --disable-pip-version-check PyMySQL cryptography mysql-connector-python
 export PATH="$VENV/bin:$PATH"
 
+# Driver test programs (Node, Go, Java ...): each driver directory's setup.sh installs what it
+# needs (packages, toolchains) idempotently.
+for setup in "$ROOT"/crates/sluice/tests/drivers/*/setup.sh; do
+    [ -f "$setup" ] || continue
+    echo "==> driver setup: ${setup#$ROOT/}"
+    bash "$setup"
+done
+
 echo "==> formatting and lint checks"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
