@@ -1,6 +1,7 @@
 //! Prints what a server's session trackers report for each statement given on the command
 //! line: `cargo run -p sluice-mysql --example track -- 127.0.0.1:3306 user pass "SQL" ...`
 
+use sluice_mysql::backend::stmt_cache::StmtCache;
 use sluice_mysql::backend::BackendConn;
 use sluice_mysql::wire::ok::state_changes;
 
@@ -8,7 +9,7 @@ use sluice_mysql::wire::ok::state_changes;
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (addr, user, pass) = (&args[0], &args[1], &args[2]);
-    let mut c = BackendConn::connect(addr, user, pass, 0, 16)
+    let mut c = BackendConn::connect(addr, user, pass, 0, StmtCache::new(16, Default::default()))
         .await
         .expect("connect");
     for sql in &args[3..] {

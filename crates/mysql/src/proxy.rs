@@ -1,6 +1,7 @@
 //! The running MySQL proxy: configuration, topology, users, keys, sessions, and listeners.
 
 use crate::auth::rsa::RsaKey;
+use crate::backend::stmt_cache::StmtCache;
 use crate::backend::{BackendConn, MysqlConnector};
 use crate::frontend::registry::Registry;
 use crate::frontend::session;
@@ -187,7 +188,13 @@ impl Proxy {
         for server in self.topology.servers() {
             let attempt = tokio::time::timeout(
                 self.config.pool.connect_timeout.get(),
-                BackendConn::connect(&server.address, &user.name, &user.password, 0, 1),
+                BackendConn::connect(
+                    &server.address,
+                    &user.name,
+                    &user.password,
+                    0,
+                    StmtCache::new(1, Default::default()),
+                ),
             )
             .await;
             if let Ok(Ok(mut conn)) = attempt {

@@ -111,6 +111,8 @@ pub struct BackendConn {
     pub opened: Instant,
     /// The greeting's nonce (COM_CHANGE_USER authenticates against it).
     nonce: Vec<u8>,
+    /// The server's `max_prepared_stmt_count` when the connection was opened.
+    pub server_stmt_limit: u64,
 }
 
 /// A text result set read by a control-plane query.
@@ -123,7 +125,7 @@ impl BackendConn {
         user: &str,
         password: &str,
         flavour_caps: u64,
-        stmt_cache_size: usize,
+        stmts: StmtCache,
     ) -> Result<BackendConn, ConnectError> {
         let stream = TcpStream::connect(address)
             .await
@@ -137,9 +139,10 @@ impl BackendConn {
             caps: 0,
             server_version: String::new(),
             state: BackendState::default(),
-            stmts: StmtCache::new(stmt_cache_size),
+            stmts,
             opened: Instant::now(),
             nonce: Vec::new(),
+            server_stmt_limit: 0,
         };
         conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps).await?;
@@ -319,7 +322,7 @@ impl BackendConn {
         self.state.tracked.vars.clear();
         self.exec(TRACKING_SETUP).await?;
         let rows = self
-            .query_rows("SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection, @@autocommit, @@sql_mode")
+            .query_rows("SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection, @@autocommit, @@sql_mode, @@global.max_prepared_stmt_count")
             .await?;
         let row = rows
             .into_iter()
@@ -338,6 +341,12 @@ impl BackendConn {
                 .insert((*name).to_string(), v.clone().unwrap_or_default());
         }
         self.state.baseline_sql_mode = row.get(5).cloned().flatten().unwrap_or_default();
+        self.server_stmt_limit = row
+            .get(6)
+            .cloned()
+            .flatten()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         self.state.tracked.multi_statements = self.caps & cap::MULTI_STATEMENTS != 0;
         Ok(())
     }

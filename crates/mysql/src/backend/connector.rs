@@ -1,5 +1,6 @@
 //! Opens backend connections for the core's pools.
 
+use super::stmt_cache::StmtCache;
 use super::BackendConn;
 use crate::server_info::ServerInfo;
 use crate::users::Users;
@@ -44,9 +45,16 @@ impl Connector<BackendConn> for MysqlConnector {
                 &key.user,
                 &password,
                 key.variant,
-                self.stmt_cache_size,
+                StmtCache::new(self.stmt_cache_size, server.stmt_budget.clone()),
             )
             .await?;
+            // Keep the proxy's statements to half the server's limit: other clients of the
+            // server count against it too.
+            if conn.server_stmt_limit > 0 {
+                server
+                    .stmt_budget
+                    .set_limit((conn.server_stmt_limit / 2).max(1));
+            }
             if !self.info.learned() {
                 if let Err(e) = self.info.learn(&mut conn).await {
                     tracing::warn!(server = %server.name, error = %e, "could not read collations from server");

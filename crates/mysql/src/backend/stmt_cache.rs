@@ -1,7 +1,9 @@
 //! Prepared statements held on one backend connection, keyed by (schema, SQL text), bounded
-//! in number: the least recently used statement is closed when the cache is full, so servers'
-//! `max_prepared_stmt_count` is never exhausted by the proxy.
+//! in number: the least recently used statement is closed when the cache is full. Every cache
+//! also counts its statements in its server's [`StmtBudget`], which the session keeps below
+//! the server's own `max_prepared_stmt_count` (ProxySQL's long-standing bug is to exhaust it).
 
+use sluice_core::StmtBudget;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -37,16 +39,24 @@ pub struct StmtCache {
     capacity: usize,
     tick: u64,
     map: HashMap<Arc<StmtKey>, Entry>,
+    /// The server-wide count this cache contributes to.
+    budget: Arc<StmtBudget>,
 }
 
 impl StmtCache {
-    /// An empty cache holding at most `capacity` statements.
-    pub fn new(capacity: usize) -> StmtCache {
+    /// An empty cache holding at most `capacity` statements, counted in `budget`.
+    pub fn new(capacity: usize, budget: Arc<StmtBudget>) -> StmtCache {
         StmtCache {
             capacity: capacity.max(1),
             tick: 0,
             map: HashMap::new(),
+            budget,
         }
+    }
+
+    /// True when the server's budget is used up.
+    pub fn server_full(&self) -> bool {
+        self.budget.is_full()
     }
 
     /// Looks up a statement and marks it used.
@@ -67,14 +77,17 @@ impl StmtCache {
         if self.map.len() >= self.capacity && !self.map.contains_key(&key) {
             evicted = self.evict_oldest();
         }
-        let replaced = self.map.insert(
-            key,
-            Entry {
-                stmt,
-                last_used: self.tick,
-            },
-        );
-        replaced.map(|e| e.stmt.id).or(evicted)
+        let entry = Entry {
+            stmt,
+            last_used: self.tick,
+        };
+        match self.map.insert(key, entry) {
+            Some(old) => Some(old.stmt.id),
+            None => {
+                self.budget.add(1);
+                evicted
+            }
+        }
     }
 
     /// Removes and returns the least recently used statement's id.
@@ -84,16 +97,19 @@ impl StmtCache {
             .iter()
             .min_by_key(|(_, e)| e.last_used)
             .map(|(k, _)| k.clone())?;
-        self.map.remove(&oldest).map(|e| e.stmt.id)
+        self.remove(&oldest)
     }
 
-    /// Forgets a statement (after the server lost it).
+    /// Forgets a statement; returns its server id.
     pub fn remove(&mut self, key: &StmtKey) -> Option<u32> {
-        self.map.remove(key).map(|e| e.stmt.id)
+        let e = self.map.remove(key)?;
+        self.budget.add(-1);
+        Some(e.stmt.id)
     }
 
     /// Forgets everything (after a connection reset, which closes all statements).
     pub fn clear(&mut self) {
+        self.budget.add(-(self.map.len() as i64));
         self.map.clear();
     }
 
@@ -105,6 +121,13 @@ impl StmtCache {
     /// True if none are held.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+}
+
+impl Drop for StmtCache {
+    fn drop(&mut self) {
+        // The connection is closing: the server frees its statements.
+        self.budget.add(-(self.map.len() as i64));
     }
 }
 
@@ -130,7 +153,7 @@ mod tests {
 
     #[test]
     fn evicts_least_recently_used() {
-        let mut c = StmtCache::new(2);
+        let mut c = StmtCache::new(2, Arc::default());
         assert_eq!(c.insert(key("a"), stmt(1)), None);
         assert_eq!(c.insert(key("b"), stmt(2)), None);
         assert!(c.get(&key("a")).is_some()); // a is now newer than b
@@ -138,5 +161,27 @@ mod tests {
         assert_eq!(c.len(), 2);
         assert!(c.get(&key("b")).is_none());
         assert_eq!(c.remove(&key("a")), Some(1));
+    }
+
+    #[test]
+    fn counts_against_the_server_budget() {
+        let budget = Arc::new(StmtBudget::default());
+        budget.set_limit(2);
+        let mut a = StmtCache::new(10, budget.clone());
+        let mut b = StmtCache::new(10, budget.clone());
+        a.insert(key("x"), stmt(1));
+        assert!(!a.server_full());
+        b.insert(key("y"), stmt(2));
+        assert!(a.server_full() && b.server_full());
+        assert_eq!(
+            b.insert(key("y"), stmt(3)),
+            Some(2),
+            "replacing returns the old id"
+        );
+        assert_eq!(budget.held(), 2, "and does not count twice");
+        drop(b);
+        assert_eq!(budget.held(), 1);
+        a.clear();
+        assert_eq!(budget.held(), 0);
     }
 }

@@ -2,6 +2,7 @@
 
 use super::scan::{Expect, ServerError};
 use super::session::{initial_charset_vars, Fatal, Flow, Session, FLAVOUR_CAPS};
+use crate::backend::stmt_cache::StmtCache;
 use crate::backend::BackendConn;
 use crate::wire::buf::Reader;
 use crate::wire::consts::{cap, com, err, NATIVE_PASSWORD};
@@ -234,9 +235,15 @@ impl Session {
             let user = self.user.clone();
             let timeout = self.proxy.config.pool.connect_timeout.get();
             let killed = tokio::time::timeout(timeout, async {
-                let mut c = BackendConn::connect(&server.address, &user.name, &user.password, 0, 1)
-                    .await
-                    .map_err(|e| e.message)?;
+                let mut c = BackendConn::connect(
+                    &server.address,
+                    &user.name,
+                    &user.password,
+                    0,
+                    StmtCache::new(1, Default::default()),
+                )
+                .await
+                .map_err(|e| e.message)?;
                 c.exec(&sql).await.map(|_| ()).map_err(|e| e.to_string())
             })
             .await;

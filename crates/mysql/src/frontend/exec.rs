@@ -622,6 +622,9 @@ impl Session {
                 Err(_) => att.lease.discard(),
             }
         }
+        if att.lease.is_reusable() && att.lease.conn_ref().stmts.server_full() {
+            super::stmt::make_room(att.conn()).await;
+        }
         drop(att);
     }
 

@@ -125,6 +125,7 @@ impl Session {
             buf.clear();
             let conn = att.lease.conn();
             let deprecate = !conn.uses_eof();
+            make_room(conn).await;
             let sent = conn.send(0, &payload).await;
             let relayed = match sent {
                 Ok(_) => relay(
@@ -149,7 +150,7 @@ impl Session {
                 && attempt == 0
             {
                 // The server's statement table is full: give back half of ours and retry.
-                shrink_stmt_cache(att.lease.conn()).await;
+                close_all(att.lease.conn()).await;
                 continue;
             }
             result = Some(out);
@@ -242,6 +243,7 @@ impl Session {
             let mut payload = Vec::with_capacity(key.sql.len() + 1);
             payload.push(com::STMT_PREPARE);
             payload.extend_from_slice(&key.sql);
+            make_room(conn).await;
             let ok = conn.send(0, &payload).await.is_ok();
             let out = if ok {
                 relay(
@@ -271,7 +273,7 @@ impl Session {
                 .is_some_and(|e| e.code == err::MAX_PREPARED_STMT_COUNT)
                 && attempt == 0
             {
-                shrink_stmt_cache(att.lease.conn()).await;
+                close_all(att.lease.conn()).await;
                 continue;
             }
             outcome = Some(out);
@@ -578,6 +580,7 @@ impl Session {
         let mut payload = Vec::with_capacity(key.sql.len() + 1);
         payload.push(com::STMT_PREPARE);
         payload.extend_from_slice(&key.sql);
+        make_room(conn).await;
         conn.send(0, &payload).await.ok()?;
         let out = relay(
             conn,
@@ -772,12 +775,22 @@ impl Session {
     }
 }
 
-/// Closes the older half of a connection's cached statements (the server ran out of room).
-async fn shrink_stmt_cache(conn: &mut crate::backend::BackendConn) {
-    let n = conn.stmts.len().div_ceil(2).max(1);
-    for _ in 0..n {
-        if let Some(id) = conn.stmts.evict_oldest() {
-            let _ = conn.send_command(com::STMT_CLOSE, &id.to_le_bytes()).await;
+/// Closes statements on `conn`, least recently used first, while its server's statement
+/// budget is used up.
+pub(crate) async fn make_room(conn: &mut crate::backend::BackendConn) {
+    while conn.stmts.server_full() {
+        match conn.stmts.evict_oldest() {
+            Some(id) => {
+                let _ = conn.send_command(com::STMT_CLOSE, &id.to_le_bytes()).await;
+            }
+            None => return,
         }
+    }
+}
+
+/// Closes every statement cached on `conn` (the server refused to prepare another).
+async fn close_all(conn: &mut crate::backend::BackendConn) {
+    while let Some(id) = conn.stmts.evict_oldest() {
+        let _ = conn.send_command(com::STMT_CLOSE, &id.to_le_bytes()).await;
     }
 }
