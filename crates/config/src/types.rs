@@ -196,6 +196,10 @@ pub struct PoolConfig {
     /// Prepared statements cached per backend connection; the oldest is closed beyond this.
     #[serde(default = "default_stmt_cache")]
     pub stmt_cache_size: u32,
+    /// Backend connections being opened at the same time per server. Under a burst, other
+    /// statements wait for connections coming back instead of each opening one.
+    #[serde(default = "default_max_connecting")]
+    pub max_connecting: u32,
 }
 
 /// `[log]`: logging.
@@ -220,6 +224,7 @@ impl Default for PoolConfig {
             idle_timeout: default_idle_timeout(),
             retry_after: default_retry_after(),
             stmt_cache_size: default_stmt_cache(),
+            max_connecting: default_max_connecting(),
         }
     }
 }
@@ -302,6 +307,9 @@ fn default_retry_after() -> HumanDuration {
 }
 fn default_stmt_cache() -> u32 {
     256
+}
+fn default_max_connecting() -> u32 {
+    4
 }
 fn default_log_level() -> String {
     "info".into()

@@ -191,6 +191,12 @@ impl Config {
         if p.idle_timeout.get().as_millis() < 1000 {
             return Err(ConfigError::new("pool.idle_timeout", "must be at least 1s"));
         }
+        if p.max_connecting == 0 {
+            return Err(ConfigError::new(
+                "pool.max_connecting",
+                "must be at least 1",
+            ));
+        }
         if p.stmt_cache_size == 0 {
             return Err(ConfigError::new(
                 "pool.stmt_cache_size",

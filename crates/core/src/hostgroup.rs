@@ -4,7 +4,10 @@
 //! One mutex per hostgroup guards the idle connections of all its servers and the wait queue,
 //! so that "is anything free?" and "then I wait" are decided atomically: a connection coming
 //! back is handed straight to the oldest waiter (first come, first served), never left idle
-//! while someone waits. Connections are opened outside the lock, on a reserved slot.
+//! while someone waits. Connections are opened outside the lock, on a reserved slot, and at
+//! most `max_connecting` at a time per server: under a burst, waiters are served by
+//! connections coming back rather than each opening its own, so pools grow only as far as the
+//! load needs.
 
 use crate::balance::{self, Balance, Candidate};
 use crate::error::{AcquireError, ConnectError};
@@ -14,7 +17,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -51,6 +54,8 @@ pub struct PoolSettings {
     pub retry_after: Duration,
     /// Idle connections older than this are closed.
     pub idle_timeout: Duration,
+    /// Connections being opened at once per server.
+    pub max_connecting: u32,
 }
 
 struct Idle<C> {
@@ -64,13 +69,57 @@ struct Member<C> {
     idle: Vec<Idle<C>>,
     /// Connections that exist or are being opened (idle + in use).
     open: u32,
-    /// Connections lent out.
+    /// Connections lent out, or slots reserved for opening one.
     in_use: u32,
+    /// Slots reserved for opening a connection, not yet connected.
+    connecting: u32,
 }
 
-enum Grant<C> {
-    Conn(Arc<Server>, C),
-    Slot(Arc<Server>),
+impl<C> Member<C> {
+    /// May a new connection be opened to this server now?
+    fn can_open(&self, max_connecting: u32) -> bool {
+        self.server.is_usable()
+            && self.open < self.server.max_connections()
+            && self.connecting < max_connecting
+    }
+
+    /// Reserves a slot to open a connection.
+    fn reserve(&mut self) {
+        self.open += 1;
+        self.in_use += 1;
+        self.connecting += 1;
+    }
+}
+
+/// A connection, or a slot to open one, handed to a waiter. If the waiter gave up before
+/// taking it, dropping it gives it back to the hostgroup, so no capacity leaks.
+struct Grant<C> {
+    hostgroup: Weak<Hostgroup<C>>,
+    server: Arc<Server>,
+    key: PoolKey,
+    conn: Option<C>,
+    armed: bool,
+}
+
+impl<C> Grant<C> {
+    fn take(mut self) -> (Arc<Server>, Option<C>) {
+        self.armed = false;
+        (self.server.clone(), self.conn.take())
+    }
+}
+
+impl<C> Drop for Grant<C> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(hg) = self.hostgroup.upgrade() {
+            match self.conn.take() {
+                Some(c) => hg.release(&self.server, self.key.clone(), Some(c)),
+                None => hg.connect_done(&self.server, false),
+            }
+        }
+    }
 }
 
 struct Waiter<C> {
@@ -87,6 +136,7 @@ struct State<C> {
 pub struct Hostgroup<C> {
     /// Its name.
     pub name: Arc<str>,
+    me: Weak<Hostgroup<C>>,
     balance: Mutex<Balance>,
     settings: Mutex<PoolSettings>,
     state: Mutex<State<C>>,
@@ -130,7 +180,7 @@ impl<C> Hostgroup<C> {
         servers: Vec<Arc<Server>>,
         balance: Balance,
         settings: PoolSettings,
-    ) -> Self {
+    ) -> Arc<Self> {
         let members = servers
             .into_iter()
             .map(|server| Member {
@@ -138,10 +188,12 @@ impl<C> Hostgroup<C> {
                 idle: Vec::new(),
                 open: 0,
                 in_use: 0,
+                connecting: 0,
             })
             .collect();
-        Hostgroup {
+        Arc::new_cyclic(|me| Hostgroup {
             name: Arc::from(name),
+            me: me.clone(),
             balance: Mutex::new(balance),
             settings: Mutex::new(settings),
             state: Mutex::new(State {
@@ -149,7 +201,7 @@ impl<C> Hostgroup<C> {
                 waiters: VecDeque::new(),
             }),
             queue_timeouts: AtomicU64::new(0),
-        }
+        })
     }
 
     /// The servers, in configuration order.
@@ -196,6 +248,11 @@ impl<C> Hostgroup<C> {
         self.settings.lock().clone()
     }
 
+    /// Changes the balancing policy.
+    pub fn set_balance(&self, b: Balance) {
+        *self.balance.lock() = b;
+    }
+
     /// Borrows a connection for `key`, opening one if a server has room, or waiting in line
     /// (bounded in time and length) until one comes back.
     pub async fn acquire(
@@ -208,67 +265,69 @@ impl<C> Hostgroup<C> {
         let deadline = started + settings.queue_timeout;
         let mut last_error: Option<ConnectError> = None;
         loop {
-            let pick = self.pick(key, &settings, last_error.as_ref())?;
-            let (server, slot) = match pick {
+            let server = match self.pick(key, &settings, last_error.as_ref())? {
                 Pick::Got(server, conn) => return Ok(self.lease(server, key, conn)),
-                Pick::Slot(server) => (server, true),
+                Pick::Slot(server) => server,
                 Pick::Wait(rx) => match tokio::time::timeout_at(deadline.into(), rx).await {
-                    Ok(Ok(Grant::Conn(server, conn))) => return Ok(self.lease(server, key, conn)),
-                    Ok(Ok(Grant::Slot(server))) => (server, true),
+                    Ok(Ok(grant)) => match grant.take() {
+                        (server, Some(conn)) => return Ok(self.lease(server, key, conn)),
+                        (server, None) => server,
+                    },
                     Ok(Err(_)) => continue, // sender dropped: the hostgroup changed; try again
-                    Err(_) => {
-                        self.queue_timeouts.fetch_add(1, Relaxed);
-                        let st = self.state.lock();
-                        let (open, limit) = st.members.iter().fold((0, 0), |(o, l), m| {
-                            (o + m.open, l + m.server.max_connections())
-                        });
-                        return Err(AcquireError::Timeout {
-                            hostgroup: self.name.to_string(),
-                            waited: started.elapsed(),
-                            busy: open,
-                            limit,
-                            queued: st.waiters.len(),
-                        });
-                    }
+                    Err(_) => return Err(self.timeout_error(started)),
                 },
             };
-            debug_assert!(slot);
             let attempt =
                 tokio::time::timeout(settings.connect_timeout, connector.connect(&server, key))
                     .await;
-            let result = match attempt {
-                Ok(r) => r,
-                Err(_) => Err(ConnectError::down(format!(
+            let result = attempt.unwrap_or_else(|_| {
+                Err(ConnectError::down(format!(
                     "no answer from {} within {} ms",
                     server.address,
                     settings.connect_timeout.as_millis()
-                ))),
-            };
+                )))
+            });
             match result {
                 Ok(conn) => {
                     server.stats.connects.fetch_add(1, Relaxed);
                     server.mark_online();
+                    self.connect_done(&server, true);
                     return Ok(self.lease(server, key, conn));
                 }
                 Err(e) => {
                     server.stats.connect_errors.fetch_add(1, Relaxed);
-                    self.slot_failed(&server);
-                    if e.server_down {
-                        server.shun(e.message.clone(), settings.retry_after);
-                        last_error = Some(e);
-                        if Instant::now() >= deadline {
-                            return Err(AcquireError::NoServer {
-                                hostgroup: self.name.to_string(),
-                                reason: last_error.map(|e| e.message).unwrap_or_default(),
-                            });
-                        }
-                        continue;
+                    self.connect_done(&server, false);
+                    if !e.server_down {
+                        // The server answered but refused us (bad credentials, too many
+                        // connections...): the client should see that error; the server stays.
+                        return Err(AcquireError::Connect(e));
                     }
-                    // The server answered but refused us (bad credentials, too many
-                    // connections...): the client should see that error, and the server stays.
-                    return Err(AcquireError::Connect(e));
+                    server.shun(e.message.clone(), settings.retry_after);
+                    let timed_out = Instant::now() >= deadline;
+                    last_error = Some(e);
+                    if timed_out {
+                        return Err(AcquireError::NoServer {
+                            hostgroup: self.name.to_string(),
+                            reason: last_error.map(|e| e.message).unwrap_or_default(),
+                        });
+                    }
                 }
             }
+        }
+    }
+
+    fn timeout_error(&self, started: Instant) -> AcquireError {
+        self.queue_timeouts.fetch_add(1, Relaxed);
+        let st = self.state.lock();
+        let (open, limit) = st.members.iter().fold((0, 0), |(o, l), m| {
+            (o + m.open, l + m.server.max_connections())
+        });
+        AcquireError::Timeout {
+            hostgroup: self.name.to_string(),
+            waited: started.elapsed(),
+            busy: open,
+            limit,
+            queued: st.waiters.len(),
         }
     }
 
@@ -282,6 +341,16 @@ impl<C> Hostgroup<C> {
         }
     }
 
+    fn grant(&self, server: &Arc<Server>, key: &PoolKey, conn: Option<C>) -> Grant<C> {
+        Grant {
+            hostgroup: self.me.clone(),
+            server: server.clone(),
+            key: key.clone(),
+            conn,
+            armed: true,
+        }
+    }
+
     /// Under the lock: take an idle connection, reserve a slot, or join the queue.
     fn pick(
         &self,
@@ -290,50 +359,37 @@ impl<C> Hostgroup<C> {
         last_error: Option<&ConnectError>,
     ) -> Result<Pick<C>, AcquireError> {
         let policy = *self.balance.lock();
+        let max_connecting = settings.max_connecting;
         let mut evicted: Option<C> = None;
         let result = {
             let mut st = self.state.lock();
-            let usable: Vec<usize> = (0..st.members.len())
-                .filter(|&i| st.members[i].server.is_usable())
-                .collect();
-            if usable.is_empty() {
-                let reason = last_error
-                    .map(|e| e.message.clone())
-                    .or_else(|| {
-                        st.members.iter().find_map(|m| match m.server.health() {
-                            crate::Health::Shunned { reason, .. }
-                            | crate::Health::Offline { reason } => Some(reason),
-                            crate::Health::Online => None,
-                        })
-                    })
-                    .unwrap_or_else(|| {
-                        if st.members.is_empty() {
-                            "it has no servers".to_string()
-                        } else {
-                            "every server has weight 0".to_string()
-                        }
-                    });
-                return Err(AcquireError::NoServer {
-                    hostgroup: self.name.to_string(),
-                    reason,
-                });
+            if !st.members.iter().any(|m| m.server.is_usable()) {
+                return Err(self.no_server(&st, last_error));
             }
-            if st.waiters.is_empty() {
-                // Candidates with room: an idle connection of any key, or a free slot.
-                let with_room: Vec<usize> = usable
-                    .iter()
-                    .copied()
-                    .filter(|&i| {
-                        let m = &st.members[i];
-                        !m.idle.is_empty() || m.open < m.server.max_connections()
-                    })
+            // Waiters that gave up (timed out, or their client left) no longer hold a place.
+            st.waiters.retain(|w| !w.tx.is_closed());
+            if !st.waiters.is_empty() {
+                // Others are already waiting: take a place in line.
+                self.enqueue(&mut st, key, settings)
+            } else {
+                // Candidates: servers with an idle connection of this key, or room to open
+                // one (possibly by replacing an idle connection of another key).
+                let has_key = |m: &Member<C>| m.idle.iter().any(|c| &c.key == key);
+                let room = |m: &Member<C>| {
+                    m.server.is_usable()
+                        && (has_key(m)
+                            || m.can_open(max_connecting)
+                            || (!m.idle.is_empty() && m.connecting < max_connecting))
+                };
+                let with_room: Vec<usize> = (0..st.members.len())
+                    .filter(|&i| room(&st.members[i]))
                     .collect();
                 // Prefer servers holding an idle connection with the right key, so a warm pool
                 // is used before new connections are opened, then balance among those.
                 let matching: Vec<usize> = with_room
                     .iter()
                     .copied()
-                    .filter(|&i| st.members[i].idle.iter().any(|c| &c.key == key))
+                    .filter(|&i| has_key(&st.members[i]))
                     .collect();
                 let pool_from = if !matching.is_empty()
                     && policy == Balance::Weighted
@@ -350,32 +406,55 @@ impl<C> Hostgroup<C> {
                         in_flight: st.members[i].in_use,
                     })
                     .collect();
-                if let Some(ci) = balance::pick(policy, &cands) {
-                    let i = pool_from[ci];
-                    let m = &mut st.members[i];
-                    if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
-                        let idle = m.idle.remove(pos);
-                        m.in_use += 1;
-                        return Ok(Pick::Got(m.server.clone(), idle.conn));
+                match balance::pick(policy, &cands) {
+                    Some(ci) => {
+                        let m = &mut st.members[pool_from[ci]];
+                        if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
+                            let idle = m.idle.remove(pos);
+                            m.in_use += 1;
+                            Ok(Pick::Got(m.server.clone(), idle.conn))
+                        } else {
+                            if m.open >= m.server.max_connections() {
+                                // Full, but holds idle connections of another key: replace the
+                                // oldest.
+                                let old = m.idle.remove(0);
+                                evicted = Some(old.conn);
+                                m.open -= 1;
+                            }
+                            m.reserve();
+                            Ok(Pick::Slot(m.server.clone()))
+                        }
                     }
-                    if m.open >= m.server.max_connections() {
-                        // Full, but holds idle connections of another key: replace the oldest.
-                        let old = m.idle.remove(0);
-                        evicted = Some(old.conn);
-                        m.open -= 1;
-                    }
-                    m.open += 1;
-                    m.in_use += 1;
-                    Ok(Pick::Slot(m.server.clone()))
-                } else {
-                    self.enqueue(&mut st, key, settings)
+                    None => self.enqueue(&mut st, key, settings),
                 }
-            } else {
-                self.enqueue(&mut st, key, settings)
             }
         };
         drop(evicted);
         result
+    }
+
+    fn no_server(&self, st: &State<C>, last_error: Option<&ConnectError>) -> AcquireError {
+        let reason = last_error
+            .map(|e| e.message.clone())
+            .or_else(|| {
+                st.members.iter().find_map(|m| match m.server.health() {
+                    crate::Health::Shunned { reason, .. } | crate::Health::Offline { reason } => {
+                        Some(reason)
+                    }
+                    crate::Health::Online => None,
+                })
+            })
+            .unwrap_or_else(|| {
+                if st.members.is_empty() {
+                    "it has no servers".to_string()
+                } else {
+                    "every server has weight 0".to_string()
+                }
+            });
+        AcquireError::NoServer {
+            hostgroup: self.name.to_string(),
+            reason,
+        }
     }
 
     fn enqueue(
@@ -397,46 +476,51 @@ impl<C> Hostgroup<C> {
             key: key.clone(),
             tx,
         });
+        // A waiter may be the first to find a server with room to open (all busy, but a
+        // connect slot free): serve it at once.
+        self.grant_slots(st);
         Ok(Pick::Wait(rx))
     }
 
-    /// A reserved slot could not be turned into a connection.
-    fn slot_failed(&self, server: &Arc<Server>) {
+    /// An attempt to open a connection on a reserved slot ended.
+    fn connect_done(&self, server: &Arc<Server>, ok: bool) {
         let mut st = self.state.lock();
         if let Some(m) = st
             .members
             .iter_mut()
             .find(|m| Arc::ptr_eq(&m.server, server))
         {
-            m.open = m.open.saturating_sub(1);
-            m.in_use = m.in_use.saturating_sub(1);
+            m.connecting = m.connecting.saturating_sub(1);
+            if !ok {
+                m.open = m.open.saturating_sub(1);
+                m.in_use = m.in_use.saturating_sub(1);
+            }
         }
-        // The freed slot may serve a waiter on another server's behalf: let the oldest waiter
-        // retry rather than sleep to its deadline.
-        Self::grant_slot_to_waiter(&mut st);
+        // A connect slot is free again: if statements are still waiting, let the oldest open
+        // the next connection.
+        self.grant_slots(&mut st);
     }
 
-    /// Gives a free slot (if any server has one) to the oldest live waiter.
-    fn grant_slot_to_waiter(st: &mut State<C>) {
+    /// Gives slots to open connections to waiting statements, oldest first, while servers have
+    /// room and connect slots.
+    fn grant_slots(&self, st: &mut State<C>) {
+        let max_connecting = self.settings.lock().max_connecting;
         while !st.waiters.is_empty() {
-            let Some(i) = st
-                .members
-                .iter()
-                .position(|m| m.server.is_usable() && m.open < m.server.max_connections())
-            else {
+            let Some(i) = st.members.iter().position(|m| m.can_open(max_connecting)) else {
                 return;
             };
             let Some(w) = st.waiters.pop_front() else {
                 return;
             };
-            let m = &mut st.members[i];
-            m.open += 1;
-            m.in_use += 1;
-            if let Err(Grant::Slot(_)) = w.tx.send(Grant::Slot(m.server.clone())) {
+            st.members[i].reserve();
+            let server = st.members[i].server.clone();
+            if let Err(g) = w.tx.send(self.grant(&server, &w.key, None)) {
+                // That waiter left: undo and try the next one.
+                g.take();
+                let m = &mut st.members[i];
                 m.open -= 1;
                 m.in_use -= 1;
-            } else {
-                return;
+                m.connecting -= 1;
             }
         }
     }
@@ -455,59 +539,40 @@ impl<C> Hostgroup<C> {
                 drop(conn);
                 return;
             };
-            st.members[i].in_use = st.members[i].in_use.saturating_sub(1);
-            let over_limit = st.members[i].open > st.members[i].server.max_connections();
+            let m = &mut st.members[i];
+            m.in_use = m.in_use.saturating_sub(1);
+            let keep = m.open <= m.server.max_connections() && m.server.is_usable();
             let mut conn = match conn {
-                Some(c) if !over_limit && st.members[i].server.is_usable() => Some(c),
+                Some(c) if keep => Some(c),
                 Some(c) => {
                     closing.push(c);
-                    st.members[i].open -= 1;
+                    m.open -= 1;
                     None
                 }
                 None => {
-                    st.members[i].open -= 1;
+                    m.open -= 1;
                     None
                 }
             };
-            // Hand the connection (or its slot) to the oldest live waiter.
-            while let Some(w) = st.waiters.pop_front() {
-                if w.tx.is_closed() {
-                    continue;
-                }
-                let m = &mut st.members[i];
-                match conn.take() {
-                    Some(c) if w.key == key => {
-                        m.in_use += 1;
-                        match w.tx.send(Grant::Conn(m.server.clone(), c)) {
-                            Ok(()) => break,
-                            Err(Grant::Conn(_, c)) => {
-                                m.in_use -= 1;
-                                conn = Some(c);
-                            }
-                            Err(Grant::Slot(_)) => unreachable!(),
+            // Hand the connection to the oldest live waiter that can use it.
+            st.waiters.retain(|w| !w.tx.is_closed());
+            if let Some(c) = conn.take() {
+                match st.waiters.iter().position(|w| !w.tx.is_closed()) {
+                    Some(pos) if st.waiters[pos].key == key => {
+                        let w = st.waiters.remove(pos).expect("position is valid");
+                        st.members[i].in_use += 1;
+                        if let Err(g) = w.tx.send(self.grant(server, &key, Some(c))) {
+                            st.members[i].in_use -= 1;
+                            conn = g.take().1;
                         }
                     }
-                    other => {
-                        // Different key: close this connection and give its slot away.
-                        if let Some(c) = other {
-                            closing.push(c);
-                            m.open -= 1;
-                        }
-                        if !(m.server.is_usable() && m.open < m.server.max_connections()) {
-                            st.waiters.push_front(w);
-                            Self::grant_slot_to_waiter(&mut st);
-                            break;
-                        }
-                        m.open += 1;
-                        m.in_use += 1;
-                        match w.tx.send(Grant::Slot(m.server.clone())) {
-                            Ok(()) => break,
-                            Err(_) => {
-                                m.open -= 1;
-                                m.in_use -= 1;
-                            }
-                        }
+                    Some(_) => {
+                        // The oldest waiter needs another key: close this one so it can open
+                        // its own in the freed place.
+                        closing.push(c);
+                        st.members[i].open -= 1;
                     }
+                    None => conn = Some(c),
                 }
             }
             if let Some(c) = conn {
@@ -517,6 +582,7 @@ impl<C> Hostgroup<C> {
                     since: Instant::now(),
                 });
             }
+            self.grant_slots(&mut st);
         }
         drop(closing);
     }
@@ -529,26 +595,18 @@ impl<C> Hostgroup<C> {
             let mut st = self.state.lock();
             for m in st.members.iter_mut() {
                 let before = m.idle.len();
-                let mut keep = Vec::with_capacity(before);
-                for c in m.idle.drain(..) {
-                    if now.duration_since(c.since) > idle_timeout {
-                        closing.push(c.conn);
-                    } else {
-                        keep.push(c);
-                    }
-                }
+                let (old, keep): (Vec<_>, Vec<_>) = m
+                    .idle
+                    .drain(..)
+                    .partition(|c| now.duration_since(c.since) > idle_timeout);
                 m.open -= (before - keep.len()) as u32;
                 m.idle = keep;
+                closing.extend(old.into_iter().map(|c| c.conn));
             }
         }
         let n = closing.len();
         drop(closing);
         n
-    }
-
-    /// Changes the balancing policy.
-    pub fn set_balance(&self, b: Balance) {
-        *self.balance.lock() = b;
     }
 }
 

@@ -10,6 +10,10 @@ struct FakeConnector {
     opened: AtomicUsize,
     /// Addresses that refuse connections.
     down: Mutex<Vec<String>>,
+    /// Time a connect takes.
+    delay: Duration,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
 }
 
 impl Connector<FakeConn> for FakeConnector {
@@ -22,6 +26,10 @@ impl Connector<FakeConn> for FakeConnector {
             if self.down.lock().iter().any(|a| **a == *server.address) {
                 return Err(ConnectError::down("connection refused"));
             }
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, SeqCst);
+            tokio::time::sleep(self.delay).await;
+            self.in_flight.fetch_sub(1, SeqCst);
             Ok(FakeConn(self.opened.fetch_add(1, SeqCst)))
         })
     }
@@ -34,6 +42,7 @@ fn settings(queue_ms: u64, limit: usize) -> PoolSettings {
         connect_timeout: Duration::from_secs(1),
         retry_after: Duration::from_secs(60),
         idle_timeout: Duration::from_secs(60),
+        max_connecting: 4,
     }
 }
 
@@ -49,7 +58,7 @@ fn hostgroup(servers: &[(&str, u32)], s: PoolSettings) -> Arc<Hostgroup<FakeConn
         .iter()
         .map(|(a, max)| Arc::new(Server::new(a, "hg", 1, *max)))
         .collect();
-    Arc::new(Hostgroup::new("hg", servers, Balance::Weighted, s))
+    Hostgroup::new("hg", servers, Balance::Weighted, s)
 }
 
 #[tokio::test]
@@ -194,4 +203,69 @@ async fn idle_connections_expire() {
     assert_eq!(hg.close_idle(Instant::now()), 0);
     assert_eq!(hg.close_idle(Instant::now() + Duration::from_millis(50)), 1);
     assert_eq!(hg.pool_stats()[0].open, 0);
+}
+
+#[tokio::test]
+async fn a_burst_opens_few_connections_at_a_time() {
+    let mut s = settings(5_000, 1000);
+    s.max_connecting = 2;
+    let hg = hostgroup(&[("a:1", 50)], s);
+    let c = Arc::new(FakeConnector {
+        delay: Duration::from_millis(20),
+        ..Default::default()
+    });
+    let mut tasks = Vec::new();
+    for _ in 0..100 {
+        let (hg, c) = (hg.clone(), c.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = hg.acquire(&key("u"), &*c).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            drop(lease);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(
+        c.max_in_flight.load(SeqCst) <= 2,
+        "at most 2 connects at once"
+    );
+    let opened = c.opened.load(SeqCst);
+    assert!(
+        opened < 50,
+        "100 short statements opened {opened} connections"
+    );
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.in_use, st.open as usize), (0, opened));
+}
+
+#[tokio::test]
+async fn a_grant_to_a_waiter_that_left_comes_back() {
+    let hg = hostgroup(&[("a:1", 1)], settings(5_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    let held = hg.acquire(&key("u"), &*c).await.unwrap();
+    let (hg2, c2) = (hg.clone(), c.clone());
+    let waiter = tokio::spawn(async move { hg2.acquire(&key("u"), &*c2).await.map(|_| ()) });
+    tokio::task::yield_now().await; // the waiter queues
+    assert_eq!(hg.waiting(), 1);
+    drop(held); // the connection is handed to the waiter...
+    waiter.abort(); // ...which leaves before taking it
+    let _ = waiter.await;
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (1, 0, 1), "nothing leaked");
+    // And the pool still serves.
+    drop(hg.acquire(&key("u"), &*c).await.unwrap());
+}
+
+#[tokio::test]
+async fn waiters_that_gave_up_do_not_block_later_requests() {
+    let hg = hostgroup(&[("a:1", 1)], settings(100, 10));
+    let c = FakeConnector::default();
+    let held = hg.acquire(&key("u"), &c).await.unwrap();
+    assert!(hg.acquire(&key("u"), &c).await.is_err(), "times out");
+    drop(held);
+    // The connection is idle now; the next request must get it at once.
+    let started = Instant::now();
+    drop(hg.acquire(&key("u"), &c).await.unwrap());
+    assert!(started.elapsed() < Duration::from_millis(50));
 }

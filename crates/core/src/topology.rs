@@ -42,12 +42,12 @@ impl<C> Topology<C> {
                     Arc::new(server)
                 })
                 .collect();
-            hostgroups.push(Arc::new(Hostgroup::new(
+            hostgroups.push(Hostgroup::new(
                 name,
                 servers,
                 cfg.balance_of(name),
                 settings.clone(),
-            )));
+            ));
         }
         Topology {
             hostgroups,
@@ -80,5 +80,6 @@ pub fn pool_settings(cfg: &Config) -> PoolSettings {
         connect_timeout: cfg.pool.connect_timeout.get(),
         retry_after: cfg.pool.retry_after.get(),
         idle_timeout: cfg.pool.idle_timeout.get(),
+        max_connecting: cfg.pool.max_connecting,
     }
 }

@@ -1,0 +1,96 @@
+//! Multiplexing: many client sessions that are not pinned share a few backend connections.
+
+mod common;
+
+use mysql_async::prelude::*;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_clients_share_a_few_backend_connections() {
+    let env = common::start(2, "").await;
+    {
+        let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&env.url("test")).unwrap())
+            .await
+            .unwrap();
+        c.query_drop("CREATE TABLE m (id INT PRIMARY KEY, n INT NOT NULL)")
+            .await
+            .unwrap();
+        c.query_drop("INSERT INTO m SELECT seq, 0 FROM seq_1_to_200")
+            .await
+            .unwrap();
+    }
+    env.sync();
+    let clients = 200;
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        conns.push(
+            mysql_async::Conn::new(mysql_async::Opts::from_url(&env.url("test")).unwrap())
+                .await
+                .unwrap(),
+        );
+    }
+    let mut tasks = Vec::new();
+    for (i, mut c) in conns.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let id = i as i32 + 1;
+            for round in 0..8 {
+                // A light mix: think time, a read, and every few rounds a short transaction.
+                tokio::time::sleep(Duration::from_millis(
+                    100 + (id as u64 * 37 + round * 53) % 200,
+                ))
+                .await;
+                let _: Option<i32> = c
+                    .exec_first("SELECT n FROM m WHERE id = ?", (id,))
+                    .await
+                    .unwrap();
+                if round % 3 == 0 {
+                    let mut tx = c
+                        .start_transaction(mysql_async::TxOpts::default())
+                        .await
+                        .unwrap();
+                    tx.exec_drop("UPDATE m SET n = n + 1 WHERE id = ?", (id,))
+                        .await
+                        .unwrap();
+                    tx.commit().await.unwrap();
+                }
+            }
+            c
+        }));
+    }
+    let mut done = Vec::new();
+    for t in tasks {
+        done.push(t.await.unwrap());
+    }
+    let opened: u64 = env
+        .proxy
+        .topology
+        .servers()
+        .iter()
+        .map(|s| s.stats.connects.load(Relaxed))
+        .sum();
+    let open_now: u32 = env
+        .proxy
+        .topology
+        .hostgroups
+        .iter()
+        .flat_map(|h| h.pool_stats())
+        .map(|p| p.open)
+        .sum();
+    println!("{clients} clients, {opened} backend connections opened, {open_now} open at the end");
+    assert_eq!(
+        env.proxy.sessions.len(),
+        clients + 1 - 1,
+        "all client sessions are alive"
+    );
+    assert!(
+        opened <= 40,
+        "{opened} backend connections for {clients} clients"
+    );
+    // Every update landed.
+    assert_eq!(
+        env.topo.primary().sql("SELECT SUM(n) FROM test.m").unwrap(),
+        (clients * 3).to_string()
+    );
+    drop(done);
+}
