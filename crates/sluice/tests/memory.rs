@@ -73,7 +73,7 @@ async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
             rows += 1;
             // Read slowly: ~4 ms per MiB, far slower than the server produces it.
             tokio::time::sleep(Duration::from_millis(4)).await;
-            if rows % 16 == 0 {
+            if rows.is_multiple_of(16) {
                 peak_rss = peak_rss.max(status_kib(pid, "VmRSS:"));
             }
         }
