@@ -35,6 +35,9 @@ pub struct TrackerEvents {
     pub trx_characteristics: Option<String>,
     /// A `session_track_*` variable changed (the client tried to change proxy-owned settings).
     pub tracking_changed: bool,
+    /// A character set variable changed but `collation_connection` was not reported: MariaDB's
+    /// tracker leaves it out for `SET NAMES` / `SET CHARACTER SET`, so it must be asked for.
+    pub collation_unreported: bool,
 }
 
 /// Variables whose changes are not session state to replay: the proxy owns the trackers; the
@@ -74,6 +77,9 @@ impl TrackedState {
                         continue;
                     }
                     ev.vars_changed = true;
+                    if name.starts_with("character_set_") {
+                        ev.collation_unreported = true;
+                    }
                     self.vars
                         .insert(name, String::from_utf8_lossy(value).into_owned());
                 }
@@ -93,6 +99,9 @@ impl TrackedState {
                 }
                 StateChange::Other(_) => {}
             }
+        }
+        if ev.collation_unreported && state_changes(data).any(|c| matches!(c, StateChange::SysVar(n, _) if n.eq_ignore_ascii_case(b"collation_connection"))) {
+            ev.collation_unreported = false;
         }
         ev
     }

@@ -409,3 +409,79 @@ async fn procedures_errors_and_kill() {
     let err = c.query_drop("KILL 999999").await.unwrap_err();
     assert!(err.to_string().contains("1094"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn character_set_and_collation_follow_set_names() {
+    let env = common::start(2, "").await;
+    let mut c = conn(&env.url("test")).await;
+    c.query_drop("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci")
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let (cs, coll): (String, String) = c
+            .query_first("SELECT @@character_set_connection, @@collation_connection")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (cs.as_str(), coll.as_str()),
+            ("utf8mb4", "utf8mb4_unicode_ci")
+        );
+    }
+    let (cs, coll): (String, String) = c
+        .query_first(
+            "SELECT /* sluice:writer */ @@character_set_connection, @@collation_connection",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (cs.as_str(), coll.as_str()),
+        ("utf8mb4", "utf8mb4_unicode_ci")
+    );
+    c.query_drop("SET NAMES latin1").await.unwrap();
+    for sql in [
+        "SELECT @@character_set_connection, @@collation_connection",
+        "SELECT /* sluice:writer */ @@character_set_connection, @@collation_connection",
+    ] {
+        for _ in 0..4 {
+            let (cs, coll): (String, String) = c.query_first(sql).await.unwrap().unwrap();
+            assert_eq!(
+                (cs.as_str(), coll.as_str()),
+                ("latin1", "latin1_swedish_ci"),
+                "{sql}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_statement_option_survives_a_backend_reset() {
+    let env = common::start_with(0, "", |t| {
+        *t = t.replace(
+            "hostgroup = \"writer\"\n",
+            "hostgroup = \"writer\"\nmax_connections = 1\n",
+        );
+    })
+    .await;
+    // A client without CLIENT_MULTI_STATEMENTS pins the only connection (user variable) and
+    // leaves: the connection is reset and reused.
+    {
+        let mut r = common::raw::Raw::connect(env.port).await;
+        let caps = common::raw::CLIENT_CAPS & !sluice_mysql::wire::consts::cap::MULTI_STATEMENTS;
+        let ok = r
+            .hello("app", "app", "mysql_native_password", caps, Some("test"))
+            .await;
+        assert_eq!(ok.payload[0], 0);
+        assert_eq!(r.command(b"\x03SET @x = 1").await.payload[0], 0);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut c = conn(&env.url("test")).await;
+    let mut sets = 0;
+    let mut q = c.query_iter("SELECT 1; SELECT 2").await.unwrap();
+    while !q.is_empty() {
+        let _: Vec<mysql_async::Row> = q.collect().await.unwrap();
+        sets += 1;
+    }
+    assert_eq!(sets, 2);
+}

@@ -146,6 +146,9 @@ impl BackendConn {
         };
         conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps).await?;
+        // The multi-statement option starts as negotiated and then changes only with
+        // COM_SET_OPTION (it survives COM_RESET_CONNECTION and COM_CHANGE_USER).
+        conn.state.tracked.multi_statements = conn.caps & cap::MULTI_STATEMENTS != 0;
         conn.setup_tracking().await.map_err(|e| match e {
             BackendError::Server {
                 code,
@@ -347,7 +350,6 @@ impl BackendConn {
             .flatten()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        self.state.tracked.multi_statements = self.caps & cap::MULTI_STATEMENTS != 0;
         Ok(())
     }
 

@@ -424,6 +424,32 @@ impl Session {
         let ev = self.st.tracked.apply(&out.tracker);
         let conn = att.conn();
         conn.state.tracked.apply(&out.tracker);
+        if ev.collation_unreported {
+            // SET NAMES / SET CHARACTER SET also changed the connection collation, which the
+            // tracker does not report: read it, so it is replayed exactly.
+            match conn
+                .query_rows("SELECT @@character_set_connection, @@collation_connection")
+                .await
+            {
+                Ok(rows) => {
+                    if let Some(row) = rows.first() {
+                        for (name, v) in ["character_set_connection", "collation_connection"]
+                            .iter()
+                            .zip(row)
+                        {
+                            let v = v.clone().unwrap_or_default();
+                            conn.state
+                                .tracked
+                                .vars
+                                .insert((*name).to_string(), v.clone());
+                            self.st.tracked.vars.insert((*name).to_string(), v);
+                        }
+                    }
+                }
+                Err(_) => att.lease.discard(),
+            }
+        }
+        let conn = att.conn();
         if ev.tracking_changed {
             // Something changed the proxy's session_track_* settings: restore them.
             if conn.exec(crate::backend::TRACKING_SETUP).await.is_err() {
