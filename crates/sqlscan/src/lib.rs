@@ -10,6 +10,7 @@ mod classify;
 mod functions;
 pub mod lexer;
 pub mod names;
+pub mod rewrite;
 
 pub use classify::{scan, scan_with, Command, Effects, Kill, Options, Route, Scan};
 

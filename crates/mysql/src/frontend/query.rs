@@ -78,6 +78,8 @@ impl Session {
             }
         };
         let read = scan.route() == Route::Read;
+        let rewritten = self.session_function_values(scan.effects, sql);
+        let payload = rewritten.as_deref().unwrap_or(payload);
         self.run_routed(
             target,
             payload,
@@ -87,5 +89,27 @@ impl Session {
             read,
         )
         .await
+    }
+
+    /// Replaces `CONNECTION_ID()` (always the id the proxy gave the client) and, when the
+    /// previous statement's connection was not kept, `FOUND_ROWS()` and `ROW_COUNT()` with the
+    /// session's values. Returns the rewritten COM_QUERY payload, if anything changed.
+    fn session_function_values(&self, effects: Effects, sql: &[u8]) -> Option<Vec<u8>> {
+        let mut values = Vec::new();
+        if effects.intersects(Effects::CONNECTION_ID) {
+            values.push(("CONNECTION_ID", self.id.to_string()));
+        }
+        if effects.intersects(Effects::PREV_STATEMENT) && self.prev.is_none() && !self.prev_is_held {
+            values.push(("FOUND_ROWS", self.st.found_rows.to_string()));
+            values.push(("ROW_COUNT", self.st.row_count.to_string()));
+        }
+        if values.is_empty() {
+            return None;
+        }
+        let sql = sluice_sqlscan::rewrite::replace_calls(sql, &values)?;
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(crate::wire::consts::com::QUERY);
+        payload.extend_from_slice(&sql);
+        Some(payload)
     }
 }

@@ -114,9 +114,22 @@ impl Session {
         }
         self.next_stmt_id();
         let id = self.stmts.next_id;
+        // CONNECTION_ID() must be the id the proxy gave this client: bake it into this
+        // session's copy of the statement (which then has its own backend statement).
+        let own_sql = scan
+            .effects
+            .intersects(Effects::CONNECTION_ID)
+            .then(|| sluice_sqlscan::rewrite::replace_calls(sql, &[("CONNECTION_ID", self.id.to_string())]))
+            .flatten();
+        let backend_payload: Option<Vec<u8>> = own_sql.as_ref().map(|s| {
+            let mut p = vec![com::STMT_PREPARE];
+            p.extend_from_slice(s);
+            p
+        });
+        let payload: &[u8] = backend_payload.as_deref().unwrap_or(&payload);
         let key = Arc::new(StmtKey {
             schema: self.st.tracked.schema.clone(),
-            sql: sql.into(),
+            sql: own_sql.as_deref().unwrap_or(sql).into(),
         });
         let tracks = self.client.has(cap::SESSION_TRACK);
         let mut buf = Vec::new();
@@ -126,7 +139,7 @@ impl Session {
             let conn = att.lease.conn();
             let deprecate = !conn.uses_eof();
             make_room(conn).await;
-            let sent = conn.send(0, &payload).await;
+            let sent = conn.send(0, payload).await;
             let relayed = match sent {
                 Ok(_) => relay(
                     conn,
