@@ -266,3 +266,68 @@ async fn a_stopped_replica_does_not_break_reads() {
         assert_eq!(server_id(&mut c, "SELECT @@server_id").await, 1);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_and_least_outstanding_spread_reads() {
+    // Replica 2 has weight 1, replica 3 weight 3: about a quarter of reads go to server 2.
+    let env = common::start_with(2, "", |t| {
+        let r = "hostgroup = \"reader\"\n";
+        let parts: Vec<&str> = t.split(r).collect();
+        *t = format!(
+            "{}{r}weight = 1\n{}{r}weight = 3\n{}",
+            parts[0], parts[1], parts[2]
+        );
+    })
+    .await;
+    let mut c = conn(&env.url("test")).await;
+    let mut on2 = 0;
+    for _ in 0..400 {
+        if server_id(&mut c, "SELECT @@server_id").await == 2 {
+            on2 += 1;
+        }
+    }
+    assert!(
+        (60..=140).contains(&on2),
+        "{on2} of 400 reads on the weight-1 replica"
+    );
+
+    // least_outstanding: with one replica busy (a long statement in flight), reads go to the
+    // other.
+    let env = common::start(
+        2,
+        "\n[[hostgroups]]\nname = \"reader\"\nbalance = \"least_outstanding\"\n",
+    )
+    .await;
+    let mut busy = conn(&env.url("test")).await;
+    let busy_id = server_id(&mut busy, "SELECT @@server_id").await;
+    let sleeper = tokio::spawn(async move {
+        // Same session, same routing: the next read goes to some replica; keep it busy.
+        let _: Option<u32> = busy
+            .query_first("SELECT SLEEP(2) + @@server_id")
+            .await
+            .unwrap();
+        busy
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let busy_server = env
+        .proxy
+        .topology
+        .hostgroup("reader")
+        .unwrap()
+        .pool_stats()
+        .into_iter()
+        .find(|p| p.in_use > 0)
+        .map(|p| p.server.name.to_string())
+        .expect("one replica is busy");
+    let mut c = conn(&env.url("test")).await;
+    for _ in 0..20 {
+        let s = server_id(&mut c, "SELECT @@server_id").await;
+        let name = &env.topo.servers[s as usize - 1].addr();
+        assert_ne!(
+            name, &busy_server,
+            "least_outstanding sent a read to the busy replica"
+        );
+    }
+    let _ = busy_id;
+    sleeper.await.unwrap();
+}
