@@ -16,9 +16,11 @@ apt_install() {
     done
     if [ "${#missing[@]}" -eq 0 ]; then return 0; fi
     echo "==> installing: ${missing[*]}"
-    if [ "$APT_UPDATED" -eq 0 ]; then
+    if [ "$APT_UPDATED" -eq 0 ] && [ "${SLUICE_APT_UPDATED:-0}" != 1 ]; then
         $SUDO apt-get update -q
         APT_UPDATED=1
+        # Driver setup scripts run by test.sh reuse it instead of updating again.
+        export SLUICE_APT_UPDATED=1
     fi
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 }

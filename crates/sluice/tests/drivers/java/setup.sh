@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
     echo "==> installing default-jdk-headless maven"
-    $SUDO apt-get update -q
+    [ "${SLUICE_APT_UPDATED:-0}" = 1 ] || $SUDO apt-get update -q
     $SUDO env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -q --no-install-recommends default-jdk-headless maven
 fi
