@@ -490,27 +490,53 @@ async fn multi_statement_option_survives_a_backend_reset() {
 async fn session_functions_inside_larger_statements() {
     let env = common::start(1, "").await;
     let mut c = conn(&env.url("test")).await;
-    c.query_drop("CREATE TABLE f (id INT PRIMARY KEY)").await.unwrap();
-    c.query_drop("INSERT INTO f VALUES (1),(2),(3)").await.unwrap();
+    c.query_drop("CREATE TABLE f (id INT PRIMARY KEY)")
+        .await
+        .unwrap();
+    c.query_drop("INSERT INTO f VALUES (1),(2),(3)")
+        .await
+        .unwrap();
     env.sync();
     // CONNECTION_ID() anywhere is the id KILL understands, with its usual column name.
-    let row: mysql_async::Row = c.query_first("SELECT CONNECTION_ID(), 1 + 1 AS two").await.unwrap().unwrap();
+    let row: mysql_async::Row = c
+        .query_first("SELECT CONNECTION_ID(), 1 + 1 AS two")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(row.columns_ref()[0].name_str(), "CONNECTION_ID()");
     assert_eq!(row.get::<u32, _>(0), Some(c.id()));
-    let n: u32 = c.query_first("SELECT CONNECTION_ID() * 2").await.unwrap().unwrap();
+    let n: u32 = c
+        .query_first("SELECT CONNECTION_ID() * 2")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(n, c.id() * 2);
     // Prepared statements too, for each session its own.
     let mut d = conn(&env.url("test")).await;
     for x in [&mut c, &mut d] {
         let id = x.id();
-        let got: u32 = x.exec_first("SELECT CONNECTION_ID() + ?", (0,)).await.unwrap().unwrap();
+        let got: u32 = x
+            .exec_first("SELECT CONNECTION_ID() + ?", (0,))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(got, id);
     }
     // FOUND_ROWS() / ROW_COUNT() in expressions refer to this session's previous statement.
     let _: Vec<u32> = c.query("SELECT id FROM f WHERE id > 1").await.unwrap();
-    let found: u64 = c.query_first("SELECT FOUND_ROWS() + 0").await.unwrap().unwrap();
+    let found: u64 = c
+        .query_first("SELECT FOUND_ROWS() + 0")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(found, 2);
-    c.query_drop("UPDATE f SET id = id + 10 WHERE id >= 2").await.unwrap();
-    let rc: i64 = c.query_first("SELECT ROW_COUNT() * 1").await.unwrap().unwrap();
+    c.query_drop("UPDATE f SET id = id + 10 WHERE id >= 2")
+        .await
+        .unwrap();
+    let rc: i64 = c
+        .query_first("SELECT ROW_COUNT() * 1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rc, 2);
 }

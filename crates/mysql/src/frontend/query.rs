@@ -99,7 +99,8 @@ impl Session {
         if effects.intersects(Effects::CONNECTION_ID) {
             values.push(("CONNECTION_ID", self.id.to_string()));
         }
-        if effects.intersects(Effects::PREV_STATEMENT) && self.prev.is_none() && !self.prev_is_held {
+        if effects.intersects(Effects::PREV_STATEMENT) && self.prev.is_none() && !self.prev_is_held
+        {
             values.push(("FOUND_ROWS", self.st.found_rows.to_string()));
             values.push(("ROW_COUNT", self.st.row_count.to_string()));
         }

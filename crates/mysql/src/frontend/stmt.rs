@@ -119,7 +119,12 @@ impl Session {
         let own_sql = scan
             .effects
             .intersects(Effects::CONNECTION_ID)
-            .then(|| sluice_sqlscan::rewrite::replace_calls(sql, &[("CONNECTION_ID", self.id.to_string())]))
+            .then(|| {
+                sluice_sqlscan::rewrite::replace_calls(
+                    sql,
+                    &[("CONNECTION_ID", self.id.to_string())],
+                )
+            })
             .flatten();
         let backend_payload: Option<Vec<u8>> = own_sql.as_ref().map(|s| {
             let mut p = vec![com::STMT_PREPARE];
