@@ -266,11 +266,7 @@ impl BackendConn {
     /// variables, locks and prepared statements, restores variables) and re-enables tracking.
     /// The schema is kept.
     pub async fn reset(&mut self) -> Result<(), BackendError> {
-        self.send_command(com::RESET_CONNECTION, &[]).await?;
-        let p = self.read().await?;
-        if p.payload.first() == Some(&0xff) {
-            return Err(BackendError::from_err_packet(&p.payload));
-        }
+        self.simple(com::RESET_CONNECTION, &[]).await?;
         self.stmts.clear();
         self.state.last_insert_id = Some(0);
         self.setup_tracking().await
@@ -511,14 +507,29 @@ impl BackendConn {
 
     /// Sends COM_PING and returns the server status flags.
     pub async fn ping(&mut self) -> Result<u16, BackendError> {
-        self.send_command(com::PING, &[]).await?;
+        self.simple(com::PING, &[]).await.map(|ok| ok.status)
+    }
+
+    /// Sends a command the server answers with one OK, EOF or ERR packet (COM_INIT_DB,
+    /// COM_PING, COM_SET_OPTION, COM_RESET_CONNECTION, COM_STMT_RESET).
+    pub async fn simple(&mut self, command: u8, arg: &[u8]) -> Result<OkInfo, BackendError> {
+        self.send_command(command, arg).await?;
         let p = self.read().await?;
+        if let Some(eof) = crate::wire::ok::parse_eof(&p.payload) {
+            return Ok(OkInfo {
+                status: eof.status,
+                warnings: eof.warnings,
+                ..OkInfo::default()
+            });
+        }
         match p.payload.first() {
-            Some(0x00) => Ok(parse_ok(&p.payload).map(|o| o.status).unwrap_or(0)),
+            Some(0x00 | 0xfe) => parse_ok(&p.payload)
+                .map(|o| OkInfo::from(&o))
+                .ok_or_else(|| BackendError::Protocol("malformed OK packet".into())),
             Some(0xff) => Err(BackendError::from_err_packet(&p.payload)),
-            _ => Err(BackendError::Protocol(
-                "unexpected answer to COM_PING".into(),
-            )),
+            _ => Err(BackendError::Protocol(format!(
+                "unexpected answer to command {command:#04x}"
+            ))),
         }
     }
 

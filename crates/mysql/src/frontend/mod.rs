@@ -2,6 +2,7 @@
 
 pub mod client;
 mod commands;
+mod conclude;
 pub mod exec;
 pub mod handshake;
 mod local;
@@ -12,3 +13,4 @@ pub mod relay;
 pub mod scan;
 pub mod session;
 pub mod stmt;
+mod sync;

@@ -42,6 +42,17 @@ pub enum Sink<'a> {
     Discard,
 }
 
+impl Sink<'_> {
+    /// The same sink, for another relay.
+    pub fn reborrow(&mut self) -> Sink<'_> {
+        match self {
+            Sink::Client(c) => Sink::Client(c),
+            Sink::Buffer(b) => Sink::Buffer(b),
+            Sink::Discard => Sink::Discard,
+        }
+    }
+}
+
 /// Relays one response from `conn` into `sink`.
 pub async fn relay(
     conn: &mut BackendConn,

@@ -113,6 +113,7 @@ pub enum Step {
 }
 
 /// The state machine.
+#[derive(Clone)]
 pub struct Scanner {
     expect: Expect,
     phase: Phase,

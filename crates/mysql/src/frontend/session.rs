@@ -335,6 +335,16 @@ impl Session {
         self.handle.set_backend(None);
     }
 
+    /// Answers the current command with an error (sequence id 1).
+    pub(crate) async fn reply_err(
+        &mut self,
+        code: u16,
+        sqlstate: &[u8; 5],
+        message: &str,
+    ) -> Result<(), Fatal> {
+        Ok(self.client.send_err(1, code, sqlstate, message).await?)
+    }
+
     /// Publishes pins to the registry.
     pub(crate) fn publish_pins(&self) {
         self.handle.set_pins(self.st.pins);

@@ -1,0 +1,178 @@
+//! COM_STMT_EXECUTE and COM_STMT_SEND_LONG_DATA.
+
+use super::{with_backend_id, Session};
+use crate::frontend::exec::{FwdError, Target};
+use crate::frontend::scan::Expect;
+use crate::frontend::session::Fatal;
+use crate::wire::consts::err;
+use sluice_sqlscan::{Effects, Route};
+
+impl Session {
+    /// COM_STMT_EXECUTE: routed like the statement's text; prepared on the chosen connection
+    /// if it has not seen it, with the parameter types re-sent when needed.
+    pub(crate) async fn stmt_execute(&mut self, payload: bytes::BytesMut) -> Result<(), Fatal> {
+        let Some(id) = self.known_stmt(&payload, "mysqld_stmt_execute").await? else {
+            return Ok(());
+        };
+        let stmt = self.stmts.map.get_mut(&id).expect("known statement");
+        if let Some(msg) = stmt.deferred_error.take() {
+            stmt.long_data = false;
+            self.refresh_stmt_pins();
+            return self.reply_err(err::SERVER_LOST, b"HY000", &msg).await;
+        }
+        // Where the parameter types are, and whether this execute carries them.
+        let params = stmt.params as usize;
+        let flag_at = 10 + params.div_ceil(8);
+        let bound_here = params > 0 && payload.get(flag_at) == Some(&1);
+        if bound_here {
+            if let Some(t) = payload.get(flag_at + 1..flag_at + 1 + 2 * params) {
+                stmt.types = Some(t.into());
+            }
+        }
+        let key = stmt.key.clone();
+        let scan = stmt.scan.clone();
+        let types = stmt.types.clone();
+        let needs_held = stmt.long_data || stmt.cursor;
+        let effects = scan.effects;
+        let read = scan.route() == Route::Read;
+
+        self.handle.set_statement(Some(&key.sql));
+        self.drop_previous_unless_needed(effects).await;
+        let target = if needs_held && self.held.is_some() {
+            Target::Held
+        } else {
+            match self.target(&scan, &key.sql) {
+                Ok(t) => t,
+                Err(msg) => {
+                    return self
+                        .reply_err(err::ROUTING, b"HY000", &format!("sluice: {msg}"))
+                        .await
+                }
+            }
+        };
+        let from_held = matches!(target, Target::Held);
+        let Some(mut att) = self.attach(&target, 1).await? else {
+            return Ok(());
+        };
+        if !self.sync(&mut att, effects, 1).await? {
+            self.settle(att, from_held, false).await;
+            return Ok(());
+        }
+        let Some(b) = self.ensure_prepared(&mut att, &key, 1).await? else {
+            self.settle(att, from_held, false).await;
+            return Ok(());
+        };
+        // A connection that never saw this statement's types needs them, even when the
+        // client (rightly, from its point of view) does not send them again.
+        let send_types = params > 0 && !bound_here && !b.types_bound && payload.len() > flag_at;
+        let out_payload = match types.as_deref() {
+            Some(t) if send_types => {
+                let mut p = Vec::with_capacity(payload.len() + t.len());
+                p.extend_from_slice(&payload[..flag_at]);
+                p.push(1);
+                p.extend_from_slice(t);
+                p.extend_from_slice(&payload[flag_at + 1..]);
+                with_backend_id(&p, b.id)
+            }
+            _ => with_backend_id(&payload, b.id),
+        };
+        let scanner = self.scanner_for(&att, Expect::Execute);
+        let server_name = att.lease.server().name.clone();
+        let result = self.forward(&mut att, &out_payload, scanner, true).await;
+        self.handle.set_statement(None);
+        let stmt_state = |s: &mut Self, cursor: bool| {
+            if let Some(stmt) = s.stmts.map.get_mut(&id) {
+                stmt.long_data = false;
+                stmt.cursor = cursor;
+            }
+            s.refresh_stmt_pins();
+        };
+        match result {
+            Ok(out) => {
+                if out.error.is_none() && (bound_here || send_types) {
+                    if let Some(s) = att.conn().stmts.get(&key) {
+                        s.types_bound = true;
+                    }
+                }
+                stmt_state(self, out.cursor_open);
+                self.conclude(att, from_held, effects, Some(&key.sql), out, read)
+                    .await;
+                Ok(())
+            }
+            Err(FwdError::Fatal(f)) => Err(f),
+            Err(FwdError::Backend { untouched }) => {
+                drop(att);
+                stmt_state(self, false);
+                if untouched {
+                    return self.report_lost(from_held, 1, &server_name).await;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// COM_STMT_SEND_LONG_DATA (no response): delivered to the connection that will execute
+    /// the statement, which stays pinned until then. The command has no answer, so failures
+    /// are kept and reported by the next execute.
+    pub(crate) async fn stmt_send_long_data(
+        &mut self,
+        payload: bytes::BytesMut,
+    ) -> Result<(), Fatal> {
+        let Some(id) = super::stmt_id(&payload) else {
+            return Ok(());
+        };
+        let Some(stmt) = self.stmts.map.get(&id) else {
+            return Ok(()); // the server, too, reports this only at execute
+        };
+        let (key, scan) = (stmt.key.clone(), stmt.scan.clone());
+        self.drop_previous_unless_needed(Effects::default()).await;
+        let target = if self.held.is_some() {
+            Target::Held
+        } else {
+            match self.target(&scan, &key.sql) {
+                Ok(t) => t,
+                Err(msg) => {
+                    self.defer_stmt_error(id, format!("sluice: {msg}"));
+                    return Ok(());
+                }
+            }
+        };
+        let from_held = matches!(target, Target::Held);
+        let Some(mut att) = self.attach_quiet(&target).await else {
+            self.defer_stmt_error(id, "sluice: no backend connection for long data".into());
+            return Ok(());
+        };
+        let delivered = match self.sync_quiet(&mut att, Effects::default()).await {
+            Err(_) => Err("cannot restore session state for long data".to_string()),
+            Ok(()) => match self.prepare_on(&mut att, &key).await {
+                Err(_) => Err("cannot prepare the statement for long data".to_string()),
+                Ok(b) => att
+                    .conn()
+                    .send(0, &with_backend_id(&payload, b.id))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| {
+                        att.lease.discard();
+                        format!("lost the backend connection while sending long data: {e}")
+                    }),
+            },
+        };
+        match delivered {
+            Ok(()) => {
+                if let Some(stmt) = self.stmts.map.get_mut(&id) {
+                    stmt.long_data = true;
+                }
+            }
+            Err(msg) => self.defer_stmt_error(id, format!("sluice: {msg}")),
+        }
+        self.refresh_stmt_pins();
+        self.settle(att, from_held, false).await;
+        Ok(())
+    }
+
+    fn defer_stmt_error(&mut self, id: u32, msg: String) {
+        if let Some(s) = self.stmts.map.get_mut(&id) {
+            s.deferred_error = Some(msg);
+        }
+    }
+}
