@@ -81,6 +81,47 @@ fn errors_name_the_field() {
 }
 
 #[test]
+fn accepts_the_failover_example() {
+    let text = r#"
+[proxy]
+listen = "127.0.0.1:6033"
+[monitor]
+user = "monitor"
+password = "monitor"
+[failover]
+enabled = true
+[[users]]
+name = "app"
+password = "app"
+[[servers]]
+address = "127.0.0.1:3306"
+[[servers]]
+address = "127.0.0.1:3307"
+[[servers]]
+address = "127.0.0.1:3308"
+"#;
+    let cfg = Config::from_toml(text).expect("the failover example must be accepted");
+    assert!(cfg.failover.enabled);
+    assert_eq!(cfg.hostgroup_names(), vec!["writer", "reader"]);
+    assert!(cfg.servers.iter().all(|s| cfg.is_managed(s)));
+    assert_eq!(
+        cfg.monitor_credentials(),
+        ("monitor".to_string(), "monitor".to_string())
+    );
+    assert_eq!(cfg.failover.detection_time.get().as_millis(), 1000);
+    let again = Config::from_toml(&cfg.to_toml()).unwrap();
+    assert_eq!(cfg, again);
+}
+
+#[test]
+fn admin_off_loopback_needs_a_token() {
+    let text = format!("{ISSUE_EXAMPLE}\n[admin]\nlisten = \"0.0.0.0:6080\"\n");
+    assert_eq!(err_of(&text).field, "admin.token");
+    let text = format!("{ISSUE_EXAMPLE}\n[admin]\nlisten = \"127.0.0.1:6080\"\n");
+    assert!(Config::from_toml(&text).is_ok());
+}
+
+#[test]
 fn requires_a_writer() {
     let text = r#"
 [proxy]

@@ -31,6 +31,110 @@ pub struct Config {
     /// Logging.
     #[serde(default)]
     pub log: LogConfig,
+    /// Health checks and replication monitoring.
+    #[serde(default)]
+    pub monitor: MonitorConfig,
+    /// Automatic primary failover.
+    #[serde(default)]
+    pub failover: FailoverConfig,
+    /// The HTTP admin API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<AdminConfig>,
+}
+
+/// `[monitor]`: health checks of every server, replication state and lag.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// Run the monitor.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// User the monitor logs in as (default: the first `[[users]]` entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Its password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// How often each server is checked.
+    #[serde(default = "default_monitor_interval")]
+    pub interval: HumanDuration,
+    /// Time allowed for one check (connect, or queries on the monitor's connection).
+    #[serde(default = "default_monitor_timeout")]
+    pub timeout: HumanDuration,
+    /// Replicas lagging more than this take no reads until they catch up (default: no limit).
+    /// A hostgroup's or server's own `max_replication_lag` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replication_lag: Option<HumanDuration>,
+}
+
+/// `[failover]`: automatic promotion of a replica when the primary fails.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FailoverConfig {
+    /// Fail over automatically.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The primary must be unreachable this long before a replica is promoted.
+    #[serde(default = "default_detection_time")]
+    pub detection_time: HumanDuration,
+    /// How long new statements wait for a writer while it is failing over, before they fail.
+    #[serde(default = "default_write_wait")]
+    pub write_wait: HumanDuration,
+    /// How long the candidate may take to apply its relay log (and, in a switchover, to catch
+    /// up with the primary).
+    #[serde(default = "default_catchup_timeout")]
+    pub catchup_timeout: HumanDuration,
+    /// Switchover: how long to wait for transactions on the old primary to finish.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: HumanDuration,
+    /// Rejoin a returning old primary as a replica when its history allows it.
+    #[serde(default = "yes")]
+    pub rejoin: bool,
+    /// Replication user for a rejoining server (default: the monitor's credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_user: Option<String>,
+    /// Its password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_password: Option<String>,
+}
+
+/// `[admin]`: the HTTP admin API.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// `host:port` to listen on (loopback unless a token is set).
+    pub listen: String,
+    /// Bearer token required on every request (required when not bound to loopback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            enabled: true,
+            user: None,
+            password: None,
+            interval: default_monitor_interval(),
+            timeout: default_monitor_timeout(),
+            max_replication_lag: None,
+        }
+    }
+}
+
+impl Default for FailoverConfig {
+    fn default() -> Self {
+        FailoverConfig {
+            enabled: false,
+            detection_time: default_detection_time(),
+            write_wait: default_write_wait(),
+            catchup_timeout: default_catchup_timeout(),
+            drain_timeout: default_drain_timeout(),
+            rejoin: true,
+            replication_user: None,
+            replication_password: None,
+        }
+    }
 }
 
 /// `[proxy]`: the read/write-splitting listener and proxy-wide settings.
@@ -127,6 +231,9 @@ pub struct ServerConfig {
     /// Maximum backend connections to this server; defaults to `[pool] max_connections`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<u32>,
+    /// Replication lag above which this replica takes no reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replication_lag: Option<HumanDuration>,
 }
 
 /// How a hostgroup spreads statements over its servers.
@@ -149,6 +256,9 @@ pub struct HostgroupConfig {
     /// Balancing policy inside the hostgroup.
     #[serde(default)]
     pub balance: Balance,
+    /// Replication lag above which its replicas take no reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replication_lag: Option<HumanDuration>,
 }
 
 /// `[[rules]]`: a query rule.
@@ -255,9 +365,69 @@ impl Config {
             .unwrap_or_default()
     }
 
+    /// The monitor's credentials: `[monitor]`'s, or the first user's.
+    pub fn monitor_credentials(&self) -> (String, String) {
+        match (&self.monitor.user, &self.monitor.password) {
+            (Some(u), p) => (u.clone(), p.clone().unwrap_or_default()),
+            _ => self
+                .users
+                .first()
+                .map(|u| (u.name.clone(), u.password.clone()))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Credentials a rejoining server replicates with.
+    pub fn replication_credentials(&self) -> (String, String) {
+        match &self.failover.replication_user {
+            Some(u) => (
+                u.clone(),
+                self.failover
+                    .replication_password
+                    .clone()
+                    .unwrap_or_default(),
+            ),
+            None => self.monitor_credentials(),
+        }
+    }
+
+    /// True if the server's writer/reader membership follows what the monitor sees (no
+    /// hostgroup configured, or failover on and it is in the writer or reader hostgroup).
+    pub fn is_managed(&self, server: &ServerConfig) -> bool {
+        match &server.hostgroup {
+            None => true,
+            Some(h) => {
+                self.failover.enabled
+                    && (*h == self.proxy.writer_hostgroup || *h == self.proxy.reader_hostgroup)
+            }
+        }
+    }
+
+    /// The lag limit for a server: its own, its hostgroup's, or the monitor's.
+    pub fn max_lag_of(&self, server: &ServerConfig) -> Option<std::time::Duration> {
+        let hg = server
+            .hostgroup
+            .as_deref()
+            .unwrap_or(&self.proxy.reader_hostgroup);
+        server
+            .max_replication_lag
+            .or_else(|| {
+                self.hostgroups
+                    .iter()
+                    .find(|h| h.name == hg)
+                    .and_then(|h| h.max_replication_lag)
+            })
+            .or(self.monitor.max_replication_lag)
+            .map(|d| d.get())
+    }
+
     /// Every hostgroup name that servers or `[[hostgroups]]` define, in first-seen order.
     pub fn hostgroup_names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
+        if self.servers.iter().any(|s| s.hostgroup.is_none()) {
+            names.push(self.proxy.writer_hostgroup.clone());
+            names.push(self.proxy.reader_hostgroup.clone());
+        }
         let from_servers = self.servers.iter().filter_map(|s| s.hostgroup.clone());
         let from_tables = self.hostgroups.iter().map(|h| h.name.clone());
         for n in from_servers.chain(from_tables) {
@@ -310,6 +480,24 @@ fn default_stmt_cache() -> u32 {
 }
 fn default_max_connecting() -> u32 {
     4
+}
+fn default_monitor_interval() -> HumanDuration {
+    HumanDuration::from_millis(250)
+}
+fn default_monitor_timeout() -> HumanDuration {
+    HumanDuration::from_millis(500)
+}
+fn default_detection_time() -> HumanDuration {
+    HumanDuration::from_millis(1_000)
+}
+fn default_write_wait() -> HumanDuration {
+    HumanDuration::from_millis(10_000)
+}
+fn default_catchup_timeout() -> HumanDuration {
+    HumanDuration::from_millis(30_000)
+}
+fn default_drain_timeout() -> HumanDuration {
+    HumanDuration::from_millis(10_000)
 }
 fn default_log_level() -> String {
     "info".into()

@@ -108,11 +108,15 @@ impl Config {
         for (i, s) in self.servers.iter().enumerate() {
             let f = format!("servers[{i}]");
             check_address(&format!("{f}.address"), &s.address)?;
-            let Some(hg) = &s.hostgroup else {
-                return Err(ConfigError::new(format!("{f}.hostgroup"), "is required"));
-            };
+            let hg = s.hostgroup.as_deref().unwrap_or("(monitor-assigned)");
+            if s.hostgroup.is_none() && !self.monitor.enabled {
+                return Err(ConfigError::new(
+                    format!("{f}.hostgroup"),
+                    "is required when [monitor] is disabled (without it, roles come from the monitor)",
+                ));
+            }
             non_empty(&format!("{f}.hostgroup"), hg)?;
-            if !servers.insert((s.address.as_str(), hg.as_str())) {
+            if !servers.insert((s.address.as_str(), hg)) {
                 return Err(ConfigError::new(
                     format!("{f}.address"),
                     format!("{} is listed twice in hostgroup {hg:?}", s.address),
@@ -131,11 +135,12 @@ impl Config {
                 ));
             }
         }
-        if !self
+        let any_managed = self.servers.iter().any(|s| s.hostgroup.is_none());
+        let any_writer = self
             .servers
             .iter()
-            .any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup))
-        {
+            .any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup));
+        if !any_managed && !any_writer {
             return Err(ConfigError::new(
                 "servers",
                 format!(
@@ -202,6 +207,54 @@ impl Config {
                 "pool.stmt_cache_size",
                 "must be at least 1",
             ));
+        }
+        let m = &self.monitor;
+        if m.interval.get().as_millis() < 10 {
+            return Err(ConfigError::new(
+                "monitor.interval",
+                "must be at least 10ms",
+            ));
+        }
+        if m.timeout.get().as_millis() < 10 {
+            return Err(ConfigError::new("monitor.timeout", "must be at least 10ms"));
+        }
+        if m.user.is_none() && m.password.is_some() {
+            return Err(ConfigError::new(
+                "monitor.user",
+                "is required when monitor.password is set",
+            ));
+        }
+        if self.failover.enabled {
+            if !m.enabled {
+                return Err(ConfigError::new(
+                    "failover.enabled",
+                    "needs [monitor] enabled",
+                ));
+            }
+            if self.failover.detection_time.get() < m.interval.get() {
+                return Err(ConfigError::new(
+                    "failover.detection_time",
+                    "must be at least monitor.interval (a failure must be seen before it is acted on)",
+                ));
+            }
+        }
+        if let Some(a) = &self.admin {
+            check_address("admin.listen", &a.listen)?;
+            if listens.contains(&a.listen) {
+                return Err(ConfigError::new(
+                    "admin.listen",
+                    format!("{} is already used by a client listener", a.listen),
+                ));
+            }
+            let host = a.listen.rsplit_once(':').map(|(h, _)| h).unwrap_or("");
+            let loopback =
+                matches!(host, "127.0.0.1" | "localhost" | "[::1]") || host.starts_with("127.");
+            if !loopback && a.token.as_deref().unwrap_or("").is_empty() {
+                return Err(ConfigError::new(
+                    "admin.token",
+                    "is required when admin.listen is not a loopback address",
+                ));
+            }
         }
         if self.log.json && self.log.level.is_empty() {
             return Err(ConfigError::new("log.level", "must not be empty"));

@@ -140,6 +140,9 @@ pub struct Hostgroup<C> {
     balance: Mutex<Balance>,
     settings: Mutex<PoolSettings>,
     state: Mutex<State<C>>,
+    /// When no server is usable, wait this long for one (a failover in progress) before
+    /// failing.
+    hold: Mutex<Option<Duration>>,
     /// Statements that gave up waiting (timeout or full queue).
     pub queue_timeouts: AtomicU64,
 }
@@ -200,8 +203,76 @@ impl<C> Hostgroup<C> {
                 members,
                 waiters: VecDeque::new(),
             }),
+            hold: Mutex::new(None),
             queue_timeouts: AtomicU64::new(0),
         })
+    }
+
+    /// When no server is usable, let statements wait up to `d` for one instead of failing at
+    /// once (the writer hostgroup while failover is enabled).
+    pub fn set_hold_when_empty(&self, d: Option<Duration>) {
+        *self.hold.lock() = d;
+    }
+
+    /// True if `server` is a member.
+    pub fn contains(&self, server: &Arc<Server>) -> bool {
+        self.state
+            .lock()
+            .members
+            .iter()
+            .any(|m| Arc::ptr_eq(&m.server, server))
+    }
+
+    /// Adds a server (no effect if it is a member already). Waiting statements may use it at
+    /// once.
+    pub fn add_server(&self, server: Arc<Server>) {
+        let mut st = self.state.lock();
+        if st.members.iter().any(|m| Arc::ptr_eq(&m.server, &server)) {
+            return;
+        }
+        tracing::info!(hostgroup = %self.name, server = %server.name, "server joins hostgroup");
+        st.members.push(Member {
+            server,
+            idle: Vec::new(),
+            open: 0,
+            in_use: 0,
+            connecting: 0,
+        });
+        self.grant_slots(&mut st);
+    }
+
+    /// Closes a server's idle connections (it failed: they are probably dead).
+    pub fn drop_idle(&self, server: &Arc<Server>) {
+        let closing: Vec<C> = {
+            let mut st = self.state.lock();
+            let Some(m) = st
+                .members
+                .iter_mut()
+                .find(|m| Arc::ptr_eq(&m.server, server))
+            else {
+                return;
+            };
+            m.open -= m.idle.len() as u32;
+            m.idle.drain(..).map(|i| i.conn).collect()
+        };
+        drop(closing);
+    }
+
+    /// Removes a server: its idle connections close now, those in use when they come back.
+    pub fn remove_server(&self, server: &Arc<Server>) {
+        let removed = {
+            let mut st = self.state.lock();
+            let Some(i) = st
+                .members
+                .iter()
+                .position(|m| Arc::ptr_eq(&m.server, server))
+            else {
+                return;
+            };
+            st.members.remove(i)
+        };
+        tracing::info!(hostgroup = %self.name, server = %server.name, "server leaves hostgroup");
+        drop(removed);
     }
 
     /// The servers, in configuration order.
@@ -264,8 +335,20 @@ impl<C> Hostgroup<C> {
         let started = Instant::now();
         let deadline = started + settings.queue_timeout;
         let mut last_error: Option<ConnectError> = None;
+        let hold_until = (*self.hold.lock()).map(|d| started + d);
         loop {
-            let server = match self.pick(key, &settings, last_error.as_ref())? {
+            let picked = match self.pick(key, &settings, last_error.as_ref()) {
+                Err(AcquireError::NoServer { .. })
+                    if hold_until.is_some_and(|t| Instant::now() < t) =>
+                {
+                    // No usable server (a failover in progress): wait for one.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    last_error = None;
+                    continue;
+                }
+                other => other?,
+            };
+            let server = match picked {
                 Pick::Got(server, conn) => return Ok(self.lease(server, key, conn)),
                 Pick::Slot(server) => server,
                 Pick::Wait(rx) => match tokio::time::timeout_at(deadline.into(), rx).await {

@@ -15,5 +15,5 @@ pub mod topology;
 
 pub use error::{AcquireError, ConnectError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};
-pub use server::{Health, Server, ServerStats, StmtBudget};
+pub use server::{Health, Observed, Role, Server, ServerStats, StmtBudget};
 pub use topology::Topology;

@@ -5,6 +5,59 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// What a server is in the replication topology, as the monitor sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Not checked yet, or unreachable since the proxy started.
+    #[default]
+    Unknown,
+    /// The writable primary.
+    Primary,
+    /// A replica.
+    Replica,
+    /// A former primary kept out of service (read-only; its history diverged, or it is not
+    /// rejoined yet).
+    Fenced,
+}
+
+impl Role {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Unknown => "unknown",
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+            Role::Fenced => "fenced",
+        }
+    }
+}
+
+/// The monitor's last view of a server.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// Role.
+    pub role: Role,
+    /// The last check reached it.
+    pub reachable: bool,
+    /// Round-trip time of the last check.
+    pub rtt: Option<Duration>,
+    /// `read_only`.
+    pub read_only: Option<bool>,
+    /// Replication lag, for a replica whose replication runs.
+    pub lag: Option<Duration>,
+    /// `host:port` it replicates from.
+    pub source: Option<String>,
+    /// Replication threads running (for a replica).
+    pub replication_running: Option<bool>,
+    /// Replication position (GTIDs for MariaDB).
+    pub position: String,
+    /// When it was last checked.
+    pub checked: Option<Instant>,
+    /// The last check's error, or the replication error.
+    pub error: Option<String>,
+}
 
 /// Health of a server from the proxy's point of view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,8 +123,12 @@ pub struct Server {
     pub name: Arc<str>,
     /// `host:port` to connect to.
     pub address: Arc<str>,
-    /// The hostgroup it serves.
-    pub hostgroup: Arc<str>,
+    /// The hostgroup it serves now (changes with its role when the monitor manages it).
+    hostgroup: Mutex<Arc<str>>,
+    /// Its writer/reader membership follows the monitor's view of the replication topology.
+    pub managed: bool,
+    /// Replication lag above which it takes no reads.
+    pub max_lag: Option<Duration>,
     weight: AtomicU32,
     max_connections: AtomicU32,
     health: Mutex<Health>,
@@ -79,6 +136,11 @@ pub struct Server {
     pub stats: ServerStats,
     /// Prepared statements held on this server by the proxy's connections.
     pub stmt_budget: Arc<StmtBudget>,
+    /// Why the monitor keeps it from taking traffic (lag, broken replication, unreachable).
+    monitor_block: Mutex<Option<String>>,
+    observed: Mutex<Observed>,
+    /// Bumped when the server is declared failed: statements in flight on it give up.
+    failures: watch::Sender<u64>,
 }
 
 /// Per-server counters.
@@ -104,13 +166,28 @@ impl Server {
         Server {
             name: Arc::from(address),
             address: Arc::from(address),
-            hostgroup: Arc::from(hostgroup),
+            hostgroup: Mutex::new(Arc::from(hostgroup)),
+            managed: false,
+            max_lag: None,
             weight: AtomicU32::new(weight),
             max_connections: AtomicU32::new(max_connections.max(1)),
             health: Mutex::new(Health::Online),
             stats: ServerStats::default(),
             stmt_budget: Arc::new(StmtBudget::default()),
+            monitor_block: Mutex::new(None),
+            observed: Mutex::new(Observed::default()),
+            failures: watch::channel(0).0,
         }
+    }
+
+    /// The hostgroup it serves now.
+    pub fn hostgroup(&self) -> Arc<str> {
+        self.hostgroup.lock().clone()
+    }
+
+    /// Records the hostgroup it serves now.
+    pub fn set_hostgroup(&self, name: &str) {
+        *self.hostgroup.lock() = Arc::from(name);
     }
 
     /// Current weight (0 means no new traffic).
@@ -138,7 +215,7 @@ impl Server {
     /// True if new statements may be sent here now (a shunned server whose retry time has
     /// come is usable again: the next connection attempt decides).
     pub fn is_usable(&self) -> bool {
-        if self.weight() == 0 {
+        if self.weight() == 0 || self.monitor_block.lock().is_some() {
             return false;
         }
         match &*self.health.lock() {
@@ -153,7 +230,7 @@ impl Server {
         let mut h = self.health.lock();
         if !matches!(*h, Health::Offline { .. }) {
             if !matches!(*h, Health::Shunned { .. }) {
-                tracing::warn!(server = %self.name, hostgroup = %self.hostgroup, %reason, "server shunned");
+                tracing::warn!(server = %self.name, hostgroup = %self.hostgroup(), %reason, "server shunned");
             }
             *h = Health::Shunned {
                 reason,
@@ -166,8 +243,64 @@ impl Server {
     pub fn mark_online(&self) {
         let mut h = self.health.lock();
         if matches!(*h, Health::Shunned { .. }) {
-            tracing::info!(server = %self.name, hostgroup = %self.hostgroup, "server back online");
+            tracing::info!(server = %self.name, hostgroup = %self.hostgroup(), "server back online");
             *h = Health::Online;
+        }
+    }
+
+    /// The monitor's verdict: `Some(reason)` keeps the server from taking new traffic until
+    /// cleared with `None`.
+    pub fn set_monitor_block(&self, reason: Option<String>) {
+        let mut b = self.monitor_block.lock();
+        if *b != reason {
+            match &reason {
+                Some(r) => {
+                    tracing::warn!(server = %self.name, reason = %r, "monitor: server takes no traffic")
+                }
+                None => tracing::info!(server = %self.name, "monitor: server takes traffic again"),
+            }
+            *b = reason;
+        }
+    }
+
+    /// Why the monitor keeps it from traffic, if it does.
+    pub fn monitor_block(&self) -> Option<String> {
+        self.monitor_block.lock().clone()
+    }
+
+    /// The monitor's last view.
+    pub fn observed(&self) -> Observed {
+        self.observed.lock().clone()
+    }
+
+    /// Records the monitor's view.
+    pub fn set_observed(&self, o: Observed) {
+        *self.observed.lock() = o;
+    }
+
+    /// Declares the server failed: statements in flight on it stop waiting for it.
+    pub fn fail_in_flight(&self) {
+        self.failures.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that changes when [`Server::fail_in_flight`] is called.
+    pub fn failure_watch(&self) -> watch::Receiver<u64> {
+        self.failures.subscribe()
+    }
+
+    /// State as operators see it: `ONLINE`, `SHUNNED (reason)`, `OFFLINE (reason)`.
+    pub fn state_text(&self) -> String {
+        if let Some(r) = self.monitor_block() {
+            return format!("SHUNNED ({r})");
+        }
+        match self.health() {
+            Health::Online if self.weight() == 0 => "ONLINE (weight 0)".into(),
+            Health::Online => "ONLINE".into(),
+            Health::Shunned { reason, until } if Instant::now() < until => {
+                format!("SHUNNED ({reason})")
+            }
+            Health::Shunned { .. } => "ONLINE".into(),
+            Health::Offline { reason } => format!("OFFLINE ({reason})"),
         }
     }
 

@@ -2,14 +2,19 @@
 
 use crate::hostgroup::{Hostgroup, PoolSettings};
 use crate::router::Router;
-use crate::server::Server;
+use crate::server::{Role, Server};
 use sluice_config::Config;
 use std::sync::Arc;
+
+/// Hostgroup name shown for a managed server the monitor has not placed yet.
+pub const UNASSIGNED: &str = "(unassigned)";
 
 /// Hostgroups, servers and routing built from one configuration.
 pub struct Topology<C> {
     /// Hostgroups in configuration order.
     pub hostgroups: Vec<Arc<Hostgroup<C>>>,
+    /// Every configured server, in configuration order.
+    pub all: Vec<Arc<Server>>,
     /// The router.
     pub router: Router,
     /// Send reads to the writer when no reader is usable.
@@ -17,40 +22,53 @@ pub struct Topology<C> {
 }
 
 impl<C> Topology<C> {
-    /// Builds hostgroups, servers and the router from a validated config.
+    /// Builds hostgroups, servers and the router from a validated config. Servers without a
+    /// hostgroup (and, with failover on, the writer and reader servers) are *managed*: the
+    /// monitor places them in the writer or reader hostgroup by their role.
     pub fn from_config(cfg: &Config) -> Topology<C> {
         let names = cfg.hostgroup_names();
         let settings = pool_settings(cfg);
-        let mut hostgroups = Vec::new();
-        for name in &names {
-            let servers: Vec<Arc<Server>> = cfg
-                .servers
-                .iter()
-                .filter(|s| s.hostgroup.as_deref() == Some(name.as_str()))
-                .map(|s| {
-                    let listed_twice = cfg
-                        .servers
-                        .iter()
-                        .filter(|o| o.address == s.address)
-                        .count()
-                        > 1;
-                    let mut server =
-                        Server::new(&s.address, name, s.weight, s.max_connections(&cfg.pool));
-                    if listed_twice {
-                        server.name = Arc::from(format!("{}@{}", s.address, name));
-                    }
-                    Arc::new(server)
-                })
-                .collect();
-            hostgroups.push(Hostgroup::new(
-                name,
-                servers,
-                cfg.balance_of(name),
-                settings.clone(),
-            ));
-        }
+        let all: Vec<Arc<Server>> = cfg
+            .servers
+            .iter()
+            .map(|s| {
+                let hostgroup = s.hostgroup.as_deref().unwrap_or(UNASSIGNED);
+                let mut server = Server::new(
+                    &s.address,
+                    hostgroup,
+                    s.weight,
+                    s.max_connections(&cfg.pool),
+                );
+                if cfg
+                    .servers
+                    .iter()
+                    .filter(|o| o.address == s.address)
+                    .count()
+                    > 1
+                {
+                    server.name = Arc::from(format!("{}@{}", s.address, hostgroup));
+                }
+                server.managed = cfg.is_managed(s);
+                server.max_lag = cfg.max_lag_of(s);
+                Arc::new(server)
+            })
+            .collect();
+        let hostgroups = names
+            .iter()
+            .map(|name| {
+                let members = cfg
+                    .servers
+                    .iter()
+                    .zip(&all)
+                    .filter(|(s, _)| s.hostgroup.as_deref() == Some(name.as_str()))
+                    .map(|(_, server)| server.clone())
+                    .collect();
+                Hostgroup::new(name, members, cfg.balance_of(name), settings.clone())
+            })
+            .collect();
         Topology {
             hostgroups,
+            all,
             router: Router::new(
                 &cfg.proxy.writer_hostgroup,
                 &cfg.proxy.reader_hostgroup,
@@ -66,9 +84,53 @@ impl<C> Topology<C> {
         self.hostgroups.iter().find(|h| &*h.name == name)
     }
 
-    /// Every server of every hostgroup.
+    /// Every configured server.
     pub fn servers(&self) -> Vec<Arc<Server>> {
-        self.hostgroups.iter().flat_map(|h| h.servers()).collect()
+        self.all.clone()
+    }
+
+    /// The writer hostgroup.
+    pub fn writer(&self) -> Option<&Arc<Hostgroup<C>>> {
+        self.hostgroup(&self.router.writer)
+    }
+
+    /// The reader hostgroup.
+    pub fn reader(&self) -> Option<&Arc<Hostgroup<C>>> {
+        self.hostgroup(&self.router.reader)
+    }
+
+    /// Places a managed server by its role: a primary in the writer hostgroup, a replica in
+    /// the reader hostgroup, anything else in neither.
+    pub fn place(&self, server: &Arc<Server>, role: Role) {
+        let (w, r) = (self.writer(), self.reader());
+        let in_writer = role == Role::Primary;
+        let in_reader = role == Role::Replica;
+        if let Some(w) = w {
+            if in_writer {
+                w.add_server(server.clone());
+            } else {
+                w.remove_server(server);
+            }
+        }
+        if let Some(r) = r {
+            if in_reader {
+                r.add_server(server.clone());
+            } else {
+                r.remove_server(server);
+            }
+        }
+        let name = match role {
+            Role::Primary => self.router.writer.clone(),
+            Role::Replica => self.router.reader.clone(),
+            _ => Arc::from(UNASSIGNED),
+        };
+        server.set_hostgroup(&name);
+    }
+
+    /// The managed server in the writer hostgroup, if any.
+    pub fn primary(&self) -> Option<Arc<Server>> {
+        let w = self.writer()?;
+        w.servers().into_iter().find(|s| s.managed)
     }
 }
 

@@ -2,6 +2,7 @@
 //! connections, and client sessions that route statements through the core.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod auth;
 pub mod backend;
 pub mod frontend;

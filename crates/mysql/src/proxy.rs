@@ -1,5 +1,6 @@
 //! The running MySQL proxy: configuration, topology, users, keys, sessions, and listeners.
 
+use crate::agent::MariaDbAgent;
 use crate::auth::rsa::RsaKey;
 use crate::backend::stmt_cache::StmtCache;
 use crate::backend::{BackendConn, MysqlConnector};
@@ -11,6 +12,8 @@ use arc_swap::ArcSwap;
 use sluice_config::Config;
 use sluice_core::listener::{self, Handler, HandlerFuture, ListenerInfo};
 use sluice_core::Topology;
+use sluice_monitor::coordinator::Local;
+use sluice_monitor::{Monitor, Settings};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -48,7 +51,12 @@ pub struct Proxy {
     pub sessions: Registry,
     /// Counters.
     pub stats: ProxyStats,
+    /// Health checks, replication state, failover (unless `[monitor] enabled = false`).
+    pub monitor: Option<Arc<MysqlMonitor>>,
 }
+
+/// The monitor over MariaDB servers.
+pub type MysqlMonitor = Monitor<MariaDbAgent, BackendConn>;
 
 /// Startup failures.
 #[derive(Debug, thiserror::Error)]
@@ -108,8 +116,20 @@ impl Proxy {
             info: info.clone(),
         };
         let rsa = RsaKey::generate().map_err(|e| StartError::Rsa(e.to_string()))?;
+        let topology = Arc::new(Topology::from_config(&config));
+        let monitor = config.monitor.enabled.then(|| {
+            let (user, password) = config.monitor_credentials();
+            let agent = MariaDbAgent::new(user, password, config.replication_credentials());
+            Monitor::new(
+                Arc::new(agent),
+                topology.clone(),
+                Settings::from_config(&config),
+                Arc::new(Local),
+            )
+        });
         Ok(Arc::new(Proxy {
-            topology: Arc::new(Topology::from_config(&config)),
+            topology,
+            monitor,
             config,
             users,
             rsa,
@@ -124,6 +144,7 @@ impl Proxy {
     /// [`Running::addrs`] tells which.
     pub async fn start(self: &Arc<Self>) -> Result<Running, StartError> {
         let (tx, rx) = watch::channel(false);
+        let mut tasks = Vec::new();
         let mut specs: Vec<(String, Option<Arc<str>>)> =
             vec![(self.config.proxy.listen.clone(), None)];
         for l in &self.config.listeners {
@@ -149,6 +170,11 @@ impl Proxy {
                 }),
             ));
         }
+        if let Some(m) = &self.monitor {
+            // Roles first: clients arriving at once find the primary placed.
+            m.first_round().await;
+            tasks.push(tokio::spawn(m.clone().run(rx.clone())));
+        }
         self.learn_servers().await;
         let limit = Arc::new(Semaphore::new(
             self.config.proxy.max_client_connections as usize,
@@ -157,7 +183,6 @@ impl Proxy {
             proxy: self.clone(),
         });
         let mut addrs = Vec::new();
-        let mut tasks = Vec::new();
         for (l, info) in bound {
             addrs.push(info.addr);
             tracing::info!(listen = %info.addr, hostgroup = info.hostgroup.as_deref().unwrap_or("(read/write split)"), "listening");

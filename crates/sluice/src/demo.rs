@@ -85,7 +85,7 @@ pub async fn run(port: u16, no_wait: bool) -> ExitCode {
         println!(
             "{:<22} {:<9} {:>8} {:>8}",
             s.name,
-            s.hostgroup,
+            s.hostgroup(),
             s.stats.reads.load(Relaxed),
             s.stats.writes.load(Relaxed)
         );

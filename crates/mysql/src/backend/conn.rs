@@ -15,6 +15,7 @@ use sluice_core::ConnectError;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 /// Capabilities the proxy always asks servers for. Flavour bits (see [`crate::flavour`]) are
 /// added per connection.
@@ -113,6 +114,8 @@ pub struct BackendConn {
     nonce: Vec<u8>,
     /// The server's `max_prepared_stmt_count` when the connection was opened.
     pub server_stmt_limit: u64,
+    /// Changes when the monitor declares the server failed: reads give up then.
+    pub failed: Option<watch::Receiver<u64>>,
 }
 
 /// A text result set read by a control-plane query.
@@ -143,6 +146,7 @@ impl BackendConn {
             opened: Instant::now(),
             nonce: Vec::new(),
             server_stmt_limit: 0,
+            failed: None,
         };
         conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps).await?;
@@ -351,12 +355,28 @@ impl BackendConn {
 
     /// Reads one logical packet.
     pub async fn read(&mut self) -> Result<Packet, ReadError> {
-        read_packet(
-            &mut self.stream,
-            &mut self.rbuf,
-            CONTROL_RESPONSE_LIMIT.max(1 << 30),
-        )
-        .await
+        tokio::select! {
+            r = read_packet(&mut self.stream, &mut self.rbuf, CONTROL_RESPONSE_LIMIT.max(1 << 30)) => r,
+            _ = declared_failed(&mut self.failed) => Err(ReadError::Io(server_failed_error())),
+        }
+    }
+
+    /// Reads more bytes of a response into `rbuf`; gives up when the server is declared
+    /// failed.
+    pub async fn read_more(&mut self) -> std::io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        tokio::select! {
+            r = self.stream.read_buf(&mut self.rbuf) => r,
+            _ = declared_failed(&mut self.failed) => Err(server_failed_error()),
+        }
+    }
+
+    /// True if the server was declared failed since this connection was opened: it must not
+    /// be used again.
+    pub fn server_failed(&self) -> bool {
+        self.failed
+            .as_ref()
+            .is_some_and(|f| f.has_changed().unwrap_or(false))
     }
 
     /// Sends `payload` as a packet starting at `seq`; returns the next sequence id.
@@ -436,6 +456,27 @@ impl BackendConn {
         }
     }
 
+    /// Runs a query and returns its first result set's column names and rows (as text).
+    pub async fn query_table(&mut self, sql: &str) -> Result<(Vec<String>, Rows), BackendError> {
+        self.send_command(com::QUERY, sql.as_bytes()).await?;
+        let p = self.read().await?;
+        match p.payload.first() {
+            Some(0xff) => Err(BackendError::from_err_packet(&p.payload)),
+            Some(0x00) => Ok((Vec::new(), Vec::new())),
+            _ => {
+                let mut names = Vec::new();
+                let mut rows = Vec::new();
+                let st = self
+                    .drain_resultset_named(&p.payload, Some(&mut names), Some(&mut rows))
+                    .await?;
+                if st & crate::wire::status::MORE_RESULTS_EXISTS != 0 {
+                    self.drain_more_results().await?;
+                }
+                Ok((names, rows))
+            }
+        }
+    }
+
     async fn drain_more_results(&mut self) -> Result<(), BackendError> {
         loop {
             let p = self.read().await?;
@@ -455,6 +496,15 @@ impl BackendConn {
     async fn drain_resultset(
         &mut self,
         first: &[u8],
+        rows: Option<&mut Rows>,
+    ) -> Result<u16, BackendError> {
+        self.drain_resultset_named(first, None, rows).await
+    }
+
+    async fn drain_resultset_named(
+        &mut self,
+        first: &[u8],
+        mut names: Option<&mut Vec<String>>,
         mut rows: Option<&mut Rows>,
     ) -> Result<u16, BackendError> {
         let ncols = Reader::new(first)
@@ -462,7 +512,18 @@ impl BackendConn {
             .ok_or_else(|| BackendError::Protocol("malformed column count".into()))?
             as usize;
         for _ in 0..ncols {
-            self.read().await?;
+            let p = self.read().await?;
+            if let Some(names) = names.as_deref_mut() {
+                // catalog, schema, table, org_table, name, ...
+                let mut r = Reader::new(&p.payload);
+                for _ in 0..4 {
+                    r.lenenc_bytes();
+                }
+                let name = r
+                    .lenenc_bytes()
+                    .map(|b| String::from_utf8_lossy(b).into_owned());
+                names.push(name.unwrap_or_default());
+            }
         }
         let deprecate_eof = self.caps & cap::DEPRECATE_EOF != 0;
         if !deprecate_eof {
@@ -580,4 +641,21 @@ fn auth_response(plugin: &str, password: &[u8], nonce: &[u8]) -> (&'static str, 
         CACHING_SHA2_PASSWORD => (CACHING_SHA2_PASSWORD, auth::sha2::scramble(password, nonce)),
         _ => (NATIVE_PASSWORD, auth::native::scramble(password, nonce)),
     }
+}
+
+/// Resolves when the monitor declares the connection's server failed (never, without a
+/// watch).
+async fn declared_failed(failed: &mut Option<watch::Receiver<u64>>) {
+    match failed {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+fn server_failed_error() -> std::io::Error {
+    std::io::Error::other("the server stopped answering and was declared failed")
 }

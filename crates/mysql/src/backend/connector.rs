@@ -48,6 +48,7 @@ impl Connector<BackendConn> for MysqlConnector {
                 StmtCache::new(self.stmt_cache_size, server.stmt_budget.clone()),
             )
             .await?;
+            conn.failed = Some(server.failure_watch());
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.
             if conn.server_stmt_limit > 0 {

@@ -176,6 +176,11 @@ impl Session {
         let server = att.lease.server().clone();
         server.stats.queries.fetch_add(1, Relaxed);
         let conn = att.lease.conn();
+        if conn.server_failed() {
+            // Held across a failover: the server was declared failed since.
+            att.lease.discard();
+            return Err(FwdError::Backend { untouched: true });
+        }
         if let Err(e) = conn.send(0, payload).await {
             att.lease.discard();
             server.stats.errors.fetch_add(1, Relaxed);
@@ -275,10 +280,6 @@ impl Session {
                             target = Target::Group(d.clone());
                             continue;
                         }
-                    }
-                    if from_held {
-                        self.st.pins = Pins::NONE;
-                        self.publish_pins();
                     }
                     if untouched {
                         return self.report_lost(from_held, 1, &server_name).await;

@@ -8,7 +8,7 @@ use crate::backend::BackendConn;
 use crate::wire::consts::{cap, err};
 use crate::wire::packet::{frame, read_packet};
 use bytes::Buf;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// Read size for responses.
 const CHUNK: usize = 16 * 1024;
@@ -159,7 +159,7 @@ pub async fn relay(
                 if conn.rbuf.capacity() - conn.rbuf.len() < CHUNK / 2 {
                     conn.rbuf.reserve(CHUNK);
                 }
-                match conn.stream.read_buf(&mut conn.rbuf).await {
+                match conn.read_more().await {
                     Ok(0) => {
                         return Err(backend_err(
                             std::io::ErrorKind::UnexpectedEof.into(),

@@ -283,6 +283,15 @@ impl Session {
             if flow == Flow::Quit {
                 return Ok(());
             }
+            if self.held.is_none() && !self.st.pins.is_empty() {
+                // The connection holding the session's transaction, locks or temporary tables
+                // is gone (its server failed). Like a direct connection that broke, the
+                // session ends: continuing would run the rest of a transaction in autocommit.
+                return Err(Fatal(format!(
+                    "pinned backend connection lost ({})",
+                    self.st.pins
+                )));
+            }
         }
     }
 

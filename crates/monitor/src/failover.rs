@@ -1,0 +1,179 @@
+//! Automatic failover: promote the replica that received the most, after it applied its relay
+//! log; repoint the others; route writes there. Every step is logged with its timing.
+
+use crate::agent::Agent;
+use crate::coordinator::Proposal;
+use crate::Monitor;
+use sluice_core::{Role, Server};
+use std::cmp::Ordering;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl<A: Agent, C: Send + 'static> Monitor<A, C> {
+    /// The replicas that could take over from `old`, best first: most received, then least lag.
+    pub(crate) fn candidates(&self, old: &Arc<Server>) -> Vec<(Arc<Server>, String)> {
+        let mut c: Vec<(Arc<Server>, String, Option<Duration>)> = self
+            .topology
+            .all
+            .iter()
+            .filter(|s| s.managed && !Arc::ptr_eq(s, old))
+            .filter(|s| s.observed().role == Role::Replica)
+            .filter_map(|s| {
+                let rep = self.report(s)?;
+                let rs = rep.replica?;
+                Some((s.clone(), rs.received, rs.lag))
+            })
+            .collect();
+        c.sort_by(|a, b| match self.agent.compare(&b.1, &a.1) {
+            Ordering::Equal => {
+                a.2.unwrap_or(Duration::MAX)
+                    .cmp(&b.2.unwrap_or(Duration::MAX))
+            }
+            o => o,
+        });
+        c.into_iter().map(|(s, pos, _)| (s, pos)).collect()
+    }
+
+    /// Replaces the failed primary `old`.
+    pub(crate) async fn failover(&self, old: Arc<Server>, down_for: Duration) {
+        let started = Instant::now();
+        let candidates = self.candidates(&old);
+        let Some((cand, received)) = candidates.first().cloned() else {
+            self.events.push(
+                "failover",
+                format!(
+                    "primary {} unreachable for {} ms, but no replica can take over",
+                    old.name,
+                    down_for.as_millis()
+                ),
+            );
+            return;
+        };
+        let proposal = Proposal {
+            primary: old.name.to_string(),
+            candidate: cand.name.to_string(),
+            down_for_ms: down_for.as_millis(),
+        };
+        if !self.coordinator.approve(&proposal).await {
+            self.events.push(
+                "failover",
+                format!("failover of {} to {} not approved", old.name, cand.name),
+            );
+            return;
+        }
+        self.events.push(
+            "failover",
+            format!(
+                "primary {} unreachable for {} ms: promoting {} (received up to {})",
+                old.name,
+                down_for.as_millis(),
+                cand.name,
+                if received.is_empty() {
+                    "nothing"
+                } else {
+                    &received
+                }
+            ),
+        );
+        // The old primary takes nothing more; statements in flight on it fail now.
+        old.set_offline(Some("failed primary".into()));
+        self.set_role(&old, Role::Unknown);
+        old.fail_in_flight();
+        self.set_primary(None);
+
+        // 1. Let the candidate apply everything it received (never restart its replication:
+        //    on MariaDB that would discard the relay log).
+        let t = Instant::now();
+        if let Err(e) = self
+            .agent
+            .catch_up(&cand, &received, self.settings.catchup_timeout)
+            .await
+        {
+            self.events.push(
+                "failover",
+                format!(
+                    "{} could not apply its relay log ({e}); failover postponed",
+                    cand.name
+                ),
+            );
+            self.set_primary(Some(old));
+            return;
+        }
+        self.events.push(
+            "failover",
+            format!(
+                "{} applied its relay log in {} ms",
+                cand.name,
+                t.elapsed().as_millis()
+            ),
+        );
+
+        // 2. Promote it.
+        let t = Instant::now();
+        if let Err(e) = self.agent.promote(&cand).await {
+            self.events.push(
+                "failover",
+                format!("cannot promote {}: {e}; failover postponed", cand.name),
+            );
+            self.set_primary(Some(old));
+            return;
+        }
+        self.events.push(
+            "failover",
+            format!(
+                "{} promoted (read_only=0) in {} ms",
+                cand.name,
+                t.elapsed().as_millis()
+            ),
+        );
+
+        // 3. Writes go there.
+        cand.set_monitor_block(None);
+        cand.set_offline(None);
+        self.set_primary(Some(cand.clone()));
+        self.set_role(&cand, Role::Primary);
+        let to_writes = started.elapsed();
+        self.events.push(
+            "failover",
+            format!(
+                "writes go to {} ({} ms after the decision)",
+                cand.name,
+                to_writes.as_millis()
+            ),
+        );
+
+        // 4. The other replicas follow it.
+        for (r, _) in candidates.iter().skip(1) {
+            let t = Instant::now();
+            match self.agent.replicate_from(r, &cand, false).await {
+                Ok(()) => self.events.push(
+                    "failover",
+                    format!(
+                        "{} now replicates from {} ({} ms)",
+                        r.name,
+                        cand.name,
+                        t.elapsed().as_millis()
+                    ),
+                ),
+                Err(e) => self.events.push(
+                    "failover",
+                    format!("cannot repoint {} to {}: {e}", r.name, cand.name),
+                ),
+            }
+        }
+        self.stats.failovers.fetch_add(1, Relaxed);
+        self.stats
+            .last_failover_ms
+            .store(to_writes.as_millis() as u64, Relaxed);
+        self.events.push(
+            "failover",
+            format!(
+                "failover from {} to {} complete in {} ms",
+                old.name,
+                cand.name,
+                started.elapsed().as_millis()
+            ),
+        );
+    }
+}

@@ -1,0 +1,342 @@
+//! The monitor's agent for MariaDB: checks over one persistent connection per server, and the
+//! replication operations failover, switchover and rejoin are made of (GTID-based).
+
+pub mod gtid;
+
+use crate::backend::stmt_cache::StmtCache;
+use crate::backend::{BackendConn, BackendError};
+use sluice_core::Server;
+use sluice_monitor::agent::{Agent, BoxFuture, ReplicaStatus, Report};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Time allowed for one replication operation (promote, repoint, fence).
+const OP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// MariaDB agent.
+pub struct MariaDbAgent {
+    user: String,
+    password: String,
+    /// Credentials a server that had no replication configured replicates with.
+    replication: (String, String),
+    /// Check connections, one per server; taken out while in use (a check that times out
+    /// drops its connection with it).
+    probes: parking_lot::Mutex<HashMap<Arc<str>, BackendConn>>,
+}
+
+impl MariaDbAgent {
+    /// An agent logging in as `user`; rejoining servers replicate as `replication`.
+    pub fn new(user: String, password: String, replication: (String, String)) -> MariaDbAgent {
+        MariaDbAgent {
+            user,
+            password,
+            replication,
+            probes: parking_lot::Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn connect(&self, server: &Server) -> Result<BackendConn, Failure> {
+        BackendConn::connect(
+            &server.address,
+            &self.user,
+            &self.password,
+            0,
+            StmtCache::new(0, Default::default()),
+        )
+        .await
+        .map_err(|e| match e.code {
+            Some(code) => Failure::Answered(format!(
+                "{} refused the monitor's login: {} ({code})",
+                server.name, e.message
+            )),
+            None => Failure::Down(e.message),
+        })
+    }
+
+    async fn check(&self, server: &Server) -> Result<Report, Failure> {
+        let pooled = self.probes.lock().remove(&server.name);
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => self.connect(server).await?,
+        };
+        let started = Instant::now();
+        let vars = conn
+            .query_rows("SELECT @@read_only, @@gtid_current_pos")
+            .await
+            .map_err(failure)?;
+        let rtt = started.elapsed();
+        let row = vars.into_iter().next().unwrap_or_default();
+        let field = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let mut report = Report {
+            rtt,
+            read_only: field(0) == "1",
+            replica: None,
+            position: field(1),
+            limited: None,
+        };
+        match conn.query_table("SHOW ALL SLAVES STATUS").await {
+            Ok((names, rows)) => report.replica = replica_status(&names, &rows),
+            Err(BackendError::Server { code, message, .. }) => {
+                report.limited = Some(format!(
+                    "cannot read replication status: {message} ({code})"
+                ));
+            }
+            Err(e) => return Err(Failure::Down(e.to_string())),
+        }
+        self.probes.lock().insert(server.name.clone(), conn);
+        Ok(report)
+    }
+
+    /// Runs statements on a fresh connection, within [`OP_TIMEOUT`].
+    async fn run(&self, server: &Server, statements: &[String]) -> Result<(), String> {
+        let work = async {
+            let mut conn = self.connect(server).await.map_err(|f| f.message())?;
+            for s in statements {
+                conn.exec(s).await.map_err(|e| format!("{s}: {e}"))?;
+            }
+            Ok(())
+        };
+        within(OP_TIMEOUT, work).await
+    }
+
+    async fn value(&self, server: &Server, sql: &str) -> Result<String, String> {
+        let work = async {
+            let mut conn = self.connect(server).await.map_err(|f| f.message())?;
+            let rows = conn
+                .query_rows(sql)
+                .await
+                .map_err(|e| format!("{sql}: {e}"))?;
+            Ok(rows
+                .into_iter()
+                .next()
+                .and_then(|r| r.into_iter().next())
+                .flatten()
+                .unwrap_or_default())
+        };
+        within(OP_TIMEOUT, work).await
+    }
+}
+
+/// Why a check failed: the server is down (no answer, refused, hung), or it answered with
+/// an error (it is alive).
+enum Failure {
+    Down(String),
+    Answered(String),
+}
+
+impl Failure {
+    fn message(self) -> String {
+        match self {
+            Failure::Down(m) | Failure::Answered(m) => m,
+        }
+    }
+}
+
+fn failure(e: BackendError) -> Failure {
+    match e {
+        BackendError::Server { code, message, .. } => {
+            Failure::Answered(format!("{message} ({code})"))
+        }
+        other => Failure::Down(other.to_string()),
+    }
+}
+
+async fn within<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
+    }
+}
+
+/// The default replication connection's state from `SHOW ALL SLAVES STATUS`.
+fn replica_status(names: &[String], rows: &[Vec<Option<String>>]) -> Option<ReplicaStatus> {
+    let col = |row: &Vec<Option<String>>, name: &str| -> String {
+        names
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(name))
+            .and_then(|i| row.get(i).cloned().flatten())
+            .unwrap_or_default()
+    };
+    let row = rows
+        .iter()
+        .find(|r| col(r, "Connection_name").is_empty())
+        .or_else(|| rows.first())?;
+    let io = col(row, "Slave_IO_Running");
+    let sql = col(row, "Slave_SQL_Running");
+    let error = [col(row, "Last_SQL_Error"), col(row, "Last_IO_Error")]
+        .into_iter()
+        .find(|e| !e.is_empty());
+    Some(ReplicaStatus {
+        source: format!("{}:{}", col(row, "Master_Host"), col(row, "Master_Port")),
+        io_running: io.eq_ignore_ascii_case("Yes")
+            || io.eq_ignore_ascii_case("Connecting")
+            || io.eq_ignore_ascii_case("Preparing"),
+        io_connected: io.eq_ignore_ascii_case("Yes"),
+        sql_running: sql.eq_ignore_ascii_case("Yes"),
+        lag: col(row, "Seconds_Behind_Master")
+            .parse()
+            .ok()
+            .map(Duration::from_secs),
+        received: col(row, "Gtid_IO_Pos"),
+        error,
+    })
+}
+
+/// `host:port` split for CHANGE MASTER.
+fn host_port(address: &str) -> Result<(&str, u16), String> {
+    let (h, p) = address
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{address} has no port"))?;
+    let h = h.trim_start_matches('[').trim_end_matches(']');
+    Ok((
+        h,
+        p.parse().map_err(|_| format!("{address} has a bad port"))?,
+    ))
+}
+
+/// Quotes a string literal.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+impl Agent for MariaDbAgent {
+    fn probe<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<Report, String>> {
+        Box::pin(async move {
+            match self.check(server).await {
+                Ok(r) => Ok(r),
+                Err(Failure::Down(m)) => Err(m),
+                // It answered: alive, but the monitor cannot tell its role.
+                Err(Failure::Answered(m)) => Ok(Report {
+                    limited: Some(m),
+                    ..Report::default()
+                }),
+            }
+        })
+    }
+
+    fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        gtid::compare(a, b)
+    }
+
+    fn catch_up<'a>(
+        &'a self,
+        server: &'a Server,
+        position: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let work = async {
+                let mut conn = self.connect(server).await.map_err(|f| f.message())?;
+                loop {
+                    let rows = conn
+                        .query_rows("SELECT @@gtid_current_pos")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let current = rows
+                        .into_iter()
+                        .next()
+                        .and_then(|r| r.into_iter().next())
+                        .flatten()
+                        .unwrap_or_default();
+                    if gtid::includes(&current, position) {
+                        return Ok(());
+                    }
+                    // Still applying? A stopped applier will never get there.
+                    let (names, rows) = conn
+                        .query_table("SHOW ALL SLAVES STATUS")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    match replica_status(&names, &rows) {
+                        Some(rs) if rs.sql_running => {}
+                        Some(rs) => {
+                            return Err(format!(
+                                "its replication applier is stopped at {current}{}",
+                                rs.error.map(|e| format!(": {e}")).unwrap_or_default()
+                            ))
+                        }
+                        None => {
+                            return Err(format!("it does not replicate and has only {current}"))
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            within(timeout, work).await
+        })
+    }
+
+    fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.run(
+                server,
+                &[
+                    "STOP ALL SLAVES".into(),
+                    "RESET SLAVE ALL".into(),
+                    "SET GLOBAL read_only=0".into(),
+                ],
+            )
+            .await
+        })
+    }
+
+    fn replicate_from<'a>(
+        &'a self,
+        replica: &'a Server,
+        primary: &'a Server,
+        fresh: bool,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let (host, port) = host_port(&primary.address)?;
+            let mut change = format!(
+                "CHANGE MASTER TO MASTER_HOST={}, MASTER_PORT={port}, MASTER_USE_GTID=slave_pos",
+                quote(host)
+            );
+            let mut statements = vec!["SET GLOBAL read_only=1".to_string(), "STOP SLAVE".into()];
+            if fresh {
+                // A former primary: it continues from what it committed itself.
+                let (user, password) = &self.replication;
+                change.push_str(&format!(
+                    ", MASTER_USER={}, MASTER_PASSWORD={}, MASTER_CONNECT_RETRY=1",
+                    quote(user),
+                    quote(password)
+                ));
+                statements.push("SET GLOBAL gtid_slave_pos=@@gtid_binlog_pos".into());
+            }
+            statements.push(change);
+            statements.push("START SLAVE".into());
+            self.run(replica, &statements).await
+        })
+    }
+
+    fn set_read_only<'a>(
+        &'a self,
+        server: &'a Server,
+        on: bool,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.run(server, &[format!("SET GLOBAL read_only={}", u8::from(on))])
+                .await
+        })
+    }
+
+    fn errant<'a>(
+        &'a self,
+        server: &'a Server,
+        primary: &'a Server,
+    ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move {
+            let mine = self.value(server, "SELECT @@gtid_binlog_state").await?;
+            let theirs = self.value(primary, "SELECT @@gtid_binlog_state").await?;
+            let missing = gtid::missing_from(&mine, &theirs);
+            Ok((!missing.is_empty()).then(|| gtid::format(&missing)))
+        })
+    }
+
+    fn write_position<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async move { self.value(server, "SELECT @@gtid_binlog_pos").await })
+    }
+}
