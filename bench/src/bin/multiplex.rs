@@ -86,6 +86,7 @@ fn run(o: &Opts) -> Result<(), String> {
         replicas: 2,
         extra: vec!["--max-connections=3000".into()],
         buffer_pool: Some("256M"),
+        ..Default::default()
     })
     .map_err(|e| e.to_string())?;
     let tables = ["--tables=8".to_string(), "--table-size=10000".to_string()];

@@ -141,6 +141,8 @@ pub struct Server {
     observed: Mutex<Observed>,
     /// Bumped when the server is declared failed: statements in flight on it give up.
     failures: watch::Sender<u64>,
+    /// Bumped when the server is taken out of service.
+    draining: watch::Sender<u64>,
 }
 
 /// Per-server counters.
@@ -177,6 +179,7 @@ impl Server {
             monitor_block: Mutex::new(None),
             observed: Mutex::new(Observed::default()),
             failures: watch::channel(0).0,
+            draining: watch::channel(0).0,
         }
     }
 
@@ -306,9 +309,19 @@ impl Server {
 
     /// Takes the server out of service, or puts it back.
     pub fn set_offline(&self, reason: Option<String>) {
+        let offline = reason.is_some();
         *self.health.lock() = match reason {
             Some(reason) => Health::Offline { reason },
             None => Health::Online,
         };
+        if offline {
+            self.draining.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// A receiver that changes when the server is taken out of service: sessions give back
+    /// connections to it that they keep only for convenience (a switchover is draining it).
+    pub fn drain_watch(&self) -> watch::Receiver<u64> {
+        self.draining.subscribe()
     }
 }

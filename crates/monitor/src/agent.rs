@@ -85,6 +85,13 @@ pub trait Agent: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Option<String>, String>>;
     /// A primary's current write position (what a replica must reach in a switchover).
     fn write_position<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<String, String>>;
+    /// Privileges the monitor's user lacks on `server` for failover, switchover and rejoin.
+    fn missing_privileges<'a>(
+        &'a self,
+        _server: &'a Server,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 /// True if a replica's `source` (`host:port` as its replication is configured) is the server

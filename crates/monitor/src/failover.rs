@@ -35,6 +35,14 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         c.into_iter().map(|(s, pos, _)| (s, pos)).collect()
     }
 
+    /// A failover step failed: `old` stays the primary (it may come back) and the next
+    /// attempt waits one detection time.
+    fn postpone(&self, old: Arc<Server>) {
+        let mut st = self.state.lock();
+        st.primary = Some(old);
+        st.retry_failover_at = Some(Instant::now() + self.settings.detection_time);
+    }
+
     /// Replaces the failed primary `old`.
     pub(crate) async fn failover(&self, old: Arc<Server>, down_for: Duration) {
         let started = Instant::now();
@@ -97,7 +105,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                     cand.name
                 ),
             );
-            self.set_primary(Some(old));
+            self.postpone(old);
             return;
         }
         self.events.push(
@@ -116,7 +124,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 "failover",
                 format!("cannot promote {}: {e}; failover postponed", cand.name),
             );
-            self.set_primary(Some(old));
+            self.postpone(old);
             return;
         }
         self.events.push(
@@ -162,6 +170,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 ),
             }
         }
+        self.state.lock().retry_failover_at = None;
         self.stats.failovers.fetch_add(1, Relaxed);
         self.stats
             .last_failover_ms

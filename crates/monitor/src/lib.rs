@@ -91,6 +91,8 @@ struct State {
     views: HashMap<Arc<str>, View>,
     /// The current primary among managed servers.
     primary: Option<Arc<Server>>,
+    /// A failover attempt failed: no new attempt before this.
+    retry_failover_at: Option<Instant>,
 }
 
 /// The monitor.
@@ -153,6 +155,37 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     /// Runs one round of checks and decisions (at start, before clients are accepted).
     pub async fn first_round(self: &Arc<Self>) {
         self.round().await;
+        if self.settings.failover || self.settings.rejoin {
+            self.check_privileges().await;
+        }
+    }
+
+    /// Warns, once at start, if the monitor's user could not carry out a failover.
+    async fn check_privileges(&self) {
+        let Some(s) = self.primary().or_else(|| {
+            self.topology
+                .all
+                .iter()
+                .find(|s| s.managed && self.reachable(s))
+                .cloned()
+        }) else {
+            return;
+        };
+        match self.agent.missing_privileges(&s).await {
+            Ok(missing) if missing.is_empty() => {}
+            Ok(missing) => {
+                tracing::warn!(server = %s.name, "the monitor's user lacks privileges: failover, switchover or rejoin will fail: {}", missing.join(", "));
+                self.events.push(
+                    "config",
+                    format!(
+                        "the monitor's user lacks privileges on {}: {}",
+                        s.name,
+                        missing.join(", ")
+                    ),
+                );
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot read the monitor's grants"),
+        }
     }
 
     /// Checks and decides every `interval` until `shutdown` turns true.
@@ -171,6 +204,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     async fn round(self: &Arc<Self>) {
         self.stats.rounds.fetch_add(1, Relaxed);
         let servers = self.topology.servers();
+        let started = Instant::now();
         let checks = servers.iter().map(|s| {
             let s = s.clone();
             let agent = self.agent.clone();
@@ -185,16 +219,23 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         });
         let results = join_all(checks).await;
         for (s, r) in results {
-            self.apply(&s, r);
+            self.apply(&s, r, started);
         }
         self.decide().await;
     }
 
     /// Records a check's result: the server's observed state and whether it may take traffic.
-    fn apply(&self, s: &Arc<Server>, r: Result<Report, String>) {
+    /// A failed check counts from when it started (a hung server is silent from then on).
+    fn apply(&self, s: &Arc<Server>, r: Result<Report, String>, started: Instant) {
         let now = Instant::now();
         let mut st = self.state.lock();
         let primary = st.primary.clone();
+        let primary_up = primary.as_ref().is_some_and(|p| {
+            matches!(
+                st.views.get(&p.name).and_then(|v| v.last.as_ref()),
+                Some(Ok(_))
+            )
+        });
         let v = st.views.entry(s.name.clone()).or_default();
         let mut o = s.observed();
         o.checked = Some(now);
@@ -217,7 +258,20 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 // Is it fit for traffic? Replicas: applying, not stopped, not too far behind.
                 // (The receiving thread only *connecting* — its source is down — still serves
                 // reads: during a failover replicas keep answering.)
+                let source_up = primary_up
+                    && rep
+                        .replica
+                        .as_ref()
+                        .zip(primary.as_ref())
+                        .is_some_and(|(rs, p)| agent::same_endpoint(&rs.source, &p.address));
                 let verdict = match &rep.replica {
+                    Some(rs) if !rs.io_connected && source_up && rs.error.is_some() => {
+                        Some(format!(
+                            "replication cannot connect to its source {}: {}",
+                            rs.source,
+                            rs.error.as_deref().unwrap_or_default()
+                        ))
+                    }
                     Some(rs) if !rs.sql_running || !rs.io_running => Some(format!(
                         "replication broken (receiving: {}, applying: {}){}",
                         yes_no(rs.io_running),
@@ -240,7 +294,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 s.set_monitor_block(verdict);
             }
             Err(e) => {
-                let since = *v.first_fail.get_or_insert(now);
+                let since = *v.first_fail.get_or_insert(started);
                 o.reachable = false;
                 o.rtt = None;
                 o.error = Some(e.clone());
@@ -292,7 +346,12 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         if self.settings.failover {
             if let Some(p) = self.primary() {
                 let down_for = self.down_for(&p);
-                if down_for.is_some_and(|d| d >= self.settings.detection_time) {
+                let retry_ok = self
+                    .state
+                    .lock()
+                    .retry_failover_at
+                    .is_none_or(|t| Instant::now() >= t);
+                if retry_ok && down_for.is_some_and(|d| d >= self.settings.detection_time) {
                     self.failover(p, down_for.unwrap_or_default()).await;
                 }
             }

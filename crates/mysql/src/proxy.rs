@@ -91,6 +91,11 @@ impl Running {
         let _ = self.shutdown.send(true);
     }
 
+    /// A receiver that turns true when the proxy shuts down (for companion tasks).
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
     /// Waits for the listeners to stop.
     pub async fn wait(mut self) {
         for t in std::mem::take(&mut self.tasks) {

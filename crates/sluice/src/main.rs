@@ -38,6 +38,13 @@ enum Cmd {
         #[arg(long)]
         no_wait: bool,
     },
+    /// Ask the running proxy (through its admin API, `[admin] listen`) to make a replica the
+    /// primary: writes drain, the replica catches up, roles swap. Clients see no errors.
+    Switchover {
+        /// Address or name of the replica to promote (default: the most advanced one).
+        #[arg(long)]
+        to: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -64,6 +71,43 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some(Cmd::Switchover { to }) => {
+            let cfg = match load(cli.config.as_deref()) {
+                Ok(cfg) => cfg,
+                Err(msg) => {
+                    eprintln!("{msg}");
+                    return ExitCode::from(2);
+                }
+            };
+            let Some(admin) = &cfg.admin else {
+                eprintln!("sluice: switchover needs the admin API: set [admin] listen in the configuration");
+                return ExitCode::from(2);
+            };
+            let mut path = "/api/switchover".to_string();
+            if let Some(t) = &to {
+                path.push_str(&format!("?to={}", percent_encode(t)));
+            }
+            match admin_request(&admin.listen, admin.token.as_deref(), "POST", &path) {
+                Ok((200, body)) => {
+                    println!("{}", json_field(&body, "result").unwrap_or(body));
+                    ExitCode::SUCCESS
+                }
+                Ok((status, body)) => {
+                    eprintln!(
+                        "sluice: switchover failed ({status}): {}",
+                        json_field(&body, "error").unwrap_or(body)
+                    );
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!(
+                        "sluice: cannot reach the admin API at {}: {e}",
+                        admin.listen
+                    );
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some(Cmd::Run) | None => {
             let cfg = match load(cli.config.as_deref()) {
                 Ok(cfg) => cfg,
@@ -140,6 +184,23 @@ async fn run(cfg: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let _admin = match &proxy.config.admin {
+        Some(a) => match sluice_admin::serve(
+            &a.listen,
+            a.token.clone(),
+            proxy.clone(),
+            running.shutdown_signal(),
+        )
+        .await
+        {
+            Ok(admin) => Some(admin),
+            Err(e) => {
+                eprintln!("sluice: cannot listen on {} (admin): {e}", a.listen);
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
     wait_for_shutdown().await;
     tracing::info!("shutting down");
     running.shutdown();
@@ -154,4 +215,50 @@ async fn wait_for_shutdown() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+/// One HTTP/1.1 request to the admin API; returns the status and body.
+fn admin_request(
+    addr: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    let mut s = std::net::TcpStream::connect(addr)?;
+    // A switchover waits for writes to drain and a replica to catch up.
+    s.set_read_timeout(Some(Duration::from_secs(300)))?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("malformed HTTP response"))?;
+    Ok((status, body.to_string()))
+}
+
+/// Percent-encodes a query value.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A string field of a JSON object.
+fn json_field(body: &str, field: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    v.get(field)?.as_str().map(str::to_string)
 }

@@ -9,7 +9,7 @@ mod server;
 mod topology;
 
 pub use server::{MariaDb, ServerOptions};
-pub use topology::{Topology, TopologyOptions};
+pub use topology::{Topology, TopologyOptions, SEMI_SYNC_ARGS};
 
 use std::path::PathBuf;
 

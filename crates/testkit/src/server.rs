@@ -40,6 +40,10 @@ pub struct MariaDb {
     dir: PathBuf,
     opts: ServerOptions,
     child: Mutex<Option<Child>>,
+    /// Extra arguments for the next start only.
+    next_extra: Mutex<Vec<String>>,
+    /// The one-off arguments of the current start.
+    started_with: Mutex<Vec<String>>,
     /// Remove the directory on drop.
     pub remove_on_drop: bool,
 }
@@ -107,6 +111,8 @@ impl MariaDb {
             dir,
             opts,
             child: Mutex::new(None),
+            next_extra: Mutex::new(Vec::new()),
+            started_with: Mutex::new(Vec::new()),
             remove_on_drop: true,
         };
         db.spawn()?;
@@ -161,6 +167,12 @@ impl MariaDb {
             .arg("--performance-schema=OFF")
             .arg("--skip-log-warnings")
             .args(&self.opts.extra)
+            .args({
+                let once =
+                    std::mem::take(&mut *self.next_extra.lock().unwrap_or_else(|e| e.into_inner()));
+                *self.started_with.lock().unwrap_or_else(|e| e.into_inner()) = once.clone();
+                once
+            })
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -180,7 +192,19 @@ impl MariaDb {
             if let Some(status) = self.try_exit_status() {
                 return Err(self.start_error(format!("exited with {status}")));
             }
-            if std::net::TcpStream::connect(self.addr()).is_ok() && self.sql("SELECT 1").is_ok() {
+            let networking = !self
+                .opts
+                .extra
+                .iter()
+                .chain(
+                    self.started_with
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter(),
+                )
+                .any(|a| a == "--skip-networking");
+            let port_open = !networking || std::net::TcpStream::connect(self.addr()).is_ok();
+            if port_open && self.sql("SELECT 1").is_ok() {
                 return Ok(());
             }
             if start.elapsed() > timeout {
@@ -227,6 +251,52 @@ impl MariaDb {
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+    }
+
+    /// Runs a query as root and returns its rows as column name → value maps.
+    pub fn query_named(&self, sql: &str) -> Result<Vec<std::collections::HashMap<String, String>>> {
+        let client = find_program("mariadb", "mariadb-client")?;
+        let out = Command::new(client)
+            .arg("--no-defaults")
+            .arg("-uroot")
+            .arg(format!("--socket={}", self.socket().display()))
+            .arg("--batch")
+            .arg("--connect-timeout=5")
+            .arg("-e")
+            .arg(sql)
+            .stdin(Stdio::null())
+            .output()?;
+        if !out.status.success() {
+            return Err(Error::Sql {
+                port: self.port,
+                sql: sql.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let names: Vec<&str> = lines
+            .next()
+            .map(|l| l.split('\t').collect())
+            .unwrap_or_default();
+        Ok(lines
+            .map(|l| {
+                names
+                    .iter()
+                    .map(|n| n.to_string())
+                    .zip(l.split('\t').map(str::to_string))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The port this server replicates from (default connection), if it replicates.
+    pub fn source_port(&self) -> Result<Option<u16>> {
+        let rows = self.query_named("SHOW SLAVE STATUS")?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.get("Master_Port"))
+            .and_then(|p| p.parse().ok()))
     }
 
     /// The OS process id, while running.
@@ -296,6 +366,15 @@ impl MariaDb {
     /// Starts a stopped or killed server again on the same port and data directory.
     pub fn restart(&self) -> Result<()> {
         self.kill()?;
+        self.spawn()
+    }
+
+    /// Like [`MariaDb::restart`], with extra arguments for this start only (for example
+    /// `--init-rpl-role=SLAVE` for a crashed semi-synchronous primary coming back).
+    pub fn restart_with(&self, extra: &[&str]) -> Result<()> {
+        self.kill()?;
+        *self.next_extra.lock().unwrap_or_else(|e| e.into_inner()) =
+            extra.iter().map(|s| s.to_string()).collect();
         self.spawn()
     }
 

@@ -13,7 +13,19 @@ pub struct TopologyOptions {
     pub extra: Vec<String>,
     /// Buffer pool per server (default 64M).
     pub buffer_pool: Option<&'static str>,
+    /// Semi-synchronous replication on every server (as primary and as replica), waiting
+    /// for a replica's acknowledgement after the binlog sync (`AFTER_SYNC`) with no timeout
+    /// in practice: the lossless configuration.
+    pub semi_sync: bool,
 }
+
+/// Server arguments for lossless semi-synchronous replication.
+pub const SEMI_SYNC_ARGS: &[&str] = &[
+    "--rpl-semi-sync-master-enabled=1",
+    "--rpl-semi-sync-slave-enabled=1",
+    "--rpl-semi-sync-master-wait-point=AFTER_SYNC",
+    "--rpl-semi-sync-master-timeout=3600000",
+];
 
 /// A primary and its replicas, replicating with GTIDs. Users: `app`/`app` (all privileges),
 /// `repl`/`repl` (replication), `monitor`/`monitor`. Database `test` exists.
@@ -29,15 +41,19 @@ GRANT ALL PRIVILEGES ON *.* TO 'app'@'%' WITH GRANT OPTION;\
 CREATE USER 'repl'@'%' IDENTIFIED BY 'repl';\
 GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO 'repl'@'%';\
 CREATE USER 'monitor'@'%' IDENTIFIED BY 'monitor';\
-GRANT REPLICA MONITOR, BINLOG MONITOR, REPLICATION SLAVE ADMIN, READ_ONLY ADMIN, SUPER, RELOAD, PROCESS, CONNECTION ADMIN ON *.* TO 'monitor'@'%';\
+GRANT REPLICA MONITOR, REPLICATION SLAVE ADMIN, REPLICATION SLAVE, RELOAD, READ_ONLY ADMIN ON *.* TO 'monitor'@'%';\
 CREATE DATABASE IF NOT EXISTS test;";
 
 impl Topology {
     /// Starts a primary and `replicas` replicas.
     pub fn start(opts: TopologyOptions) -> Result<Topology> {
+        let mut extra = opts.extra.clone();
+        if opts.semi_sync {
+            extra.extend(SEMI_SYNC_ARGS.iter().map(|s| s.to_string()));
+        }
         let server_opts = |id: u32| ServerOptions {
             server_id: id,
-            extra: opts.extra.clone(),
+            extra: extra.clone(),
             buffer_pool: opts.buffer_pool.unwrap_or("64M"),
         };
         // Start them all first (in parallel), then wire replication.

@@ -40,14 +40,22 @@ impl Connector<BackendConn> for MysqlConnector {
                     }
                 }
             };
-            let mut conn = BackendConn::connect(
+            // A connection attempt to a server that hangs gives up when the monitor declares
+            // it failed, not only at the connect timeout.
+            let mut failed = server.failure_watch();
+            let attempt = BackendConn::connect(
                 &server.address,
                 &key.user,
                 &password,
                 key.variant,
                 StmtCache::new(self.stmt_cache_size, server.stmt_budget.clone()),
-            )
-            .await?;
+            );
+            let mut conn = tokio::select! {
+                r = attempt => r?,
+                Ok(()) = failed.changed() => {
+                    return Err(ConnectError::down(format!("{}: the server stopped answering and was declared failed", server.name)))
+                }
+            };
             conn.failed = Some(server.failure_watch());
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.

@@ -33,8 +33,10 @@ impl Session {
         seq: u8,
         server: &str,
     ) -> Result<(), Fatal> {
-        let msg =
-            format!("sluice: lost connection to backend {server} before the statement completed");
+        let why = self.failure_note(server);
+        let msg = format!(
+            "sluice: lost connection to backend {server} before the statement completed{why}"
+        );
         self.client
             .send_err(seq, err::SERVER_LOST, b"HY000", &msg)
             .await?;
@@ -45,6 +47,22 @@ impl Session {
             )));
         }
         Ok(())
+    }
+
+    /// Why a server's connections are being lost, if the monitor knows (for error messages).
+    pub(crate) fn failure_note(&self, server: &str) -> String {
+        let Some(s) = self.proxy.topology.all.iter().find(|s| &*s.name == server) else {
+            return String::new();
+        };
+        match (s.health(), s.monitor_block()) {
+            (sluice_core::Health::Offline { reason }, _) if reason == "failed primary" => {
+                "; the server stopped answering and a failover replaced it (the statement's outcome is unknown)".into()
+            }
+            (_, Some(block)) if block.starts_with("unreachable") => {
+                format!("; the monitor finds it {block}")
+            }
+            _ => String::new(),
+        }
     }
 
     /// Learns from a response, updates pins, then keeps or releases the connection.

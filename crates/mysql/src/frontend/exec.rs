@@ -213,8 +213,9 @@ impl Session {
                 }
                 if clean && to_client {
                     let msg = format!(
-                        "sluice: lost connection to backend {} during the statement: {error}",
-                        server.name
+                        "sluice: lost connection to backend {} during the statement: {error}{}",
+                        server.name,
+                        self.failure_note(&server.name)
                     );
                     self.client
                         .send_err(next_seq, err::SERVER_LOST, b"HY000", &msg)

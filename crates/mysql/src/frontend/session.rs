@@ -240,6 +240,12 @@ impl Session {
             if self.handle.is_killed() {
                 return Err(Fatal("killed".into()));
             }
+            if self.prev.is_some()
+                && self.client.rbuf.is_empty()
+                && !self.wait_next_or_drain().await?
+            {
+                continue;
+            }
             let read = tokio::select! {
                 r = self.client.read_command() => r,
                 _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
@@ -293,6 +299,33 @@ impl Session {
                 )));
             }
         }
+    }
+
+    /// Waits for the client's next command while keeping the previous statement's connection;
+    /// gives that connection back if its server leaves service meanwhile (a switchover drains
+    /// it). Returns false if it did (and nothing was read).
+    async fn wait_next_or_drain(&mut self) -> Result<bool, Fatal> {
+        let Some(server) = self.prev.as_ref().map(|p| p.lease.server().clone()) else {
+            return Ok(true);
+        };
+        let mut drain = server.drain_watch();
+        let leaving = matches!(server.health(), sluice_core::Health::Offline { .. });
+        if !leaving {
+            tokio::select! {
+                // Readiness only: nothing is consumed, so giving up here loses nothing.
+                r = self.client.stream.readable() => { r?; return Ok(true) }
+                _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
+                r = drain.changed() => if r.is_err() { return Ok(true) },
+            }
+        }
+        if let Some(prev) = self.prev.take() {
+            self.prev_is_held = false;
+            self.release(prev).await;
+            if self.held.is_none() {
+                self.handle.set_backend(None);
+            }
+        }
+        Ok(false)
     }
 
     async fn command(&mut self, payload: bytes::BytesMut) -> Result<Flow, Fatal> {

@@ -22,6 +22,68 @@ pub struct Env {
     pub extra_ports: Vec<u16>,
 }
 
+/// Options for a topology whose roles the monitor discovers.
+#[derive(Default)]
+pub struct Managed {
+    /// Replicas behind the primary.
+    pub replicas: usize,
+    /// Lossless semi-synchronous replication.
+    pub semi_sync: bool,
+    /// Fail over automatically.
+    pub failover: bool,
+    /// TOML appended to the generated config.
+    pub extra: String,
+}
+
+/// Starts a primary and replicas, and sluice with the simplest configuration: servers
+/// listed without hostgroups, a monitor user, failover on or off, plus `extra`.
+pub async fn start_managed(m: Managed) -> Env {
+    init_tracing();
+    let (replicas, semi_sync) = (m.replicas, m.semi_sync);
+    let topo = tokio::task::spawn_blocking(move || {
+        Topology::start(TopologyOptions {
+            replicas,
+            semi_sync,
+            ..Default::default()
+        })
+    })
+    .await
+    .unwrap()
+    .expect("MariaDB topology must start (is mariadb-server installed?)");
+    let mut text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n[failover]\nenabled = {}\n[[users]]\nname = \"app\"\npassword = \"app\"\n",
+        m.failover
+    );
+    for s in &topo.servers {
+        text.push_str(&format!("[[servers]]\naddress = \"{}\"\n", s.addr()));
+    }
+    text.push_str(&m.extra);
+    let cfg =
+        Config::from_toml(&text).unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
+    let proxy = Proxy::new(cfg).expect("proxy");
+    let running = proxy.start().await.expect("proxy starts");
+    let port = running.addrs[0].port();
+    let extra_ports = running.addrs[1..].iter().map(|a| a.port()).collect();
+    Env {
+        topo,
+        proxy,
+        running,
+        port,
+        extra_ports,
+    }
+}
+
+/// Polls `cond` every 50 ms until it holds; panics with `what` after `limit`.
+pub async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        if start.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Starts `replicas` replicas and sluice with the default config plus `extra` TOML appended.
 pub async fn start(replicas: usize, extra: &str) -> Env {
     start_with(replicas, extra, |_| {}).await
@@ -92,6 +154,47 @@ impl Env {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    }
+
+    /// The monitor.
+    pub fn monitor(&self) -> &Arc<sluice_mysql::proxy::MysqlMonitor> {
+        self.proxy.monitor.as_ref().expect("monitor enabled")
+    }
+
+    /// Index (in `topo.servers`) of the server the monitor considers the primary.
+    pub fn primary_index(&self) -> Option<usize> {
+        let p = self.monitor().primary()?;
+        self.topo
+            .servers
+            .iter()
+            .position(|s| s.addr() == *p.address)
+    }
+
+    /// The proxy's view of server `i`.
+    pub fn server(&self, i: usize) -> &Arc<sluice_core::Server> {
+        let addr = self.topo.servers[i].addr();
+        self.proxy
+            .topology
+            .all
+            .iter()
+            .find(|s| *s.address == addr)
+            .expect("server configured")
+    }
+
+    /// Role of server `i` as the monitor sees it.
+    pub fn role(&self, i: usize) -> sluice_core::Role {
+        self.server(i).observed().role
+    }
+
+    /// The monitor's events, one per line.
+    pub fn events(&self) -> String {
+        self.monitor()
+            .events
+            .all()
+            .iter()
+            .map(|e| format!("[{}] {}", e.kind, e.message))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Waits for replicas to catch up.

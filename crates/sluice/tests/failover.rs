@@ -1,0 +1,535 @@
+//! Health monitoring and automatic failover against real MariaDB servers: roles discovered
+//! from replication state, a primary that is killed, hangs or refuses connections, the old
+//! primary coming back (rejoined, or fenced when it has errant transactions).
+
+mod common;
+
+use common::{wait_for, Env, Managed};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use sluice_core::Role;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn conn(env: &Env) -> Conn {
+    Conn::new(Opts::from_url(&env.url("test")).unwrap())
+        .await
+        .expect("connect through sluice")
+}
+
+async fn managed(failover: bool) -> Env {
+    let env = common::start_managed(Managed {
+        replicas: 2,
+        failover,
+        ..Default::default()
+    })
+    .await;
+    // The first round ran before the listener opened: roles are known.
+    assert_eq!(
+        env.primary_index(),
+        Some(0),
+        "server 0 is the primary\n{}",
+        env.events()
+    );
+    assert_eq!(env.role(1), Role::Replica);
+    assert_eq!(env.role(2), Role::Replica);
+    let mut c = conn(&env).await;
+    c.query_drop("CREATE TABLE w (id INT PRIMARY KEY, sid INT)")
+        .await
+        .unwrap();
+    env
+}
+
+/// A client writing rows `INSERT INTO w VALUES (n, @@server_id)` one after another through
+/// the proxy, reconnecting after errors, recording what was acknowledged.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<(u32, Instant)>>>,
+    errors: Arc<Mutex<Vec<(u32, String, Instant)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Writer {
+    fn start(url: String, first: u32) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let (s, a, e) = (stop.clone(), acked.clone(), errors.clone());
+        let task = tokio::spawn(async move {
+            let mut c: Option<Conn> = None;
+            let mut n = first;
+            let deadline = Instant::now() + Duration::from_secs(240);
+            while !s.load(Relaxed) && Instant::now() < deadline {
+                if c.is_none() {
+                    match tokio::time::timeout(
+                        Duration::from_secs(20),
+                        Conn::new(Opts::from_url(&url).unwrap()),
+                    )
+                    .await
+                    {
+                        Ok(Ok(conn)) => c = Some(conn),
+                        Ok(Err(err)) => {
+                            e.lock()
+                                .unwrap()
+                                .push((0, format!("connect: {err}"), Instant::now()));
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Err(_) => {
+                            e.lock()
+                                .unwrap()
+                                .push((0, "connect: timeout".into(), Instant::now()));
+                            continue;
+                        }
+                    }
+                }
+                let conn = c.as_mut().expect("connected");
+                let q = format!("INSERT INTO w VALUES ({n}, @@server_id)");
+                match tokio::time::timeout(Duration::from_secs(30), conn.query_drop(q)).await {
+                    Ok(Ok(())) => a.lock().unwrap().push((n, Instant::now())),
+                    Ok(Err(err)) => {
+                        e.lock().unwrap().push((n, err.to_string(), Instant::now()));
+                        c = None;
+                    }
+                    Err(_) => {
+                        e.lock()
+                            .unwrap()
+                            .push((n, "timeout".into(), Instant::now()));
+                        c = None;
+                    }
+                }
+                n += 1;
+            }
+        });
+        Writer {
+            stop,
+            acked,
+            errors,
+            task,
+        }
+    }
+
+    fn acked_ids(&self) -> BTreeSet<u32> {
+        self.acked.lock().unwrap().iter().map(|a| a.0).collect()
+    }
+
+    fn first_ack_after(&self, t: Instant) -> Option<Instant> {
+        self.acked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|a| a.1)
+            .find(|at| *at > t)
+    }
+
+    async fn finish(self) -> (BTreeSet<u32>, Vec<(u32, String, Instant)>) {
+        self.stop.store(true, Relaxed);
+        let _ = self.task.await;
+        let ids = self.acked.lock().unwrap().iter().map(|a| a.0).collect();
+        let errors = self.errors.lock().unwrap().clone();
+        (ids, errors)
+    }
+}
+
+/// Ids in table `w` on server `i`, read directly.
+fn ids_on(env: &Env, i: usize) -> BTreeSet<u32> {
+    let out = env.topo.servers[i].sql("SELECT id FROM test.w").unwrap();
+    out.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// `Master_Port` a server replicates from (None if it does not).
+fn source_port(env: &Env, i: usize) -> Option<u16> {
+    env.topo.servers[i].source_port().unwrap()
+}
+
+fn read_only(env: &Env, i: usize) -> bool {
+    env.topo.servers[i]
+        .sql("SELECT @@read_only")
+        .unwrap()
+        .trim()
+        == "1"
+}
+
+/// Reads through the proxy in a loop; counts failures.
+fn reader(
+    env: &Env,
+    stop: Arc<AtomicBool>,
+) -> (Arc<AtomicU64>, Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+    let url = env.url("test");
+    let ok = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let (o, f) = (ok.clone(), failed.clone());
+    let task = tokio::spawn(async move {
+        let mut c = Conn::new(Opts::from_url(&url).unwrap())
+            .await
+            .expect("reader connects");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !stop.load(Relaxed) && Instant::now() < deadline {
+            match c.query_first::<u32, _>("SELECT COUNT(*) FROM w").await {
+                Ok(_) => o.fetch_add(1, Relaxed),
+                Err(e) => {
+                    eprintln!("read failed: {e}");
+                    f.fetch_add(1, Relaxed)
+                }
+            };
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    (ok, failed, task)
+}
+
+/// After a failover to `new`: the other replica follows it, it is writable, every
+/// acknowledged row is there.
+fn check_after_failover(env: &Env, old: usize, new: usize, acked: &BTreeSet<u32>) {
+    assert_ne!(new, old);
+    assert!(!read_only(env, new), "the new primary is writable");
+    assert_eq!(
+        source_port(env, new),
+        None,
+        "the new primary replicates from no one"
+    );
+    for i in (0..env.topo.servers.len()).filter(|i| *i != old && *i != new) {
+        assert_eq!(
+            source_port(env, i),
+            Some(env.topo.servers[new].port),
+            "replica {i} follows the new primary\n{}",
+            env.events()
+        );
+        assert!(read_only(env, i));
+    }
+    let on_new = ids_on(env, new);
+    let lost: Vec<_> = acked.difference(&on_new).collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged rows missing on the new primary: {lost:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simplest_config_discovers_roles_and_splits() {
+    let env = managed(false).await;
+    let mut c = conn(&env).await;
+    // Writes reach the primary, reads the replicas (roles came from the monitor).
+    c.query_drop("INSERT INTO w VALUES (1, @@server_id)")
+        .await
+        .unwrap();
+    assert_eq!(
+        env.topo.primary().sql("SELECT sid FROM test.w").unwrap(),
+        "1"
+    );
+    env.sync();
+    let mut seen = BTreeSet::new();
+    for _ in 0..40 {
+        seen.insert(
+            c.query_first::<u32, _>("SELECT @@server_id")
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(seen, [2, 3].into_iter().collect::<BTreeSet<u32>>());
+    // What the operator sees.
+    assert_eq!(&*env.server(0).hostgroup(), "writer");
+    assert_eq!(&*env.server(1).hostgroup(), "reader");
+    assert_eq!(env.server(1).state_text(), "ONLINE");
+    let o = env.server(1).observed();
+    assert!(o.reachable && o.read_only == Some(true) && o.replication_running == Some(true));
+    assert_eq!(
+        o.source.as_deref(),
+        Some(env.topo.primary().addr().as_str())
+    );
+    assert!(o.rtt.is_some());
+    // No failover without [failover] enabled: a dead primary stays the primary.
+    env.topo.primary().kill().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(env.primary_index(), Some(0));
+    assert!(
+        env.server(0)
+            .state_text()
+            .starts_with("SHUNNED (unreachable"),
+        "{}",
+        env.server(0).state_text()
+    );
+    let err = c
+        .query_drop("INSERT INTO w VALUES (2, 0)")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("writer"),
+        "writes fail with a clear error: {err}"
+    );
+    // Reads still work.
+    c.query_first::<u32, _>("SELECT COUNT(*) FROM w")
+        .await
+        .unwrap();
+}
+
+/// Kill -9 the primary under write load: writes resume on the most advanced replica, reads
+/// never fail, the other replica follows the new primary, no acknowledged write is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_when_the_primary_is_killed() {
+    let env = managed(true).await;
+    let w = Writer::start(env.url("test"), 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (reads_ok, reads_failed, rtask) = reader(&env, stop.clone());
+    wait_for("some writes", LONG, || w.acked_ids().len() > 50).await;
+
+    env.topo.primary().kill().unwrap();
+    let killed = Instant::now();
+    wait_for("a write after the kill", LONG, || {
+        w.first_ack_after(killed).is_some()
+    })
+    .await;
+    let resumed = w.first_ack_after(killed).unwrap() - killed;
+    eprintln!(
+        "first write acknowledged {} ms after SIGKILL",
+        resumed.as_millis()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reads_before_stop = reads_ok.load(Relaxed);
+    stop.store(true, Relaxed);
+    rtask.await.unwrap();
+    let (acked, errors) = w.finish().await;
+
+    let new = env.primary_index().expect("a new primary");
+    assert_ne!(new, 0, "{}", env.events());
+    assert_eq!(env.role(new), Role::Primary);
+    check_after_failover(&env, 0, new, &acked);
+    // Writes after the kill landed on the new primary.
+    let sid = env.topo.servers[new].server_id;
+    let landed = env.topo.servers[new]
+        .sql(&format!(
+            "SELECT COUNT(*) > 0 FROM test.w WHERE sid = {sid}"
+        ))
+        .unwrap();
+    assert_eq!(
+        landed, "1",
+        "writes after the kill landed on the new primary"
+    );
+    assert_eq!(
+        reads_failed.load(Relaxed),
+        0,
+        "autocommit reads keep being served by replicas"
+    );
+    assert!(reads_before_stop > 0);
+    // Only statements in flight at the moment of death may fail (and then the writer
+    // reconnects): never after writes resumed.
+    for (n, e, at) in &errors {
+        assert!(
+            *at < killed + resumed,
+            "error after writes resumed (row {n}): {e}"
+        );
+    }
+    assert!(
+        errors.len() <= 2,
+        "at most the statement in flight fails: {errors:?}"
+    );
+    let ev = env.events();
+    for step in [
+        "applied its relay log in",
+        "promoted (read_only=0) in",
+        "writes go to",
+        "now replicates from",
+        "complete in",
+    ] {
+        assert!(ev.contains(step), "event log lacks {step:?}:\n{ev}");
+    }
+    assert_eq!(env.monitor().stats.failovers.load(Relaxed), 1);
+}
+
+/// SIGSTOP the primary: a statement in flight there fails with a clear error once it is
+/// declared failed and its session (a transaction) ends; a new write waits and succeeds on the
+/// new primary; the transaction is not replayed; the old primary, thawed, is fenced and
+/// rejoins as a replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_when_the_primary_hangs_then_it_rejoins() {
+    let env = managed(true).await;
+    let mut trx = conn(&env).await;
+    trx.query_drop("BEGIN").await.unwrap();
+    trx.query_drop("INSERT INTO w VALUES (1000, @@server_id)")
+        .await
+        .unwrap();
+    env.sync();
+
+    env.topo.primary().pause().unwrap();
+    let paused = Instant::now();
+    // A new autocommit write waits for the new primary.
+    let url = env.url("test");
+    let waiting = tokio::spawn(async move {
+        let mut c = Conn::new(Opts::from_url(&url).unwrap()).await.unwrap();
+        c.query_drop("INSERT INTO w VALUES (2000, @@server_id)")
+            .await
+            .map(|_| Instant::now())
+    });
+    // The statement in the open transaction is in flight on the hung primary.
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        trx.query_drop("INSERT INTO w VALUES (1001, @@server_id)"),
+    )
+    .await;
+    let err = r
+        .expect("the in-flight statement must not hang forever")
+        .unwrap_err()
+        .to_string();
+    eprintln!(
+        "in-flight statement failed after {} ms: {err}",
+        paused.elapsed().as_millis()
+    );
+    assert!(
+        err.contains("declared failed") || err.contains("lost connection"),
+        "clear error: {err}"
+    );
+    // The transaction's session is over: nothing of it is replayed elsewhere.
+    assert!(trx
+        .query_drop("INSERT INTO w VALUES (1002, 0)")
+        .await
+        .is_err());
+    let done = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("waiting write completes")
+        .unwrap();
+    let done = done.expect("the waiting write succeeds on the new primary");
+    eprintln!(
+        "waiting write acknowledged {} ms after SIGSTOP",
+        (done - paused).as_millis()
+    );
+
+    let new = env.primary_index().unwrap();
+    assert_ne!(new, 0);
+    check_after_failover(&env, 0, new, &[2000].into_iter().collect());
+    let rows = ids_on(&env, new);
+    assert!(
+        !rows.contains(&1000) && !rows.contains(&1001),
+        "the failed transaction is not replayed: {rows:?}"
+    );
+
+    // Thawed: fenced (read-only) and rejoined as a replica of the new primary.
+    env.topo.primary().resume().unwrap();
+    wait_for("the old primary to rejoin", LONG, || {
+        env.role(0) == Role::Replica
+    })
+    .await;
+    assert!(read_only(&env, 0));
+    assert_eq!(source_port(&env, 0), Some(env.topo.servers[new].port));
+    let ev = env.events();
+    assert!(ev.contains("rejoined as a replica"), "{ev}");
+    // It catches up, and takes reads again.
+    wait_for("the old primary to replicate row 2000", LONG, || {
+        ids_on(&env, 0).contains(&2000)
+    })
+    .await;
+    assert!(
+        !ids_on(&env, 0).contains(&1000),
+        "the rolled-back transaction stays rolled back"
+    );
+    let mut c = conn(&env).await;
+    let mut seen = BTreeSet::new();
+    for _ in 0..60 {
+        seen.insert(
+            c.query_first::<u32, _>("SELECT @@server_id")
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert!(
+        seen.contains(&1),
+        "the rejoined server serves reads: {seen:?}"
+    );
+    assert!(
+        !seen.contains(&env.topo.servers[new].server_id),
+        "reads avoid the primary: {seen:?}"
+    );
+}
+
+/// Clean shutdown of the primary (connections refused): failover; restarted, it rejoins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_when_the_primary_refuses_connections() {
+    let env = managed(true).await;
+    let w = Writer::start(env.url("test"), 1);
+    wait_for("some writes", LONG, || w.acked_ids().len() > 20).await;
+    let stopped = Instant::now();
+    env.topo.primary().stop().unwrap();
+    wait_for("a write after the shutdown", LONG, || {
+        w.first_ack_after(stopped).is_some()
+    })
+    .await;
+    let (acked, _errors) = w.finish().await;
+    let new = env.primary_index().unwrap();
+    check_after_failover(&env, 0, new, &acked);
+
+    env.topo.primary().restart().unwrap();
+    wait_for("the old primary to rejoin", LONG, || {
+        env.role(0) == Role::Replica
+    })
+    .await;
+    assert_eq!(source_port(&env, 0), Some(env.topo.servers[new].port));
+    wait_for("it to catch up", LONG, || {
+        ids_on(&env, 0) == ids_on(&env, new)
+    })
+    .await;
+}
+
+/// The old primary comes back with a transaction the new primary never got: it is set
+/// read-only and kept out of service, reported, never merged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_primary_with_errant_transactions_is_fenced() {
+    let env = managed(true).await;
+    let mut c = conn(&env).await;
+    c.query_drop("INSERT INTO w VALUES (1, @@server_id)")
+        .await
+        .unwrap();
+    env.sync();
+    env.topo.primary().kill().unwrap();
+    wait_for("a failover", LONG, || {
+        env.primary_index().is_some_and(|p| p != 0)
+    })
+    .await;
+    let new = env.primary_index().unwrap();
+
+    // While unreachable for the proxy (no networking), the old primary commits a row of
+    // its own: a transaction the new primary lacks.
+    env.topo
+        .primary()
+        .restart_with(&["--skip-networking"])
+        .unwrap();
+    env.topo
+        .primary()
+        .sql("INSERT INTO test.w VALUES (99, @@server_id)")
+        .unwrap();
+    env.topo.primary().restart().unwrap();
+
+    wait_for("the old primary to be fenced", LONG, || {
+        env.role(0) == Role::Fenced
+    })
+    .await;
+    assert!(read_only(&env, 0), "fenced: read-only");
+    assert_eq!(source_port(&env, 0), None, "not merged into replication");
+    let state = env.server(0).state_text();
+    assert!(
+        state.starts_with("OFFLINE (errant transactions: 0-1-"),
+        "{state}"
+    );
+    let ev = env.events();
+    assert!(ev.contains("has transactions the primary"), "{ev}");
+    // It takes no traffic; writes go on at the new primary; the errant row stays out.
+    c.query_drop("INSERT INTO w VALUES (2, @@server_id)")
+        .await
+        .unwrap();
+    for _ in 0..30 {
+        let sid = c
+            .query_first::<u32, _>("SELECT @@server_id")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_ne!(sid, 1, "the fenced server serves nothing");
+    }
+    assert!(!ids_on(&env, new).contains(&99));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(env.role(0), Role::Fenced, "stays fenced");
+}
