@@ -519,6 +519,7 @@ impl<C> Hostgroup<C> {
     fn no_server(&self, st: &State<C>, last_error: Option<&ConnectError>) -> AcquireError {
         let reason = last_error
             .map(|e| e.message.clone())
+            .or_else(|| st.members.iter().find_map(|m| m.server.monitor_block()))
             .or_else(|| {
                 st.members.iter().find_map(|m| match m.server.health() {
                     crate::Health::Shunned { reason, .. } | crate::Health::Offline { reason } => {

@@ -333,7 +333,29 @@ impl MariaDb {
 
     /// Freezes the server (SIGSTOP): it keeps its sockets but answers nothing.
     pub fn pause(&self) -> Result<()> {
-        self.signal(libc::SIGSTOP)
+        self.signal(libc::SIGSTOP)?;
+        // The signal is asynchronous: return once the process is really stopped.
+        let pid = self
+            .pid()
+            .ok_or_else(|| Error::Other("server not running".into()))?;
+        let start = Instant::now();
+        loop {
+            let stopped = std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|tasks| {
+                    tasks.flatten().all(|t| {
+                        let stat =
+                            std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                        stat.rsplit_once(") ")
+                            .and_then(|(_, rest)| rest.chars().next())
+                            == Some('T')
+                    })
+                })
+                .unwrap_or(true);
+            if stopped || start.elapsed() > Duration::from_secs(5) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Thaws a paused server.

@@ -13,15 +13,18 @@ pub struct TopologyOptions {
     pub extra: Vec<String>,
     /// Buffer pool per server (default 64M).
     pub buffer_pool: Option<&'static str>,
-    /// Semi-synchronous replication on every server (as primary and as replica), waiting
-    /// for a replica's acknowledgement after the binlog sync (`AFTER_SYNC`) with no timeout
-    /// in practice: the lossless configuration.
+    /// Semi-synchronous replication: every server acknowledges as a replica, the primary
+    /// waits for an acknowledgement after the binlog sync (`AFTER_SYNC`) with no timeout in
+    /// practice, even with no replica connected: the lossless configuration. Only the primary
+    /// has `rpl_semi_sync_master_enabled` (a replica with it would wait for acknowledgements
+    /// of what it applies); sluice moves it with the primary role.
     pub semi_sync: bool,
 }
 
 /// Server arguments for lossless semi-synchronous replication.
 pub const SEMI_SYNC_ARGS: &[&str] = &[
-    "--rpl-semi-sync-master-enabled=1",
+    "--rpl-semi-sync-master-enabled=0",
+    "--rpl-semi-sync-master-wait-no-slave=1",
     "--rpl-semi-sync-slave-enabled=1",
     "--rpl-semi-sync-master-wait-point=AFTER_SYNC",
     "--rpl-semi-sync-master-timeout=3600000",
@@ -41,7 +44,7 @@ GRANT ALL PRIVILEGES ON *.* TO 'app'@'%' WITH GRANT OPTION;\
 CREATE USER 'repl'@'%' IDENTIFIED BY 'repl';\
 GRANT REPLICATION SLAVE, REPLICATION SLAVE ADMIN, BINLOG MONITOR ON *.* TO 'repl'@'%';\
 CREATE USER 'monitor'@'%' IDENTIFIED BY 'monitor';\
-GRANT REPLICA MONITOR, REPLICATION SLAVE ADMIN, REPLICATION SLAVE, RELOAD, READ_ONLY ADMIN ON *.* TO 'monitor'@'%';\
+GRANT REPLICA MONITOR, REPLICATION SLAVE ADMIN, REPLICATION MASTER ADMIN, REPLICATION SLAVE, RELOAD, READ_ONLY ADMIN ON *.* TO 'monitor'@'%';\
 CREATE DATABASE IF NOT EXISTS test;";
 
 impl Topology {
@@ -86,6 +89,18 @@ impl Topology {
             topo.attach_replica(r)?;
         }
         topo.sync_replicas(Duration::from_secs(30))?;
+        if opts.semi_sync {
+            topo.primary()
+                .sql("SET GLOBAL rpl_semi_sync_master_enabled=1")?;
+            // Wait until a replica's semi-synchronous connection is up.
+            let start = Instant::now();
+            while topo.primary().sql("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME='RPL_SEMI_SYNC_MASTER_CLIENTS'")?.trim() == "0" {
+                if start.elapsed() > Duration::from_secs(30) {
+                    return Err(Error::Other("no semi-synchronous replica connected within 30 s".into()));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         Ok(topo)
     }
 
@@ -112,9 +127,20 @@ impl Topology {
 
     /// Waits until every running replica has applied everything the primary has written.
     pub fn sync_replicas(&self, timeout: Duration) -> Result<()> {
-        let pos = self.primary().sql("SELECT @@gtid_binlog_pos")?;
+        self.sync_replicas_of(0, timeout)
+    }
+
+    /// Like [`Topology::sync_replicas`], with `servers[primary]` as the primary (after a
+    /// failover).
+    pub fn sync_replicas_of(&self, primary: usize, timeout: Duration) -> Result<()> {
+        let pos = self.servers[primary].sql("SELECT @@gtid_binlog_pos")?;
         let start = Instant::now();
-        for r in self.replicas() {
+        for (_, r) in self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != primary)
+        {
             if !r.is_running() {
                 continue;
             }

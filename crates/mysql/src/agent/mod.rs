@@ -276,6 +276,9 @@ impl Agent for MariaDbAgent {
                 &[
                     "STOP ALL SLAVES".into(),
                     "RESET SLAVE ALL".into(),
+                    // Semi-synchronous replication (replicas acknowledge): the new primary
+                    // waits for acknowledgements, as the old one did.
+                    "SET GLOBAL rpl_semi_sync_master_enabled=@@rpl_semi_sync_slave_enabled".into(),
                     "SET GLOBAL read_only=0".into(),
                 ],
             )
@@ -295,7 +298,12 @@ impl Agent for MariaDbAgent {
                 "CHANGE MASTER TO MASTER_HOST={}, MASTER_PORT={port}, MASTER_USE_GTID=slave_pos",
                 quote(host)
             );
-            let mut statements = vec!["SET GLOBAL read_only=1".to_string(), "STOP SLAVE".into()];
+            // A replica does not wait for acknowledgements of what it applies.
+            let mut statements = vec![
+                "SET GLOBAL read_only=1".to_string(),
+                "SET GLOBAL rpl_semi_sync_master_enabled=0".into(),
+                "STOP SLAVE".into(),
+            ];
             if fresh {
                 // A former primary: it continues from what it committed itself.
                 let (user, password) = &self.replication;
@@ -383,6 +391,11 @@ fn missing_from_grants(grants: &[String], replicates: bool) -> Vec<String> {
         ),
         ("RELOAD", "RELOAD", "RESET SLAVE ALL when promoting"),
         ("READ_ONLY ADMIN", "READ_ONLY ADMIN", "SET GLOBAL read_only"),
+        (
+            "REPLICATION MASTER ADMIN",
+            "REPLICATION MASTER ADMIN",
+            "SET GLOBAL rpl_semi_sync_master_enabled",
+        ),
     ];
     if replicates {
         needed.push((
@@ -415,13 +428,13 @@ mod tests {
         assert!(
             missing_from_grants(&g("GRANT ALL PRIVILEGES ON *.* TO `app`@`%`"), true).is_empty()
         );
-        let full = "GRANT RELOAD, REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR, REPLICATION SLAVE ADMIN, READ_ONLY ADMIN ON *.* TO `monitor`@`%` IDENTIFIED BY PASSWORD '*x'";
+        let full = "GRANT RELOAD, REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR, REPLICATION SLAVE ADMIN, REPLICATION MASTER ADMIN, READ_ONLY ADMIN ON *.* TO `monitor`@`%` IDENTIFIED BY PASSWORD '*x'";
         assert!(missing_from_grants(&g(full), true).is_empty());
         let partial = "GRANT REPLICATION SLAVE ADMIN, SLAVE MONITOR ON *.* TO `monitor`@`%`";
         let missing = missing_from_grants(&g(partial), true);
-        assert_eq!(missing.len(), 3, "{missing:?}");
+        assert_eq!(missing.len(), 4, "{missing:?}");
         assert!(missing[0].starts_with("RELOAD"));
         assert!(missing.iter().any(|m| m.starts_with("REPLICATION SLAVE (")));
-        assert_eq!(missing_from_grants(&g(partial), false).len(), 2);
+        assert_eq!(missing_from_grants(&g(partial), false).len(), 3);
     }
 }

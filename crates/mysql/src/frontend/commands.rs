@@ -27,8 +27,20 @@ impl Session {
         payload.push(com::INIT_DB);
         payload.extend_from_slice(db.as_bytes());
         let target = self.read_target();
-        self.run_hidden(target, &payload, Expect::Simple, Effects::USE_DB)
-            .await
+        let routed = matches!(target, super::exec::Target::Group(_));
+        let r = self
+            .run_hidden(target, &payload, Expect::Simple, Effects::USE_DB)
+            .await?;
+        match r {
+            // No reader to check the schema on (and reads do not fall back): the writer,
+            // the source of truth, can tell. Selecting a schema is not a read to balance.
+            Err(e) if routed && e.code == crate::wire::consts::err::NO_BACKEND => {
+                let target = self.write_target();
+                self.run_hidden(target, &payload, Expect::Simple, Effects::USE_DB)
+                    .await
+            }
+            other => Ok(other),
+        }
     }
 
     /// COM_FIELD_LIST.

@@ -2,6 +2,7 @@
 //! front of it, plus helpers to drive it with real clients.
 #![allow(dead_code)]
 
+pub mod load;
 pub mod raw;
 
 use sluice_config::Config;
@@ -31,6 +32,8 @@ pub struct Managed {
     pub semi_sync: bool,
     /// Fail over automatically.
     pub failover: bool,
+    /// Keys added to the `[proxy]` table.
+    pub proxy_keys: String,
     /// TOML appended to the generated config.
     pub extra: String,
 }
@@ -50,18 +53,8 @@ pub async fn start_managed(m: Managed) -> Env {
     .await
     .unwrap()
     .expect("MariaDB topology must start (is mariadb-server installed?)");
-    let mut text = format!(
-        "[proxy]\nlisten = \"127.0.0.1:0\"\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n[failover]\nenabled = {}\n[[users]]\nname = \"app\"\npassword = \"app\"\n",
-        m.failover
-    );
-    for s in &topo.servers {
-        text.push_str(&format!("[[servers]]\naddress = \"{}\"\n", s.addr()));
-    }
-    text.push_str(&m.extra);
-    let cfg =
-        Config::from_toml(&text).unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
-    let proxy = Proxy::new(cfg).expect("proxy");
-    let running = proxy.start().await.expect("proxy starts");
+    let (proxy, running) =
+        start_proxy(&managed_config(&topo, m.failover, &m.proxy_keys, &m.extra)).await;
     let port = running.addrs[0].port();
     let extra_ports = running.addrs[1..].iter().map(|a| a.port()).collect();
     Env {
@@ -71,6 +64,28 @@ pub async fn start_managed(m: Managed) -> Env {
         port,
         extra_ports,
     }
+}
+
+/// The simplest configuration for `topo`: servers without hostgroups, the monitor user,
+/// failover on or off, `proxy_keys` in `[proxy]`, then `extra` appended.
+pub fn managed_config(topo: &Topology, failover: bool, proxy_keys: &str, extra: &str) -> String {
+    let mut text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n{proxy_keys}\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n[failover]\nenabled = {failover}\n[[users]]\nname = \"app\"\npassword = \"app\"\n"
+    );
+    for s in &topo.servers {
+        text.push_str(&format!("[[servers]]\naddress = \"{}\"\n", s.addr()));
+    }
+    text.push_str(extra);
+    text
+}
+
+/// Starts a proxy from config text.
+pub async fn start_proxy(text: &str) -> (Arc<Proxy>, Running) {
+    let cfg =
+        Config::from_toml(text).unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
+    let proxy = Proxy::new(cfg).expect("proxy");
+    let running = proxy.start().await.expect("proxy starts");
+    (proxy, running)
 }
 
 /// Polls `cond` every 50 ms until it holds; panics with `what` after `limit`.
