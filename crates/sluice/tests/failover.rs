@@ -270,7 +270,9 @@ async fn failover_when_the_primary_hangs_then_it_rejoins() {
             .await
             .map(|_| Instant::now())
     });
-    // The statement in the open transaction is in flight on the hung primary.
+    // A statement of an open transaction in flight on the hung primary: the transaction is
+    // rolled back for certain; the client is told so (1213, restart the transaction) and its
+    // session goes on.
     let r = tokio::time::timeout(
         Duration::from_secs(30),
         trx.query_drop("INSERT INTO w VALUES (1001, @@server_id)"),
@@ -278,21 +280,28 @@ async fn failover_when_the_primary_hangs_then_it_rejoins() {
     .await;
     let err = r
         .expect("the in-flight statement must not hang forever")
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
     eprintln!(
         "in-flight statement failed after {} ms: {err}",
         paused.elapsed().as_millis()
     );
-    assert!(
-        err.contains("declared failed") || err.contains("lost connection"),
-        "clear error: {err}"
-    );
-    // The transaction's session is over: nothing of it is replayed elsewhere.
-    assert!(trx
-        .query_drop("INSERT INTO w VALUES (1002, 0)")
+    match &err {
+        mysql_async::Error::Server(e) => {
+            assert_eq!((e.code, e.state.as_str()), (1213, "40001"), "{e:?}");
+            assert!(
+                e.message.contains("transaction was rolled back") && e.message.contains("failover"),
+                "{e:?}"
+            );
+        }
+        other => panic!("expected a server error, got {other}"),
+    }
+    // Outside any transaction now; nothing of the old one is replayed.
+    let in_trx: u32 = trx
+        .query_first("SELECT @@in_transaction")
         .await
-        .is_err());
+        .unwrap()
+        .unwrap();
+    assert_eq!(in_trx, 0);
     let done = tokio::time::timeout(Duration::from_secs(30), waiting)
         .await
         .expect("waiting write completes")
@@ -379,40 +388,65 @@ async fn failover_when_the_primary_refuses_connections() {
     .await;
 }
 
-/// The old primary comes back with a transaction the new primary never got: it is set
-/// read-only and kept out of service, reported, never merged.
+/// A COMMIT in flight when the primary hangs is in doubt: the client is told the connection
+/// was lost (2013) and its session ends, as with a direct connection. When the frozen primary
+/// thaws after the failover it does run that COMMIT — a transaction the new primary never
+/// got: the old primary is set read-only and kept out of service, reported, never merged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn old_primary_with_errant_transactions_is_fenced() {
+async fn in_doubt_commit_and_old_primary_with_errant_transactions_is_fenced() {
     let env = managed(true).await;
     let mut c = conn(&env).await;
     c.query_drop("INSERT INTO w VALUES (1, @@server_id)")
         .await
         .unwrap();
+    let mut committing = conn(&env).await;
+    committing.query_drop("BEGIN").await.unwrap();
+    committing
+        .query_drop("INSERT INTO w VALUES (99, @@server_id)")
+        .await
+        .unwrap();
     env.sync();
-    env.topo.primary().kill().unwrap();
+
+    env.topo.primary().pause().unwrap();
+    let commit = tokio::spawn(async move {
+        let r = committing.query_drop("COMMIT").await;
+        let after = committing.query_drop("SELECT 1").await;
+        (r, after)
+    });
+    let (commit_result, after_commit) = tokio::time::timeout(Duration::from_secs(30), commit)
+        .await
+        .expect("the in-doubt COMMIT must not hang forever")
+        .unwrap();
+    let cerr = commit_result
+        .expect_err("the in-doubt COMMIT fails")
+        .to_string();
+    assert!(
+        cerr.contains("2013") && cerr.contains("lost connection"),
+        "{cerr}"
+    );
+    assert!(
+        after_commit.is_err(),
+        "the session of an in-doubt COMMIT is closed"
+    );
     wait_for("a failover", LONG, || {
         env.primary_index().is_some_and(|p| p != 0)
     })
     .await;
     let new = env.primary_index().unwrap();
+    assert!(!ids_on(&env, new).contains(&99), "nothing is replayed");
 
-    // While unreachable for the proxy (no networking), the old primary commits a row of
-    // its own: a transaction the new primary lacks.
-    env.topo
-        .primary()
-        .restart_with(&["--skip-networking"])
-        .unwrap();
-    env.topo
-        .primary()
-        .sql("INSERT INTO test.w VALUES (99, @@server_id)")
-        .unwrap();
-    env.topo.primary().restart().unwrap();
+    // Thawed, the old primary runs the COMMIT that was waiting in its socket.
+    env.topo.primary().resume().unwrap();
 
     wait_for("the old primary to be fenced", LONG, || {
         env.role(0) == Role::Fenced
     })
     .await;
     assert!(read_only(&env, 0), "fenced: read-only");
+    assert!(
+        ids_on(&env, 0).contains(&99),
+        "the old primary committed the in-doubt transaction"
+    );
     assert_eq!(source_port(&env, 0), None, "not merged into replication");
     let state = env.server(0).state_text();
     assert!(

@@ -43,17 +43,31 @@ fn counter(report: &str, label: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oltp_read_write_16_threads_no_errors_no_reconnects() {
+async fn oltp_read_write_16_threads_no_proxy_errors_no_reconnects() {
     let env = common::start(2, "").await;
     let port = env.port;
-    // Tables large enough that the workload itself does not deadlock (it does on tiny tables,
-    // directly against MariaDB too: sysbench then counts "ignored errors").
+    // Tables large enough that the workload itself rarely deadlocks (it often does on tiny
+    // tables, directly against MariaDB too: sysbench then counts "ignored errors").
     let common = ["--tables=8", "--table-size=10000"];
-    let report = tokio::task::spawn_blocking(move || {
+    let deadlocks = || -> u64 {
+        env.topo
+            .primary()
+            .sql("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_DEADLOCKS'")
+            .unwrap()
+            .trim()
+            .parse()
+            .expect("Innodb_deadlocks")
+    };
+    tokio::task::spawn_blocking(move || {
         sysbench(
             port,
             &[&["oltp_read_write"][..], &common, &["prepare"]].concat(),
         );
+    })
+    .await
+    .unwrap();
+    let deadlocks_before = deadlocks();
+    let report = tokio::task::spawn_blocking(move || {
         sysbench(
             port,
             &[
@@ -68,7 +82,14 @@ async fn oltp_read_write_16_threads_no_errors_no_reconnects() {
     .unwrap();
     let transactions = counter(&report, "transactions");
     assert!(transactions > 100, "too few transactions:\n{report}");
-    assert_eq!(counter(&report, "ignored errors"), 0, "{report}");
+    // The only errors are the deadlocks InnoDB itself reported (sysbench ignores 1213 and
+    // retries the transaction): the proxy added none.
+    let deadlocks = deadlocks() - deadlocks_before;
+    assert_eq!(
+        counter(&report, "ignored errors"),
+        deadlocks,
+        "errors other than InnoDB's own deadlocks\n{report}"
+    );
     assert_eq!(counter(&report, "reconnects"), 0, "{report}");
     // The work really went through the primary, and the row counts agree there.
     let rows = env

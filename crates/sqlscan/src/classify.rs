@@ -126,6 +126,10 @@ effects! {
     GLOBAL_SET = 27;
     /// `CALL`: a procedure may change anything, including LAST_INSERT_ID().
     PROCEDURE_CALL = 28;
+    /// May commit an open transaction: `COMMIT`, `BEGIN` (commits the open one), DDL, `SET`
+    /// (`autocommit=1`), `LOCK`/`UNLOCK TABLES`, `CALL`, and statements not classified. Plain
+    /// `SELECT`/DML/`SHOW`/`ROLLBACK` never do.
+    MAY_COMMIT = 29;
 }
 
 impl Effects {
@@ -229,6 +233,23 @@ pub fn scan_with(sql: &[u8], opts: Options) -> Scan {
             out.effects |= Effects::MULTI;
         }
         out.effects |= st.effects;
+        if !matches!(
+            st.command,
+            Command::Select
+                | Command::Insert
+                | Command::Update
+                | Command::Delete
+                | Command::Replace
+                | Command::Show
+                | Command::Explain
+                | Command::Use
+                | Command::Rollback
+                | Command::Kill
+                | Command::Load
+                | Command::Empty
+        ) {
+            out.effects |= Effects::MAY_COMMIT;
+        }
         out.route = Some(match (out.route, st.route) {
             (Some(Route::Write), _) | (_, Route::Write) => Route::Write,
             _ => Route::Read,

@@ -249,3 +249,31 @@ fn insert_id_related_effects() {
     assert!(effects("SET last_insert_id = 5").contains(Effects::LAST_INSERT_ID_SET));
     assert!(effects("SET @@session.insert_id = 5").contains(Effects::UNTRACKED));
 }
+
+#[test]
+fn statements_that_may_commit() {
+    for sql in [
+        "COMMIT",
+        "BEGIN",
+        "START TRANSACTION",
+        "CREATE TABLE t (a INT)",
+        "SET autocommit=1",
+        "LOCK TABLES t WRITE",
+        "CALL p()",
+        "GRANT SELECT ON *.* TO x",
+        "SELECT 1; COMMIT",
+    ] {
+        assert!(effects(sql).contains(Effects::MAY_COMMIT), "{sql}");
+    }
+    for sql in [
+        "SELECT 1",
+        "INSERT INTO t VALUES (1)",
+        "UPDATE t SET a=1",
+        "DELETE FROM t",
+        "SHOW TABLES",
+        "ROLLBACK",
+        "SELECT * FROM t FOR UPDATE",
+    ] {
+        assert!(!effects(sql).contains(Effects::MAY_COMMIT), "{sql}");
+    }
+}

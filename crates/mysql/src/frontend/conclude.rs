@@ -24,18 +24,40 @@ const EXPLAINS_STATE_CHANGE: Effects = Effects(
 );
 
 impl Session {
-    /// The backend broke before the client saw anything: tell the client. Losing the held
-    /// connection loses the session's pinned state (transaction, temporary tables...), so the
-    /// client is disconnected after the error, as it would be by a server crash.
+    /// The backend broke before the client saw anything: tell the client.
+    ///
+    /// Losing the held connection loses the session's pinned state. When that state is only
+    /// an open transaction and the statement could not have committed it, the transaction is
+    /// certainly rolled back (the server died or drops the connection): the client gets
+    /// ER_LOCK_DEADLOCK (1213, SQLSTATE 40001, "restart the transaction"), as after a
+    /// deadlock, and the session goes on outside any transaction. Otherwise (temporary tables,
+    /// locks, variables, or a COMMIT whose outcome is unknown) the client is disconnected
+    /// after the error, as a server crash would disconnect it.
     pub(crate) async fn report_lost(
         &mut self,
         was_held: bool,
         seq: u8,
         server: &str,
+        effects: Effects,
     ) -> Result<(), Fatal> {
         let why = self.failure_note(server);
+        let trx = Pins(Pins::TRANSACTION.0 | Pins::PREVIOUS_STATEMENT.0);
+        let only_trx =
+            self.st.pins.has(Pins::TRANSACTION) && Pins(self.st.pins.0 & !trx.0).is_empty();
+        if was_held && only_trx && !effects.intersects(Effects::MAY_COMMIT) {
+            let msg = format!(
+                "sluice: the transaction was rolled back: lost connection to backend {server}{why}; restart the transaction"
+            );
+            self.client
+                .send_err(seq, err::LOCK_DEADLOCK, b"40001", &msg)
+                .await?;
+            self.st.in_trans = false;
+            self.st.pins.set(trx, false);
+            self.publish_pins();
+            return Ok(());
+        }
         let msg = format!(
-            "sluice: lost connection to backend {server} before the statement completed{why}"
+            "sluice: lost connection to backend {server} before the statement completed{why}; its outcome is unknown"
         );
         self.client
             .send_err(seq, err::SERVER_LOST, b"HY000", &msg)
@@ -56,7 +78,7 @@ impl Session {
         };
         match (s.health(), s.monitor_block()) {
             (sluice_core::Health::Offline { reason }, _) if reason == "failed primary" => {
-                "; the server stopped answering and a failover replaced it (the statement's outcome is unknown)".into()
+                "; the server stopped answering and a failover replaced it".into()
             }
             (_, Some(block)) if block.starts_with("unreachable") => {
                 format!("; the monitor finds it {block}")

@@ -283,7 +283,7 @@ impl Session {
                         }
                     }
                     if untouched {
-                        return self.report_lost(from_held, 1, &server_name).await;
+                        return self.report_lost(from_held, 1, &server_name, effects).await;
                     }
                     return Ok(());
                 }

@@ -122,6 +122,8 @@ pub mod err {
     pub const NOT_SUPPORTED: u16 = 1235;
     /// CR_SERVER_LOST: the backend connection broke during the statement.
     pub const SERVER_LOST: u16 = 2013;
+    /// ER_LOCK_DEADLOCK: the transaction was rolled back; restart it.
+    pub const LOCK_DEADLOCK: u16 = 1213;
     /// sluice: no backend connection could be had (queue timeout, no server).
     pub const NO_BACKEND: u16 = 9001;
     /// sluice: a routing hint or rule named an unknown hostgroup.

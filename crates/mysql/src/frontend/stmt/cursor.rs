@@ -49,7 +49,7 @@ impl Session {
                 let name = att.lease.server().name.clone();
                 drop(att);
                 if untouched {
-                    self.report_lost(true, 1, &name).await?;
+                    self.report_lost(true, 1, &name, Effects::default()).await?;
                 }
                 Ok(HeldRun::Lost)
             }

@@ -104,7 +104,7 @@ impl Session {
                 drop(att);
                 stmt_state(self, false);
                 if untouched {
-                    return self.report_lost(from_held, 1, &server_name).await;
+                    return self.report_lost(from_held, 1, &server_name, effects).await;
                 }
                 Ok(())
             }

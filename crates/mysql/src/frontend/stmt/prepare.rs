@@ -78,7 +78,9 @@ impl Session {
                 let name = att.lease.server().name.clone();
                 drop(att);
                 tracing::debug!(session = self.id, error = %e, "backend lost while preparing");
-                return self.report_lost(from_held, 1, &name).await;
+                return self
+                    .report_lost(from_held, 1, &name, Effects::default())
+                    .await;
             }
         };
         self.client.stream_write(&answer).await?;
