@@ -124,10 +124,11 @@ pub fn start_sluice(config: &str, port: u16) -> Result<Guard, String> {
     std::fs::write(&path, config).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(std::env::temp_dir().join(format!("sluice-bench-{port}.log")))
         .map_err(|e| e.to_string())?;
+    let out = log.try_clone().map_err(|e| e.to_string())?;
     let child = Command::new(sluice_bin())
         .arg("--config")
         .arg(&path)
-        .stdout(Stdio::null())
+        .stdout(out)
         .stderr(log)
         .spawn()
         .map_err(|e| {

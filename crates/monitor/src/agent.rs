@@ -60,6 +60,15 @@ pub trait Agent: Send + Sync + 'static {
         position: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), String>>;
+    /// Stops a replica's replication (receiving and applying), keeping its configuration.
+    /// `source_failed`: its source is known dead or hung, so do not wait for it.
+    fn detach<'a>(
+        &'a self,
+        server: &'a Server,
+        source_failed: bool,
+    ) -> BoxFuture<'a, Result<(), String>>;
+    /// Starts again the replication that [`Agent::detach`] stopped.
+    fn resume<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>>;
     /// Makes a replica the primary: stops and forgets its replication, makes it writable.
     fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>>;
     /// Points a replica at `primary` and starts replication. `fresh`: it had no replication

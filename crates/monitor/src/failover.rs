@@ -4,6 +4,7 @@
 use crate::agent::Agent;
 use crate::coordinator::Proposal;
 use crate::Monitor;
+use futures_util::future::join_all;
 use sluice_core::{Role, Server};
 use std::cmp::Ordering;
 use std::sync::atomic::Ordering::Relaxed;
@@ -33,6 +34,40 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             o => o,
         });
         c.into_iter().map(|(s, pos, _)| (s, pos)).collect()
+    }
+
+    /// Steps 1 and 2: the candidate applies everything it received (never restarting its
+    /// replication: on MariaDB that would discard the relay log), stops replicating and is
+    /// promoted. Each step is logged with its timing.
+    async fn take_over(&self, cand: &Arc<Server>, received: &str) -> Result<(), String> {
+        let t = Instant::now();
+        self.agent
+            .catch_up(cand, received, self.settings.catchup_timeout)
+            .await
+            .map_err(|e| format!("{} could not apply its relay log ({e})", cand.name))?;
+        self.events.push(
+            "failover",
+            format!(
+                "{} applied its relay log in {} ms",
+                cand.name,
+                t.elapsed().as_millis()
+            ),
+        );
+        let t = Instant::now();
+        let promoted = match self.agent.detach(cand, true).await {
+            Ok(()) => self.agent.promote(cand).await,
+            Err(e) => Err(e),
+        };
+        promoted.map_err(|e| format!("cannot promote {}: {e}", cand.name))?;
+        self.events.push(
+            "failover",
+            format!(
+                "{} promoted (read_only=0) in {} ms",
+                cand.name,
+                t.elapsed().as_millis()
+            ),
+        );
+        Ok(())
     }
 
     /// A failover step failed: `old` stays the primary (it may come back) and the next
@@ -90,51 +125,26 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         old.fail_in_flight();
         self.set_primary(None);
 
-        // 1. Let the candidate apply everything it received (never restart its replication:
-        //    on MariaDB that would discard the relay log).
-        let t = Instant::now();
-        if let Err(e) = self
-            .agent
-            .catch_up(&cand, &received, self.settings.catchup_timeout)
-            .await
-        {
-            self.events.push(
-                "failover",
-                format!(
-                    "{} could not apply its relay log ({e}); failover postponed",
-                    cand.name
-                ),
-            );
+        // The other replicas stop receiving from the failed primary meanwhile (it may take a
+        // moment: see `Agent::detach`); they follow the new one once it is promoted.
+        let others: Vec<Arc<Server>> = candidates.iter().skip(1).map(|(r, _)| r.clone()).collect();
+        let detach_others = join_all(others.iter().map(|r| self.agent.detach(r, true)));
+        let (detached, taken_over) = tokio::join!(detach_others, self.take_over(&cand, &received));
+        if let Err(e) = taken_over {
+            self.events
+                .push("failover", format!("{e}; failover postponed"));
+            // Replication resumes as it was (the old primary may come back).
+            for r in others.iter().chain([&cand]) {
+                if let Err(e) = self.agent.resume(r).await {
+                    self.events.push(
+                        "failover",
+                        format!("cannot restart replication on {}: {e}", r.name),
+                    );
+                }
+            }
             self.postpone(old);
             return;
         }
-        self.events.push(
-            "failover",
-            format!(
-                "{} applied its relay log in {} ms",
-                cand.name,
-                t.elapsed().as_millis()
-            ),
-        );
-
-        // 2. Promote it.
-        let t = Instant::now();
-        if let Err(e) = self.agent.promote(&cand).await {
-            self.events.push(
-                "failover",
-                format!("cannot promote {}: {e}; failover postponed", cand.name),
-            );
-            self.postpone(old);
-            return;
-        }
-        self.events.push(
-            "failover",
-            format!(
-                "{} promoted (read_only=0) in {} ms",
-                cand.name,
-                t.elapsed().as_millis()
-            ),
-        );
 
         // 3. Writes go there.
         cand.set_monitor_block(None);
@@ -152,16 +162,32 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         );
 
         // 4. The other replicas follow it.
-        for (r, _) in candidates.iter().skip(1) {
-            let t = Instant::now();
-            match self.agent.replicate_from(r, &cand, false).await {
+        for (r, d) in others.iter().zip(detached) {
+            if let Err(e) = d {
+                self.events.push(
+                    "failover",
+                    format!("{} did not stop replicating from {}: {e}", r.name, old.name),
+                );
+            }
+        }
+        let repointed = join_all(others.iter().map(|r| {
+            let cand = &cand;
+            async move {
+                let t = Instant::now();
+                let result = self.agent.replicate_from(r, cand, false).await;
+                (r.clone(), result, t.elapsed())
+            }
+        }))
+        .await;
+        for (r, result, took) in repointed {
+            match result {
                 Ok(()) => self.events.push(
                     "failover",
                     format!(
                         "{} now replicates from {} ({} ms)",
                         r.name,
                         cand.name,
-                        t.elapsed().as_millis()
+                        took.as_millis()
                     ),
                 ),
                 Err(e) => self.events.push(

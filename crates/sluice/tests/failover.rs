@@ -182,6 +182,18 @@ async fn failover_when_the_primary_is_killed() {
     let stop = Arc::new(AtomicBool::new(false));
     let (reads_ok, reads_failed, rtask) = reader(&env, stop.clone());
     wait_for("some writes", LONG, || w.acked_ids().len() > 50).await;
+    // Two mariadb CLI sessions (libmariadb) with a statement in flight on the primary: an
+    // autocommit write (its outcome unknown when the primary dies) and a transaction.
+    let port = env.port;
+    let in_flight = |sql: &'static str| {
+        std::thread::spawn(move || {
+            let out = common::cli_raw(port, "app", "app", Some("test"), sql, &[]);
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        })
+    };
+    let autocommit = in_flight("INSERT INTO w SELECT 900001, SLEEP(30)");
+    let trx = in_flight("BEGIN; INSERT INTO w VALUES (900002, 0); SELECT SLEEP(30)");
+    tokio::time::sleep(Duration::from_millis(700)).await;
 
     env.topo.primary().kill().unwrap();
     let killed = Instant::now();
@@ -244,6 +256,21 @@ async fn failover_when_the_primary_is_killed() {
         assert!(ev.contains(step), "event log lacks {step:?}:\n{ev}");
     }
     assert_eq!(env.monitor().stats.failovers.load(Relaxed), 1);
+    // What the CLI sessions were told, in error codes their client library accepts.
+    let autocommit = autocommit.join().unwrap();
+    assert!(
+        autocommit.contains("ERROR 1053 (08S01)")
+            && autocommit.contains("lost connection to backend")
+            && autocommit.contains("its outcome is unknown"),
+        "{autocommit}"
+    );
+    let trx = trx.join().unwrap();
+    assert!(
+        trx.contains("ERROR 1213 (40001)") && trx.contains("the transaction was rolled back"),
+        "{trx}"
+    );
+    let rows = ids_on(&env, new);
+    assert!(!rows.contains(&900001) && !rows.contains(&900002));
 }
 
 /// SIGSTOP the primary: a statement in flight there fails with a clear error once it is
@@ -388,10 +415,12 @@ async fn failover_when_the_primary_refuses_connections() {
     .await;
 }
 
-/// A COMMIT in flight when the primary hangs is in doubt: the client is told the connection
-/// was lost (2013) and its session ends, as with a direct connection. When the frozen primary
-/// thaws after the failover it does run that COMMIT — a transaction the new primary never
-/// got: the old primary is set read-only and kept out of service, reported, never merged.
+/// A COMMIT in flight when the primary hangs is in doubt: the client is told the outcome is
+/// unknown (1053, SQLSTATE 08S01); its session goes on outside any transaction. A session
+/// whose temporary table was on the lost connection is closed after the error, as a server
+/// crash would close it. When the frozen primary thaws after the failover it does run that
+/// COMMIT — a transaction the new primary never got: the old primary is set read-only and
+/// kept out of service, reported, never merged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_doubt_commit_and_old_primary_with_errant_transactions_is_fenced() {
     let env = managed(true).await;
@@ -405,12 +434,23 @@ async fn in_doubt_commit_and_old_primary_with_errant_transactions_is_fenced() {
         .query_drop("INSERT INTO w VALUES (99, @@server_id)")
         .await
         .unwrap();
+    let mut temp = conn(&env).await;
+    temp.query_drop("CREATE TEMPORARY TABLE tt (a INT)")
+        .await
+        .unwrap();
     env.sync();
 
     env.topo.primary().pause().unwrap();
     let commit = tokio::spawn(async move {
         let r = committing.query_drop("COMMIT").await;
-        let after = committing.query_drop("SELECT 1").await;
+        let after = committing
+            .query_first::<u32, _>("SELECT @@in_transaction")
+            .await;
+        (r, after)
+    });
+    let temp = tokio::spawn(async move {
+        let r = temp.query_drop("INSERT INTO tt VALUES (1)").await;
+        let after = temp.query_drop("SELECT 1").await;
         (r, after)
     });
     let (commit_result, after_commit) = tokio::time::timeout(Duration::from_secs(30), commit)
@@ -421,12 +461,28 @@ async fn in_doubt_commit_and_old_primary_with_errant_transactions_is_fenced() {
         .expect_err("the in-doubt COMMIT fails")
         .to_string();
     assert!(
-        cerr.contains("2013") && cerr.contains("lost connection"),
+        cerr.contains("1053")
+            && cerr.contains("lost connection")
+            && cerr.contains("may have been committed or rolled back"),
         "{cerr}"
     );
+    assert_eq!(
+        after_commit.expect("the session goes on"),
+        Some(0),
+        "outside any transaction"
+    );
+    let (temp_result, after_temp) = tokio::time::timeout(Duration::from_secs(30), temp)
+        .await
+        .expect("the statement on the lost temporary table must not hang")
+        .unwrap();
+    let terr = temp_result.expect_err("it fails").to_string();
     assert!(
-        after_commit.is_err(),
-        "the session of an in-doubt COMMIT is closed"
+        terr.contains("1053") && terr.contains("its outcome is unknown"),
+        "{terr}"
+    );
+    assert!(
+        after_temp.is_err(),
+        "a session whose temporary table is lost is closed"
     );
     wait_for("a failover", LONG, || {
         env.primary_index().is_some_and(|p| p != 0)

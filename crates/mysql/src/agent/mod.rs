@@ -269,6 +269,36 @@ impl Agent for MariaDbAgent {
         })
     }
 
+    fn detach<'a>(
+        &'a self,
+        server: &'a Server,
+        source_failed: bool,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if !source_failed {
+                return self.run(server, &["STOP ALL SLAVES".into()]).await;
+            }
+            // A semi-synchronous replica stopping its receiver first logs in to the source to
+            // end its binlog dump, waiting up to rpl_semi_sync_slave_kill_conn_timeout (5 s by
+            // default; about 2 s measured) for a source that hangs. It is known dead here:
+            // wait at most 1 s (0 would mean no limit), then restore the setting.
+            self.run(
+                server,
+                &[
+                    "SET @sluice_kct=@@GLOBAL.rpl_semi_sync_slave_kill_conn_timeout".into(),
+                    "SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=1".into(),
+                    "STOP ALL SLAVES".into(),
+                    "SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout=@sluice_kct".into(),
+                ],
+            )
+            .await
+        })
+    }
+
+    fn resume<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { self.run(server, &["START ALL SLAVES".into()]).await })
+    }
+
     fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             self.run(

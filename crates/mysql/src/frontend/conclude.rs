@@ -27,11 +27,12 @@ impl Session {
     /// The backend broke before the client saw anything: tell the client.
     ///
     /// Losing the held connection loses the session's pinned state. When that state is only
-    /// an open transaction and the statement could not have committed it, the transaction is
-    /// certainly rolled back (the server died or drops the connection): the client gets
+    /// an open transaction, the transaction is over either way and the session goes on
+    /// outside any transaction: if the statement could not have committed it, it is certainly
+    /// rolled back (the server died or drops the connection) and the client gets
     /// ER_LOCK_DEADLOCK (1213, SQLSTATE 40001, "restart the transaction"), as after a
-    /// deadlock, and the session goes on outside any transaction. Otherwise (temporary tables,
-    /// locks, variables, or a COMMIT whose outcome is unknown) the client is disconnected
+    /// deadlock; if it could have (a COMMIT in flight), the client is told the outcome is
+    /// unknown. Otherwise (temporary tables, locks, variables) the client is disconnected
     /// after the error, as a server crash would disconnect it.
     pub(crate) async fn report_lost(
         &mut self,
@@ -44,13 +45,22 @@ impl Session {
         let trx = Pins(Pins::TRANSACTION.0 | Pins::PREVIOUS_STATEMENT.0);
         let only_trx =
             self.st.pins.has(Pins::TRANSACTION) && Pins(self.st.pins.0 & !trx.0).is_empty();
-        if was_held && only_trx && !effects.intersects(Effects::MAY_COMMIT) {
-            let msg = format!(
-                "sluice: the transaction was rolled back: lost connection to backend {server}{why}; restart the transaction"
-            );
-            self.client
-                .send_err(seq, err::LOCK_DEADLOCK, b"40001", &msg)
-                .await?;
+        if was_held && only_trx {
+            if effects.intersects(Effects::MAY_COMMIT) {
+                let msg = format!(
+                    "sluice: lost connection to backend {server} before the statement completed{why}; its outcome is unknown: the transaction may have been committed or rolled back"
+                );
+                self.client
+                    .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
+                    .await?;
+            } else {
+                let msg = format!(
+                    "sluice: the transaction was rolled back: lost connection to backend {server}{why}; restart the transaction"
+                );
+                self.client
+                    .send_err(seq, err::LOCK_DEADLOCK, b"40001", &msg)
+                    .await?;
+            }
             self.st.in_trans = false;
             self.st.pins.set(trx, false);
             self.publish_pins();
@@ -60,7 +70,7 @@ impl Session {
             "sluice: lost connection to backend {server} before the statement completed{why}; its outcome is unknown"
         );
         self.client
-            .send_err(seq, err::SERVER_LOST, b"HY000", &msg)
+            .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
             .await?;
         if was_held && !self.st.pins.is_empty() {
             return Err(Fatal(format!(

@@ -218,7 +218,7 @@ impl Session {
                         self.failure_note(&server.name)
                     );
                     self.client
-                        .send_err(next_seq, err::SERVER_LOST, b"HY000", &msg)
+                        .send_err(next_seq, err::BACKEND_LOST, b"08S01", &msg)
                         .await
                         .map_err(Fatal::from)?;
                     return Err(FwdError::Backend { untouched: false });

@@ -35,7 +35,7 @@ impl Session {
                     att.lease.server().name
                 );
                 self.client
-                    .send_err(seq, err::SERVER_LOST, b"HY000", &msg)
+                    .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
                     .await?;
                 Ok(false)
             }

@@ -120,8 +120,11 @@ pub mod err {
     pub const KILL_DENIED: u16 = 1095;
     /// ER_NOT_SUPPORTED_YET.
     pub const NOT_SUPPORTED: u16 = 1235;
-    /// CR_SERVER_LOST: the backend connection broke during the statement.
-    pub const SERVER_LOST: u16 = 2013;
+    /// ER_SERVER_SHUTDOWN (SQLSTATE 08S01): the backend connection broke during the
+    /// statement; its outcome is unknown. This is what a client sees when its server goes
+    /// away under a statement. (Not CR_SERVER_LOST 2013: that is a client-library code, and
+    /// libmariadb reports an ERR packet carrying 2003/2006/2013 as a malformed packet.)
+    pub const BACKEND_LOST: u16 = 1053;
     /// ER_LOCK_DEADLOCK: the transaction was rolled back; restart it.
     pub const LOCK_DEADLOCK: u16 = 1213;
     /// sluice: no backend connection could be had (queue timeout, no server).

@@ -18,7 +18,7 @@ impl Session {
         if let Some(msg) = stmt.deferred_error.take() {
             stmt.long_data = false;
             self.refresh_stmt_pins();
-            return self.reply_err(err::SERVER_LOST, b"HY000", &msg).await;
+            return self.reply_err(err::BACKEND_LOST, b"08S01", &msg).await;
         }
         // Where the parameter types are, and whether this execute carries them.
         let params = stmt.params as usize;
