@@ -3,6 +3,8 @@
 //! listener; every request carries `Authorization: Bearer <token>` when a token is set.
 #![forbid(unsafe_code)]
 
+pub mod metrics;
+
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -24,6 +26,7 @@ use tokio::task::JoinHandle;
 struct Ctx {
     proxy: Arc<Proxy>,
     token: Option<Arc<str>>,
+    metrics: Arc<prometheus_client::registry::Registry>,
 }
 
 /// A running admin listener.
@@ -44,6 +47,7 @@ pub async fn serve(
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let ctx = Ctx {
+        metrics: Arc::new(metrics::registry(proxy.clone())),
         proxy,
         token: token.filter(|t| !t.is_empty()).map(Arc::from),
     };
@@ -51,6 +55,7 @@ pub async fn serve(
         .route("/api/servers", get(servers))
         .route("/api/events", get(events))
         .route("/api/switchover", post(switchover))
+        .route("/metrics", get(prometheus))
         .layer(middleware::from_fn_with_state(ctx.clone(), auth))
         .with_state(ctx);
     tracing::info!(listen = %addr, "admin API listening");
@@ -70,6 +75,23 @@ pub async fn serve(
         }
     });
     Ok(Admin { addr, task })
+}
+
+async fn prometheus(State(ctx): State<Ctx>) -> Response {
+    match metrics::render(&ctx.metrics) {
+        Ok(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot encode metrics".into(),
+        ),
+    }
 }
 
 async fn auth(State(ctx): State<Ctx>, headers: HeaderMap, req: Request, next: Next) -> Response {

@@ -145,6 +145,8 @@ pub struct Hostgroup<C> {
     hold: Mutex<Option<Duration>>,
     /// Statements that gave up waiting (timeout or full queue).
     pub queue_timeouts: AtomicU64,
+    /// Latency of the statements it served, as their clients saw it (queueing included).
+    pub latency: crate::stats::LatencyHistogram,
 }
 
 /// A snapshot of one server's pool, for stats and the admin API.
@@ -205,6 +207,7 @@ impl<C> Hostgroup<C> {
             }),
             hold: Mutex::new(None),
             queue_timeouts: AtomicU64::new(0),
+            latency: Default::default(),
         })
     }
 

@@ -11,9 +11,11 @@ pub mod hostgroup;
 pub mod listener;
 pub mod router;
 mod server;
+pub mod stats;
 pub mod topology;
 
 pub use error::{AcquireError, ConnectError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};
 pub use server::{Health, Observed, Role, Server, ServerStats, StmtBudget};
+pub use stats::{HistogramSnapshot, LatencyHistogram, RouteStats};
 pub use topology::Topology;

@@ -82,6 +82,8 @@ pub struct Router {
     /// Query rules in order.
     pub rules: Vec<Rule>,
     known: Vec<Arc<str>>,
+    /// How statements were routed.
+    pub stats: crate::stats::RouteStats,
 }
 
 impl Router {
@@ -108,6 +110,7 @@ impl Router {
             reader: Arc::from(reader),
             rules,
             known: hostgroups.iter().map(|h| Arc::from(h.as_str())).collect(),
+            stats: Default::default(),
         }
     }
 

@@ -108,6 +108,9 @@ impl Session {
         read: bool,
     ) {
         let server = att.lease.server().clone();
+        if let Some(hg) = self.proxy.topology.hostgroup(att.lease.hostgroup()) {
+            hg.latency.observe(self.cmd_started.elapsed());
+        }
         tracing::debug!(
             session = self.id,
             ?effects,

@@ -93,7 +93,9 @@ impl Session {
     /// Decides where a statement runs.
     pub(crate) fn target(&self, scan: &Scan, sql: &[u8]) -> Result<Target, String> {
         let e = scan.effects;
+        let routes = &self.proxy.topology.router.stats;
         if e.intersects(Effects::PREV_STATEMENT) && self.prev.is_some() {
+            routes.pinned.fetch_add(1, Relaxed);
             return Ok(Target::Previous);
         }
         if self.held.is_some() {
@@ -110,6 +112,7 @@ impl Session {
                 || (e.intersects(Effects::LAST_INSERT_ID_READ)
                     && self.held.as_ref().is_some_and(|h| h.insert_dirty));
             if needs_held {
+                routes.pinned.fetch_add(1, Relaxed);
                 return Ok(Target::Held);
             }
         }
@@ -127,6 +130,7 @@ impl Session {
                 listener_hostgroup: self.listener.hostgroup.as_ref(),
             })
             .map_err(|e| e.to_string())?;
+        routes.count(&decision.reason);
         if let Some(h) = &self.held {
             if *h.lease.hostgroup() == decision.hostgroup {
                 return Ok(Target::Held);
@@ -369,6 +373,7 @@ impl Session {
                 Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_))
             )
         {
+            topo.router.stats.read_fallback.fetch_add(1, Relaxed);
             result = self.acquire_in(&topo.router.writer).await;
         }
         let lease = result?;

@@ -18,7 +18,7 @@ use sluice_core::PoolKey;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -112,6 +112,8 @@ pub struct Session {
     pub(crate) collation: u16,
     pub(crate) stmts: Statements,
     pub(crate) handle: Arc<SessionHandle>,
+    /// When the command being served arrived (for latency statistics).
+    pub(crate) cmd_started: Instant,
 }
 
 /// Serves one accepted client from handshake to goodbye.
@@ -215,6 +217,7 @@ impl Session {
             collation: auth.collation as u16,
             stmts: Statements::default(),
             handle,
+            cmd_started: Instant::now(),
         }
     }
 
@@ -283,6 +286,7 @@ impl Session {
                 return Err(Fatal(msg.into()));
             }
             self.proxy.stats.statements.fetch_add(1, Relaxed);
+            self.cmd_started = Instant::now();
             // Boxed so the idle session future stays small: only the loop's state lives
             // across the wait for the next command.
             let flow = Box::pin(self.command(pkt.payload)).await?;
