@@ -55,6 +55,7 @@ pub async fn serve(
         .route("/api/servers", get(servers))
         .route("/api/events", get(events))
         .route("/api/switchover", post(switchover))
+        .route("/api/digests", get(digests))
         .route("/metrics", get(prometheus))
         .layer(middleware::from_fn_with_state(ctx.clone(), auth))
         .with_state(ctx);
@@ -203,6 +204,93 @@ async fn events(State(ctx): State<Ctx>) -> Response {
         })
         .collect();
     Json(list).into_response()
+}
+
+#[derive(Deserialize)]
+struct DigestParams {
+    /// Most entries returned (default 100).
+    limit: Option<usize>,
+    /// `count` (default), `time` (total time), `errors`, `p99`, `rows`.
+    sort: Option<String>,
+}
+
+/// One digest entry as the API shows it.
+#[derive(Serialize)]
+struct DigestView {
+    /// Digest id, 16 hex digits.
+    digest: String,
+    text: String,
+    user: String,
+    schema: String,
+    hostgroup: String,
+    count: u64,
+    total_ms: f64,
+    avg_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    rows_sent: u64,
+    rows_affected: u64,
+    errors: u64,
+    /// Milliseconds since the Unix epoch.
+    first_seen_ms: u128,
+    last_seen_ms: u128,
+}
+
+async fn digests(State(ctx): State<Ctx>, Query(q): Query<DigestParams>) -> Response {
+    let table = &ctx.proxy.digests;
+    let mut all = table.snapshot();
+    let sort = q.sort.as_deref().unwrap_or("count");
+    match sort {
+        "count" => all.sort_by_key(|e| std::cmp::Reverse(e.count)),
+        "time" => all.sort_by_key(|e| std::cmp::Reverse(e.sum_us)),
+        "errors" => all.sort_by_key(|e| std::cmp::Reverse(e.errors)),
+        "rows" => all.sort_by_key(|e| std::cmp::Reverse(e.rows_sent)),
+        "p99" => all.sort_by_key(|e| std::cmp::Reverse(e.quantile(0.99))),
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("sort must be count, time, errors, rows or p99, not {other:?}"),
+            )
+        }
+    }
+    all.truncate(q.limit.unwrap_or(100));
+    let ms = |us: u64| us as f64 / 1000.0;
+    let epoch_ms = |t: std::time::SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    };
+    let list: Vec<DigestView> = all
+        .iter()
+        .map(|e| DigestView {
+            digest: format!("{:016x}", e.id),
+            text: e.text.to_string(),
+            user: e.user.to_string(),
+            schema: e.schema.to_string(),
+            hostgroup: e.hostgroup.to_string(),
+            count: e.count,
+            total_ms: ms(e.sum_us),
+            avg_ms: ms(e.sum_us / e.count.max(1)),
+            min_ms: ms(e.min_us),
+            max_ms: ms(e.max_us),
+            p50_ms: e.quantile(0.5).as_secs_f64() * 1000.0,
+            p99_ms: e.quantile(0.99).as_secs_f64() * 1000.0,
+            rows_sent: e.rows_sent,
+            rows_affected: e.rows_affected,
+            errors: e.errors,
+            first_seen_ms: epoch_ms(e.first_seen),
+            last_seen_ms: epoch_ms(e.last_seen),
+        })
+        .collect();
+    Json(serde_json::json!({
+        "capacity": table.capacity(),
+        "entries": table.len(),
+        "evicted": table.evicted.load(Relaxed),
+        "digests": list,
+    }))
+    .into_response()
 }
 
 #[derive(Deserialize)]

@@ -341,6 +341,21 @@ impl Collector for ProxyCollector {
             }),
         )?;
 
+        family(
+            &mut enc,
+            "sluice_digest_entries",
+            "Entries in the query digest table.",
+            MetricType::Gauge,
+            [(vec![], gauge(p.digests.len() as i64))],
+        )?;
+        family(
+            &mut enc,
+            "sluice_digest_evictions",
+            "Digest entries dropped to keep the table within [digests] max_entries.",
+            MetricType::Counter,
+            [(vec![], counter(p.digests.evicted.load(Relaxed)))],
+        )?;
+
         // The monitor.
         if let Some(m) = &p.monitor {
             family(

@@ -40,6 +40,31 @@ pub struct Config {
     /// The HTTP admin API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin: Option<AdminConfig>,
+    /// Query digest statistics.
+    #[serde(default)]
+    pub digests: DigestsConfig,
+}
+
+/// `[digests]`: statistics per statement shape.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DigestsConfig {
+    /// Count statements per digest.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Most (digest, user, schema, hostgroup) entries kept; the least recently seen are
+    /// dropped beyond it.
+    #[serde(default = "default_digest_entries")]
+    pub max_entries: u32,
+}
+
+impl Default for DigestsConfig {
+    fn default() -> Self {
+        DigestsConfig {
+            enabled: true,
+            max_entries: default_digest_entries(),
+        }
+    }
 }
 
 /// `[monitor]`: health checks of every server, replication state and lag.
@@ -480,6 +505,9 @@ fn default_stmt_cache() -> u32 {
 }
 fn default_max_connecting() -> u32 {
     4
+}
+fn default_digest_entries() -> u32 {
+    10_000
 }
 fn default_monitor_interval() -> HumanDuration {
     HumanDuration::from_millis(250)

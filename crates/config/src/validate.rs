@@ -238,6 +238,12 @@ impl Config {
                 ));
             }
         }
+        if self.digests.max_entries > 1_000_000 {
+            return Err(ConfigError::new(
+                "digests.max_entries",
+                "must be at most 1000000",
+            ));
+        }
         if let Some(a) = &self.admin {
             check_address("admin.listen", &a.listen)?;
             if listens.contains(&a.listen) {

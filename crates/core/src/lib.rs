@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod balance;
+pub mod digest;
 mod error;
 pub mod hostgroup;
 pub mod listener;
@@ -14,6 +15,7 @@ mod server;
 pub mod stats;
 pub mod topology;
 
+pub use digest::{DigestKey, DigestSample, DigestStats, DigestTable};
 pub use error::{AcquireError, ConnectError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};
 pub use server::{Health, Observed, Role, Server, ServerStats, StmtBudget};

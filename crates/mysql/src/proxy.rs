@@ -11,7 +11,7 @@ use crate::users::Users;
 use arc_swap::ArcSwap;
 use sluice_config::Config;
 use sluice_core::listener::{self, Handler, HandlerFuture, ListenerInfo};
-use sluice_core::Topology;
+use sluice_core::{DigestTable, Topology};
 use sluice_monitor::coordinator::Local;
 use sluice_monitor::{Monitor, Settings};
 use std::net::SocketAddr;
@@ -51,6 +51,8 @@ pub struct Proxy {
     pub sessions: Registry,
     /// Counters.
     pub stats: ProxyStats,
+    /// Statistics per statement shape.
+    pub digests: DigestTable,
     /// Health checks, replication state, failover (unless `[monitor] enabled = false`).
     pub monitor: Option<Arc<MysqlMonitor>>,
 }
@@ -132,6 +134,11 @@ impl Proxy {
                 Arc::new(Local),
             )
         });
+        let digests = DigestTable::new(if config.digests.enabled {
+            config.digests.max_entries as usize
+        } else {
+            0
+        });
         Ok(Arc::new(Proxy {
             topology,
             monitor,
@@ -142,6 +149,7 @@ impl Proxy {
             connector,
             sessions: Registry::new(),
             stats: ProxyStats::default(),
+            digests,
         }))
     }
 

@@ -119,6 +119,17 @@ async fn metrics_are_exported_and_the_dashboard_uses_only_them() {
     c.query_drop("SELECT * FROM m FOR UPDATE").await.unwrap();
     c.query_drop("COMMIT").await.unwrap();
     c.query_drop("SELECT /* sluice:writer */ 1").await.unwrap();
+    c.query_drop("SELECT * FROM m WHERE id IN (1, 2)")
+        .await
+        .unwrap();
+    c.query_drop("select * from m  where id in (3) -- other literals, same shape")
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        c.query_drop("SELECT * FROM no_such_table WHERE id = 3")
+            .await
+            .unwrap_err();
+    }
 
     let addr = admin.addr;
     let (status, text) = tokio::task::spawn_blocking(move || http_get(addr, "/metrics"))
@@ -251,6 +262,57 @@ async fn metrics_are_exported_and_the_dashboard_uses_only_them() {
     );
     assert!(value(&samples, "sluice_monitor_rounds_total", &[]) >= 1.0);
     assert_eq!(value(&samples, "sluice_failovers_total", &[]), 0.0);
+
+    assert!(value(&samples, "sluice_digest_entries", &[]) >= 5.0);
+
+    // Query digests: one entry per statement shape, user, schema and hostgroup.
+    let (status, body) =
+        tokio::task::spawn_blocking(move || http_get(addr, "/api/digests?limit=1000"))
+            .await
+            .unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let d: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let list = d["digests"].as_array().unwrap();
+    let find = |text: &str| {
+        list.iter()
+            .find(|e| e["text"] == text)
+            .unwrap_or_else(|| panic!("no digest {text:?} in {body}"))
+    };
+    let count = find("SELECT COUNT(*) FROM m");
+    assert_eq!(count["count"], 30);
+    assert_eq!(count["hostgroup"], "reader");
+    assert_eq!(
+        (&count["user"], &count["schema"]),
+        (&"app".into(), &"test".into())
+    );
+    assert_eq!(count["rows_sent"], 30);
+    let (min, p50, max) = (
+        count["min_ms"].as_f64().unwrap(),
+        count["p50_ms"].as_f64().unwrap(),
+        count["max_ms"].as_f64().unwrap(),
+    );
+    assert!(min <= p50 && p50 <= max, "{count}");
+    let insert = find("INSERT INTO m VALUES (...)");
+    assert_eq!(
+        (&insert["count"], &insert["rows_affected"]),
+        (&5.into(), &5.into())
+    );
+    assert_eq!(insert["hostgroup"], "writer");
+    assert_eq!(insert["digest"].as_str().unwrap().len(), 16);
+    assert_eq!(find("SELECT * FROM m WHERE id IN (...)")["count"], 2);
+    let failing = find("SELECT * FROM no_such_table WHERE id = ?");
+    assert_eq!(
+        (&failing["count"], &failing["errors"]),
+        (&2.into(), &2.into())
+    );
+    // Sorted by count by default; a bad sort key is refused.
+    let counts: Vec<u64> = list.iter().map(|e| e["count"].as_u64().unwrap()).collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    let (status, _) =
+        tokio::task::spawn_blocking(move || http_get(addr, "/api/digests?sort=bogus"))
+            .await
+            .unwrap();
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
 
     // Every metric the Grafana dashboard queries is one the proxy exports (a family may have
     // no samples yet: query rules' hits without rules).

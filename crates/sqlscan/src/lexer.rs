@@ -55,6 +55,7 @@ impl Token {
 }
 
 /// Iterator over the tokens of a statement (or several, separated by `;`).
+#[derive(Clone)]
 pub struct Lexer<'a> {
     src: &'a [u8],
     pos: usize,

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod classify;
+pub mod digest;
 mod functions;
 pub mod lexer;
 pub mod names;

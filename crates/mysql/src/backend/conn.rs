@@ -379,6 +379,22 @@ impl BackendConn {
             .is_some_and(|f| f.has_changed().unwrap_or(false))
     }
 
+    /// True if this idle connection can no longer serve a statement: the server closed it
+    /// (a shutdown, `wait_timeout`, a KILL) or sent something unasked (a shutdown's error
+    /// packet). Checked without blocking before an idle pooled connection is used, so that a
+    /// statement is never sent on a connection that was already dead — such a statement's
+    /// outcome would look unknown although the server never saw it.
+    pub fn peer_closed(&self) -> bool {
+        if !self.rbuf.is_empty() || self.server_failed() {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        match self.stream.try_read(&mut probe) {
+            Ok(_) => true, // EOF, or bytes nobody asked for
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    }
+
     /// Sends `payload` as a packet starting at `seq`; returns the next sequence id.
     pub async fn send(&mut self, seq: u8, payload: &[u8]) -> Result<u8, std::io::Error> {
         self.wbuf.clear();

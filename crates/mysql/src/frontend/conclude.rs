@@ -7,8 +7,10 @@ use super::scan::Outcome;
 use super::session::{Fatal, Session};
 use crate::state;
 use crate::wire::consts::err;
+use sluice_core::{DigestKey, DigestSample};
 use sluice_sqlscan::{names, Effects};
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 /// Effects whose statements make the server report a session-state change that the proxy
 /// already accounts for.
@@ -81,6 +83,32 @@ impl Session {
         Ok(())
     }
 
+    /// Adds a statement to the digest table (schema as it was when the statement ran).
+    fn count_digest(&mut self, sql: &[u8], hostgroup: &str, elapsed: Duration, out: &Outcome) {
+        if self.proxy.digests.capacity() == 0 {
+            return;
+        }
+        let mut buf = std::mem::take(&mut self.digest_buf);
+        let id =
+            sluice_sqlscan::digest::normalize_into(sql, self.st.no_backslash_escapes, &mut buf);
+        self.proxy.digests.record(
+            DigestKey {
+                id,
+                user: &self.user.name,
+                schema: self.st.tracked.schema.as_deref().unwrap_or(""),
+                hostgroup,
+            },
+            &buf,
+            DigestSample {
+                elapsed,
+                rows_sent: out.rows,
+                rows_affected: out.affected_rows,
+                error: out.error.is_some(),
+            },
+        );
+        self.digest_buf = buf;
+    }
+
     /// Why a server's connections are being lost, if the monitor knows (for error messages).
     pub(crate) fn failure_note(&self, server: &str) -> String {
         let Some(s) = self.proxy.topology.all.iter().find(|s| &*s.name == server) else {
@@ -108,8 +136,12 @@ impl Session {
         read: bool,
     ) {
         let server = att.lease.server().clone();
+        let elapsed = self.cmd_started.elapsed();
         if let Some(hg) = self.proxy.topology.hostgroup(att.lease.hostgroup()) {
-            hg.latency.observe(self.cmd_started.elapsed());
+            hg.latency.observe(elapsed);
+        }
+        if let Some(sql) = sql {
+            self.count_digest(sql, att.lease.hostgroup(), elapsed, &out);
         }
         tracing::debug!(
             session = self.id,

@@ -392,11 +392,21 @@ impl Session {
         )
     }
 
+    /// A connection from `hostgroup`'s pool. Idle connections that died while pooled are
+    /// dropped here, before a statement is sent on them (bounded: each one found is gone).
     async fn acquire_in(&self, hostgroup: &str) -> Result<Lease<BackendConn>, AcquireError> {
-        match self.proxy.topology.hostgroup(hostgroup) {
-            Some(hg) => hg.acquire(&self.key, &self.proxy.connector).await,
-            None => Err(AcquireError::UnknownHostgroup(hostgroup.to_string())),
+        let Some(hg) = self.proxy.topology.hostgroup(hostgroup) else {
+            return Err(AcquireError::UnknownHostgroup(hostgroup.to_string()));
+        };
+        for _ in 0..1000 {
+            let mut lease = hg.acquire(&self.key, &self.proxy.connector).await?;
+            if !lease.conn_ref().peer_closed() {
+                return Ok(lease);
+            }
+            tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
+            lease.discard();
         }
+        hg.acquire(&self.key, &self.proxy.connector).await
     }
 
     /// Target for commands that read and carry no SQL (field list, statistics, schema checks).

@@ -114,6 +114,8 @@ pub struct Session {
     pub(crate) handle: Arc<SessionHandle>,
     /// When the command being served arrived (for latency statistics).
     pub(crate) cmd_started: Instant,
+    /// Reused buffer for digest normalisation.
+    pub(crate) digest_buf: Vec<u8>,
 }
 
 /// Serves one accepted client from handshake to goodbye.
@@ -218,6 +220,7 @@ impl Session {
             stmts: Statements::default(),
             handle,
             cmd_started: Instant::now(),
+            digest_buf: Vec::new(),
         }
     }
 
