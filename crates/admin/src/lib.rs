@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod metrics;
+mod views;
 
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -23,7 +24,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 #[derive(Clone)]
-struct Ctx {
+pub(crate) struct Ctx {
     proxy: Arc<Proxy>,
     token: Option<Arc<str>>,
     metrics: Arc<prometheus_client::registry::Registry>,
@@ -56,6 +57,14 @@ pub async fn serve(
         .route("/api/events", get(events))
         .route("/api/switchover", post(switchover))
         .route("/api/digests", get(digests))
+        .route("/api/hostgroups", get(views::hostgroups))
+        .route("/api/rules", get(views::rules))
+        .route("/api/users", get(views::users))
+        .route("/api/sessions", get(views::sessions))
+        .route("/api/drift", get(views::drift))
+        .route("/api/servers/{name}/weight", post(views::set_weight))
+        .route("/api/servers/{name}/drain", post(views::drain))
+        .route("/api/servers/{name}/online", post(views::online))
         .route("/metrics", get(prometheus))
         .layer(middleware::from_fn_with_state(ctx.clone(), auth))
         .with_state(ctx);
@@ -111,7 +120,7 @@ async fn auth(State(ctx): State<Ctx>, headers: HeaderMap, req: Request, next: Ne
     next.run(req).await
 }
 
-fn error(status: StatusCode, message: String) -> Response {
+pub(crate) fn error(status: StatusCode, message: String) -> Response {
     (status, Json(serde_json::json!({ "error": message }))).into_response()
 }
 

@@ -322,6 +322,11 @@ impl<C> Hostgroup<C> {
         self.settings.lock().clone()
     }
 
+    /// The balancing policy.
+    pub fn balance(&self) -> Balance {
+        *self.balance.lock()
+    }
+
     /// Changes the balancing policy.
     pub fn set_balance(&self, b: Balance) {
         *self.balance.lock() = b;

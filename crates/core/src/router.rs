@@ -19,8 +19,10 @@ pub struct Rule {
     regex: regex::bytes::Regex,
     /// Target hostgroup.
     pub hostgroup: Arc<str>,
-    user: Option<String>,
-    schema: Option<String>,
+    /// Only for this user.
+    pub user: Option<String>,
+    /// Only in this schema.
+    pub schema: Option<String>,
     /// Statements that matched it.
     pub hits: AtomicU64,
 }

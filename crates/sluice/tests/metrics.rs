@@ -7,7 +7,7 @@ use common::Managed;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 /// One sample: name, labels, value.
@@ -15,19 +15,8 @@ type Sample = (String, BTreeMap<String, String>, f64);
 
 /// `GET path` on the admin listener; returns (status line, body).
 fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
-    let mut s = std::net::TcpStream::connect(addr).expect("admin listener");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut r = String::new();
-    s.read_to_string(&mut r).unwrap();
-    let (head, body) = r.split_once("\r\n\r\n").expect("an HTTP response");
-    (
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    )
+    let (status, body) = common::http::request(addr, "GET", path, None);
+    (format!("HTTP/1.1 {status}"), body)
 }
 
 /// Parses the exposition text with Python's `prometheus_client` parser (a strict, independent

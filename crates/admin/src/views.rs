@@ -1,0 +1,257 @@
+//! Read-only views (hostgroups, rules, users, sessions, drift from the file) and operator
+//! actions on servers (weight, drain, back online).
+
+use crate::{error, Ctx};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use sluice_config::Balance;
+use sluice_core::{Health, Server};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The reason an operator's drain is recorded with (and the only one `online` clears).
+pub const DRAINED: &str = "drained by operator";
+
+#[derive(Serialize)]
+pub(crate) struct HostgroupView {
+    name: String,
+    balance: &'static str,
+    servers: Vec<String>,
+    pool_in_use: u32,
+    pool_idle: u32,
+    waiting: usize,
+    queue_timeouts: u64,
+    statements: u64,
+    latency_avg_ms: f64,
+}
+
+pub(crate) async fn hostgroups(State(ctx): State<Ctx>) -> Json<Vec<HostgroupView>> {
+    let views = ctx
+        .proxy
+        .topology
+        .hostgroups
+        .iter()
+        .map(|h| {
+            let pools = h.pool_stats();
+            let lat = h.latency.snapshot();
+            HostgroupView {
+                name: h.name.to_string(),
+                balance: match h.balance() {
+                    Balance::Weighted => "weighted",
+                    Balance::LeastOutstanding => "least_outstanding",
+                },
+                servers: h.servers().iter().map(|s| s.name.to_string()).collect(),
+                pool_in_use: pools.iter().map(|p| p.in_use).sum(),
+                pool_idle: pools.iter().map(|p| p.idle).sum(),
+                waiting: h.waiting(),
+                queue_timeouts: h.queue_timeouts.load(Relaxed),
+                statements: lat.count,
+                latency_avg_ms: if lat.count == 0 {
+                    0.0
+                } else {
+                    lat.sum * 1000.0 / lat.count as f64
+                },
+            }
+        })
+        .collect();
+    Json(views)
+}
+
+#[derive(Serialize)]
+pub(crate) struct RuleView {
+    name: String,
+    #[serde(rename = "match")]
+    pattern: String,
+    hostgroup: String,
+    user: Option<String>,
+    schema: Option<String>,
+    hits: u64,
+}
+
+pub(crate) async fn rules(State(ctx): State<Ctx>) -> Json<Vec<RuleView>> {
+    Json(
+        ctx.proxy
+            .topology
+            .router
+            .rules
+            .iter()
+            .map(|r| RuleView {
+                name: r.name.clone(),
+                pattern: r.pattern.clone(),
+                hostgroup: r.hostgroup.to_string(),
+                user: r.user.clone(),
+                schema: r.schema.clone(),
+                hits: r.hits.load(Relaxed),
+            })
+            .collect(),
+    )
+}
+
+#[derive(Serialize)]
+pub(crate) struct UserView {
+    name: String,
+    max_connections: u32,
+    connections: u32,
+}
+
+pub(crate) async fn users(State(ctx): State<Ctx>) -> Json<Vec<UserView>> {
+    let users = ctx.proxy.users.load();
+    let mut v: Vec<UserView> = users
+        .all()
+        .map(|u| UserView {
+            name: u.name.to_string(),
+            max_connections: u.max_connections,
+            connections: u.connections.load(Relaxed),
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    Json(v)
+}
+
+#[derive(Serialize)]
+pub(crate) struct SessionView {
+    id: u32,
+    user: String,
+    client: String,
+    connected_s: u64,
+    pinned: bool,
+    /// Why the session holds its backend connection (`transaction`, `temporary_tables`, ...).
+    pinned_by: Vec<&'static str>,
+    backend: Option<String>,
+    backend_thread: Option<u32>,
+    statement: Option<String>,
+    statement_ms: Option<u64>,
+}
+
+pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
+    let mut v: Vec<SessionView> = ctx
+        .proxy
+        .sessions
+        .all()
+        .iter()
+        .map(|h| {
+            let cur = h.current();
+            let pins = h.pins();
+            SessionView {
+                id: h.id,
+                user: h.user.to_string(),
+                client: h.peer.to_string(),
+                connected_s: h.connected.elapsed().as_secs(),
+                pinned: !pins.is_empty(),
+                pinned_by: pins.labels(),
+                backend: cur.backend.as_ref().map(|(s, _)| s.name.to_string()),
+                backend_thread: cur.backend.as_ref().map(|(_, t)| *t),
+                statement: cur.statement.as_ref().map(|(s, _)| s.clone()),
+                statement_ms: cur
+                    .statement
+                    .as_ref()
+                    .map(|(_, t)| t.elapsed().as_millis() as u64),
+            }
+        })
+        .collect();
+    v.sort_by_key(|s| s.id);
+    Json(v)
+}
+
+fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Response> {
+    ctx.proxy
+        .topology
+        .all
+        .iter()
+        .find(|s| &*s.name == name || &*s.address == name)
+        .cloned()
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("no server {name:?}")))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct WeightParams {
+    value: u32,
+}
+
+/// `POST /api/servers/{name}/weight?value=N`.
+pub(crate) async fn set_weight(
+    State(ctx): State<Ctx>,
+    Path(name): Path<String>,
+    Query(q): Query<WeightParams>,
+) -> Response {
+    match find(&ctx, &name) {
+        Ok(s) => {
+            let old = s.weight();
+            s.set_weight(q.value);
+            tracing::info!(server = %s.name, old, new = q.value, "weight changed over the admin API");
+            Json(serde_json::json!({ "result": format!("{} weight {} -> {}", s.name, old, q.value) }))
+                .into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+/// `POST /api/servers/{name}/drain`: no new statements; sessions holding a connection there
+/// (transactions, locks, temporary tables) finish on it.
+pub(crate) async fn drain(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
+    match find(&ctx, &name) {
+        Ok(s) => {
+            if let Health::Offline { reason } = s.health() {
+                if reason != DRAINED {
+                    return error(
+                        StatusCode::CONFLICT,
+                        format!("{} is already offline: {reason}", s.name),
+                    );
+                }
+            }
+            s.set_offline(Some(DRAINED.into()));
+            tracing::info!(server = %s.name, "server drained over the admin API");
+            Json(serde_json::json!({ "result": format!("{} drained", s.name) })).into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+/// `POST /api/servers/{name}/online`: undoes a drain.
+pub(crate) async fn online(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
+    match find(&ctx, &name) {
+        Ok(s) => match s.health() {
+            Health::Offline { reason } if reason == DRAINED => {
+                s.set_offline(None);
+                tracing::info!(server = %s.name, "server back online over the admin API");
+                Json(serde_json::json!({ "result": format!("{} online", s.name) })).into_response()
+            }
+            Health::Offline { reason } => error(
+                StatusCode::CONFLICT,
+                format!(
+                    "{} is offline for the monitor ({reason}); not overridden",
+                    s.name
+                ),
+            ),
+            _ => Json(serde_json::json!({ "result": format!("{} was online", s.name) }))
+                .into_response(),
+        },
+        Err(r) => r,
+    }
+}
+
+/// `GET /api/drift`: runtime changes not in the configuration file.
+pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
+    let cfg = &ctx.proxy.config;
+    let configured: HashMap<&str, u32> = cfg
+        .servers
+        .iter()
+        .map(|s| (s.address.as_str(), s.weight))
+        .collect();
+    let mut out = Vec::new();
+    for s in &ctx.proxy.topology.all {
+        if let Some(w) = configured.get(&*s.address) {
+            if *w != s.weight() {
+                out.push(format!("{}: weight {} (file: {w})", s.name, s.weight()));
+            }
+        }
+        if matches!(s.health(), Health::Offline { reason } if reason == DRAINED) {
+            out.push(format!("{}: drained (file: in service)", s.name));
+        }
+    }
+    Json(out)
+}

@@ -1,0 +1,140 @@
+//! The admin API's views (hostgroups, rules, users, live sessions, drift) and actions on
+//! servers (weight, drain, online), against a real topology with real clients.
+
+mod common;
+
+use common::http::{get_json, request};
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+async fn server_ids(c: &mut Conn, n: usize) -> BTreeSet<u32> {
+    let mut seen = BTreeSet::new();
+    for _ in 0..n {
+        seen.insert(
+            c.query_first::<u32, _>("SELECT @@server_id")
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    seen
+}
+
+async fn get(addr: SocketAddr, path: &'static str) -> serde_json::Value {
+    tokio::task::spawn_blocking(move || get_json(addr, path))
+        .await
+        .unwrap()
+}
+
+async fn post(addr: SocketAddr, path: String) -> (u16, String) {
+    tokio::task::spawn_blocking(move || request(addr, "POST", &path, None))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_and_server_actions() {
+    let env = common::start(
+        2,
+        "\n[[rules]]\nname = \"answer\"\nmatch = \"^SELECT 42\"\nhostgroup = \"writer\"\n",
+    )
+    .await;
+    let admin = sluice_admin::serve(
+        "127.0.0.1:0",
+        None,
+        env.proxy.clone(),
+        env.running.shutdown_signal(),
+    )
+    .await
+    .expect("admin API listens");
+    let addr = admin.addr;
+    let url = env.url("test");
+    let mut a = Conn::new(Opts::from_url(&url).unwrap()).await.unwrap();
+    let mut b = Conn::new(Opts::from_url(&url).unwrap()).await.unwrap();
+    a.query_drop("SELECT 42").await.unwrap();
+    a.query_drop("SELECT 42").await.unwrap();
+    // Session b holds a transaction open.
+    b.query_drop("BEGIN").await.unwrap();
+    b.query_drop("SELECT 1").await.unwrap();
+
+    // Rules with their hit counts.
+    let rules = get(addr, "/api/rules").await;
+    assert_eq!(rules[0]["name"], "answer");
+    assert_eq!(rules[0]["match"], "^SELECT 42");
+    assert_eq!(rules[0]["hostgroup"], "writer");
+    assert_eq!(rules[0]["hits"], 2);
+    // Users and their connections.
+    let users = get(addr, "/api/users").await;
+    assert_eq!(users[0]["name"], "app");
+    assert_eq!(users[0]["connections"], 2);
+    // Live sessions: who, from where, pinned and why, on which backend.
+    let sessions = get(addr, "/api/sessions").await;
+    let list = sessions.as_array().unwrap();
+    assert_eq!(list.len(), 2, "{sessions}");
+    let pinned: Vec<_> = list.iter().filter(|s| s["pinned"] == true).collect();
+    assert_eq!(pinned.len(), 1, "{sessions}");
+    assert_eq!(pinned[0]["pinned_by"][0], "transaction", "{sessions}");
+    assert_eq!(
+        pinned[0]["backend"],
+        env.topo.primary().addr().as_str(),
+        "{sessions}"
+    );
+    assert!(pinned[0]["client"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.0.1:"));
+    b.query_drop("COMMIT").await.unwrap();
+    // Hostgroups.
+    let hgs = get(addr, "/api/hostgroups").await;
+    let reader = hgs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "reader")
+        .expect("reader hostgroup");
+    assert_eq!(reader["servers"].as_array().unwrap().len(), 2);
+    assert_eq!(reader["balance"], "weighted");
+
+    // Weight 0 on a replica: it gets no new reads; drift reports it.
+    let r1 = env.topo.servers[1].addr();
+    let (r1_id, r2_id) = (env.topo.servers[1].server_id, env.topo.servers[2].server_id);
+    let (status, body) = post(addr, format!("/api/servers/{r1}/weight?value=0")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server_ids(&mut a, 30).await, [r2_id].into_iter().collect());
+    let drift = get(addr, "/api/drift").await;
+    assert_eq!(drift[0], format!("{r1}: weight 0 (file: 1)"), "{drift}");
+    post(addr, format!("/api/servers/{r1}/weight?value=1")).await;
+    assert_eq!(get(addr, "/api/drift").await, serde_json::json!([]));
+
+    // Drain the other replica: no new statements there; online brings it back.
+    let r2 = env.topo.servers[2].addr();
+    let (status, body) = post(addr, format!("/api/servers/{r2}/drain")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server_ids(&mut a, 30).await, [r1_id].into_iter().collect());
+    let servers = get(addr, "/api/servers").await;
+    let s2 = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["address"] == r2.as_str())
+        .unwrap();
+    assert_eq!(s2["state"], "OFFLINE (drained by operator)");
+    assert!(get(addr, "/api/drift").await[0]
+        .as_str()
+        .unwrap()
+        .ends_with("drained (file: in service)"));
+    let (status, _) = post(addr, format!("/api/servers/{r2}/online")).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        server_ids(&mut a, 60).await,
+        [r1_id, r2_id].into_iter().collect()
+    );
+    // Unknown servers and bad values are refused with a reason.
+    let (status, body) = post(addr, "/api/servers/10.9.9.9:1/drain".into()).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("no server"), "{body}");
+    let (status, _) = post(addr, format!("/api/servers/{r1}/weight?value=-3")).await;
+    assert_eq!(status, 400);
+}
