@@ -157,14 +157,14 @@ pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
     Json(v)
 }
 
-fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Response> {
+fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Box<Response>> {
     ctx.proxy
         .topology
         .all
         .iter()
         .find(|s| &*s.name == name || &*s.address == name)
         .cloned()
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, format!("no server {name:?}")))
+        .ok_or_else(|| Box::new(error(StatusCode::NOT_FOUND, format!("no server {name:?}"))))
 }
 
 #[derive(Deserialize)]
@@ -186,7 +186,7 @@ pub(crate) async fn set_weight(
             Json(serde_json::json!({ "result": format!("{} weight {} -> {}", s.name, old, q.value) }))
                 .into_response()
         }
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -207,7 +207,7 @@ pub(crate) async fn drain(State(ctx): State<Ctx>, Path(name): Path<String>) -> R
             tracing::info!(server = %s.name, "server drained over the admin API");
             Json(serde_json::json!({ "result": format!("{} drained", s.name) })).into_response()
         }
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -230,7 +230,7 @@ pub(crate) async fn online(State(ctx): State<Ctx>, Path(name): Path<String>) -> 
             _ => Json(serde_json::json!({ "result": format!("{} was online", s.name) }))
                 .into_response(),
         },
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
