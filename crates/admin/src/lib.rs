@@ -67,6 +67,8 @@ pub async fn serve(
         .route("/api/servers/{name}/online", post(views::online))
         .route("/metrics", get(prometheus))
         .layer(middleware::from_fn_with_state(ctx.clone(), auth))
+        // The dashboard page itself holds no data (its requests carry the token).
+        .route("/", get(dashboard))
         .with_state(ctx);
     tracing::info!(listen = %addr, "admin API listening");
     let task = tokio::spawn(async move {
@@ -85,6 +87,15 @@ pub async fn serve(
         }
     });
     Ok(Admin { addr, task })
+}
+
+/// The web dashboard: one static page that polls the API.
+async fn dashboard() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        include_str!("dashboard.html"),
+    )
+        .into_response()
 }
 
 async fn prometheus(State(ctx): State<Ctx>) -> Response {
