@@ -132,6 +132,15 @@ pub struct AdminConfig {
     /// Bearer token required on every request (required when not bound to loopback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// `host:port` of the MySQL-protocol admin listener (`SHOW SERVERS`, ...), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql_listen: Option<String>,
+    /// User name on the MySQL-protocol admin listener.
+    #[serde(default = "default_admin_user")]
+    pub sql_user: String,
+    /// Its password (required with `sql_listen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql_password: Option<String>,
 }
 
 impl Default for MonitorConfig {
@@ -505,6 +514,9 @@ fn default_stmt_cache() -> u32 {
 }
 fn default_max_connecting() -> u32 {
     4
+}
+fn default_admin_user() -> String {
+    "admin".into()
 }
 fn default_digest_entries() -> u32 {
     10_000

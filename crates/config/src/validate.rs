@@ -246,7 +246,7 @@ impl Config {
         }
         if let Some(a) = &self.admin {
             check_address("admin.listen", &a.listen)?;
-            if listens.contains(&a.listen) {
+            if listens.contains(&a.listen) && !a.listen.ends_with(":0") {
                 return Err(ConfigError::new(
                     "admin.listen",
                     format!("{} is already used by a client listener", a.listen),
@@ -260,6 +260,23 @@ impl Config {
                     "admin.token",
                     "is required when admin.listen is not a loopback address",
                 ));
+            }
+            if let Some(sql) = &a.sql_listen {
+                check_address("admin.sql_listen", sql)?;
+                let taken = |other: &String| other == sql && !sql.ends_with(":0");
+                if listens.iter().any(|l| taken(l)) || taken(&a.listen) {
+                    return Err(ConfigError::new(
+                        "admin.sql_listen",
+                        format!("{sql} is already used by another listener"),
+                    ));
+                }
+                non_empty("admin.sql_user", &a.sql_user)?;
+                if a.sql_password.as_deref().unwrap_or("").is_empty() {
+                    return Err(ConfigError::new(
+                        "admin.sql_password",
+                        "is required with admin.sql_listen",
+                    ));
+                }
             }
         }
         if self.log.json && self.log.level.is_empty() {

@@ -82,6 +82,8 @@ pub struct Running {
     pub proxy: Arc<Proxy>,
     /// Bound addresses: the main listener first, then `[[listeners]]` in order.
     pub addrs: Vec<SocketAddr>,
+    /// The MySQL-protocol admin listener's address, if configured.
+    pub admin_sql_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -207,10 +209,48 @@ impl Proxy {
                 rx.clone(),
             )));
         }
+        let mut admin_sql_addr = None;
+        if let Some((listen, user, password)) = self.config.admin.as_ref().and_then(|a| {
+            Some((
+                a.sql_listen.clone()?,
+                a.sql_user.clone(),
+                a.sql_password.clone()?,
+            ))
+        }) {
+            let l = listener::bind(&listen, false).map_err(|error| StartError::Bind {
+                addr: listen.clone(),
+                error,
+            })?;
+            let info = Arc::new(ListenerInfo {
+                addr: l.local_addr().map_err(|error| StartError::Bind {
+                    addr: listen.clone(),
+                    error,
+                })?,
+                hostgroup: None,
+            });
+            admin_sql_addr = Some(info.addr);
+            tracing::info!(listen = %info.addr, "admin SQL listening");
+            let users = Users::from_config(&[sluice_config::UserConfig {
+                name: user,
+                password,
+                max_connections: 0,
+            }]);
+            tasks.push(tokio::spawn(listener::serve(
+                l,
+                info,
+                Arc::new(AdminSqlHandler {
+                    proxy: self.clone(),
+                    users: Arc::new(users),
+                }),
+                Arc::new(Semaphore::new(64)),
+                rx.clone(),
+            )));
+        }
         tasks.push(tokio::spawn(self.clone().maintain(rx)));
         Ok(Running {
             proxy: self.clone(),
             addrs,
+            admin_sql_addr,
             shutdown: tx,
             tasks,
         })
@@ -273,6 +313,44 @@ impl Proxy {
 
 struct MysqlHandler {
     proxy: Arc<Proxy>,
+}
+
+/// Serves the MySQL-protocol admin listener.
+struct AdminSqlHandler {
+    proxy: Arc<Proxy>,
+    users: Arc<Users>,
+}
+
+impl Handler for AdminSqlHandler {
+    fn handle(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        _listener: Arc<ListenerInfo>,
+        permit: OwnedSemaphorePermit,
+    ) -> HandlerFuture {
+        Box::pin(crate::frontend::admin_sql::serve(
+            self.proxy.clone(),
+            self.users.clone(),
+            stream,
+            peer,
+            permit,
+        ))
+    }
+
+    fn reject(self: Arc<Self>, stream: TcpStream, _peer: SocketAddr) -> HandlerFuture {
+        Box::pin(async move {
+            let mut c = crate::frontend::client::ClientConn::new(stream, 1024);
+            let _ = c
+                .send_err(
+                    0,
+                    crate::wire::consts::err::TOO_MANY_CONNECTIONS,
+                    b"08004",
+                    "Too many admin connections",
+                )
+                .await;
+        })
+    }
 }
 
 impl Handler for MysqlHandler {

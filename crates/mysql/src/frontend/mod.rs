@@ -1,5 +1,6 @@
 //! The proxy as a server to its clients.
 
+pub mod admin_sql;
 pub mod client;
 mod commands;
 mod conclude;
