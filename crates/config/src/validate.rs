@@ -264,7 +264,7 @@ impl Config {
             if let Some(sql) = &a.sql_listen {
                 check_address("admin.sql_listen", sql)?;
                 let taken = |other: &String| other == sql && !sql.ends_with(":0");
-                if listens.iter().any(|l| taken(l)) || taken(&a.listen) {
+                if listens.iter().any(&taken) || taken(&a.listen) {
                     return Err(ConfigError::new(
                         "admin.sql_listen",
                         format!("{sql} is already used by another listener"),
