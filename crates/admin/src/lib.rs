@@ -62,6 +62,8 @@ pub async fn serve(
         .route("/api/users", get(views::users))
         .route("/api/sessions", get(views::sessions))
         .route("/api/drift", get(views::drift))
+        .route("/api/reload", post(views::reload))
+        .route("/api/config", get(views::config))
         .route("/api/servers/{name}/weight", post(views::set_weight))
         .route("/api/servers/{name}/drain", post(views::drain))
         .route("/api/servers/{name}/online", post(views::online))

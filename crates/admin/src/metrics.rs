@@ -120,9 +120,8 @@ impl Collector for ProxyCollector {
                 .iter()
                 .map(|(d, n)| (vec![("decision", *d)], counter(*n))),
         )?;
-        let rules: Vec<_> = topo
-            .router
-            .rules
+        let rule_list = topo.router.rules();
+        let rules: Vec<_> = rule_list
             .iter()
             .map(|r| {
                 (

@@ -77,7 +77,7 @@ pub(crate) async fn rules(State(ctx): State<Ctx>) -> Json<Vec<RuleView>> {
         ctx.proxy
             .topology
             .router
-            .rules
+            .rules()
             .iter()
             .map(|r| RuleView {
                 name: r.name.clone(),
@@ -234,9 +234,34 @@ pub(crate) async fn online(State(ctx): State<Ctx>, Path(name): Path<String>) -> 
     }
 }
 
+/// `POST /api/reload`: re-reads the configuration file and applies it.
+pub(crate) async fn reload(State(ctx): State<Ctx>) -> Response {
+    match ctx.proxy.reload_from_file().await {
+        Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
+        Err(e) => error(StatusCode::CONFLICT, e),
+    }
+}
+
+/// `GET /api/config`: the effective configuration as TOML: the file as last applied, with
+/// the runtime weights folded in (so that writing it back ends the drift).
+pub(crate) async fn config(State(ctx): State<Ctx>) -> Response {
+    let mut cfg = (*ctx.proxy.loaded.load_full()).clone();
+    for (s, server) in cfg.servers.iter_mut().zip(&ctx.proxy.topology.all) {
+        s.weight = server.weight();
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
+        cfg.to_toml(),
+    )
+        .into_response()
+}
+
 /// `GET /api/drift`: runtime changes not in the configuration file.
 pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
-    let cfg = &ctx.proxy.config;
+    let cfg = ctx.proxy.loaded.load_full();
     let configured: HashMap<&str, u32> = cfg
         .servers
         .iter()

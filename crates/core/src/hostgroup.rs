@@ -42,7 +42,7 @@ pub trait Connector<C>: Send + Sync {
 }
 
 /// Pool tuning that applies to every server of a hostgroup.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolSettings {
     /// How long a statement waits for a connection.
     pub queue_timeout: Duration,
@@ -320,6 +320,11 @@ impl<C> Hostgroup<C> {
     /// The pool settings in force.
     pub fn settings(&self) -> PoolSettings {
         self.settings.lock().clone()
+    }
+
+    /// Replaces the pool settings (a reload): waits and connects from now on use them.
+    pub fn set_settings(&self, s: PoolSettings) {
+        *self.settings.lock() = s;
     }
 
     /// The balancing policy.

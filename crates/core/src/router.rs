@@ -4,6 +4,7 @@
 //! autocommit off); a `sluice:<target>` comment hint; the first matching `[[rules]]` entry;
 //! built-in read/write classification.
 
+use arc_swap::ArcSwap;
 use sluice_config::RuleConfig;
 use sluice_sqlscan::{Route, Scan};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -25,6 +26,38 @@ pub struct Rule {
     pub schema: Option<String>,
     /// Statements that matched it.
     pub hits: AtomicU64,
+}
+
+/// Compiles rules (patterns already validated), carrying hit counts over from `old` rules
+/// that are the same.
+fn compile(rules: &[RuleConfig], old: &[Rule]) -> Vec<Rule> {
+    rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let regex = regex::bytes::Regex::new(&r.pattern).ok()?;
+            let name = r.name.clone().unwrap_or_else(|| format!("rule{i}"));
+            let hits = old
+                .iter()
+                .find(|o| {
+                    o.name == name
+                        && o.pattern == r.pattern
+                        && *o.hostgroup == *r.hostgroup
+                        && o.user == r.user
+                        && o.schema == r.schema
+                })
+                .map_or(0, |o| o.hits.load(Relaxed));
+            Some(Rule {
+                name,
+                pattern: r.pattern.clone(),
+                regex,
+                hostgroup: Arc::from(r.hostgroup.as_str()),
+                user: r.user.clone(),
+                schema: r.schema.clone(),
+                hits: AtomicU64::new(hits),
+            })
+        })
+        .collect()
 }
 
 /// Why a statement went where it went.
@@ -81,8 +114,8 @@ pub struct Router {
     pub writer: Arc<str>,
     /// Reader hostgroup name.
     pub reader: Arc<str>,
-    /// Query rules in order.
-    pub rules: Vec<Rule>,
+    /// Query rules in order (replaced whole on reload).
+    rules: ArcSwap<Vec<Rule>>,
     known: Vec<Arc<str>>,
     /// How statements were routed.
     pub stats: crate::stats::RouteStats,
@@ -91,29 +124,25 @@ pub struct Router {
 impl Router {
     /// Builds a router. Rule patterns must already be validated.
     pub fn new(writer: &str, reader: &str, rules: &[RuleConfig], hostgroups: &[String]) -> Router {
-        let rules = rules
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                let regex = regex::bytes::Regex::new(&r.pattern).ok()?;
-                Some(Rule {
-                    name: r.name.clone().unwrap_or_else(|| format!("rule{i}")),
-                    pattern: r.pattern.clone(),
-                    regex,
-                    hostgroup: Arc::from(r.hostgroup.as_str()),
-                    user: r.user.clone(),
-                    schema: r.schema.clone(),
-                    hits: AtomicU64::new(0),
-                })
-            })
-            .collect();
         Router {
             writer: Arc::from(writer),
             reader: Arc::from(reader),
-            rules,
+            rules: ArcSwap::from_pointee(compile(rules, &[])),
             known: hostgroups.iter().map(|h| Arc::from(h.as_str())).collect(),
             stats: Default::default(),
         }
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> Arc<Vec<Rule>> {
+        self.rules.load_full()
+    }
+
+    /// Replaces the rules (a reload). Statements routed from now on see the new ones; a rule
+    /// that stays the same (name, pattern, hostgroup, user, schema) keeps its hit count.
+    pub fn set_rules(&self, rules: &[RuleConfig]) {
+        let old = self.rules.load_full();
+        self.rules.store(Arc::new(compile(rules, &old)));
     }
 
     /// Decides where a statement goes.
@@ -136,7 +165,7 @@ impl Router {
                 .ok_or_else(|| UnknownHint(hint.to_string()))?;
             return decide(&target, Reason::Hint);
         }
-        for (i, rule) in self.rules.iter().enumerate() {
+        for (i, rule) in self.rules.load().iter().enumerate() {
             if rule.user.as_deref().is_some_and(|u| u != input.user) {
                 continue;
             }
@@ -231,8 +260,8 @@ mod tests {
         assert_eq!(d.reason, Reason::Rule(0));
         let d = route(&r, "SELECT * FROM report", false).unwrap();
         assert_eq!((&*d.hostgroup, d.reason), ("olap", Reason::Rule(1)));
-        assert_eq!(r.rules[1].hits.load(Relaxed), 1);
-        assert_eq!(r.rules[2].hits.load(Relaxed), 0);
+        assert_eq!(r.rules()[1].hits.load(Relaxed), 1);
+        assert_eq!(r.rules()[2].hits.load(Relaxed), 0);
     }
 
     #[test]

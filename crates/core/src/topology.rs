@@ -145,3 +145,110 @@ pub fn pool_settings(cfg: &Config) -> PoolSettings {
         max_connecting: cfg.pool.max_connecting,
     }
 }
+
+/// Why `new` cannot be applied to a proxy running `old` without a restart (empty: it can).
+/// Reloadable: users, server weights and connection limits, hostgroup balancing, rules,
+/// pool timeouts and limits.
+pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
+    let mut why = Vec::new();
+    let mut differs = |what: &str, same: bool| {
+        if !same {
+            why.push(what.to_string());
+        }
+    };
+    differs("[proxy]", old.proxy == new.proxy);
+    differs("[[listeners]]", old.listeners == new.listeners);
+    let shape = |c: &Config| -> Vec<(String, Option<String>, Option<String>)> {
+        c.servers
+            .iter()
+            .map(|s| {
+                (
+                    s.address.clone(),
+                    s.hostgroup.clone(),
+                    s.max_replication_lag.map(|d| d.to_string()),
+                )
+            })
+            .collect()
+    };
+    differs(
+        "[[servers]] (the list of servers, their hostgroups or max_replication_lag)",
+        shape(old) == shape(new),
+    );
+    differs(
+        "the set of hostgroups",
+        old.hostgroup_names() == new.hostgroup_names(),
+    );
+    let lags = |c: &Config| -> Vec<(String, Option<String>)> {
+        c.hostgroups
+            .iter()
+            .map(|h| (h.name.clone(), h.max_replication_lag.map(|d| d.to_string())))
+            .collect()
+    };
+    differs("[[hostgroups]] max_replication_lag", lags(old) == lags(new));
+    differs(
+        "[pool] stmt_cache_size",
+        old.pool.stmt_cache_size == new.pool.stmt_cache_size,
+    );
+    differs("[monitor]", old.monitor == new.monitor);
+    differs("[failover]", old.failover == new.failover);
+    differs("[admin]", old.admin == new.admin);
+    differs("[digests]", old.digests == new.digests);
+    differs("[log]", old.log == new.log);
+    why
+}
+
+impl<C> Topology<C> {
+    /// Applies the reloadable parts of `cfg` (see [`reload_blockers`]); returns what changed.
+    /// Sessions keep running: new statements see the new weights, limits and rules; a
+    /// connection limit lowered below the connections open closes the extra ones as they come
+    /// back to the pool.
+    pub fn apply(&self, cfg: &Config) -> Vec<String> {
+        let mut changes = Vec::new();
+        let settings = pool_settings(cfg);
+        for hg in &self.hostgroups {
+            if hg.settings() != settings {
+                hg.set_settings(settings.clone());
+                changes.push(format!("hostgroup {}: pool settings", hg.name));
+            }
+            let balance = cfg.balance_of(&hg.name);
+            if hg.balance() != balance {
+                hg.set_balance(balance);
+                changes.push(format!("hostgroup {}: balance {balance:?}", hg.name));
+            }
+        }
+        for (s, server) in cfg.servers.iter().zip(&self.all) {
+            if server.weight() != s.weight {
+                changes.push(format!(
+                    "{}: weight {} -> {}",
+                    server.name,
+                    server.weight(),
+                    s.weight
+                ));
+                server.set_weight(s.weight);
+            }
+            let max = s.max_connections(&cfg.pool);
+            if server.max_connections() != max {
+                changes.push(format!(
+                    "{}: max_connections {} -> {max}",
+                    server.name,
+                    server.max_connections()
+                ));
+                server.set_max_connections(max);
+            }
+        }
+        let rules = self.router.rules();
+        let same_rules = rules.len() == cfg.rules.len()
+            && rules.iter().zip(&cfg.rules).enumerate().all(|(i, (r, c))| {
+                r.pattern == c.pattern
+                    && *r.hostgroup == *c.hostgroup
+                    && r.user == c.user
+                    && r.schema == c.schema
+                    && r.name == c.name.clone().unwrap_or_else(|| format!("rule{i}"))
+            });
+        if !same_rules {
+            self.router.set_rules(&cfg.rules);
+            changes.push(format!("rules: {} in force", cfg.rules.len()));
+        }
+        changes
+    }
+}

@@ -53,6 +53,12 @@ pub struct Proxy {
     pub stats: ProxyStats,
     /// Statistics per statement shape.
     pub digests: DigestTable,
+    /// The configuration file's content as last applied (at start or by a reload).
+    pub loaded: ArcSwap<Config>,
+    /// The configuration file, when the proxy was started from one (for reloads).
+    pub config_path: std::sync::OnceLock<std::path::PathBuf>,
+    /// Serialises reloads.
+    reloading: tokio::sync::Mutex<()>,
     /// Health checks, replication state, failover (unless `[monitor] enabled = false`).
     pub monitor: Option<Arc<MysqlMonitor>>,
 }
@@ -141,6 +147,7 @@ impl Proxy {
         } else {
             0
         });
+        let loaded = ArcSwap::from_pointee(config.clone());
         Ok(Arc::new(Proxy {
             topology,
             monitor,
@@ -152,6 +159,9 @@ impl Proxy {
             sessions: Registry::new(),
             stats: ProxyStats::default(),
             digests,
+            loaded,
+            config_path: std::sync::OnceLock::new(),
+            reloading: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -303,6 +313,41 @@ impl Proxy {
                 }
             }
         }
+    }
+
+    /// Applies a changed configuration without a restart: users, server weights and
+    /// connection limits, hostgroup balancing, query rules, pool settings. Client sessions
+    /// and their transactions carry on. A configuration that changes anything else is
+    /// refused whole, with the reason, and the running one stays.
+    pub async fn reload(&self, new: Config) -> Result<Vec<String>, String> {
+        let _one = self.reloading.lock().await;
+        let old = self.loaded.load_full();
+        let blockers = sluice_core::topology::reload_blockers(&old, &new);
+        if !blockers.is_empty() {
+            return Err(format!(
+                "not applied: changing {} needs a restart",
+                blockers.join(", ")
+            ));
+        }
+        let mut changes = self.topology.apply(&new);
+        if old.users != new.users {
+            let users = self.users.load().reloaded(&new.users);
+            self.users.store(Arc::new(users));
+            changes.push(format!("users: {} configured", new.users.len()));
+        }
+        self.loaded.store(Arc::new(new));
+        tracing::info!(changes = %changes.join("; "), "configuration reloaded");
+        Ok(changes)
+    }
+
+    /// Reads, validates and applies the configuration file the proxy was started from.
+    pub async fn reload_from_file(&self) -> Result<Vec<String>, String> {
+        let path = self
+            .config_path
+            .get()
+            .ok_or("the proxy was not started from a configuration file")?;
+        let new = Config::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.reload(new).await
     }
 
     /// Counts a refused client.

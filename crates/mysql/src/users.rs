@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::Arc;
 
-/// A configured user.
-#[derive(Debug)]
+/// A configured user. Its `Debug` form never shows the password (it may end up in logs).
 pub struct User {
     /// Name.
     pub name: Arc<str>,
@@ -19,6 +18,16 @@ pub struct User {
     /// A `caching_sha2_password` full authentication succeeded since start: the fast path is
     /// allowed (MySQL's cache semantics).
     pub sha2_cached: AtomicBool,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("name", &self.name)
+            .field("password", &"<redacted>")
+            .field("max_connections", &self.max_connections)
+            .finish_non_exhaustive()
+    }
 }
 
 /// All users, by name.
@@ -44,6 +53,27 @@ impl Users {
                             sha2_cached: AtomicBool::new(false),
                         }),
                     )
+                })
+                .collect(),
+        }
+    }
+
+    /// The table for a reloaded config: users whose password and limit did not change are
+    /// kept as they are (their connection counts and caching_sha2 cache with them).
+    pub fn reloaded(&self, users: &[UserConfig]) -> Users {
+        let fresh = Users::from_config(users);
+        Users {
+            map: fresh
+                .map
+                .into_iter()
+                .map(|(name, new)| match self.map.get(&name) {
+                    Some(old)
+                        if old.password == new.password
+                            && old.max_connections == new.max_connections =>
+                    {
+                        (name, old.clone())
+                    }
+                    _ => (name, new),
                 })
                 .collect(),
         }

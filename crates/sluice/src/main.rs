@@ -45,6 +45,22 @@ enum Cmd {
         #[arg(long)]
         to: Option<String>,
     },
+    /// Ask the running proxy (through its admin API) to re-read its configuration file and
+    /// apply it without a restart (as SIGHUP does). A file that does not validate, or that
+    /// changes what needs a restart, is refused whole with the reason.
+    Reload,
+    /// The running proxy's configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// Print the running proxy's effective configuration as TOML: the file as last applied,
+    /// with runtime changes made over the admin API (weights) folded in.
+    Dump,
 }
 
 fn main() -> ExitCode {
@@ -72,42 +88,16 @@ fn main() -> ExitCode {
             }
         },
         Some(Cmd::Switchover { to }) => {
-            let cfg = match load(cli.config.as_deref()) {
-                Ok(cfg) => cfg,
-                Err(msg) => {
-                    eprintln!("{msg}");
-                    return ExitCode::from(2);
-                }
-            };
-            let Some(admin) = &cfg.admin else {
-                eprintln!("sluice: switchover needs the admin API: set [admin] listen in the configuration");
-                return ExitCode::from(2);
-            };
             let mut path = "/api/switchover".to_string();
             if let Some(t) = &to {
                 path.push_str(&format!("?to={}", percent_encode(t)));
             }
-            match admin_request(&admin.listen, admin.token.as_deref(), "POST", &path) {
-                Ok((200, body)) => {
-                    println!("{}", json_field(&body, "result").unwrap_or(body));
-                    ExitCode::SUCCESS
-                }
-                Ok((status, body)) => {
-                    eprintln!(
-                        "sluice: switchover failed ({status}): {}",
-                        json_field(&body, "error").unwrap_or(body)
-                    );
-                    ExitCode::FAILURE
-                }
-                Err(e) => {
-                    eprintln!(
-                        "sluice: cannot reach the admin API at {}: {e}",
-                        admin.listen
-                    );
-                    ExitCode::FAILURE
-                }
-            }
+            admin_call(cli.config.as_deref(), "switchover", "POST", &path)
         }
+        Some(Cmd::Reload) => admin_call(cli.config.as_deref(), "reload", "POST", "/api/reload"),
+        Some(Cmd::Config {
+            action: ConfigCmd::Dump,
+        }) => admin_call(cli.config.as_deref(), "config dump", "GET", "/api/config"),
         Some(Cmd::Run) | None => {
             let cfg = match load(cli.config.as_deref()) {
                 Ok(cfg) => cfg,
@@ -118,7 +108,58 @@ fn main() -> ExitCode {
             };
             init_logging(&cfg.log.level, cfg.log.json);
             raise_file_limit(&cfg);
-            runtime().block_on(run(cfg))
+            let path = cli.config.clone().unwrap_or_default();
+            runtime().block_on(run(cfg, path))
+        }
+    }
+}
+
+/// Calls the running proxy's admin API (from the configuration's `[admin]`) and prints the
+/// answer: a JSON `result` (a string or a list of lines), or plain text.
+fn admin_call(config: Option<&std::path::Path>, what: &str, method: &str, path: &str) -> ExitCode {
+    let cfg = match load(config) {
+        Ok(cfg) => cfg,
+        Err(msg) => {
+            eprintln!("{msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(admin) = &cfg.admin else {
+        eprintln!("sluice: {what} needs the admin API: set [admin] listen in the configuration");
+        return ExitCode::from(2);
+    };
+    match admin_request(&admin.listen, admin.token.as_deref(), method, path) {
+        Ok((200, body)) => {
+            match serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("result").cloned())
+            {
+                Some(serde_json::Value::String(s)) => println!("{s}"),
+                Some(serde_json::Value::Array(lines)) if lines.is_empty() => {
+                    println!("nothing changed")
+                }
+                Some(serde_json::Value::Array(lines)) => {
+                    for l in lines {
+                        println!("{}", l.as_str().unwrap_or_default());
+                    }
+                }
+                _ => print!("{body}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Ok((status, body)) => {
+            eprintln!(
+                "sluice: {what} failed ({status}): {}",
+                json_field(&body, "error").unwrap_or(body)
+            );
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!(
+                "sluice: cannot reach the admin API at {}: {e}",
+                admin.listen
+            );
+            ExitCode::FAILURE
         }
     }
 }
@@ -169,7 +210,7 @@ fn raise_file_limit(cfg: &Config) {
     }
 }
 
-async fn run(cfg: Config) -> ExitCode {
+async fn run(cfg: Config, path: PathBuf) -> ExitCode {
     let proxy = match sluice_mysql::Proxy::new(cfg) {
         Ok(p) => p,
         Err(e) => {
@@ -177,6 +218,23 @@ async fn run(cfg: Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let _ = proxy.config_path.set(path);
+    // SIGHUP: re-read the configuration file.
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let proxy = proxy.clone();
+        let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match proxy.reload_from_file().await {
+                    Ok(changes) => {
+                        tracing::info!(changes = changes.len(), "SIGHUP: configuration reloaded")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "SIGHUP: configuration not reloaded"),
+                }
+            }
+        });
+    }
     let running = match proxy.start().await {
         Ok(r) => r,
         Err(e) => {

@@ -225,7 +225,7 @@ hostgroup = "writer"
         server_id(&mut c, "/* sluice:reader */ SELECT @@server_id").await,
         2
     );
-    let rules = &env.proxy.topology.router.rules;
+    let rules = env.proxy.topology.router.rules();
     assert_eq!(rules[1].hits.load(std::sync::atomic::Ordering::Relaxed), 1);
     // A hint naming an unknown hostgroup is an error, and the connection stays usable.
     let err = c

@@ -316,7 +316,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
             numeric: vec!["hits"],
             rows: topo
                 .router
-                .rules
+                .rules()
                 .iter()
                 .map(|r| {
                     vec![

@@ -273,3 +273,45 @@ pub fn init_tracing() {
             .try_init();
     }
 }
+
+/// Runs sysbench (MySQL driver) against sluice on `port` as app/app, schema `test`; returns
+/// its report, asserting it succeeded.
+#[allow(dead_code)]
+pub fn sysbench(port: u16, args: &[&str]) -> String {
+    let bin = sluice_testkit::find_program("sysbench", "sysbench").expect("sysbench");
+    let out = Command::new(bin)
+        .args(args)
+        .arg("--db-driver=mysql")
+        .arg("--mysql-host=127.0.0.1")
+        .arg(format!("--mysql-port={port}"))
+        .arg("--mysql-user=app")
+        .arg("--mysql-password=app")
+        .arg("--mysql-db=test")
+        .output()
+        .expect("run sysbench");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "sysbench {args:?} failed:\n{text}");
+    text
+}
+
+/// The number after `label:` in sysbench's report.
+#[allow(dead_code)]
+pub fn sysbench_counter(report: &str, label: &str) -> u64 {
+    report
+        .lines()
+        .find_map(|l| {
+            l.trim().strip_prefix(label).map(|r| {
+                r.trim_start_matches(':')
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} in sysbench report:\n{report}"))
+}

@@ -1,0 +1,263 @@
+//! Reloading the configuration of a running `sluice` process (SIGHUP and `sluice reload`)
+//! while sysbench runs through it: the changes apply, bad files are refused whole with the
+//! reason, and the clients see no error and no reconnect.
+
+mod common;
+
+use common::http::request;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Files {
+    path: std::path::PathBuf,
+    primary: String,
+    replicas: Vec<String>,
+    port: u16,
+    admin: u16,
+}
+
+impl Files {
+    /// The configuration with replica weights `w`, users `users` (name, password) and an
+    /// optional extra rule.
+    fn write(&self, w: [u32; 2], users: &[(&str, &str)], rule: Option<&str>) {
+        let mut t = format!(
+            "[proxy]\nlisten = \"127.0.0.1:{}\"\n\n[admin]\nlisten = \"127.0.0.1:{}\"\n\n[log]\nlevel = \"info\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
+            self.port, self.admin, self.primary
+        );
+        for (r, w) in self.replicas.iter().zip(w) {
+            t.push_str(&format!(
+                "\n[[servers]]\naddress = \"{r}\"\nhostgroup = \"reader\"\nweight = {w}\n"
+            ));
+        }
+        for (u, p) in users {
+            t.push_str(&format!(
+                "\n[[users]]\nname = \"{u}\"\npassword = \"{p}\"\n"
+            ));
+        }
+        if let Some(r) = rule {
+            t.push_str(&format!(
+                "\n[[rules]]\nname = \"pin\"\nmatch = \"{r}\"\nhostgroup = \"writer\"\n"
+            ));
+        }
+        std::fs::write(&self.path, t).unwrap();
+    }
+}
+
+fn sluice_cmd(cfg: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .arg("--config")
+        .arg(cfg)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn api(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let (status, body) = request(addr, "GET", path, None);
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Statements the proxy has sent to `server`.
+fn queries(admin: SocketAddr, server: &str) -> u64 {
+    api(admin, "/api/servers")
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["address"] == server)
+        .unwrap()["queries"]
+        .as_u64()
+        .unwrap()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn reload_under_sysbench_load_without_client_errors() {
+    let topo = sluice_testkit::Topology::start(sluice_testkit::TopologyOptions {
+        replicas: 2,
+        ..Default::default()
+    })
+    .expect("MariaDB topology");
+    // A second application user, known to the servers but not yet to sluice.
+    topo.primary()
+        .sql("CREATE USER 'ops'@'%' IDENTIFIED BY 'ops'; GRANT ALL ON *.* TO 'ops'@'%'")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let f = Files {
+        path: dir.path().join("sluice.toml"),
+        primary: topo.primary().addr(),
+        replicas: topo.replicas().iter().map(|r| r.addr()).collect(),
+        port: sluice_testkit::free_port().unwrap(),
+        admin: sluice_testkit::free_port().unwrap(),
+    };
+    let admin: SocketAddr = format!("127.0.0.1:{}", f.admin).parse().unwrap();
+    f.write([1, 1], &[("app", "app")], None);
+    let log = std::fs::File::create(dir.path().join("sluice.log")).unwrap();
+    let mut sluice = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("--config")
+        .arg(&f.path)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    wait_until("sluice to listen", || {
+        std::net::TcpStream::connect(admin).is_ok()
+    });
+
+    let port = f.port;
+    let common = ["--tables=4", "--table-size=5000", "--rand-type=uniform"];
+    common::sysbench(
+        port,
+        &[&["oltp_read_write"][..], &common, &["prepare"]].concat(),
+    );
+    let deadlocks = || -> u64 {
+        topo.primary()
+            .sql("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_DEADLOCKS'")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let deadlocks_before = deadlocks();
+    let bench = std::thread::spawn(move || {
+        common::sysbench(
+            port,
+            &[
+                &["oltp_read_write"][..],
+                &common,
+                // Autocommit, so that reads are spread over the replicas (and no
+                // DELETE+INSERT pairs: outside a transaction two threads can collide on a key).
+                &[
+                    "--skip-trx=on",
+                    "--delete_inserts=0",
+                    "--threads=16",
+                    "--time=12",
+                    "--report-interval=0",
+                    "run",
+                ],
+            ]
+            .concat(),
+        )
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let r1 = f.replicas[0].clone();
+
+    // 1. SIGHUP: replica 1 to weight 0, a new user, a new rule.
+    f.write(
+        [0, 1],
+        &[("app", "app"), ("ops", "ops")],
+        Some("^SELECT 1234"),
+    );
+    let pid = sluice.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    wait_until("the SIGHUP reload", || {
+        api(admin, "/api/users").as_array().unwrap().len() == 2
+    });
+    let rules = api(admin, "/api/rules");
+    assert_eq!(rules[0]["match"], "^SELECT 1234");
+    // Replica 1 takes no new statements; sysbench's reads keep flowing to replica 2.
+    std::thread::sleep(Duration::from_millis(300));
+    let r2_before = queries(admin, &f.replicas[1]);
+    let before = queries(admin, &r1);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(queries(admin, &r1), before, "weight 0: no new statements");
+    assert!(queries(admin, &f.replicas[1]) > r2_before, "reads go on");
+    // The new user logs in through sluice.
+    let out = common::cli_raw(port, "ops", "ops", Some("test"), "SELECT 1234", &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(api(admin, "/api/rules")[0]["hits"], 1);
+
+    // 2. `sluice reload`: weight back, the rule gone; the CLI lists what changed.
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("{r1}: weight 0 -> 2")), "{out}");
+    assert!(out.contains("rules: 0 in force"), "{out}");
+    wait_until("replica 1 to take reads again", || {
+        queries(admin, &r1) > before
+    });
+
+    // 3. A file that does not validate is refused whole, naming the field.
+    std::fs::write(
+        &f.path,
+        std::fs::read_to_string(&f.path)
+            .unwrap()
+            .replace("weight = 1", "weight = -1"),
+    )
+    .unwrap();
+    let (ok, _, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(!ok, "an invalid file is refused");
+    assert!(err.contains("weight"), "{err}");
+    // A change that needs a restart is refused with the reason; nothing of it applies.
+    f.write([5, 5], &[("app", "app")], None);
+    let moved = std::fs::read_to_string(&f.path).unwrap().replace(
+        &format!("127.0.0.1:{}\"\n\n[admin]", f.port),
+        "127.0.0.1:1\"\n\n[admin]",
+    );
+    std::fs::write(&f.path, moved).unwrap();
+    let (status, body) = request(admin, "POST", "/api/reload", None);
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains("[proxy]") && body.contains("restart"),
+        "{body}"
+    );
+    let servers = api(admin, "/api/servers");
+    let w = |addr: &str| {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"] == addr)
+            .unwrap()["weight"]
+            .clone()
+    };
+    assert_eq!(w(&r1), 2, "the running configuration stays");
+    assert_eq!(api(admin, "/api/users").as_array().unwrap().len(), 2);
+
+    // 4. `sluice config dump` prints the running configuration.
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, dump, err) = sluice_cmd(&f.path, &["config", "dump"]);
+    assert!(ok, "{err}");
+    let dumped = sluice_config::Config::from_toml(&dump).expect("the dump is a valid config");
+    assert_eq!(dumped.servers[1].weight, 2);
+    assert_eq!(dumped.users.len(), 2);
+
+    // The clients never noticed.
+    let report = bench.join().unwrap();
+    let transactions = common::sysbench_counter(&report, "transactions");
+    assert!(transactions > 100, "{report}");
+    assert_eq!(
+        common::sysbench_counter(&report, "ignored errors"),
+        deadlocks() - deadlocks_before,
+        "errors other than InnoDB's own deadlocks:\n{report}"
+    );
+    assert_eq!(
+        common::sysbench_counter(&report, "reconnects"),
+        0,
+        "{report}"
+    );
+    let _ = sluice.kill();
+    let _ = sluice.wait();
+}
