@@ -196,7 +196,7 @@ fn server_view(proxy: &Proxy, s: &Arc<Server>) -> ServerView {
 
 async fn servers(State(ctx): State<Ctx>) -> Json<Vec<ServerView>> {
     let p = &ctx.proxy;
-    Json(p.topology.all.iter().map(|s| server_view(p, s)).collect())
+    Json(p.topology.all().iter().map(|s| server_view(p, s)).collect())
 }
 
 #[derive(Serialize)]

@@ -82,6 +82,7 @@ impl Collector for ProxyCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), Error> {
         let p = &self.0;
         let topo = &p.topology;
+        let all = topo.all();
         family(
             &mut enc,
             "sluice_client_connections",
@@ -178,7 +179,7 @@ impl Collector for ProxyCollector {
             "sluice_backend_connections_max",
             "Backend connection limit, per server.",
             MetricType::Gauge,
-            topo.all.iter().map(|s| {
+            all.iter().map(|s| {
                 (
                     vec![("server", &*s.name)],
                     gauge(i64::from(s.max_connections())),
@@ -220,8 +221,7 @@ impl Collector for ProxyCollector {
 
         // Servers: traffic, health, what the monitor observed.
         let per_server = |f: fn(&sluice_core::ServerStats) -> u64| {
-            topo.all
-                .iter()
+            all.iter()
                 .map(move |s| (vec![("server", &*s.name)], counter(f(&s.stats))))
                 .collect::<Vec<_>>()
         };
@@ -267,8 +267,7 @@ impl Collector for ProxyCollector {
             MetricType::Counter,
             per_server(|s| s.connect_errors.load(Relaxed)),
         )?;
-        let states: Vec<_> = topo
-            .all
+        let states: Vec<_> = all
             .iter()
             .map(|s| {
                 let state = match (s.health(), s.monitor_block().is_some()) {
@@ -293,7 +292,7 @@ impl Collector for ProxyCollector {
                 })
             }),
         )?;
-        let observed: Vec<_> = topo.all.iter().map(|s| (s, s.observed())).collect();
+        let observed: Vec<_> = all.iter().map(|s| (s, s.observed())).collect();
         family(
             &mut enc,
             "sluice_server_role",

@@ -160,7 +160,7 @@ pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
 fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Box<Response>> {
     ctx.proxy
         .topology
-        .all
+        .all()
         .iter()
         .find(|s| &*s.name == name || &*s.address == name)
         .cloned()
@@ -246,7 +246,7 @@ pub(crate) async fn reload(State(ctx): State<Ctx>) -> Response {
 /// the runtime weights folded in (so that writing it back ends the drift).
 pub(crate) async fn config(State(ctx): State<Ctx>) -> Response {
     let mut cfg = (*ctx.proxy.loaded.load_full()).clone();
-    for (s, server) in cfg.servers.iter_mut().zip(&ctx.proxy.topology.all) {
+    for (s, server) in cfg.servers.iter_mut().zip(ctx.proxy.topology.all().iter()) {
         s.weight = server.weight();
     }
     (
@@ -268,7 +268,7 @@ pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
         .map(|s| (s.address.as_str(), s.weight))
         .collect();
     let mut out = Vec::new();
-    for s in &ctx.proxy.topology.all {
+    for s in ctx.proxy.topology.all().iter() {
         if let Some(w) = configured.get(&*s.address) {
             if *w != s.weight() {
                 out.push(format!("{}: weight {} (file: {w})", s.name, s.weight()));

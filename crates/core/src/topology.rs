@@ -3,7 +3,9 @@
 use crate::hostgroup::{Hostgroup, PoolSettings};
 use crate::router::Router;
 use crate::server::{Role, Server};
+use arc_swap::ArcSwap;
 use sluice_config::Config;
+use sluice_config::ServerConfig;
 use std::sync::Arc;
 
 /// Hostgroup name shown for a managed server the monitor has not placed yet.
@@ -13,8 +15,9 @@ pub const UNASSIGNED: &str = "(unassigned)";
 pub struct Topology<C> {
     /// Hostgroups in configuration order.
     pub hostgroups: Vec<Arc<Hostgroup<C>>>,
-    /// Every configured server, in configuration order.
-    pub all: Vec<Arc<Server>>,
+    /// Every configured server, in configuration order (replaced whole when a reload adds or
+    /// removes servers).
+    servers: ArcSwap<Vec<Arc<Server>>>,
     /// The router.
     pub router: Router,
     /// Send reads to the writer when no reader is usable.
@@ -31,27 +34,7 @@ impl<C> Topology<C> {
         let all: Vec<Arc<Server>> = cfg
             .servers
             .iter()
-            .map(|s| {
-                let hostgroup = s.hostgroup.as_deref().unwrap_or(UNASSIGNED);
-                let mut server = Server::new(
-                    &s.address,
-                    hostgroup,
-                    s.weight,
-                    s.max_connections(&cfg.pool),
-                );
-                if cfg
-                    .servers
-                    .iter()
-                    .filter(|o| o.address == s.address)
-                    .count()
-                    > 1
-                {
-                    server.name = Arc::from(format!("{}@{}", s.address, hostgroup));
-                }
-                server.managed = cfg.is_managed(s);
-                server.max_lag = cfg.max_lag_of(s);
-                Arc::new(server)
-            })
+            .map(|s| Arc::new(build_server(cfg, s)))
             .collect();
         let hostgroups = names
             .iter()
@@ -68,7 +51,7 @@ impl<C> Topology<C> {
             .collect();
         Topology {
             hostgroups,
-            all,
+            servers: ArcSwap::from_pointee(all),
             router: Router::new(
                 &cfg.proxy.writer_hostgroup,
                 &cfg.proxy.reader_hostgroup,
@@ -84,9 +67,14 @@ impl<C> Topology<C> {
         self.hostgroups.iter().find(|h| &*h.name == name)
     }
 
-    /// Every configured server.
+    /// Every configured server, in configuration order.
+    pub fn all(&self) -> Arc<Vec<Arc<Server>>> {
+        self.servers.load_full()
+    }
+
+    /// Every configured server (a copy of the list).
     pub fn servers(&self) -> Vec<Arc<Server>> {
-        self.all.clone()
+        self.servers.load().to_vec()
     }
 
     /// The writer hostgroup.
@@ -146,9 +134,38 @@ pub fn pool_settings(cfg: &Config) -> PoolSettings {
     }
 }
 
+/// A server as configured (not yet in any hostgroup).
+fn build_server(cfg: &Config, s: &ServerConfig) -> Server {
+    let hostgroup = s.hostgroup.as_deref().unwrap_or(UNASSIGNED);
+    let mut server = Server::new(
+        &s.address,
+        hostgroup,
+        s.weight,
+        s.max_connections(&cfg.pool),
+    );
+    if cfg
+        .servers
+        .iter()
+        .filter(|o| o.address == s.address)
+        .count()
+        > 1
+    {
+        server.name = Arc::from(format!("{}@{}", s.address, hostgroup));
+    }
+    server.managed = cfg.is_managed(s);
+    server.max_lag = cfg.max_lag_of(s);
+    server
+}
+
+/// What identifies a configured server across reloads: its address and its configured
+/// hostgroup (none for servers the monitor places).
+fn server_key(s: &ServerConfig) -> (&str, Option<&str>) {
+    (s.address.as_str(), s.hostgroup.as_deref())
+}
+
 /// Why `new` cannot be applied to a proxy running `old` without a restart (empty: it can).
-/// Reloadable: users, server weights and connection limits, hostgroup balancing, rules,
-/// pool timeouts and limits.
+/// Reloadable: users, servers added or removed, server weights and connection limits,
+/// hostgroup balancing, rules, pool timeouts and limits.
 pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     let mut why = Vec::new();
     let mut differs = |what: &str, same: bool| {
@@ -158,22 +175,13 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     };
     differs("[proxy]", old.proxy == new.proxy);
     differs("[[listeners]]", old.listeners == new.listeners);
-    let shape = |c: &Config| -> Vec<(String, Option<String>, Option<String>)> {
-        c.servers
+    let lag_changed = new.servers.iter().any(|n| {
+        old.servers
             .iter()
-            .map(|s| {
-                (
-                    s.address.clone(),
-                    s.hostgroup.clone(),
-                    s.max_replication_lag.map(|d| d.to_string()),
-                )
-            })
-            .collect()
-    };
-    differs(
-        "[[servers]] (the list of servers, their hostgroups or max_replication_lag)",
-        shape(old) == shape(new),
-    );
+            .find(|o| server_key(o) == server_key(n))
+            .is_some_and(|o| o.max_replication_lag != n.max_replication_lag)
+    });
+    differs("[[servers]] max_replication_lag", !lag_changed);
     differs(
         "the set of hostgroups",
         old.hostgroup_names() == new.hostgroup_names(),
@@ -198,11 +206,12 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
 }
 
 impl<C> Topology<C> {
-    /// Applies the reloadable parts of `cfg` (see [`reload_blockers`]); returns what changed.
+    /// Applies the reloadable parts of `cfg` to a topology built from `old` (see
+    /// [`reload_blockers`]); returns what changed.
     /// Sessions keep running: new statements see the new weights, limits and rules; a
     /// connection limit lowered below the connections open closes the extra ones as they come
     /// back to the pool.
-    pub fn apply(&self, cfg: &Config) -> Vec<String> {
+    pub fn apply(&self, old: &Config, cfg: &Config) -> Vec<String> {
         let mut changes = Vec::new();
         let settings = pool_settings(cfg);
         for hg in &self.hostgroups {
@@ -216,7 +225,48 @@ impl<C> Topology<C> {
                 changes.push(format!("hostgroup {}: balance {balance:?}", hg.name));
             }
         }
-        for (s, server) in cfg.servers.iter().zip(&self.all) {
+        // Servers added and removed; the others keep their pools and statistics.
+        let current = self.all();
+        let mut next = Vec::with_capacity(cfg.servers.len());
+        for s in &cfg.servers {
+            // The running list is in the order of `old`'s servers.
+            let existing = old
+                .servers
+                .iter()
+                .position(|o| server_key(o) == server_key(s))
+                .and_then(|i| current.get(i));
+            match existing {
+                Some(srv) => next.push(srv.clone()),
+                None => {
+                    let srv = Arc::new(build_server(cfg, s));
+                    if let Some(hg) = s.hostgroup.as_deref().and_then(|h| self.hostgroup(h)) {
+                        hg.add_server(srv.clone());
+                    }
+                    changes.push(format!(
+                        "{}: added{}",
+                        srv.name,
+                        if srv.managed {
+                            " (the monitor places it)"
+                        } else {
+                            ""
+                        }
+                    ));
+                    next.push(srv);
+                }
+            }
+        }
+        for srv in current.iter() {
+            if !next.iter().any(|n| Arc::ptr_eq(n, srv)) {
+                // No new statements; sessions holding a connection there finish on it.
+                srv.set_offline(Some("removed from the configuration".into()));
+                for hg in &self.hostgroups {
+                    hg.remove_server(srv);
+                }
+                changes.push(format!("{}: removed", srv.name));
+            }
+        }
+        self.servers.store(Arc::new(next));
+        for (s, server) in cfg.servers.iter().zip(self.all().iter()) {
             if server.weight() != s.weight {
                 changes.push(format!(
                     "{}: weight {} -> {}",

@@ -16,7 +16,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     pub(crate) fn candidates(&self, old: &Arc<Server>) -> Vec<(Arc<Server>, String)> {
         let mut c: Vec<(Arc<Server>, String, Option<Duration>)> = self
             .topology
-            .all
+            .all()
             .iter()
             .filter(|s| s.managed && !Arc::ptr_eq(s, old))
             .filter(|s| s.observed().role == Role::Replica)

@@ -122,7 +122,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         coordinator: Arc<dyn Coordinator>,
     ) -> Arc<Self> {
         let configured_primary = topology.primary();
-        let managed = topology.all.iter().any(|s| s.managed);
+        let managed = topology.all().iter().any(|s| s.managed);
         if managed {
             // Statements wait for a writer while it is replaced instead of failing at once.
             if let Some(w) = topology.writer() {
@@ -164,7 +164,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     async fn check_privileges(&self) {
         let Some(s) = self.primary().or_else(|| {
             self.topology
-                .all
+                .all()
                 .iter()
                 .find(|s| s.managed && self.reachable(s))
                 .cloned()
@@ -320,7 +320,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
 
     /// Decides roles, failovers, fencing and rejoins from the latest checks.
     async fn decide(self: &Arc<Self>) {
-        if !self.topology.all.iter().any(|s| s.managed) {
+        if !self.topology.all().iter().any(|s| s.managed) {
             return;
         }
         let Ok(_guard) = self.changing.try_lock() else {

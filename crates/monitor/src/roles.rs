@@ -12,7 +12,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     pub(crate) fn discover_primary(&self) {
         let managed: Vec<Arc<Server>> = self
             .topology
-            .all
+            .all()
             .iter()
             .filter(|s| s.managed)
             .cloned()
@@ -87,7 +87,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         }
         let others: Vec<Arc<Server>> = self
             .topology
-            .all
+            .all()
             .iter()
             .filter(|s| s.managed && !Arc::ptr_eq(s, &primary))
             .cloned()

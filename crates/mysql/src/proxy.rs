@@ -329,7 +329,21 @@ impl Proxy {
                 blockers.join(", ")
             ));
         }
-        let mut changes = self.topology.apply(&new);
+        // The server taking the writes stays until a switchover has moved them elsewhere.
+        let writer = &self.config.proxy.writer_hostgroup;
+        for (o, srv) in old.servers.iter().zip(self.topology.all().iter()) {
+            let kept = new
+                .servers
+                .iter()
+                .any(|n| n.address == o.address && n.hostgroup == o.hostgroup);
+            if !kept && *srv.hostgroup() == **writer {
+                return Err(format!(
+                    "not applied: {} takes the writes (hostgroup {writer}); switch over to another server before removing it",
+                    srv.name
+                ));
+            }
+        }
+        let mut changes = self.topology.apply(&old, &new);
         if old.users != new.users {
             let users = self.users.load().reloaded(&new.users);
             self.users.store(Arc::new(users));

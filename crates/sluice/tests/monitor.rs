@@ -108,8 +108,8 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     // ...or, configured so, fail with a clear error.
 
     wait_for("the strict proxy to see both replicas out", LONG, || {
-        _strict.topology.all[1].monitor_block().is_some()
-            && _strict.topology.all[2].monitor_block().is_some()
+        _strict.topology.all()[1].monitor_block().is_some()
+            && _strict.topology.all()[2].monitor_block().is_some()
     })
     .await;
     let err = strict

@@ -22,11 +22,16 @@ impl Files {
     /// The configuration with replica weights `w`, users `users` (name, password) and an
     /// optional extra rule.
     fn write(&self, w: [u32; 2], users: &[(&str, &str)], rule: Option<&str>) {
+        self.write_servers(w, true, users, rule)
+    }
+
+    /// Like [`Files::write`]; without the second replica unless `second`.
+    fn write_servers(&self, w: [u32; 2], second: bool, users: &[(&str, &str)], rule: Option<&str>) {
         let mut t = format!(
             "[proxy]\nlisten = \"127.0.0.1:{}\"\n\n[admin]\nlisten = \"127.0.0.1:{}\"\n\n[log]\nlevel = \"info\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
             self.port, self.admin, self.primary
         );
-        for (r, w) in self.replicas.iter().zip(w) {
+        for (r, w) in self.replicas.iter().zip(w).take(if second { 2 } else { 1 }) {
             t.push_str(&format!(
                 "\n[[servers]]\naddress = \"{r}\"\nhostgroup = \"reader\"\nweight = {w}\n"
             ));
@@ -198,6 +203,30 @@ fn reload_under_sysbench_load_without_client_errors() {
     wait_until("replica 1 to take reads again", || {
         queries(admin, &r1) > before
     });
+
+    // Replica 2 removed: it takes nothing more; added back, it serves again.
+    let r2 = f.replicas[1].clone();
+    f.write_servers([2, 1], false, &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("{r2}: removed")), "{out}");
+    assert_eq!(api(admin, "/api/servers").as_array().unwrap().len(), 2);
+    let r1_before = queries(admin, &r1);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(queries(admin, &r1) > r1_before, "reads go on at replica 1");
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(out.contains(&format!("{r2}: added")), "{out}");
+    wait_until("replica 2 to serve again", || queries(admin, &r2) > 0);
+    // The writer cannot be removed (here the file fails validation: no writer left).
+    let primary_line = format!("address = \"{}\"\nhostgroup = \"writer\"\n", f.primary);
+    let without_primary = std::fs::read_to_string(&f.path)
+        .unwrap()
+        .replace(&format!("\n[[servers]]\n{primary_line}"), "\n");
+    std::fs::write(&f.path, without_primary).unwrap();
+    let (ok, _, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(!ok && err.contains("writer"), "{err}");
 
     // 3. A file that does not validate is refused whole, naming the field.
     std::fs::write(

@@ -153,7 +153,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
             ],
             numeric: vec!["weight", "lag_s", "latency_us", "queries", "errors"],
             rows: topo
-                .all
+                .all()
                 .iter()
                 .map(|srv| {
                     let o = srv.observed();

@@ -111,7 +111,14 @@ impl Session {
 
     /// Why a server's connections are being lost, if the monitor knows (for error messages).
     pub(crate) fn failure_note(&self, server: &str) -> String {
-        let Some(s) = self.proxy.topology.all.iter().find(|s| &*s.name == server) else {
+        let Some(s) = self
+            .proxy
+            .topology
+            .all()
+            .iter()
+            .find(|s| &*s.name == server)
+            .cloned()
+        else {
             return String::new();
         };
         match (s.health(), s.monitor_block()) {

@@ -187,13 +187,14 @@ impl Env {
     }
 
     /// The proxy's view of server `i`.
-    pub fn server(&self, i: usize) -> &Arc<sluice_core::Server> {
+    pub fn server(&self, i: usize) -> Arc<sluice_core::Server> {
         let addr = self.topo.servers[i].addr();
         self.proxy
             .topology
-            .all
+            .all()
             .iter()
             .find(|s| *s.address == addr)
+            .cloned()
             .expect("server configured")
     }
 
