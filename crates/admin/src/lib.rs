@@ -64,6 +64,11 @@ pub async fn serve(
         .route("/api/drift", get(views::drift))
         .route("/api/reload", post(views::reload))
         .route("/api/config", get(views::config))
+        .route("/api/servers", post(views::add_server))
+        .route(
+            "/api/servers/{name}",
+            axum::routing::delete(views::remove_server),
+        )
         .route("/api/servers/{name}/weight", post(views::set_weight))
         .route("/api/servers/{name}/drain", post(views::drain))
         .route("/api/servers/{name}/online", post(views::online))

@@ -245,7 +245,7 @@ pub(crate) async fn reload(State(ctx): State<Ctx>) -> Response {
 /// `GET /api/config`: the effective configuration as TOML: the file as last applied, with
 /// the runtime weights folded in (so that writing it back ends the drift).
 pub(crate) async fn config(State(ctx): State<Ctx>) -> Response {
-    let mut cfg = (*ctx.proxy.loaded.load_full()).clone();
+    let mut cfg = (*ctx.proxy.effective.load_full()).clone();
     for (s, server) in cfg.servers.iter_mut().zip(ctx.proxy.topology.all().iter()) {
         s.weight = server.weight();
     }
@@ -259,15 +259,90 @@ pub(crate) async fn config(State(ctx): State<Ctx>) -> Response {
         .into_response()
 }
 
+#[derive(Deserialize)]
+pub(crate) struct AddServer {
+    address: String,
+    hostgroup: Option<String>,
+    weight: Option<u32>,
+    max_connections: Option<u32>,
+}
+
+/// `POST /api/servers?address=A[&hostgroup=H][&weight=W][&max_connections=N]`: adds a server
+/// at runtime (without a hostgroup, the monitor places it).
+pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer>) -> Response {
+    let result = ctx
+        .proxy
+        .change_servers(|c| {
+            if c.servers
+                .iter()
+                .any(|s| s.address == q.address && s.hostgroup == q.hostgroup)
+            {
+                return Err(format!("{} is already configured there", q.address));
+            }
+            c.servers.push(sluice_config::ServerConfig {
+                address: q.address.clone(),
+                hostgroup: q.hostgroup.clone(),
+                weight: q.weight.unwrap_or(1),
+                max_connections: q.max_connections,
+                max_replication_lag: None,
+            });
+            Ok(())
+        })
+        .await;
+    match result {
+        Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
+        Err(e) => error(StatusCode::CONFLICT, e),
+    }
+}
+
+/// `DELETE /api/servers/{address}`: removes a server at runtime (it drains; the server
+/// taking the writes cannot be removed).
+pub(crate) async fn remove_server(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
+    let result = ctx
+        .proxy
+        .change_servers(|c| {
+            let before = c.servers.len();
+            c.servers.retain(|s| s.address != name);
+            if c.servers.len() == before {
+                return Err(format!("no server {name:?}"));
+            }
+            Ok(())
+        })
+        .await;
+    match result {
+        Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
+        Err(e) if e.starts_with("no server") => error(StatusCode::NOT_FOUND, e),
+        Err(e) => error(StatusCode::CONFLICT, e),
+    }
+}
+
 /// `GET /api/drift`: runtime changes not in the configuration file.
 pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
-    let cfg = ctx.proxy.loaded.load_full();
+    let file = ctx.proxy.loaded.load_full();
+    let cfg = ctx.proxy.effective.load_full();
+    let key = |s: &sluice_config::ServerConfig| (s.address.clone(), s.hostgroup.clone());
+    let mut out = Vec::new();
+    for s in &cfg.servers {
+        if !file.servers.iter().any(|f| key(f) == key(s)) {
+            out.push(format!(
+                "{}: added over the admin API (file: absent)",
+                s.address
+            ));
+        }
+    }
+    for f in &file.servers {
+        if !cfg.servers.iter().any(|s| key(f) == key(s)) {
+            out.push(format!(
+                "{}: removed over the admin API (file: present)",
+                f.address
+            ));
+        }
+    }
     let configured: HashMap<&str, u32> = cfg
         .servers
         .iter()
         .map(|s| (s.address.as_str(), s.weight))
         .collect();
-    let mut out = Vec::new();
     for s in ctx.proxy.topology.all().iter() {
         if let Some(w) = configured.get(&*s.address) {
             if *w != s.weight() {

@@ -55,6 +55,9 @@ pub struct Proxy {
     pub digests: DigestTable,
     /// The configuration file's content as last applied (at start or by a reload).
     pub loaded: ArcSwap<Config>,
+    /// The configuration running now: `loaded`, with servers added or removed over the
+    /// admin API. The topology's server list is in its order.
+    pub effective: ArcSwap<Config>,
     /// The configuration file, when the proxy was started from one (for reloads).
     pub config_path: std::sync::OnceLock<std::path::PathBuf>,
     /// Serialises reloads.
@@ -148,6 +151,7 @@ impl Proxy {
             0
         });
         let loaded = ArcSwap::from_pointee(config.clone());
+        let effective = ArcSwap::from_pointee(config.clone());
         Ok(Arc::new(Proxy {
             topology,
             monitor,
@@ -160,6 +164,7 @@ impl Proxy {
             stats: ProxyStats::default(),
             digests,
             loaded,
+            effective,
             config_path: std::sync::OnceLock::new(),
             reloading: tokio::sync::Mutex::new(()),
         }))
@@ -321,7 +326,32 @@ impl Proxy {
     /// refused whole, with the reason, and the running one stays.
     pub async fn reload(&self, new: Config) -> Result<Vec<String>, String> {
         let _one = self.reloading.lock().await;
-        let old = self.loaded.load_full();
+        let changes = self.apply_config(new.clone())?;
+        self.loaded.store(Arc::new(new));
+        tracing::info!(changes = %changes.join("; "), "configuration reloaded");
+        Ok(changes)
+    }
+
+    /// Adds or removes servers at runtime (the admin API): the running configuration changes,
+    /// the file does not — the difference shows as drift until written back, and the next
+    /// reload makes the running configuration the file's again. `edit` changes a copy of the
+    /// running configuration, which must still validate.
+    pub async fn change_servers(
+        &self,
+        edit: impl FnOnce(&mut Config) -> Result<(), String>,
+    ) -> Result<Vec<String>, String> {
+        let _one = self.reloading.lock().await;
+        let mut new = (*self.effective.load_full()).clone();
+        edit(&mut new)?;
+        let new = Config::from_toml(&new.to_toml()).map_err(|e| format!("not applied: {e}"))?;
+        let changes = self.apply_config(new)?;
+        tracing::info!(changes = %changes.join("; "), "servers changed over the admin API");
+        Ok(changes)
+    }
+
+    /// Applies `new` over the running configuration (see [`Proxy::reload`]).
+    fn apply_config(&self, new: Config) -> Result<Vec<String>, String> {
+        let old = self.effective.load_full();
         let blockers = sluice_core::topology::reload_blockers(&old, &new);
         if !blockers.is_empty() {
             return Err(format!(
@@ -349,8 +379,7 @@ impl Proxy {
             self.users.store(Arc::new(users));
             changes.push(format!("users: {} configured", new.users.len()));
         }
-        self.loaded.store(Arc::new(new));
-        tracing::info!(changes = %changes.join("; "), "configuration reloaded");
+        self.effective.store(Arc::new(new));
         Ok(changes)
     }
 

@@ -28,6 +28,12 @@ async fn get(addr: SocketAddr, path: &'static str) -> serde_json::Value {
         .unwrap()
 }
 
+async fn request_async(addr: SocketAddr, method: &'static str, path: String) -> (u16, String) {
+    tokio::task::spawn_blocking(move || request(addr, method, &path, None))
+        .await
+        .unwrap()
+}
+
 async fn post(addr: SocketAddr, path: String) -> (u16, String) {
     tokio::task::spawn_blocking(move || request(addr, "POST", &path, None))
         .await
@@ -131,6 +137,31 @@ async fn views_and_server_actions() {
         server_ids(&mut a, 60).await,
         [r1_id, r2_id].into_iter().collect()
     );
+    // Remove a replica at runtime: reads go to the other; drift reports it; add it back.
+    let (status, body) = request_async(addr, "DELETE", format!("/api/servers/{r2}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("removed"), "{body}");
+    assert_eq!(server_ids(&mut a, 30).await, [r1_id].into_iter().collect());
+    let drift = get(addr, "/api/drift").await;
+    assert_eq!(
+        drift[0],
+        format!("{r2}: removed over the admin API (file: present)"),
+        "{drift}"
+    );
+    let (status, body) = post(addr, format!("/api/servers?address={r2}&hostgroup=reader")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("added"), "{body}");
+    assert_eq!(
+        server_ids(&mut a, 60).await,
+        [r1_id, r2_id].into_iter().collect()
+    );
+    assert_eq!(get(addr, "/api/drift").await, serde_json::json!([]));
+    // The primary cannot be removed while it takes the writes.
+    let primary = env.topo.primary().addr();
+    let (status, body) = request_async(addr, "DELETE", format!("/api/servers/{primary}")).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("writer"), "{body}");
+
     // Unknown servers and bad values are refused with a reason.
     let (status, body) = post(addr, "/api/servers/10.9.9.9:1/drain".into()).await;
     assert_eq!(status, 404, "{body}");
