@@ -174,7 +174,15 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
         }
     };
     differs("[proxy]", old.proxy == new.proxy);
-    differs("[[listeners]]", old.listeners == new.listeners);
+    let repinned = new.listeners.iter().any(|n| {
+        old.listeners
+            .iter()
+            .any(|o| o.listen == n.listen && o.hostgroup != n.hostgroup)
+    });
+    differs(
+        "a listener's hostgroup (remove it in one reload, add it back in the next)",
+        !repinned,
+    );
     let lag_changed = new.servers.iter().any(|n| {
         old.servers
             .iter()

@@ -62,6 +62,10 @@ pub struct Proxy {
     pub config_path: std::sync::OnceLock<std::path::PathBuf>,
     /// Serialises reloads.
     reloading: tokio::sync::Mutex<()>,
+    /// What new listeners need (set when the proxy starts).
+    serving: std::sync::OnceLock<Serving>,
+    /// The `[[listeners]]` being served now (a reload adds and removes them).
+    extra_listeners: parking_lot::Mutex<Vec<ListenerSlot>>,
     /// Health checks, replication state, failover (unless `[monitor] enabled = false`).
     pub monitor: Option<Arc<MysqlMonitor>>,
 }
@@ -167,6 +171,8 @@ impl Proxy {
             effective,
             config_path: std::sync::OnceLock::new(),
             reloading: tokio::sync::Mutex::new(()),
+            serving: std::sync::OnceLock::new(),
+            extra_listeners: parking_lot::Mutex::new(Vec::new()),
         }))
     }
 
@@ -212,18 +218,30 @@ impl Proxy {
         let handler = Arc::new(MysqlHandler {
             proxy: self.clone(),
         });
+        let serving = Serving {
+            handler: handler.clone(),
+            limit: limit.clone(),
+            shutdown: rx.clone(),
+        };
         let mut addrs = Vec::new();
-        for (l, info) in bound {
+        for (i, (l, info)) in bound.into_iter().enumerate() {
             addrs.push(info.addr);
             tracing::info!(listen = %info.addr, hostgroup = info.hostgroup.as_deref().unwrap_or("(read/write split)"), "listening");
-            tasks.push(tokio::spawn(listener::serve(
-                l,
-                info,
-                handler.clone(),
-                limit.clone(),
-                rx.clone(),
-            )));
+            if i == 0 {
+                tasks.push(tokio::spawn(listener::serve(
+                    l,
+                    info,
+                    handler.clone(),
+                    limit.clone(),
+                    rx.clone(),
+                )));
+            } else {
+                let spec = &self.config.listeners[i - 1];
+                let slot = serving.spawn(l, info, spec.listen.clone());
+                self.extra_listeners.lock().push(slot);
+            }
         }
+        let _ = self.serving.set(serving);
         let mut admin_sql_addr = None;
         if let Some((listen, user, password)) = self.config.admin.as_ref().and_then(|a| {
             Some((
@@ -320,8 +338,9 @@ impl Proxy {
         }
     }
 
-    /// Applies a changed configuration without a restart: users, server weights and
-    /// connection limits, hostgroup balancing, query rules, pool settings. Client sessions
+    /// Applies a changed configuration without a restart: users, servers and listeners added
+    /// or removed, server weights and connection limits, hostgroup balancing, query rules,
+    /// pool settings. Client sessions
     /// and their transactions carry on. A configuration that changes anything else is
     /// refused whole, with the reason, and the running one stays.
     pub async fn reload(&self, new: Config) -> Result<Vec<String>, String> {
@@ -373,7 +392,44 @@ impl Proxy {
                 ));
             }
         }
+        // New listeners are bound first: if one cannot be, nothing changes.
+        let mut opened = Vec::new();
+        if let Some(serving) = self.serving.get() {
+            let slots = self.extra_listeners.lock();
+            for spec in &new.listeners {
+                if slots.iter().any(|s| s.listen == spec.listen) {
+                    continue;
+                }
+                let l = listener::bind(&spec.listen, new.proxy.reuse_port)
+                    .map_err(|e| format!("not applied: cannot listen on {}: {e}", spec.listen))?;
+                let info = Arc::new(ListenerInfo {
+                    addr: l
+                        .local_addr()
+                        .map_err(|e| format!("not applied: {}: {e}", spec.listen))?,
+                    hostgroup: spec.hostgroup.as_deref().map(Arc::from),
+                });
+                opened.push((l, info, spec.clone(), serving));
+            }
+        }
         let mut changes = self.topology.apply(&old, &new);
+        {
+            let mut slots = self.extra_listeners.lock();
+            // Listeners gone from the file stop accepting; their clients carry on.
+            slots.retain(|s| {
+                let keep = new.listeners.iter().any(|l| l.listen == s.listen);
+                if !keep {
+                    let _ = s.stop.send(true);
+                    tracing::info!(listen = %s.addr, "listener removed");
+                    changes.push(format!("listener {} removed", s.listen));
+                }
+                keep
+            });
+            for (l, info, spec, serving) in opened {
+                tracing::info!(listen = %info.addr, hostgroup = info.hostgroup.as_deref().unwrap_or("(read/write split)"), "listening");
+                changes.push(format!("listener {} added", spec.listen));
+                slots.push(serving.spawn(l, info, spec.listen));
+            }
+        }
         if old.users != new.users {
             let users = self.users.load().reloaded(&new.users);
             self.users.store(Arc::new(users));
@@ -401,6 +457,50 @@ impl Proxy {
 
 struct MysqlHandler {
     proxy: Arc<Proxy>,
+}
+
+/// What a listener started after the proxy needs.
+struct Serving {
+    handler: Arc<MysqlHandler>,
+    limit: Arc<Semaphore>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// A `[[listeners]]` entry being served.
+struct ListenerSlot {
+    /// As configured.
+    listen: String,
+    /// Bound address.
+    addr: SocketAddr,
+    /// Stops accepting (sessions already accepted carry on).
+    stop: watch::Sender<bool>,
+}
+
+impl Serving {
+    /// Serves `l` until it is removed or the proxy shuts down.
+    fn spawn(&self, l: TcpListener, info: Arc<ListenerInfo>, listen: String) -> ListenerSlot {
+        let (stop, rx) = watch::channel(false);
+        let addr = info.addr;
+        // The proxy's shutdown stops it too; the relay ends with the listener.
+        let relay = stop.clone();
+        let mut global = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = async { while !*global.borrow() { if global.changed().await.is_err() { break; } } } => {
+                    let _ = relay.send(true);
+                }
+                _ = relay.closed() => {}
+            }
+        });
+        tokio::spawn(listener::serve(
+            l,
+            info,
+            self.handler.clone(),
+            self.limit.clone(),
+            rx,
+        ));
+        ListenerSlot { listen, addr, stop }
+    }
 }
 
 /// Serves the MySQL-protocol admin listener.

@@ -16,6 +16,8 @@ struct Files {
     replicas: Vec<String>,
     port: u16,
     admin: u16,
+    /// Extra TOML appended to every version of the file.
+    extra: std::cell::RefCell<String>,
 }
 
 impl Files {
@@ -41,6 +43,7 @@ impl Files {
                 "\n[[users]]\nname = \"{u}\"\npassword = \"{p}\"\n"
             ));
         }
+        t.push_str(&self.extra.borrow());
         if let Some(r) = rule {
             t.push_str(&format!(
                 "\n[[rules]]\nname = \"pin\"\nmatch = \"{r}\"\nhostgroup = \"writer\"\n"
@@ -108,6 +111,7 @@ fn reload_under_sysbench_load_without_client_errors() {
         replicas: topo.replicas().iter().map(|r| r.addr()).collect(),
         port: sluice_testkit::free_port().unwrap(),
         admin: sluice_testkit::free_port().unwrap(),
+        extra: Default::default(),
     };
     let admin: SocketAddr = format!("127.0.0.1:{}", f.admin).parse().unwrap();
     f.write([1, 1], &[("app", "app")], None);
@@ -227,6 +231,56 @@ fn reload_under_sysbench_load_without_client_errors() {
     std::fs::write(&f.path, without_primary).unwrap();
     let (ok, _, err) = sluice_cmd(&f.path, &["reload"]);
     assert!(!ok && err.contains("writer"), "{err}");
+
+    // A listener pinned to the readers, added at runtime; removed, it stops accepting while
+    // the session accepted on it carries on.
+    let pinned = sluice_testkit::free_port().unwrap();
+    *f.extra.borrow_mut() =
+        format!("\n[[listeners]]\nlisten = \"127.0.0.1:{pinned}\"\nhostgroup = \"reader\"\n");
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("listener 127.0.0.1:{pinned} added")),
+        "{out}"
+    );
+    let replica_ids: Vec<String> = topo
+        .replicas()
+        .iter()
+        .map(|r| r.server_id.to_string())
+        .collect();
+    let long = std::thread::spawn(move || {
+        common::cli_raw(
+            pinned,
+            "app",
+            "app",
+            Some("test"),
+            "SELECT SLEEP(2), @@server_id",
+            &[],
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    f.extra.borrow_mut().clear();
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("listener 127.0.0.1:{pinned} removed")),
+        "{out}"
+    );
+    let long = long.join().unwrap();
+    assert!(
+        long.status.success(),
+        "{}",
+        String::from_utf8_lossy(&long.stderr)
+    );
+    let sid = String::from_utf8_lossy(&long.stdout);
+    let sid = sid.split_whitespace().last().unwrap_or("").to_string();
+    assert!(replica_ids.contains(&sid), "served by a replica: {sid}");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", pinned)).is_err(),
+        "the removed listener no longer accepts"
+    );
 
     // 3. A file that does not validate is refused whole, naming the field.
     std::fs::write(
