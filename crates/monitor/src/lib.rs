@@ -251,6 +251,17 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 o.source = rep.replica.as_ref().map(|r| r.source.clone());
                 o.replication_running = rep.replica.as_ref().map(|r| r.io_running && r.sql_running);
                 o.lag = rep.replica.as_ref().and_then(|r| r.lag);
+                if !s.managed {
+                    // Servers with a configured hostgroup: their role is only shown (the
+                    // monitor decides nothing from it).
+                    o.role = if rep.replica.is_some() {
+                        Role::Replica
+                    } else if !rep.read_only {
+                        Role::Primary
+                    } else {
+                        Role::Unknown
+                    };
+                }
                 o.error = rep
                     .limited
                     .clone()

@@ -46,9 +46,8 @@ async fn show_commands_answer_with_the_proxy_state() {
         .unwrap_or_else(|| panic!("{out}"));
     let cols: Vec<&str> = line.split('\t').collect();
     assert_eq!(cols[1], "writer", "{line}");
-    // Roles are the monitor's for servers it places (listed without a hostgroup); these
-    // have fixed hostgroups.
-    assert_eq!(cols[2], "unknown", "{line}");
+    // Fixed hostgroups: the role is what the monitor sees (writable, replicating from no one).
+    assert_eq!(cols[2], "primary", "{line}");
     assert_eq!(cols[5], "YES", "reachable: {line}");
     assert_eq!(cols[3], "ONLINE", "{line}");
 
