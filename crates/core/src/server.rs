@@ -128,7 +128,7 @@ pub struct Server {
     /// Its writer/reader membership follows the monitor's view of the replication topology.
     pub managed: bool,
     /// Replication lag above which it takes no reads.
-    pub max_lag: Option<Duration>,
+    max_lag: Mutex<Option<Duration>>,
     weight: AtomicU32,
     max_connections: AtomicU32,
     health: Mutex<Health>,
@@ -170,7 +170,7 @@ impl Server {
             address: Arc::from(address),
             hostgroup: Mutex::new(Arc::from(hostgroup)),
             managed: false,
-            max_lag: None,
+            max_lag: Mutex::new(None),
             weight: AtomicU32::new(weight),
             max_connections: AtomicU32::new(max_connections.max(1)),
             health: Mutex::new(Health::Online),
@@ -181,6 +181,16 @@ impl Server {
             failures: watch::channel(0).0,
             draining: watch::channel(0).0,
         }
+    }
+
+    /// Replication lag above which it takes no reads.
+    pub fn max_lag(&self) -> Option<Duration> {
+        *self.max_lag.lock()
+    }
+
+    /// Changes the lag limit (a reload).
+    pub fn set_max_lag(&self, lag: Option<Duration>) {
+        *self.max_lag.lock() = lag;
     }
 
     /// The hostgroup it serves now.

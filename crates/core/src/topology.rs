@@ -153,7 +153,7 @@ fn build_server(cfg: &Config, s: &ServerConfig) -> Server {
         server.name = Arc::from(format!("{}@{}", s.address, hostgroup));
     }
     server.managed = cfg.is_managed(s);
-    server.max_lag = cfg.max_lag_of(s);
+    server.set_max_lag(cfg.max_lag_of(s));
     server
 }
 
@@ -164,8 +164,9 @@ fn server_key(s: &ServerConfig) -> (&str, Option<&str>) {
 }
 
 /// Why `new` cannot be applied to a proxy running `old` without a restart (empty: it can).
-/// Reloadable: users, servers added or removed, server weights and connection limits,
-/// hostgroup balancing, rules, pool timeouts and limits.
+/// Reloadable: users, servers and listeners added or removed, server weights, connection
+/// limits and lag limits, hostgroup balancing, rules, pool timeouts and limits, monitor and
+/// failover timings.
 pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     let mut why = Vec::new();
     let mut differs = |what: &str, same: bool| {
@@ -183,30 +184,38 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
         "a listener's hostgroup (remove it in one reload, add it back in the next)",
         !repinned,
     );
-    let lag_changed = new.servers.iter().any(|n| {
-        old.servers
-            .iter()
-            .find(|o| server_key(o) == server_key(n))
-            .is_some_and(|o| o.max_replication_lag != n.max_replication_lag)
-    });
-    differs("[[servers]] max_replication_lag", !lag_changed);
+
     differs(
         "the set of hostgroups",
         old.hostgroup_names() == new.hostgroup_names(),
     );
-    let lags = |c: &Config| -> Vec<(String, Option<String>)> {
-        c.hostgroups
-            .iter()
-            .map(|h| (h.name.clone(), h.max_replication_lag.map(|d| d.to_string())))
-            .collect()
-    };
-    differs("[[hostgroups]] max_replication_lag", lags(old) == lags(new));
+
     differs(
         "[pool] stmt_cache_size",
         old.pool.stmt_cache_size == new.pool.stmt_cache_size,
     );
-    differs("[monitor]", old.monitor == new.monitor);
-    differs("[failover]", old.failover == new.failover);
+    differs(
+        "[monitor] enabled, user or password",
+        (
+            old.monitor.enabled,
+            &old.monitor.user,
+            &old.monitor.password,
+        ) == (
+            new.monitor.enabled,
+            &new.monitor.user,
+            &new.monitor.password,
+        ),
+    );
+    differs(
+        "[failover] replication_user or replication_password",
+        (
+            &old.failover.replication_user,
+            &old.failover.replication_password,
+        ) == (
+            &new.failover.replication_user,
+            &new.failover.replication_password,
+        ),
+    );
     differs("[admin]", old.admin == new.admin);
     differs("[digests]", old.digests == new.digests);
     differs("[log]", old.log == new.log);
@@ -283,6 +292,15 @@ impl<C> Topology<C> {
                     s.weight
                 ));
                 server.set_weight(s.weight);
+            }
+            let lag = cfg.max_lag_of(s);
+            if server.max_lag() != lag {
+                changes.push(format!(
+                    "{}: max_replication_lag {}",
+                    server.name,
+                    lag.map_or("none".into(), |d| format!("{} s", d.as_secs_f64()))
+                ));
+                server.set_max_lag(lag);
             }
             let max = s.max_connections(&cfg.pool);
             if server.max_connections() != max {

@@ -42,7 +42,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     async fn take_over(&self, cand: &Arc<Server>, received: &str) -> Result<(), String> {
         let t = Instant::now();
         self.agent
-            .catch_up(cand, received, self.settings.catchup_timeout)
+            .catch_up(cand, received, self.settings().catchup_timeout)
             .await
             .map_err(|e| format!("{} could not apply its relay log ({e})", cand.name))?;
         self.events.push(
@@ -75,7 +75,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     fn postpone(&self, old: Arc<Server>) {
         let mut st = self.state.lock();
         st.primary = Some(old);
-        st.retry_failover_at = Some(Instant::now() + self.settings.detection_time);
+        st.retry_failover_at = Some(Instant::now() + self.settings().detection_time);
     }
 
     /// Replaces the failed primary `old`.

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Monitor and failover settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// Time between checks.
     pub interval: Duration,
@@ -99,7 +99,7 @@ struct State {
 pub struct Monitor<A, C> {
     agent: Arc<A>,
     topology: Arc<Topology<C>>,
-    settings: Settings,
+    settings: parking_lot::Mutex<Settings>,
     coordinator: Arc<dyn Coordinator>,
     state: Mutex<State>,
     /// The managed server configured in the writer hostgroup, if any: the primary when the
@@ -132,7 +132,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         Arc::new(Monitor {
             agent,
             topology,
-            settings,
+            settings: parking_lot::Mutex::new(settings),
             coordinator,
             state: Mutex::new(State::default()),
             configured_primary,
@@ -143,8 +143,19 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     }
 
     /// The settings in force.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
+    pub fn settings(&self) -> Settings {
+        *self.settings.lock()
+    }
+
+    /// Replaces the settings (a reload): checks, detection and failover use them from the
+    /// next round on.
+    pub fn set_settings(&self, s: Settings) {
+        *self.settings.lock() = s;
+        if self.topology.all().iter().any(|srv| srv.managed) {
+            if let Some(w) = self.topology.writer() {
+                w.set_hold_when_empty(Some(s.write_wait));
+            }
+        }
     }
 
     /// The current primary, if known.
@@ -155,7 +166,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     /// Runs one round of checks and decisions (at start, before clients are accepted).
     pub async fn first_round(self: &Arc<Self>) {
         self.round().await;
-        if self.settings.failover || self.settings.rejoin {
+        if self.settings().failover || self.settings().rejoin {
             self.check_privileges().await;
         }
     }
@@ -190,7 +201,8 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
 
     /// Checks and decides every `interval` until `shutdown` turns true.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let mut tick = tokio::time::interval(self.settings.interval);
+        let mut every = self.settings().interval;
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -198,6 +210,12 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 _ = shutdown.changed() => return,
             }
             self.round().await;
+            if self.settings().interval != every {
+                every = self.settings().interval;
+                tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick.tick().await;
+            }
         }
     }
 
@@ -208,7 +226,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         let checks = servers.iter().map(|s| {
             let s = s.clone();
             let agent = self.agent.clone();
-            let timeout = self.settings.timeout;
+            let timeout = self.settings().timeout;
             async move {
                 let r = match tokio::time::timeout(timeout, agent.probe(&s)).await {
                     Ok(r) => r,
@@ -292,7 +310,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                             .map(|e| format!(": {e}"))
                             .unwrap_or_default()
                     )),
-                    Some(rs) => match (rs.lag, s.max_lag) {
+                    Some(rs) => match (rs.lag, s.max_lag()) {
                         (Some(lag), Some(max)) if lag > max => Some(format!(
                             "replication lag {} s > {} s",
                             lag.as_secs(),
@@ -314,7 +332,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 // up, and its idle pooled connections are dropped.
                 let is_primary = primary.as_ref().is_some_and(|p| Arc::ptr_eq(p, s));
                 if !v.declared_failed
-                    && now.duration_since(since) >= self.settings.detection_time
+                    && now.duration_since(since) >= self.settings().detection_time
                     && !is_primary
                 {
                     v.declared_failed = true;
@@ -354,7 +372,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             }
         }
         self.place_others().await;
-        if self.settings.failover {
+        if self.settings().failover {
             if let Some(p) = self.primary() {
                 let down_for = self.down_for(&p);
                 let retry_ok = self
@@ -362,7 +380,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                     .lock()
                     .retry_failover_at
                     .is_none_or(|t| Instant::now() >= t);
-                if retry_ok && down_for.is_some_and(|d| d >= self.settings.detection_time) {
+                if retry_ok && down_for.is_some_and(|d| d >= self.settings().detection_time) {
                     self.failover(p, down_for.unwrap_or_default()).await;
                 }
             }

@@ -106,7 +106,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 }
                 Some(rs) => {
                     // Following another server (a former primary): follow the primary.
-                    if !self.settings.failover && !self.settings.rejoin {
+                    if !self.settings().failover && !self.settings().rejoin {
                         continue;
                     }
                     match self.agent.replicate_from(&s, &primary, false).await {
@@ -160,7 +160,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 }
             }
         }
-        if !self.settings.rejoin {
+        if !self.settings().rejoin {
             s.set_offline(Some("former primary (rejoin disabled)".into()));
             self.set_role(s, Role::Fenced);
             return;

@@ -39,13 +39,13 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         // 1. No new statements on the old primary (they wait for the new one); wait for the
         //    ones in flight (transactions) to finish.
         old.set_offline(Some("switchover: draining".into()));
-        let drained = self.wait_drained(&old, self.settings.drain_timeout).await;
+        let drained = self.wait_drained(&old, self.settings().drain_timeout).await;
         if let Err(busy) = drained {
             old.set_offline(None);
             let msg = format!(
                 "switchover aborted: {busy} connections still busy on {} after {} ms",
                 old.name,
-                self.settings.drain_timeout.as_millis()
+                self.settings().drain_timeout.as_millis()
             );
             self.events.push("switchover", msg.clone());
             return Err(msg);
@@ -72,7 +72,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         let t = Instant::now();
         if let Err(e) = self
             .agent
-            .catch_up(&target, &position, self.settings.catchup_timeout)
+            .catch_up(&target, &position, self.settings().catchup_timeout)
             .await
         {
             return self

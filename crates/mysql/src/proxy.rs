@@ -430,6 +430,13 @@ impl Proxy {
                 slots.push(serving.spawn(l, info, spec.listen));
             }
         }
+        if let Some(m) = &self.monitor {
+            let settings = Settings::from_config(&new);
+            if m.settings() != settings {
+                m.set_settings(settings);
+                changes.push("monitor and failover settings".into());
+            }
+        }
         if old.users != new.users {
             let users = self.users.load().reloaded(&new.users);
             self.users.store(Arc::new(users));

@@ -282,6 +282,19 @@ fn reload_under_sysbench_load_without_client_errors() {
         "the removed listener no longer accepts"
     );
 
+    // Monitor timings and lag limits change at runtime too.
+    *f.extra.borrow_mut() =
+        "\n[monitor]\ninterval = \"100ms\"\nmax_replication_lag = \"5s\"\n".into();
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("monitor and failover settings"), "{out}");
+    assert!(
+        out.contains(&format!("{r1}: max_replication_lag 5 s")),
+        "{out}"
+    );
+    f.extra.borrow_mut().clear();
+
     // 3. A file that does not validate is refused whole, naming the field.
     std::fs::write(
         &f.path,
