@@ -195,6 +195,12 @@ pub struct ProxyConfig {
     /// Server version string announced to clients; by default the writer's own version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_version: Option<String>,
+    /// PEM certificate chain offered to clients that ask for TLS (with `tls_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<String>,
+    /// PEM private key of `tls_cert`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<String>,
     /// Bind listeners with SO_REUSEPORT so several sluice processes can share a port.
     #[serde(default)]
     pub reuse_port: bool,
@@ -248,6 +254,9 @@ pub struct UserConfig {
     /// Maximum concurrent client connections for this user (0 = no per-user limit).
     #[serde(default)]
     pub max_connections: u32,
+    /// Refuse this user's connections that do not use TLS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_tls: bool,
 }
 
 /// `[[servers]]`: a backend server.

@@ -238,6 +238,28 @@ impl Config {
                 ));
             }
         }
+        match (&self.proxy.tls_cert, &self.proxy.tls_key) {
+            (Some(_), None) => {
+                return Err(ConfigError::new(
+                    "proxy.tls_key",
+                    "is required with proxy.tls_cert",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::new(
+                    "proxy.tls_cert",
+                    "is required with proxy.tls_key",
+                ))
+            }
+            _ => {}
+        }
+        if self.users.iter().any(|u| u.require_tls) && self.proxy.tls_cert.is_none() {
+            let i = self.users.iter().position(|u| u.require_tls).unwrap_or(0);
+            return Err(ConfigError::new(
+                format!("users[{i}].require_tls"),
+                "needs [proxy] tls_cert and tls_key",
+            ));
+        }
         if self.digests.max_entries > 1_000_000 {
             return Err(ConfigError::new(
                 "digests.max_entries",

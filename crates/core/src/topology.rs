@@ -174,7 +174,12 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
             why.push(what.to_string());
         }
     };
-    differs("[proxy]", old.proxy == new.proxy);
+    let proxy = |c: &Config| {
+        let mut p = c.proxy.clone();
+        (p.tls_cert, p.tls_key) = (None, None); // reloadable
+        p
+    };
+    differs("[proxy]", proxy(old) == proxy(new));
     let repinned = new.listeners.iter().any(|n| {
         old.listeners
             .iter()

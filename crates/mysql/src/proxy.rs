@@ -53,6 +53,8 @@ pub struct Proxy {
     pub stats: ProxyStats,
     /// Statistics per statement shape.
     pub digests: DigestTable,
+    /// TLS for clients that ask for it (replaced on reload: certificates are re-read).
+    pub tls: ArcSwap<Option<tokio_rustls::TlsAcceptor>>,
     /// The configuration file's content as last applied (at start or by a reload).
     pub loaded: ArcSwap<Config>,
     /// The configuration running now: `loaded`, with servers added or removed over the
@@ -87,6 +89,20 @@ pub enum StartError {
     /// The RSA key could not be generated.
     #[error("cannot generate the RSA key: {0}")]
     Rsa(String),
+    /// The TLS certificate or key could not be loaded.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The TLS acceptor for `[proxy] tls_cert` / `tls_key`, if configured.
+fn tls_acceptor(cfg: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+    match (&cfg.proxy.tls_cert, &cfg.proxy.tls_key) {
+        (Some(c), Some(k)) => {
+            crate::frontend::stream::acceptor(std::path::Path::new(c), std::path::Path::new(k))
+                .map(Some)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A started proxy.
@@ -154,6 +170,7 @@ impl Proxy {
         } else {
             0
         });
+        let tls = ArcSwap::from_pointee(tls_acceptor(&config).map_err(StartError::Tls)?);
         let loaded = ArcSwap::from_pointee(config.clone());
         let effective = ArcSwap::from_pointee(config.clone());
         Ok(Arc::new(Proxy {
@@ -167,6 +184,7 @@ impl Proxy {
             sessions: Registry::new(),
             stats: ProxyStats::default(),
             digests,
+            tls,
             loaded,
             effective,
             config_path: std::sync::OnceLock::new(),
@@ -267,6 +285,7 @@ impl Proxy {
                 name: user,
                 password,
                 max_connections: 0,
+                require_tls: false,
             }]);
             tasks.push(tokio::spawn(listener::serve(
                 l,
@@ -392,6 +411,9 @@ impl Proxy {
                 ));
             }
         }
+        // Certificates are re-read (rotation), even when their paths did not change; like new
+        // listeners, before anything changes.
+        let tls = tls_acceptor(&new).map_err(|e| format!("not applied: TLS: {e}"))?;
         // New listeners are bound first: if one cannot be, nothing changes.
         let mut opened = Vec::new();
         if let Some(serving) = self.serving.get() {
@@ -430,6 +452,14 @@ impl Proxy {
                 slots.push(serving.spawn(l, info, spec.listen));
             }
         }
+        if tls.is_some() || self.tls.load().is_some() {
+            changes.push(if tls.is_some() {
+                "TLS certificate (re)loaded".into()
+            } else {
+                "TLS off".into()
+            });
+        }
+        self.tls.store(Arc::new(tls));
         if let Some(m) = &self.monitor {
             let settings = Settings::from_config(&new);
             if m.settings() != settings {

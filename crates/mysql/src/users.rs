@@ -13,6 +13,8 @@ pub struct User {
     pub password: String,
     /// Per-user connection limit (0 = none).
     pub max_connections: u32,
+    /// Connections must use TLS.
+    pub require_tls: bool,
     /// Current client connections.
     pub connections: AtomicU32,
     /// A `caching_sha2_password` full authentication succeeded since start: the fast path is
@@ -49,6 +51,7 @@ impl Users {
                             name: Arc::from(u.name.as_str()),
                             password: u.password.clone(),
                             max_connections: u.max_connections,
+                            require_tls: u.require_tls,
                             connections: AtomicU32::new(0),
                             sha2_cached: AtomicBool::new(false),
                         }),
@@ -69,7 +72,8 @@ impl Users {
                 .map(|(name, new)| match self.map.get(&name) {
                     Some(old)
                         if old.password == new.password
-                            && old.max_connections == new.max_connections =>
+                            && old.max_connections == new.max_connections
+                            && old.require_tls == new.require_tls =>
                     {
                         (name, old.clone())
                     }

@@ -48,6 +48,7 @@ pub async fn serve(
     let mut client = ClientConn::new(stream, 1 << 20);
     let facts = proxy.info.get();
     let cx = HandshakeContext {
+        tls: None,
         users: &users,
         rsa: &proxy.rsa,
         server_version: &facts.version,

@@ -1,6 +1,7 @@
 //! The client's connection: framing, buffers that are released while the client is idle, and
 //! helpers to send OK/ERR/EOF packets in the form the client negotiated.
 
+use super::stream::ClientStream;
 use crate::wire::consts::cap;
 use crate::wire::ok::{write_eof, write_err, write_ok, OkPacket};
 use crate::wire::packet::{frame, read_packet, Packet, ReadError};
@@ -16,8 +17,8 @@ const IDLE_RELEASE: Duration = Duration::from_millis(500);
 
 /// A client connection.
 pub struct ClientConn {
-    /// The socket.
-    pub stream: TcpStream,
+    /// The socket (TLS once the client asked for it).
+    pub stream: ClientStream,
     /// Read buffer.
     pub rbuf: BytesMut,
     /// Write scratch buffer.
@@ -32,7 +33,7 @@ impl ClientConn {
     /// Wraps a freshly accepted socket.
     pub fn new(stream: TcpStream, max_packet: usize) -> ClientConn {
         ClientConn {
-            stream,
+            stream: ClientStream::Plain(stream),
             rbuf: BytesMut::new(),
             wbuf: Vec::new(),
             caps: 0,

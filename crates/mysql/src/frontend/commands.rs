@@ -159,6 +159,7 @@ impl Session {
         let users = self.proxy.users.load_full();
         let facts = self.proxy.info.get();
         let cx = super::handshake::HandshakeContext {
+            tls: None,
             users: &users,
             rsa: &self.proxy.rsa,
             server_version: &facts.version,

@@ -86,6 +86,8 @@ pub struct HandshakeContext<'a> {
     pub peer: SocketAddr,
     /// Plugin announced in the greeting.
     pub default_plugin: &'a str,
+    /// TLS, when configured: the greeting offers it and an SSLRequest upgrades the stream.
+    pub tls: Option<&'a tokio_rustls::TlsAcceptor>,
 }
 
 /// Runs the connection phase up to (not including) the final OK.
@@ -98,7 +100,7 @@ pub async fn accept(
         server_version: cx.server_version.to_string(),
         connection_id: cx.connection_id,
         scramble: nonce,
-        capabilities: SERVER_CAPS,
+        capabilities: SERVER_CAPS | if cx.tls.is_some() { cap::SSL } else { 0 },
         collation: crate::backend::BACKEND_COLLATION,
         status: status::AUTOCOMMIT,
         auth_plugin: cx.default_plugin.to_string(),
@@ -108,8 +110,15 @@ pub async fn accept(
     client.push_packet(0, &payload);
     client.flush().await?;
 
-    let p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
-    let seq = p.last_seq.wrapping_add(1);
+    let mut p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+    let mut seq = p.last_seq.wrapping_add(1);
+    if let (Some(acceptor), SSL_REQUEST_LEN) = (cx.tls, p.payload.len()) {
+        // TLS first, then the real handshake response over it.
+        let already_read = client.rbuf.split();
+        client.stream.upgrade(acceptor, already_read).await?;
+        p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+        seq = p.last_seq.wrapping_add(1);
+    }
     if p.payload.len() == SSL_REQUEST_LEN {
         client
             .send_err(
@@ -127,7 +136,7 @@ pub async fn accept(
             .await?;
         return Err(HandshakeError::Malformed);
     };
-    client.caps = resp.capabilities & SERVER_CAPS;
+    client.caps = resp.capabilities & (SERVER_CAPS | cap::SSL);
     let plugin = resp
         .auth_plugin
         .clone()
@@ -142,6 +151,17 @@ pub async fn accept(
         seq,
     )
     .await?;
+    if user.require_tls && !client.stream.is_tls() {
+        let msg = format!(
+            "Access denied for user '{}'@'{}': this user must connect with TLS",
+            resp.user,
+            cx.peer.ip()
+        );
+        client
+            .send_err(next_seq, err::ACCESS_DENIED, b"28000", &msg)
+            .await?;
+        return Err(HandshakeError::Denied(resp.user));
+    }
     Ok(Authenticated {
         user,
         database: resp.database,
@@ -205,13 +225,17 @@ pub async fn authenticate(
             }
             ok
         } else {
-            // Full authentication: the password itself, RSA-encrypted (no TLS here).
+            // Full authentication: the password itself, in clear over TLS, otherwise
+            // RSA-encrypted with the proxy's key.
             client.push_packet(seq, &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION]);
             client.flush().await?;
             let mut p =
                 read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
             seq = p.last_seq.wrapping_add(1);
+            let over_tls = client.stream.is_tls();
+            let mut asked_key = false;
             if p.payload[..] == [auth::sha2::REQUEST_PUBLIC_KEY] {
+                asked_key = true;
                 let mut pk = vec![0x01];
                 pk.extend_from_slice(cx.rsa.public_pem().as_bytes());
                 client.push_packet(seq, &pk);
@@ -221,11 +245,15 @@ pub async fn authenticate(
                 seq = p.last_seq.wrapping_add(1);
             }
             tracing::trace!(len = p.payload.len(), first = ?p.payload.first(), "caching_sha2 full authentication answer");
-            let ok = match cx.rsa.decrypt(&p.payload) {
-                Ok(plain) => {
-                    auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, &nonce))
+            let ok = if over_tls && !asked_key {
+                auth::sha2::verify_cleartext(password, &p.payload)
+            } else {
+                match cx.rsa.decrypt(&p.payload) {
+                    Ok(plain) => {
+                        auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, &nonce))
+                    }
+                    Err(_) => false,
                 }
-                Err(_) => false,
             };
             if ok {
                 if let Some(u) = &user {

@@ -14,4 +14,5 @@ pub mod relay;
 pub mod scan;
 pub mod session;
 pub mod stmt;
+pub mod stream;
 mod sync;

@@ -131,7 +131,9 @@ pub async fn serve(
     let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
     let users = proxy.users.load_full();
     let facts = proxy.info.get();
+    let tls = proxy.tls.load_full();
     let cx = HandshakeContext {
+        tls: (*tls).as_ref(),
         users: &users,
         rsa: &proxy.rsa,
         server_version: &facts.version,

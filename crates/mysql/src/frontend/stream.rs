@@ -1,0 +1,173 @@
+//! The client's byte stream: plain TCP, or TLS after the client asked for it with an
+//! SSLRequest packet (rustls, certificate and key from `[proxy] tls_cert` / `tls_key`).
+
+use bytes::{Buf, BytesMut};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// A TCP stream that first replays bytes already read from it (a client sends its TLS
+/// ClientHello right behind the SSLRequest, so it may already be in the read buffer).
+pub struct Rewound {
+    prefix: BytesMut,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Rewound {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewound {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The client stream.
+pub enum ClientStream {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS.
+    Tls(Box<TlsStream<Rewound>>),
+    /// Being upgraded (only during the TLS handshake; any I/O fails).
+    Upgrading,
+}
+
+impl ClientStream {
+    /// True once TLS is in use.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, ClientStream::Tls(_))
+    }
+
+    /// Resolves when there may be something to read, consuming nothing.
+    pub async fn readable(&self) -> io::Result<()> {
+        match self {
+            ClientStream::Plain(s) => s.readable().await,
+            ClientStream::Tls(t) => {
+                let (io, conn) = t.get_ref();
+                // Decrypted bytes already buffered, or a replayed prefix: readable now.
+                if !conn.wants_read() || !io.prefix.is_empty() {
+                    return Ok(());
+                }
+                io.inner.readable().await
+            }
+            ClientStream::Upgrading => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// Runs the TLS handshake on this (plain) stream; `already_read` holds bytes read past
+    /// the SSLRequest.
+    pub async fn upgrade(
+        &mut self,
+        acceptor: &tokio_rustls::TlsAcceptor,
+        already_read: BytesMut,
+    ) -> io::Result<()> {
+        let ClientStream::Plain(tcp) = std::mem::replace(self, ClientStream::Upgrading) else {
+            return Err(io::Error::other("TLS requested twice"));
+        };
+        let tls = acceptor
+            .accept(Rewound {
+                prefix: already_read,
+                inner: tcp,
+            })
+            .await?;
+        *self = ClientStream::Tls(Box::new(tls));
+        Ok(())
+    }
+}
+
+fn upgrading<T>() -> Poll<io::Result<T>> {
+    Poll::Ready(Err(io::ErrorKind::NotConnected.into()))
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            ClientStream::Upgrading => upgrading(),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            ClientStream::Upgrading => upgrading(),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            ClientStream::Upgrading => upgrading(),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            ClientStream::Upgrading => upgrading(),
+        }
+    }
+}
+
+/// A TLS acceptor from PEM files (certificate chain, private key).
+pub fn acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("{}: {e}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("certificate and key: {e}"))?;
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
+}
