@@ -353,6 +353,12 @@ pub struct PoolConfig {
     /// statements wait for connections coming back instead of each opening one.
     #[serde(default = "default_max_connecting")]
     pub max_connecting: u32,
+    /// Connect to the servers over TLS, verifying their certificates against `tls_ca`.
+    #[serde(default)]
+    pub tls: bool,
+    /// PEM file of the CA certificates servers' certificates must chain to (with `tls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<String>,
 }
 
 /// `[log]`: logging.
@@ -378,6 +384,8 @@ impl Default for PoolConfig {
             retry_after: default_retry_after(),
             stmt_cache_size: default_stmt_cache(),
             max_connecting: default_max_connecting(),
+            tls: false,
+            tls_ca: None,
         }
     }
 }

@@ -253,6 +253,12 @@ impl Config {
             }
             _ => {}
         }
+        if self.pool.tls && self.pool.tls_ca.as_deref().unwrap_or("").is_empty() {
+            return Err(ConfigError::new(
+                "pool.tls_ca",
+                "is required with pool.tls (the CA the servers' certificates are checked against)",
+            ));
+        }
         if self.users.iter().any(|u| u.require_tls) && self.proxy.tls_cert.is_none() {
             let i = self.users.iter().position(|u| u.require_tls).unwrap_or(0);
             return Err(ConfigError::new(

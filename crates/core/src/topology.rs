@@ -196,8 +196,9 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     );
 
     differs(
-        "[pool] stmt_cache_size",
-        old.pool.stmt_cache_size == new.pool.stmt_cache_size,
+        "[pool] stmt_cache_size, tls or tls_ca",
+        (old.pool.stmt_cache_size, old.pool.tls, &old.pool.tls_ca)
+            == (new.pool.stmt_cache_size, new.pool.tls, &new.pool.tls_ca),
     );
     differs(
         "[monitor] enabled, user or password",

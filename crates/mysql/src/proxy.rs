@@ -148,16 +148,29 @@ impl Proxy {
     pub fn new(config: Config) -> Result<Arc<Proxy>, StartError> {
         let users = Arc::new(ArcSwap::from_pointee(Users::from_config(&config.users)));
         let info = Arc::new(ServerInfo::new(config.proxy.server_version.clone()));
+        let backend_tls = match (&config.pool.tls, &config.pool.tls_ca) {
+            (true, Some(ca)) => Some(
+                crate::backend::BackendTls::from_ca_file(std::path::Path::new(ca))
+                    .map_err(StartError::Tls)?,
+            ),
+            _ => None,
+        };
         let connector = MysqlConnector {
             users: users.clone(),
             stmt_cache_size: config.pool.stmt_cache_size as usize,
             info: info.clone(),
+            tls: backend_tls.clone(),
         };
         let rsa = RsaKey::generate().map_err(|e| StartError::Rsa(e.to_string()))?;
         let topology = Arc::new(Topology::from_config(&config));
         let monitor = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
-            let agent = MariaDbAgent::new(user, password, config.replication_credentials());
+            let agent = MariaDbAgent::new(
+                user,
+                password,
+                config.replication_credentials(),
+                backend_tls.clone(),
+            );
             Monitor::new(
                 Arc::new(agent),
                 topology.clone(),
@@ -318,12 +331,13 @@ impl Proxy {
         for server in self.topology.servers() {
             let attempt = tokio::time::timeout(
                 self.config.pool.connect_timeout.get(),
-                BackendConn::connect(
+                BackendConn::connect_with(
                     &server.address,
                     &user.name,
                     &user.password,
                     0,
                     StmtCache::new(1, Default::default()),
+                    self.connector.tls.as_ref(),
                 ),
             )
             .await;

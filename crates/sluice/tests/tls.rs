@@ -7,15 +7,24 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-/// A self-signed certificate and key (openssl CLI).
-fn make_cert(dir: &Path) -> (String, String) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+/// A self-signed certificate for 127.0.0.1 and its key (openssl CLI), named `name`.
+fn make_cert_named(dir: &Path, name: &str) -> (String, String) {
+    let (cert, key) = (
+        dir.join(format!("{name}-cert.pem")),
+        dir.join(format!("{name}-key.pem")),
+    );
     let openssl = sluice_testkit::find_program("openssl", "openssl").expect("openssl");
     let out = Command::new(openssl)
         .args([
             "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
         ])
-        .args(["-subj", "/CN=127.0.0.1", "-keyout"])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
         .arg(&key)
         .arg("-out")
         .arg(&cert)
@@ -27,6 +36,72 @@ fn make_cert(dir: &Path) -> (String, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (cert.display().to_string(), key.display().to_string())
+}
+
+/// A CA, and a certificate for 127.0.0.1 it signed (rustls, rightly, refuses a CA
+/// certificate used as a server's own): (ca, cert, key).
+fn make_signed(dir: &Path, name: &str) -> (String, String, String) {
+    let (ca, _) = make_cert_named(dir, &format!("{name}-ca"));
+    let ca_key = dir.join(format!("{name}-ca-key.pem"));
+    let (cert, key, csr, ext) = (
+        dir.join(format!("{name}-cert.pem")),
+        dir.join(format!("{name}-key.pem")),
+        dir.join(format!("{name}.csr")),
+        dir.join(format!("{name}.ext")),
+    );
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let openssl = sluice_testkit::find_program("openssl", "openssl").expect("openssl");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(&openssl)
+            .args(args)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let s = |x: &'static str| std::ffi::OsStr::new(x);
+    run(&[
+        s("req"),
+        s("-newkey"),
+        s("rsa:2048"),
+        s("-nodes"),
+        s("-subj"),
+        s("/CN=127.0.0.1"),
+        s("-keyout"),
+        key.as_os_str(),
+        s("-out"),
+        csr.as_os_str(),
+    ]);
+    run(&[
+        s("x509"),
+        s("-req"),
+        s("-in"),
+        csr.as_os_str(),
+        s("-CA"),
+        std::ffi::OsStr::new(&ca),
+        s("-CAkey"),
+        ca_key.as_os_str(),
+        s("-CAcreateserial"),
+        s("-days"),
+        s("1"),
+        s("-extfile"),
+        ext.as_os_str(),
+        s("-out"),
+        cert.as_os_str(),
+    ]);
+    (ca, cert.display().to_string(), key.display().to_string())
+}
+
+/// The certificate sluice offers its clients.
+fn make_cert(dir: &Path) -> (String, String) {
+    make_cert_named(dir, "proxy")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,5 +217,94 @@ c.close()
     assert!(
         user.sha2_cached.load(std::sync::atomic::Ordering::Relaxed),
         "full authentication succeeded over TLS"
+    );
+}
+
+/// sluice to the servers over TLS, verifying their certificate: the application's user is
+/// declared `REQUIRE SSL` on the servers, so nothing works unless the backend connections use
+/// TLS; a proxy given the wrong CA refuses the servers' certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_connections_use_verified_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_signed(dir.path(), "server");
+    let (other_ca, _, _) = make_signed(dir.path(), "other");
+    let extra = vec![
+        format!("--ssl-cert={cert}"),
+        format!("--ssl-key={key}"),
+        format!("--ssl-ca={ca}"),
+    ];
+    let topo = tokio::task::spawn_blocking(move || {
+        sluice_testkit::Topology::start(sluice_testkit::TopologyOptions {
+            replicas: 1,
+            extra,
+            ..Default::default()
+        })
+    })
+    .await
+    .unwrap()
+    .expect("MariaDB with TLS");
+    topo.primary()
+        .sql("ALTER USER 'app'@'%' REQUIRE SSL")
+        .unwrap();
+    topo.sync_replicas(std::time::Duration::from_secs(30))
+        .unwrap();
+    let config = |ca: &str| {
+        let mut t = format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\ntls = true\ntls_ca = \"{ca}\"\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
+            topo.primary().addr()
+        );
+        for r in topo.replicas() {
+            t.push_str(&format!(
+                "[[servers]]\naddress = \"{}\"\nhostgroup = \"reader\"\n",
+                r.addr()
+            ));
+        }
+        t
+    };
+    let (proxy, running) = common::start_proxy(&config(&ca)).await;
+    let port = running.addrs[0].port();
+    // Reads (replica) and writes (primary), each over a TLS connection sluice opened.
+    let out = common::cli_raw(
+        port,
+        "app",
+        "app",
+        Some("test"),
+        "SELECT /* sluice:writer */ VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'SSL_VERSION'; SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'SSL_VERSION'",
+        &["--comments"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let versions: Vec<&str> = stdout.lines().collect();
+    assert_eq!(versions.len(), 2, "{stdout}");
+    assert!(versions.iter().all(|v| v.starts_with("TLSv1.")), "{stdout}");
+    // The monitor's connections use TLS too (it sees the servers).
+    let server = proxy.topology.all()[0].clone();
+    common::wait_for(
+        "the monitor to check over TLS",
+        std::time::Duration::from_secs(10),
+        || server.observed().reachable,
+    )
+    .await;
+    running.shutdown();
+
+    // The wrong CA: the servers' certificate does not verify; the client gets the reason.
+    let (_p, wrong) = common::start_proxy(&config(&other_ca)).await;
+    let out = common::cli_raw(
+        wrong.addrs[0].port(),
+        "app",
+        "app",
+        Some("test"),
+        "SELECT 1",
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must fail");
+    assert!(
+        stderr.contains("TLS") && stderr.to_lowercase().contains("certificate"),
+        "{stderr}"
     );
 }

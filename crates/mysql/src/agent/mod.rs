@@ -23,26 +23,35 @@ pub struct MariaDbAgent {
     /// Check connections, one per server; taken out while in use (a check that times out
     /// drops its connection with it).
     probes: parking_lot::Mutex<HashMap<Arc<str>, BackendConn>>,
+    /// TLS to the servers (`[pool] tls`).
+    tls: Option<crate::backend::BackendTls>,
 }
 
 impl MariaDbAgent {
     /// An agent logging in as `user`; rejoining servers replicate as `replication`.
-    pub fn new(user: String, password: String, replication: (String, String)) -> MariaDbAgent {
+    pub fn new(
+        user: String,
+        password: String,
+        replication: (String, String),
+        tls: Option<crate::backend::BackendTls>,
+    ) -> MariaDbAgent {
         MariaDbAgent {
             user,
             password,
             replication,
             probes: parking_lot::Mutex::new(HashMap::new()),
+            tls,
         }
     }
 
     async fn connect(&self, server: &Server) -> Result<BackendConn, Failure> {
-        BackendConn::connect(
+        BackendConn::connect_with(
             &server.address,
             &self.user,
             &self.password,
             0,
             StmtCache::new(0, Default::default()),
+            self.tls.as_ref(),
         )
         .await
         .map_err(|e| match e.code {

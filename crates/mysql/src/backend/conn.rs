@@ -92,8 +92,8 @@ impl BackendError {
 
 /// A logged-in backend connection.
 pub struct BackendConn {
-    /// The socket.
-    pub stream: TcpStream,
+    /// The socket (TLS with `[pool] tls`).
+    pub stream: super::stream::BackendStream,
     /// Read buffer (bytes received but not yet consumed).
     pub rbuf: BytesMut,
     /// Scratch buffer for outgoing packets.
@@ -130,12 +130,25 @@ impl BackendConn {
         flavour_caps: u64,
         stmts: StmtCache,
     ) -> Result<BackendConn, ConnectError> {
+        Self::connect_with(address, user, password, flavour_caps, stmts, None).await
+    }
+
+    /// Like [`BackendConn::connect`], over TLS when `tls` is given (the server must offer
+    /// it, and its certificate must verify).
+    pub async fn connect_with(
+        address: &str,
+        user: &str,
+        password: &str,
+        flavour_caps: u64,
+        stmts: StmtCache,
+        tls: Option<&super::stream::BackendTls>,
+    ) -> Result<BackendConn, ConnectError> {
         let stream = TcpStream::connect(address)
             .await
             .map_err(|e| ConnectError::down(format!("cannot connect to {address}: {e}")))?;
         let _ = stream.set_nodelay(true);
         let mut conn = BackendConn {
-            stream,
+            stream: super::stream::BackendStream::Plain(stream),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: Vec::with_capacity(1024),
             thread_id: 0,
@@ -149,7 +162,8 @@ impl BackendConn {
             failed: None,
         };
         conn.state.last_insert_id = Some(0);
-        conn.login(address, user, password, flavour_caps).await?;
+        conn.login(address, user, password, flavour_caps, tls)
+            .await?;
         // The multi-statement option starts as negotiated and then changes only with
         // COM_SET_OPTION (it survives COM_RESET_CONNECTION and COM_CHANGE_USER).
         conn.state.tracked.multi_statements = conn.caps & cap::MULTI_STATEMENTS != 0;
@@ -170,6 +184,7 @@ impl BackendConn {
         user: &str,
         password: &str,
         flavour_caps: u64,
+        tls: Option<&super::stream::BackendTls>,
     ) -> Result<(), ConnectError> {
         let down = |what: String| ConnectError::down(format!("{address}: {what}"));
         let p = self.read().await.map_err(|e| down(e.to_string()))?;
@@ -187,6 +202,31 @@ impl BackendConn {
         self.thread_id = g.connection_id;
         self.server_version = g.server_version.clone();
         self.caps = (BACKEND_CAPS | flavour_caps) & (g.capabilities | cap::LONG_PASSWORD);
+        let mut seq = 1;
+        if let Some(tls) = tls {
+            if g.capabilities & cap::SSL == 0 {
+                return Err(ConnectError::refused(
+                    2026,
+                    *b"HY000",
+                    format!("{address} does not offer TLS, and [pool] tls requires it"),
+                ));
+            }
+            self.caps |= cap::SSL;
+            // SSLRequest: the first 32 bytes of a handshake response, then TLS.
+            let mut req = Vec::with_capacity(32);
+            req.extend_from_slice(&(self.caps as u32).to_le_bytes());
+            req.extend_from_slice(&(1u32 << 30).to_le_bytes());
+            req.push(BACKEND_COLLATION);
+            req.extend_from_slice(&[0; 23]);
+            self.send(seq, &req)
+                .await
+                .map_err(|e| down(e.to_string()))?;
+            seq += 1;
+            let tcp = self.stream.take_plain().map_err(|e| down(e.to_string()))?;
+            self.stream = tls.connect(address, tcp).await.map_err(|e| {
+                ConnectError::refused(2026, *b"HY000", format!("{address}: TLS: {e}"))
+            })?;
+        }
         let (plugin, response) = auth_response(&g.auth_plugin, password.as_bytes(), &g.scramble);
         let hr = HandshakeResponse {
             capabilities: self.caps,
@@ -200,7 +240,7 @@ impl BackendConn {
         };
         let mut payload = Vec::with_capacity(128);
         hr.encode(&mut payload);
-        self.send(1, &payload)
+        self.send(seq, &payload)
             .await
             .map_err(|e| down(e.to_string()))?;
         self.nonce = g.scramble.to_vec();

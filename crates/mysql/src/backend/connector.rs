@@ -18,6 +18,8 @@ pub struct MysqlConnector {
     pub stmt_cache_size: usize,
     /// Learned server facts (filled by the first connection).
     pub info: Arc<ServerInfo>,
+    /// TLS to the servers (`[pool] tls`).
+    pub tls: Option<super::BackendTls>,
 }
 
 impl Connector<BackendConn> for MysqlConnector {
@@ -43,12 +45,13 @@ impl Connector<BackendConn> for MysqlConnector {
             // A connection attempt to a server that hangs gives up when the monitor declares
             // it failed, not only at the connect timeout.
             let mut failed = server.failure_watch();
-            let attempt = BackendConn::connect(
+            let attempt = BackendConn::connect_with(
                 &server.address,
                 &key.user,
                 &password,
                 key.variant,
                 StmtCache::new(self.stmt_cache_size, server.stmt_budget.clone()),
+                self.tls.as_ref(),
             );
             let mut conn = tokio::select! {
                 r = attempt => r?,

@@ -4,8 +4,10 @@ mod conn;
 mod connector;
 pub mod state;
 pub mod stmt_cache;
+pub mod stream;
 
 pub use conn::{
     BackendConn, BackendError, OkInfo, Rows, BACKEND_CAPS, BACKEND_COLLATION, TRACKING_SETUP,
 };
 pub use connector::MysqlConnector;
+pub use stream::BackendTls;

@@ -248,12 +248,13 @@ impl Session {
             let user = self.user.clone();
             let timeout = self.proxy.config.pool.connect_timeout.get();
             let killed = tokio::time::timeout(timeout, async {
-                let mut c = BackendConn::connect(
+                let mut c = BackendConn::connect_with(
                     &server.address,
                     &user.name,
                     &user.password,
                     0,
                     StmtCache::new(1, Default::default()),
+                    self.proxy.connector.tls.as_ref(),
                 )
                 .await
                 .map_err(|e| e.message)?;

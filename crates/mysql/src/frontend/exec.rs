@@ -311,10 +311,20 @@ impl Session {
             sqlstate: *b"HY000",
             message: m,
         };
-        let Some(mut att) = self.attach_quiet(&target).await else {
-            return Ok(Err(hidden_err(
-                "sluice: no backend connection available".into(),
-            )));
+        let mut att = match &target {
+            // Keep the reason (a server refusing, a certificate not verifying, ...).
+            Target::Group(d) => match self.lease_for(d).await {
+                Ok(a) => a,
+                Err(e) => return Ok(Err(hidden_err(format!("sluice: {e}")))),
+            },
+            _ => match self.attach_quiet(&target).await {
+                Some(a) => a,
+                None => {
+                    return Ok(Err(hidden_err(
+                        "sluice: no backend connection available".into(),
+                    )))
+                }
+            },
         };
         let mut plan = state::plan(&self.st.tracked, &att.lease.conn_ref().state.tracked, None);
         plan.init_db = None; // the command itself selects the schema
