@@ -169,7 +169,7 @@ pub struct ServerView {
 fn server_view(proxy: &Proxy, s: &Arc<Server>) -> ServerView {
     let o = s.observed();
     let (mut in_use, mut idle) = (0, 0);
-    for hg in &proxy.topology.hostgroups {
+    for hg in proxy.topology.hostgroups().iter() {
         for p in hg.pool_stats() {
             if Arc::ptr_eq(&p.server, s) {
                 in_use += p.in_use;

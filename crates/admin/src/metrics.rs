@@ -83,6 +83,7 @@ impl Collector for ProxyCollector {
         let p = &self.0;
         let topo = &p.topology;
         let all = topo.all();
+        let groups = topo.hostgroups();
         family(
             &mut enc,
             "sluice_client_connections",
@@ -140,8 +141,7 @@ impl Collector for ProxyCollector {
         )?;
 
         // Hostgroups: pools and latency.
-        let pools: Vec<_> = topo
-            .hostgroups
+        let pools: Vec<_> = groups
             .iter()
             .flat_map(|hg| {
                 hg.pool_stats()
@@ -191,7 +191,7 @@ impl Collector for ProxyCollector {
             "sluice_hostgroup_waiting",
             "Statements waiting for a backend connection now.",
             MetricType::Gauge,
-            topo.hostgroups
+            groups
                 .iter()
                 .map(|h| (vec![("hostgroup", &*h.name)], gauge(h.waiting() as i64))),
         )?;
@@ -200,15 +200,14 @@ impl Collector for ProxyCollector {
             "sluice_hostgroup_queue_timeouts",
             "Statements that gave up waiting for a backend connection (timeout or full queue).",
             MetricType::Counter,
-            topo.hostgroups.iter().map(|h| {
+            groups.iter().map(|h| {
                 (
                     vec![("hostgroup", &*h.name)],
                     counter(h.queue_timeouts.load(Relaxed)),
                 )
             }),
         )?;
-        let latency: Vec<_> = topo
-            .hostgroups
+        let latency: Vec<_> = groups
             .iter()
             .map(|h| (vec![("hostgroup", &*h.name)], h.latency.snapshot()))
             .collect();

@@ -33,7 +33,7 @@ pub(crate) async fn hostgroups(State(ctx): State<Ctx>) -> Json<Vec<HostgroupView
     let views = ctx
         .proxy
         .topology
-        .hostgroups
+        .hostgroups()
         .iter()
         .map(|h| {
             let pools = h.pool_stats();

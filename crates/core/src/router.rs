@@ -116,7 +116,7 @@ pub struct Router {
     pub reader: Arc<str>,
     /// Query rules in order (replaced whole on reload).
     rules: ArcSwap<Vec<Rule>>,
-    known: Vec<Arc<str>>,
+    known: ArcSwap<Vec<Arc<str>>>,
     /// How statements were routed.
     pub stats: crate::stats::RouteStats,
 }
@@ -128,9 +128,18 @@ impl Router {
             writer: Arc::from(writer),
             reader: Arc::from(reader),
             rules: ArcSwap::from_pointee(compile(rules, &[])),
-            known: hostgroups.iter().map(|h| Arc::from(h.as_str())).collect(),
+            known: ArcSwap::from_pointee(
+                hostgroups.iter().map(|h| Arc::from(h.as_str())).collect(),
+            ),
             stats: Default::default(),
         }
+    }
+
+    /// Replaces the hostgroups hints may name (a reload).
+    pub fn set_hostgroups(&self, names: &[String]) {
+        self.known.store(Arc::new(
+            names.iter().map(|h| Arc::from(h.as_str())).collect(),
+        ));
     }
 
     /// The rules in force.
@@ -197,7 +206,7 @@ impl Router {
         {
             return Some(self.reader.clone());
         }
-        self.known.iter().find(|h| &***h == target).cloned()
+        self.known.load().iter().find(|h| &***h == target).cloned()
     }
 }
 

@@ -13,8 +13,8 @@ pub const UNASSIGNED: &str = "(unassigned)";
 
 /// Hostgroups, servers and routing built from one configuration.
 pub struct Topology<C> {
-    /// Hostgroups in configuration order.
-    pub hostgroups: Vec<Arc<Hostgroup<C>>>,
+    /// Hostgroups in configuration order (replaced whole when a reload adds or removes one).
+    groups: ArcSwap<Vec<Arc<Hostgroup<C>>>>,
     /// Every configured server, in configuration order (replaced whole when a reload adds or
     /// removes servers).
     servers: ArcSwap<Vec<Arc<Server>>>,
@@ -50,7 +50,7 @@ impl<C> Topology<C> {
             })
             .collect();
         Topology {
-            hostgroups,
+            groups: ArcSwap::from_pointee(hostgroups),
             servers: ArcSwap::from_pointee(all),
             router: Router::new(
                 &cfg.proxy.writer_hostgroup,
@@ -63,8 +63,17 @@ impl<C> Topology<C> {
     }
 
     /// A hostgroup by name.
-    pub fn hostgroup(&self, name: &str) -> Option<&Arc<Hostgroup<C>>> {
-        self.hostgroups.iter().find(|h| &*h.name == name)
+    pub fn hostgroup(&self, name: &str) -> Option<Arc<Hostgroup<C>>> {
+        self.groups
+            .load()
+            .iter()
+            .find(|h| &*h.name == name)
+            .cloned()
+    }
+
+    /// Every hostgroup, in configuration order.
+    pub fn hostgroups(&self) -> Arc<Vec<Arc<Hostgroup<C>>>> {
+        self.groups.load_full()
     }
 
     /// Every configured server, in configuration order.
@@ -78,12 +87,12 @@ impl<C> Topology<C> {
     }
 
     /// The writer hostgroup.
-    pub fn writer(&self) -> Option<&Arc<Hostgroup<C>>> {
+    pub fn writer(&self) -> Option<Arc<Hostgroup<C>>> {
         self.hostgroup(&self.router.writer)
     }
 
     /// The reader hostgroup.
-    pub fn reader(&self) -> Option<&Arc<Hostgroup<C>>> {
+    pub fn reader(&self) -> Option<Arc<Hostgroup<C>>> {
         self.hostgroup(&self.router.reader)
     }
 
@@ -191,36 +200,13 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     );
 
     differs(
-        "the set of hostgroups",
-        old.hostgroup_names() == new.hostgroup_names(),
-    );
-
-    differs(
         "[pool] stmt_cache_size, tls or tls_ca",
         (old.pool.stmt_cache_size, old.pool.tls, &old.pool.tls_ca)
             == (new.pool.stmt_cache_size, new.pool.tls, &new.pool.tls_ca),
     );
     differs(
-        "[monitor] enabled, user or password",
-        (
-            old.monitor.enabled,
-            &old.monitor.user,
-            &old.monitor.password,
-        ) == (
-            new.monitor.enabled,
-            &new.monitor.user,
-            &new.monitor.password,
-        ),
-    );
-    differs(
-        "[failover] replication_user or replication_password",
-        (
-            &old.failover.replication_user,
-            &old.failover.replication_password,
-        ) == (
-            &new.failover.replication_user,
-            &new.failover.replication_password,
-        ),
+        "[monitor] enabled",
+        old.monitor.enabled == new.monitor.enabled,
     );
     differs("[admin]", old.admin == new.admin);
     differs("[digests]", old.digests == new.digests);
@@ -237,7 +223,7 @@ impl<C> Topology<C> {
     pub fn apply(&self, old: &Config, cfg: &Config) -> Vec<String> {
         let mut changes = Vec::new();
         let settings = pool_settings(cfg);
-        for hg in &self.hostgroups {
+        for hg in self.hostgroups().iter() {
             if hg.settings() != settings {
                 hg.set_settings(settings.clone());
                 changes.push(format!("hostgroup {}: pool settings", hg.name));
@@ -248,6 +234,31 @@ impl<C> Topology<C> {
                 changes.push(format!("hostgroup {}: balance {balance:?}", hg.name));
             }
         }
+        // Hostgroups added and removed (the writer and reader hostgroups always exist).
+        let names = cfg.hostgroup_names();
+        let groups = self.hostgroups();
+        let mut next_groups = Vec::with_capacity(names.len());
+        for name in &names {
+            match groups.iter().find(|h| *h.name == **name) {
+                Some(h) => next_groups.push(h.clone()),
+                None => {
+                    next_groups.push(Hostgroup::new(
+                        name,
+                        Vec::new(),
+                        cfg.balance_of(name),
+                        settings.clone(),
+                    ));
+                    changes.push(format!("hostgroup {name}: added"));
+                }
+            }
+        }
+        for h in groups.iter() {
+            if !names.iter().any(|n| **n == *h.name) {
+                changes.push(format!("hostgroup {}: removed", h.name));
+            }
+        }
+        self.groups.store(Arc::new(next_groups));
+        self.router.set_hostgroups(&names);
         // Servers added and removed; the others keep their pools and statistics.
         let current = self.all();
         let mut next = Vec::with_capacity(cfg.servers.len());
@@ -282,7 +293,7 @@ impl<C> Topology<C> {
             if !next.iter().any(|n| Arc::ptr_eq(n, srv)) {
                 // No new statements; sessions holding a connection there finish on it.
                 srv.set_offline(Some("removed from the configuration".into()));
-                for hg in &self.hostgroups {
+                for hg in self.hostgroups().iter() {
                     hg.remove_server(srv);
                 }
                 changes.push(format!("{}: removed", srv.name));

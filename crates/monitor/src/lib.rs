@@ -142,6 +142,11 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         })
     }
 
+    /// The agent that talks to the servers.
+    pub fn agent(&self) -> &Arc<A> {
+        &self.agent
+    }
+
     /// The settings in force.
     pub fn settings(&self) -> Settings {
         *self.settings.lock()
@@ -337,7 +342,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 {
                     v.declared_failed = true;
                     s.fail_in_flight();
-                    for hg in &self.topology.hostgroups {
+                    for hg in self.topology.hostgroups().iter() {
                         hg.drop_idle(s);
                     }
                 }

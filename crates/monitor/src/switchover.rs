@@ -153,7 +153,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         loop {
             let busy: u32 = self
                 .topology
-                .hostgroups
+                .hostgroups()
                 .iter()
                 .flat_map(|h| h.pool_stats())
                 .filter(|p| Arc::ptr_eq(&p.server, server))

@@ -362,7 +362,7 @@ impl Proxy {
                 _ = shutdown.changed() => return,
             }
             let now = Instant::now();
-            for hg in &self.topology.hostgroups {
+            for hg in self.topology.hostgroups().iter() {
                 let closed = hg.close_idle(now);
                 if closed > 0 {
                     tracing::debug!(hostgroup = %hg.name, closed, "closed idle backend connections");
@@ -475,6 +475,12 @@ impl Proxy {
         }
         self.tls.store(Arc::new(tls));
         if let Some(m) = &self.monitor {
+            let creds = |c: &Config| (c.monitor_credentials(), c.replication_credentials());
+            if creds(&old) != creds(&new) {
+                let ((user, password), replication) = creds(&new);
+                m.agent().set_credentials(user, password, replication);
+                changes.push("monitor credentials".into());
+            }
             let settings = Settings::from_config(&new);
             if m.settings() != settings {
                 m.set_settings(settings);

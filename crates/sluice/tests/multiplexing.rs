@@ -72,7 +72,7 @@ async fn two_hundred_clients_share_a_few_backend_connections() {
     let open_now: u32 = env
         .proxy
         .topology
-        .hostgroups
+        .hostgroups()
         .iter()
         .flat_map(|h| h.pool_stats())
         .map(|p| p.open)

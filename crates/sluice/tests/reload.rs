@@ -282,18 +282,42 @@ fn reload_under_sysbench_load_without_client_errors() {
         "the removed listener no longer accepts"
     );
 
-    // Monitor timings and lag limits change at runtime too.
-    *f.extra.borrow_mut() =
-        "\n[monitor]\ninterval = \"100ms\"\nmax_replication_lag = \"5s\"\n".into();
+    // Monitor timings, credentials and lag limits change at runtime too; so do hostgroups:
+    // a new one, with replica 2 in it and a rule sending statements there.
+    *f.extra.borrow_mut() = format!(
+        "\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\ninterval = \"100ms\"\nmax_replication_lag = \"5s\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"analytics\"\n\n[[rules]]\nname = \"olap\"\nmatch = \"^SELECT 5678\"\nhostgroup = \"analytics\"\n",
+        f.replicas[1]
+    );
     f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
     let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
     assert!(ok, "{err}");
     assert!(out.contains("monitor and failover settings"), "{out}");
+    assert!(out.contains("monitor credentials"), "{out}");
     assert!(
         out.contains(&format!("{r1}: max_replication_lag 5 s")),
         "{out}"
     );
+    assert!(out.contains("hostgroup analytics: added"), "{out}");
+    let r2_id = topo.replicas()[1].server_id.to_string();
+    let out = common::cli_raw(
+        port,
+        "app",
+        "app",
+        Some("test"),
+        "SELECT 5678, @@server_id",
+        &[],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("5678\t{r2_id}"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     f.extra.borrow_mut().clear();
+    f.write([2, 1], &[("app", "app"), ("ops", "ops")], None);
+    let (ok, out, err) = sluice_cmd(&f.path, &["reload"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("hostgroup analytics: removed"), "{out}");
 
     // 3. A file that does not validate is refused whole, naming the field.
     std::fs::write(

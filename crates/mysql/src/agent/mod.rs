@@ -14,12 +14,19 @@ use std::time::{Duration, Instant};
 /// Time allowed for one replication operation (promote, repoint, fence).
 const OP_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// MariaDB agent.
-pub struct MariaDbAgent {
+/// Who the agent logs in as.
+#[derive(Clone)]
+struct Credentials {
     user: String,
     password: String,
-    /// Credentials a server that had no replication configured replicates with.
     replication: (String, String),
+}
+
+/// MariaDB agent.
+pub struct MariaDbAgent {
+    /// Login (user, password), and the credentials a server that had no replication
+    /// configured replicates with; replaced on reload.
+    creds: parking_lot::Mutex<Credentials>,
     /// Check connections, one per server; taken out while in use (a check that times out
     /// drops its connection with it).
     probes: parking_lot::Mutex<HashMap<Arc<str>, BackendConn>>,
@@ -36,19 +43,32 @@ impl MariaDbAgent {
         tls: Option<crate::backend::BackendTls>,
     ) -> MariaDbAgent {
         MariaDbAgent {
-            user,
-            password,
-            replication,
+            creds: parking_lot::Mutex::new(Credentials {
+                user,
+                password,
+                replication,
+            }),
             probes: parking_lot::Mutex::new(HashMap::new()),
             tls,
         }
     }
 
+    /// New credentials (a reload): checks log in with them from now on.
+    pub fn set_credentials(&self, user: String, password: String, replication: (String, String)) {
+        *self.creds.lock() = Credentials {
+            user,
+            password,
+            replication,
+        };
+        self.probes.lock().clear();
+    }
+
     async fn connect(&self, server: &Server) -> Result<BackendConn, Failure> {
+        let c = self.creds.lock().clone();
         BackendConn::connect_with(
             &server.address,
-            &self.user,
-            &self.password,
+            &c.user,
+            &c.password,
             0,
             StmtCache::new(0, Default::default()),
             self.tls.as_ref(),
@@ -345,7 +365,7 @@ impl Agent for MariaDbAgent {
             ];
             if fresh {
                 // A former primary: it continues from what it committed itself.
-                let (user, password) = &self.replication;
+                let (user, password) = &self.creds.lock().replication.clone();
                 change.push_str(&format!(
                     ", MASTER_USER={}, MASTER_PASSWORD={}, MASTER_CONNECT_RETRY=1",
                     quote(user),
@@ -403,10 +423,10 @@ impl Agent for MariaDbAgent {
                     .filter_map(|r| r.into_iter().next().flatten())
                     .filter(|g| g.contains(" ON *.* "))
                     .collect();
-                Ok(missing_from_grants(
-                    &global,
-                    self.replication.0 == self.user,
-                ))
+                Ok(missing_from_grants(&global, {
+                    let c = self.creds.lock();
+                    c.replication.0 == c.user
+                }))
             };
             within(OP_TIMEOUT, work).await
         })

@@ -187,7 +187,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
             ],
             numeric: vec!["in_use", "idle", "open", "max_connections"],
             rows: topo
-                .hostgroups
+                .hostgroups()
                 .iter()
                 .flat_map(|h| {
                     h.pool_stats().into_iter().map(move |p| {
@@ -213,7 +213,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
             ],
             numeric: vec!["waiting", "queue_timeouts", "statements"],
             rows: topo
-                .hostgroups
+                .hostgroups()
                 .iter()
                 .map(|h| {
                     let names: Vec<String> =
