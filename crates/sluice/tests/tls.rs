@@ -9,6 +9,11 @@ use std::process::Command;
 
 /// A self-signed certificate for 127.0.0.1 and its key (openssl CLI), named `name`.
 fn make_cert_named(dir: &Path, name: &str) -> (String, String) {
+    make_cert_cn(dir, name, "127.0.0.1")
+}
+
+/// Like [`make_cert_named`], with the subject's common name `cn`.
+fn make_cert_cn(dir: &Path, name: &str, cn: &str) -> (String, String) {
     let (cert, key) = (
         dir.join(format!("{name}-cert.pem")),
         dir.join(format!("{name}-key.pem")),
@@ -20,7 +25,7 @@ fn make_cert_named(dir: &Path, name: &str) -> (String, String) {
         ])
         .args([
             "-subj",
-            "/CN=127.0.0.1",
+            &format!("/CN={cn}"),
             "-addext",
             "subjectAltName=IP:127.0.0.1",
         ])
@@ -218,6 +223,32 @@ c.close()
         user.sha2_cached.load(std::sync::atomic::Ordering::Relaxed),
         "full authentication succeeded over TLS"
     );
+
+    // Certificate rotation: a reload re-reads the files; new connections get the new one.
+    let subject = || {
+        let out = Command::new("openssl")
+            .args(["s_client", "-starttls", "mysql", "-connect"])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("openssl s_client");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("subject="))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(subject().contains("CN = 127.0.0.1"), "{}", subject());
+    let (cert2, key2) = make_cert_cn(dir.path(), "rotated", "rotated.example");
+    let mut cfg = (*env.proxy.loaded.load_full()).clone();
+    cfg.proxy.tls_cert = Some(cert2);
+    cfg.proxy.tls_key = Some(key2);
+    let changes = env.proxy.reload(cfg).await.expect("reload");
+    assert!(
+        changes.iter().any(|c| c.contains("TLS certificate")),
+        "{changes:?}"
+    );
+    assert!(subject().contains("CN = rotated.example"), "{}", subject());
 }
 
 /// sluice to the servers over TLS, verifying their certificate: the application's user is
