@@ -724,9 +724,13 @@ impl<C> Lease<C> {
     pub fn server(&self) -> &Arc<Server> {
         &self.server
     }
-    /// The hostgroup it came from.
+    /// The name of the hostgroup it came from.
     pub fn hostgroup(&self) -> &Arc<str> {
         &self.hostgroup.name
+    }
+    /// The hostgroup it came from.
+    pub fn group(&self) -> &Arc<Hostgroup<C>> {
+        &self.hostgroup
     }
     /// The pool key.
     pub fn key(&self) -> &PoolKey {

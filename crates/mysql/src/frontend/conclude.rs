@@ -144,9 +144,7 @@ impl Session {
     ) {
         let server = att.lease.server().clone();
         let elapsed = self.cmd_started.elapsed();
-        if let Some(hg) = self.proxy.topology.hostgroup(att.lease.hostgroup()) {
-            hg.latency.observe(elapsed);
-        }
+        att.lease.group().latency.observe(elapsed);
         if let Some(sql) = sql {
             self.count_digest(sql, att.lease.hostgroup(), elapsed, &out);
         }
