@@ -6,6 +6,7 @@ pub mod agent;
 pub mod auth;
 pub mod backend;
 pub mod frontend;
+pub mod maybe_tls;
 pub mod proxy;
 pub mod server_info;
 pub mod state;

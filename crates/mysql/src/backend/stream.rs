@@ -1,11 +1,9 @@
 //! The byte stream to a server: plain TCP, or TLS (`[pool] tls`), verified against
 //! `[pool] tls_ca` and the server's address.
 
+use crate::maybe_tls::MaybeTls;
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
@@ -65,25 +63,13 @@ impl BackendTls {
 }
 
 /// The stream to a server.
-pub enum BackendStream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS.
-    Tls(Box<TlsStream<TcpStream>>),
-    /// Being upgraded (only during the TLS handshake; any I/O fails).
-    Upgrading,
-}
+pub type BackendStream = MaybeTls<TlsStream<TcpStream>>;
 
 impl BackendStream {
-    /// True once TLS is in use.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, BackendStream::Tls(_))
-    }
-
     /// Reads without waiting (plain TCP only; TLS records cannot be read partially).
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            BackendStream::Plain(s) => s.try_read(buf),
+            MaybeTls::Plain(s) => s.try_read(buf),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
@@ -91,7 +77,7 @@ impl BackendStream {
     /// Writes without waiting (plain TCP only).
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            BackendStream::Plain(s) => s.try_write(buf),
+            MaybeTls::Plain(s) => s.try_write(buf),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
@@ -99,66 +85,9 @@ impl BackendStream {
     /// The server's address.
     pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
         match self {
-            BackendStream::Plain(s) => s.peer_addr(),
-            BackendStream::Tls(t) => t.get_ref().0.peer_addr(),
-            BackendStream::Upgrading => Err(io::ErrorKind::NotConnected.into()),
-        }
-    }
-
-    /// Takes the plain TCP stream out (for the TLS handshake).
-    pub(crate) fn take_plain(&mut self) -> io::Result<TcpStream> {
-        match std::mem::replace(self, BackendStream::Upgrading) {
-            BackendStream::Plain(s) => Ok(s),
-            other => {
-                *self = other;
-                Err(io::Error::other("TLS already in use"))
-            }
-        }
-    }
-}
-
-fn upgrading<T>() -> Poll<io::Result<T>> {
-    Poll::Ready(Err(io::ErrorKind::NotConnected.into()))
-}
-
-impl AsyncRead for BackendStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            BackendStream::Upgrading => upgrading(),
-        }
-    }
-}
-
-impl AsyncWrite for BackendStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            BackendStream::Upgrading => upgrading(),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            BackendStream::Upgrading => upgrading(),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            BackendStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            BackendStream::Upgrading => upgrading(),
+            MaybeTls::Plain(s) => s.peer_addr(),
+            MaybeTls::Tls(t) => t.get_ref().0.peer_addr(),
+            MaybeTls::Upgrading => Err(io::ErrorKind::NotConnected.into()),
         }
     }
 }

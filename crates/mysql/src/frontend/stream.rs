@@ -1,6 +1,7 @@
 //! The client's byte stream: plain TCP, or TLS after the client asked for it with an
 //! SSLRequest packet (rustls, certificate and key from `[proxy] tls_cert` / `tls_key`).
 
+use crate::maybe_tls::MaybeTls;
 use bytes::{Buf, BytesMut};
 use std::io;
 use std::pin::Pin;
@@ -49,26 +50,14 @@ impl AsyncWrite for Rewound {
 }
 
 /// The client stream.
-pub enum ClientStream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS.
-    Tls(Box<TlsStream<Rewound>>),
-    /// Being upgraded (only during the TLS handshake; any I/O fails).
-    Upgrading,
-}
+pub type ClientStream = MaybeTls<TlsStream<Rewound>>;
 
 impl ClientStream {
-    /// True once TLS is in use.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, ClientStream::Tls(_))
-    }
-
     /// Resolves when there may be something to read, consuming nothing.
     pub async fn readable(&self) -> io::Result<()> {
         match self {
-            ClientStream::Plain(s) => s.readable().await,
-            ClientStream::Tls(t) => {
+            MaybeTls::Plain(s) => s.readable().await,
+            MaybeTls::Tls(t) => {
                 let (io, conn) = t.get_ref();
                 // Decrypted bytes already buffered, or a replayed prefix: readable now.
                 if !conn.wants_read() || !io.prefix.is_empty() {
@@ -76,7 +65,7 @@ impl ClientStream {
                 }
                 io.inner.readable().await
             }
-            ClientStream::Upgrading => Err(io::ErrorKind::NotConnected.into()),
+            MaybeTls::Upgrading => Err(io::ErrorKind::NotConnected.into()),
         }
     }
 
@@ -87,63 +76,15 @@ impl ClientStream {
         acceptor: &tokio_rustls::TlsAcceptor,
         already_read: BytesMut,
     ) -> io::Result<()> {
-        let ClientStream::Plain(tcp) = std::mem::replace(self, ClientStream::Upgrading) else {
-            return Err(io::Error::other("TLS requested twice"));
-        };
+        let tcp = self.take_plain()?;
         let tls = acceptor
             .accept(Rewound {
                 prefix: already_read,
                 inner: tcp,
             })
             .await?;
-        *self = ClientStream::Tls(Box::new(tls));
+        *self = MaybeTls::Tls(Box::new(tls));
         Ok(())
-    }
-}
-
-fn upgrading<T>() -> Poll<io::Result<T>> {
-    Poll::Ready(Err(io::ErrorKind::NotConnected.into()))
-}
-
-impl AsyncRead for ClientStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            ClientStream::Upgrading => upgrading(),
-        }
-    }
-}
-
-impl AsyncWrite for ClientStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            ClientStream::Upgrading => upgrading(),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            ClientStream::Upgrading => upgrading(),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            ClientStream::Upgrading => upgrading(),
-        }
     }
 }
 
