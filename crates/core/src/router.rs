@@ -36,19 +36,12 @@ fn compile(rules: &[RuleConfig], old: &[Rule]) -> Vec<Rule> {
         .enumerate()
         .filter_map(|(i, r)| {
             let regex = regex::bytes::Regex::new(&r.pattern).ok()?;
-            let name = r.name.clone().unwrap_or_else(|| format!("rule{i}"));
             let hits = old
                 .iter()
-                .find(|o| {
-                    o.name == name
-                        && o.pattern == r.pattern
-                        && *o.hostgroup == *r.hostgroup
-                        && o.user == r.user
-                        && o.schema == r.schema
-                })
+                .find(|o| o.is(i, r))
                 .map_or(0, |o| o.hits.load(Relaxed));
             Some(Rule {
-                name,
+                name: rule_name(i, r),
                 pattern: r.pattern.clone(),
                 regex,
                 hostgroup: Arc::from(r.hostgroup.as_str()),
@@ -58,6 +51,22 @@ fn compile(rules: &[RuleConfig], old: &[Rule]) -> Vec<Rule> {
             })
         })
         .collect()
+}
+
+/// The name of rule number `i` (`rule<i>` when the config gives none).
+fn rule_name(i: usize, r: &RuleConfig) -> String {
+    r.name.clone().unwrap_or_else(|| format!("rule{i}"))
+}
+
+impl Rule {
+    /// True if this is what the config's rule number `i` describes.
+    fn is(&self, i: usize, r: &RuleConfig) -> bool {
+        self.name == rule_name(i, r)
+            && self.pattern == r.pattern
+            && *self.hostgroup == *r.hostgroup
+            && self.user == r.user
+            && self.schema == r.schema
+    }
 }
 
 /// Why a statement went where it went.
@@ -145,6 +154,17 @@ impl Router {
     /// The rules in force.
     pub fn rules(&self) -> Arc<Vec<Rule>> {
         self.rules.load_full()
+    }
+
+    /// True if the rules in force are exactly `rules`.
+    pub fn has_rules(&self, rules: &[RuleConfig]) -> bool {
+        let current = self.rules.load();
+        current.len() == rules.len()
+            && current
+                .iter()
+                .zip(rules)
+                .enumerate()
+                .all(|(i, (r, c))| r.is(i, c))
     }
 
     /// Replaces the rules (a reload). Statements routed from now on see the new ones; a rule

@@ -329,16 +329,7 @@ impl<C> Topology<C> {
                 server.set_max_connections(max);
             }
         }
-        let rules = self.router.rules();
-        let same_rules = rules.len() == cfg.rules.len()
-            && rules.iter().zip(&cfg.rules).enumerate().all(|(i, (r, c))| {
-                r.pattern == c.pattern
-                    && *r.hostgroup == *c.hostgroup
-                    && r.user == c.user
-                    && r.schema == c.schema
-                    && r.name == c.name.clone().unwrap_or_else(|| format!("rule{i}"))
-            });
-        if !same_rules {
+        if !self.router.has_rules(&cfg.rules) {
             self.router.set_rules(&cfg.rules);
             changes.push(format!("rules: {} in force", cfg.rules.len()));
         }
