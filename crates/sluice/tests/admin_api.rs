@@ -6,21 +6,7 @@ mod common;
 use common::http::{get_json, request};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
-
-async fn server_ids(c: &mut Conn, n: usize) -> BTreeSet<u32> {
-    let mut seen = BTreeSet::new();
-    for _ in 0..n {
-        seen.insert(
-            c.query_first::<u32, _>("SELECT @@server_id")
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
-    seen
-}
 
 async fn get(addr: SocketAddr, path: &'static str) -> serde_json::Value {
     tokio::task::spawn_blocking(move || get_json(addr, path))
@@ -47,14 +33,7 @@ async fn views_and_server_actions() {
         "\n[[rules]]\nname = \"answer\"\nmatch = \"^SELECT 42\"\nhostgroup = \"writer\"\n",
     )
     .await;
-    let admin = sluice_admin::serve(
-        "127.0.0.1:0",
-        None,
-        env.proxy.clone(),
-        env.running.shutdown_signal(),
-    )
-    .await
-    .expect("admin API listens");
+    let admin = env.admin(None).await;
     let addr = admin.addr;
     let url = env.url("test");
     let mut a = Conn::new(Opts::from_url(&url).unwrap()).await.unwrap();
@@ -108,7 +87,10 @@ async fn views_and_server_actions() {
     let (r1_id, r2_id) = (env.topo.servers[1].server_id, env.topo.servers[2].server_id);
     let (status, body) = post(addr, format!("/api/servers/{r1}/weight?value=0")).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(server_ids(&mut a, 30).await, [r2_id].into_iter().collect());
+    assert_eq!(
+        common::server_ids(&mut a, 30).await,
+        [r2_id].into_iter().collect()
+    );
     let drift = get(addr, "/api/drift").await;
     assert_eq!(drift[0], format!("{r1}: weight 0 (file: 1)"), "{drift}");
     post(addr, format!("/api/servers/{r1}/weight?value=1")).await;
@@ -118,7 +100,10 @@ async fn views_and_server_actions() {
     let r2 = env.topo.servers[2].addr();
     let (status, body) = post(addr, format!("/api/servers/{r2}/drain")).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(server_ids(&mut a, 30).await, [r1_id].into_iter().collect());
+    assert_eq!(
+        common::server_ids(&mut a, 30).await,
+        [r1_id].into_iter().collect()
+    );
     let servers = get(addr, "/api/servers").await;
     let s2 = servers
         .as_array()
@@ -134,14 +119,17 @@ async fn views_and_server_actions() {
     let (status, _) = post(addr, format!("/api/servers/{r2}/online")).await;
     assert_eq!(status, 200);
     assert_eq!(
-        server_ids(&mut a, 60).await,
+        common::server_ids(&mut a, 60).await,
         [r1_id, r2_id].into_iter().collect()
     );
     // Remove a replica at runtime: reads go to the other; drift reports it; add it back.
     let (status, body) = request_async(addr, "DELETE", format!("/api/servers/{r2}")).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("removed"), "{body}");
-    assert_eq!(server_ids(&mut a, 30).await, [r1_id].into_iter().collect());
+    assert_eq!(
+        common::server_ids(&mut a, 30).await,
+        [r1_id].into_iter().collect()
+    );
     let drift = get(addr, "/api/drift").await;
     assert_eq!(
         drift[0],
@@ -152,7 +140,7 @@ async fn views_and_server_actions() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("added"), "{body}");
     assert_eq!(
-        server_ids(&mut a, 60).await,
+        common::server_ids(&mut a, 60).await,
         [r1_id, r2_id].into_iter().collect()
     );
     assert_eq!(get(addr, "/api/drift").await, serde_json::json!([]));

@@ -46,14 +46,7 @@ async fn dashboard_shows_the_topology_in_a_real_browser() {
         ..Default::default()
     })
     .await;
-    let admin = sluice_admin::serve(
-        "127.0.0.1:0",
-        Some("t0ken".into()),
-        env.proxy.clone(),
-        env.running.shutdown_signal(),
-    )
-    .await
-    .expect("admin API listens");
+    let admin = env.admin(Some("t0ken")).await;
     // Some traffic, so that digests and pools have something to show.
     let mut c = Conn::new(Opts::from_url(&env.url("test")).unwrap())
         .await

@@ -80,14 +80,7 @@ async fn metrics_are_exported_and_the_dashboard_uses_only_them() {
         ..Default::default()
     })
     .await;
-    let admin = sluice_admin::serve(
-        "127.0.0.1:0",
-        None,
-        env.proxy.clone(),
-        env.running.shutdown_signal(),
-    )
-    .await
-    .expect("admin API listens");
+    let admin = env.admin(None).await;
 
     let mut c = Conn::new(Opts::from_url(&env.url("test")).unwrap())
         .await

@@ -7,23 +7,9 @@ mod common;
 use common::{wait_for, Managed};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(60);
-
-async fn read_ids(c: &mut Conn, n: usize) -> BTreeSet<u32> {
-    let mut seen = BTreeSet::new();
-    for _ in 0..n {
-        seen.insert(
-            c.query_first::<u32, _>("SELECT @@server_id")
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
-    seen
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_or_broken_replicas_take_no_reads() {
@@ -58,7 +44,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
         .await
         .unwrap();
     env.sync();
-    assert_eq!(read_ids(&mut c, 40).await, [2, 3].into());
+    assert_eq!(common::server_ids(&mut c, 40).await, [2, 3].into());
 
     // Replica 1 (server_id 2) falls behind: its applier holds events for an hour.
     let lagging = &env.topo.servers[1];
@@ -76,7 +62,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     assert!(state.starts_with("SHUNNED (replication lag"), "{state}");
     assert!(env.server(1).observed().lag.unwrap() > Duration::from_secs(2));
     assert_eq!(
-        read_ids(&mut c, 30).await,
+        common::server_ids(&mut c, 30).await,
         [3].into(),
         "reads avoid the lagging replica"
     );
@@ -101,7 +87,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
 
     // No replica left: reads go to the primary...
     assert_eq!(
-        read_ids(&mut c, 10).await,
+        common::server_ids(&mut c, 10).await,
         [1].into(),
         "reads fall back to the primary"
     );
@@ -140,7 +126,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     .await;
     env.sync();
     assert_eq!(
-        read_ids(&mut c, 40).await,
+        common::server_ids(&mut c, 40).await,
         [2, 3].into(),
         "reads spread over both replicas again"
     );

@@ -73,14 +73,7 @@ async fn switchover_under_load_without_client_errors() {
         ..Default::default()
     })
     .await;
-    let admin = sluice_admin::serve(
-        "127.0.0.1:0",
-        Some("s3cret".into()),
-        env.proxy.clone(),
-        env.running.shutdown_signal(),
-    )
-    .await
-    .expect("admin API listens");
+    let admin = env.admin(Some("s3cret")).await;
     let dir = tempfile::tempdir().unwrap();
     let cfg_path = dir.path().join("sluice.toml");
     let cfg = common::managed_config(
@@ -192,22 +185,11 @@ async fn switchover_under_load_without_client_errors() {
     assert_eq!(env.primary_index(), Some(0));
 
     // The admin API requires its token.
-    let unauth = tokio::task::spawn_blocking({
-        let addr = admin.addr;
-        move || {
-            use std::io::{Read, Write};
-            let mut s = std::net::TcpStream::connect(addr).unwrap();
-            write!(
-                s,
-                "GET /api/servers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let mut r = String::new();
-            s.read_to_string(&mut r).unwrap();
-            r
-        }
+    let addr = admin.addr;
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        common::http::request(addr, "GET", "/api/servers", None)
     })
     .await
     .unwrap();
-    assert!(unauth.starts_with("HTTP/1.1 401"), "{unauth}");
+    assert_eq!(status, 401, "{body}");
 }

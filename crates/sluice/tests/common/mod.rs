@@ -172,6 +172,19 @@ impl Env {
         String::from_utf8_lossy(&out.stdout).trim_end().to_string()
     }
 
+    /// Serves the admin API for this proxy on a free loopback port (with `token`, if any).
+    #[allow(dead_code)]
+    pub async fn admin(&self, token: Option<&str>) -> sluice_admin::Admin {
+        sluice_admin::serve(
+            "127.0.0.1:0",
+            token.map(str::to_string),
+            self.proxy.clone(),
+            self.running.shutdown_signal(),
+        )
+        .await
+        .expect("admin API listens")
+    }
+
     /// The monitor.
     pub fn monitor(&self) -> &Arc<sluice_mysql::proxy::MysqlMonitor> {
         self.proxy.monitor.as_ref().expect("monitor enabled")
@@ -315,4 +328,20 @@ pub fn sysbench_counter(report: &str, label: &str) -> u64 {
         })
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no {label:?} in sysbench report:\n{report}"))
+}
+
+/// The `@@server_id`s that answer `n` autocommit reads on `c` (which servers take reads).
+#[allow(dead_code)]
+pub async fn server_ids(c: &mut mysql_async::Conn, n: usize) -> std::collections::BTreeSet<u32> {
+    use mysql_async::prelude::Queryable;
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..n {
+        seen.insert(
+            c.query_first::<u32, _>("SELECT @@server_id")
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    seen
 }
