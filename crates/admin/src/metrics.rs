@@ -10,7 +10,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use sluice_core::{Health, HistogramSnapshot};
+use sluice_core::HistogramSnapshot;
 use sluice_mysql::Proxy;
 use std::fmt::Error;
 use std::sync::atomic::Ordering::Relaxed;
@@ -268,14 +268,7 @@ impl Collector for ProxyCollector {
         )?;
         let states: Vec<_> = all
             .iter()
-            .map(|s| {
-                let state = match (s.health(), s.monitor_block().is_some()) {
-                    (Health::Offline { .. }, _) => "offline",
-                    (Health::Shunned { .. }, _) | (_, true) => "shunned",
-                    (Health::Online, false) => "online",
-                };
-                (s, state)
-            })
+            .map(|s| (s, s.state().0.to_ascii_lowercase()))
             .collect();
         family(
             &mut enc,

@@ -303,17 +303,26 @@ impl Server {
 
     /// State as operators see it: `ONLINE`, `SHUNNED (reason)`, `OFFLINE (reason)`.
     pub fn state_text(&self) -> String {
+        match self.state() {
+            (state, Some(reason)) => format!("{state} ({reason})"),
+            (state, None) => state.into(),
+        }
+    }
+
+    /// `ONLINE`, `SHUNNED` (no traffic for now: the monitor's verdict, or refused
+    /// connections) or `OFFLINE`, with the reason when there is one.
+    pub fn state(&self) -> (&'static str, Option<String>) {
         if let Some(r) = self.monitor_block() {
-            return format!("SHUNNED ({r})");
+            return ("SHUNNED", Some(r));
         }
         match self.health() {
-            Health::Online if self.weight() == 0 => "ONLINE (weight 0)".into(),
-            Health::Online => "ONLINE".into(),
+            Health::Online if self.weight() == 0 => ("ONLINE", Some("weight 0".into())),
+            Health::Online => ("ONLINE", None),
             Health::Shunned { reason, until } if Instant::now() < until => {
-                format!("SHUNNED ({reason})")
+                ("SHUNNED", Some(reason))
             }
-            Health::Shunned { .. } => "ONLINE".into(),
-            Health::Offline { reason } => format!("OFFLINE ({reason})"),
+            Health::Shunned { .. } => ("ONLINE", None),
+            Health::Offline { reason } => ("OFFLINE", Some(reason)),
         }
     }
 
