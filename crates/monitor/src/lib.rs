@@ -113,6 +113,16 @@ pub struct Monitor<A, C> {
     pub stats: MonitorStats,
 }
 
+/// With servers the monitor places, statements wait up to `write_wait` for a writer while it
+/// is replaced (failover, switchover) instead of failing at once.
+fn hold_writes<C>(topology: &Topology<C>, write_wait: Duration) {
+    if topology.all().iter().any(|s| s.managed) {
+        if let Some(w) = topology.writer() {
+            w.set_hold_when_empty(Some(write_wait));
+        }
+    }
+}
+
 impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     /// A monitor over `topology`.
     pub fn new(
@@ -122,13 +132,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         coordinator: Arc<dyn Coordinator>,
     ) -> Arc<Self> {
         let configured_primary = topology.primary();
-        let managed = topology.all().iter().any(|s| s.managed);
-        if managed {
-            // Statements wait for a writer while it is replaced instead of failing at once.
-            if let Some(w) = topology.writer() {
-                w.set_hold_when_empty(Some(settings.write_wait));
-            }
-        }
+        hold_writes(&topology, settings.write_wait);
         Arc::new(Monitor {
             agent,
             topology,
@@ -156,11 +160,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     /// next round on.
     pub fn set_settings(&self, s: Settings) {
         *self.settings.lock() = s;
-        if self.topology.all().iter().any(|srv| srv.managed) {
-            if let Some(w) = self.topology.writer() {
-                w.set_hold_when_empty(Some(s.write_wait));
-            }
-        }
+        hold_writes(&self.topology, s.write_wait);
     }
 
     /// The current primary, if known.
