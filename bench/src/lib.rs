@@ -1,6 +1,8 @@
 //! Shared pieces of the benchmark programs: running sysbench, sampling a process's CPU time,
 //! starting sluice and HAProxy in front of a server.
 
+pub mod plot;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
