@@ -1,6 +1,10 @@
 //! Shared pieces of the benchmark programs: running sysbench, sampling a process's CPU time,
 //! starting sluice and HAProxy in front of a server.
 
+pub mod cgroup;
+pub mod client;
+pub mod hist;
+pub mod load;
 pub mod plot;
 
 use std::path::PathBuf;
@@ -18,8 +22,16 @@ pub struct SysbenchResult {
     pub tps: f64,
     /// Average latency per event, ms.
     pub avg_ms: f64,
-    /// 95th percentile latency per event, ms.
+    /// 95th percentile latency per event, ms (sysbench's line with the default
+    /// `--percentile=95`, else from the histogram when there is one).
     pub p95_ms: f64,
+    /// 99th percentile latency per event, ms (sysbench's line with `--percentile=99`, else from
+    /// the histogram when there is one).
+    pub p99_ms: f64,
+    /// Median latency per event, ms, from the histogram (`--histogram=on`); 0 without one.
+    pub p50_ms: f64,
+    /// The latency histogram (`--histogram=on`): (bucket value ms, events), in value order.
+    pub histogram: Vec<(f64, u64)>,
     /// Errors sysbench ignored (and retried).
     pub errors: u64,
     /// Reconnects.
@@ -66,15 +78,68 @@ pub fn parse_sysbench(text: &str) -> SysbenchResult {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0.0)
     };
+    let histogram = parse_histogram(text);
+    let pct = |p: u32| {
+        percentile_line(text)
+            .filter(|&(q, _)| q == p)
+            .map(|(_, v)| v)
+            .or_else(|| histogram_percentile(&histogram, f64::from(p)))
+            .unwrap_or(0.0)
+    };
     SysbenchResult {
         queries: num("queries:", 0) as u64,
         qps: num("queries:", 1),
         tps: num("transactions:", 1),
         avg_ms: num("avg:", 0),
-        p95_ms: num("95th percentile:", 0),
+        p95_ms: pct(95),
+        p99_ms: pct(99),
+        p50_ms: histogram_percentile(&histogram, 50.0).unwrap_or(0.0),
         errors: num("ignored errors:", 0) as u64,
         reconnects: num("reconnects:", 0) as u64,
+        histogram,
     }
+}
+
+/// sysbench's `Nth percentile:` line (N from `--percentile`): (N, ms).
+fn percentile_line(text: &str) -> Option<(u32, f64)> {
+    text.lines().find_map(|l| {
+        let (label, value) = l.trim().split_once("th percentile:")?;
+        Some((label.parse().ok()?, value.trim().parse().ok()?))
+    })
+}
+
+/// The histogram sysbench prints with `--histogram=on`, lines like
+/// `       0.105 |****                   1234` (bucket value in ms, events).
+pub fn parse_histogram(text: &str) -> Vec<(f64, u64)> {
+    let Some(start) = text.find("Latency histogram") else {
+        return Vec::new();
+    };
+    text[start..]
+        .lines()
+        .skip(1)
+        .skip_while(|l| !l.contains('|'))
+        .map_while(|l| {
+            let (value, rest) = l.split_once('|')?;
+            Some((
+                value.trim().parse().ok()?,
+                rest.split_whitespace().last()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The smallest bucket value at which the cumulative count reaches `p` percent of all events.
+pub fn histogram_percentile(histogram: &[(f64, u64)], p: f64) -> Option<f64> {
+    let total: u64 = histogram.iter().map(|b| b.1).sum();
+    if total == 0 {
+        return None;
+    }
+    let want = total as f64 * p / 100.0;
+    let mut cum = 0u64;
+    histogram.iter().find_map(|&(v, n)| {
+        cum += n;
+        (cum as f64 >= want).then_some(v)
+    })
 }
 
 /// CPU time (user + system) a process has used, in microseconds.
@@ -203,4 +268,110 @@ pub fn machine() -> String {
         mem as f64 / 1048576.0,
         kernel.trim()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sysbench 1.0.20 `oltp_read_write --percentile=99 --histogram=on` (histogram buckets
+    /// thinned out).
+    const RW_99_HISTOGRAM: &str = r#"sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
+
+Running the test with following options:
+Number of threads: 2
+Initializing random number generator from current time
+
+
+Initializing worker threads...
+
+Threads started!
+
+Latency histogram (values are in milliseconds)
+       value  ------------- distribution ------------- count
+       0.690 |                                         2
+       0.728 |                                         1
+       0.741 |                                         1
+       1.443 |****************                         83
+       1.469 |**********************                   114
+       1.496 |*****************************            148
+       1.523 |********************************         166
+       1.551 |****************************             146
+       1.579 |***********************************      179
+       1.608 |*******************************          159
+       1.637 |**************************************** 207
+       1.667 |**********************************       177
+       1.697 |********************************         167
+       1.728 |*****************************            150
+       1.759 |*********************                    110
+       2.615 |*                                        4
+       4.737 |                                         1
+       5.277 |                                         1
+ 
+SQL statistics:
+    queries performed:
+        read:                            34958
+        write:                           9988
+        other:                           4994
+        total:                           49940
+    transactions:                        2497   (1246.19 per sec.)
+    queries:                             49940  (24923.82 per sec.)
+    ignored errors:                      0      (0.00 per sec.)
+    reconnects:                          0      (0.00 per sec.)
+
+General statistics:
+    total time:                          2.0030s
+    total number of events:              2497
+
+Latency (ms):
+         min:                                    0.69
+         avg:                                    1.60
+         max:                                    5.29
+         99th percentile:                        2.61
+         sum:                                 4000.42
+
+Threads fairness:
+    events (avg/stddev):           1248.5000/1.50
+    execution time (avg/stddev):   2.0002/0.00
+"#;
+
+    #[test]
+    fn parses_histogram_and_percentiles() {
+        let r = parse_sysbench(RW_99_HISTOGRAM);
+        assert_eq!(r.histogram.len(), 18);
+        assert_eq!(r.histogram[0], (0.690, 2));
+        assert_eq!(r.histogram[17], (5.277, 1));
+        assert_eq!(r.histogram.iter().map(|b| b.1).sum::<u64>(), 1816);
+        // Half of 1816 is 908: the cumulative count is 840 up to 1.579 and 999 at 1.608.
+        assert_eq!(r.p50_ms, 1.608);
+        // From sysbench's own "99th percentile:" line, not the (thinned) histogram.
+        assert_eq!(r.p99_ms, 2.61);
+        // No "95th percentile:" line: from the histogram.
+        assert_eq!(r.p95_ms, 1.759);
+        assert_eq!(r.queries, 49940);
+        assert_eq!(r.qps, 24923.82);
+        assert_eq!(r.tps, 1246.19);
+        assert_eq!(r.avg_ms, 1.60);
+        assert_eq!(r.errors, 0);
+    }
+
+    #[test]
+    fn default_report_keeps_p95() {
+        let text = "    queries:                             1000  (100.00 per sec.)\n    ignored errors:                      7      (0.70 per sec.)\nLatency (ms):\n         min:                                    0.69\n         avg:                                    1.60\n         max:                                    5.29\n         95th percentile:                        2.11\n";
+        let r = parse_sysbench(text);
+        assert_eq!(r.p95_ms, 2.11);
+        assert_eq!(r.p99_ms, 0.0);
+        assert_eq!(r.p50_ms, 0.0);
+        assert!(r.histogram.is_empty());
+        assert_eq!(r.errors, 7);
+    }
+
+    #[test]
+    fn histogram_percentile_edges() {
+        assert_eq!(histogram_percentile(&[], 50.0), None);
+        let h = [(0.1, 1), (0.2, 1), (0.3, 2)];
+        assert_eq!(histogram_percentile(&h, 50.0), Some(0.2));
+        assert_eq!(histogram_percentile(&h, 50.1), Some(0.3));
+        assert_eq!(histogram_percentile(&h, 100.0), Some(0.3));
+    }
 }

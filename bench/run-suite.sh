@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds sluice in release mode and runs the benchmark suite: sysbench point select, read-only
+# and read/write at 1-256 threads, directly against one MariaDB server, through sluice and
+# through HAProxy (TCP mode); prints a markdown table and writes SVG charts (docs/img/ unless
+# --plots DIR). --db-cpu F caps the server at F CPUs (cgroup v1, needs root).
+# Needs mariadb-server, sysbench and haproxy (apt-get install -y ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --bin sluice -p sluice
+cargo run --release -q -p sluice-bench --bin suite -- "$@"

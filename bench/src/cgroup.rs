@@ -1,0 +1,189 @@
+//! A CPU cap for other processes through a cgroup v1 `cpu` controller: emulates a database on
+//! its own, smaller host while everything runs on one machine. Needs root and the v1 hierarchy
+//! at /sys/fs/cgroup/cpu.
+
+use std::path::{Path, PathBuf};
+
+/// Where the v1 `cpu` controller is mounted.
+const ROOT: &str = "/sys/fs/cgroup/cpu";
+/// The CFS period used for the quota, µs.
+const PERIOD_US: u64 = 100_000;
+
+/// A cgroup with a CPU quota of `cores` CPUs; processes added to it are moved back to the root
+/// cgroup and the cgroup is removed on drop.
+pub struct CpuCap {
+    dir: PathBuf,
+    cores: f64,
+}
+
+/// Throttling counters of a cgroup (`cpu.stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuStat {
+    /// Periods in which the group could run.
+    pub nr_periods: u64,
+    /// Periods in which the group used up its quota.
+    pub nr_throttled: u64,
+    /// Total time the group's tasks were throttled, ns.
+    pub throttled_time_ns: u64,
+}
+
+fn write(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::write(path, value)
+        .map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
+}
+
+impl CpuCap {
+    /// Creates (or reuses) the cgroup `name` under the v1 `cpu` hierarchy with a quota of
+    /// `cores` CPUs (for example 1.5).
+    pub fn new(name: &str, cores: f64) -> Result<CpuCap, String> {
+        if cores.is_nan() || cores <= 0.0 || name.is_empty() || name.contains('/') {
+            return Err(format!("bad CPU cap {name:?} of {cores} cores"));
+        }
+        let root = Path::new(ROOT);
+        if !root.join("cpu.cfs_quota_us").is_file() {
+            return Err(format!(
+                "no cgroup v1 cpu controller at {ROOT} (cgroup v2 only, or not mounted)"
+            ));
+        }
+        let dir = root.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+        let cap = CpuCap { dir, cores };
+        // The kernel's minimum quota is 1 ms.
+        let quota = ((cores * PERIOD_US as f64).round() as u64).max(1000);
+        write(&cap.dir.join("cpu.cfs_period_us"), &PERIOD_US.to_string())?;
+        write(&cap.dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
+        Ok(cap)
+    }
+
+    /// Moves process `pid` (all its threads: in v1, `cgroup.procs` takes the thread group)
+    /// into the cgroup; threads it starts later inherit it.
+    pub fn add(&self, pid: u32) -> Result<(), String> {
+        write(&self.dir.join("cgroup.procs"), &pid.to_string())?;
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let ours: std::collections::HashSet<u32> = self.read_ids("tasks").into_iter().collect();
+        let outside = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+                    .filter(|t| !ours.contains(t))
+                    .count()
+            })
+            .unwrap_or(0);
+        if threads == 0 || outside > 0 {
+            return Err(format!(
+                "process {pid}: {outside} of {threads} threads are not in {}",
+                self.dir.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes the empty cgroups left behind by processes that ended without dropping their
+    /// cap: those named `<prefix><pid>` whose pid is gone.
+    pub fn remove_stale(prefix: &str) {
+        let Ok(dir) = std::fs::read_dir(ROOT) else {
+            return;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(prefix)
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
+    }
+
+    /// The cgroup's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The quota, in CPUs.
+    pub fn cores(&self) -> f64 {
+        self.cores
+    }
+
+    /// Thread ids in the cgroup.
+    pub fn tasks(&self) -> Vec<u32> {
+        self.read_ids("tasks")
+    }
+
+    /// The throttling counters.
+    pub fn stat(&self) -> Result<CpuStat, String> {
+        let p = self.dir.join("cpu.stat");
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(parse_cpu_stat(&text))
+    }
+
+    fn read_ids(&self, file: &str) -> Vec<u32> {
+        std::fs::read_to_string(self.dir.join(file))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+/// Parses a `cpu.stat` file.
+pub fn parse_cpu_stat(text: &str) -> CpuStat {
+    let mut s = CpuStat::default();
+    for l in text.lines() {
+        let mut f = l.split_whitespace();
+        let (Some(k), Some(v)) = (f.next(), f.next().and_then(|v| v.parse().ok())) else {
+            continue;
+        };
+        match k {
+            "nr_periods" => s.nr_periods = v,
+            "nr_throttled" => s.nr_throttled = v,
+            "throttled_time" => s.throttled_time_ns = v,
+            _ => {}
+        }
+    }
+    s
+}
+
+impl Drop for CpuCap {
+    fn drop(&mut self) {
+        let root_procs = Path::new(ROOT).join("cgroup.procs");
+        for pid in self.read_ids("cgroup.procs") {
+            let _ = std::fs::write(&root_procs, pid.to_string());
+        }
+        // Exiting tasks can linger for a moment.
+        for _ in 0..40 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        eprintln!("warning: cannot remove cgroup {}", self.dir.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_stat() {
+        let s = parse_cpu_stat("nr_periods 120\nnr_throttled 37\nthrottled_time 4016519022\nnr_bursts 0\nburst_time 0\n");
+        assert_eq!(
+            s,
+            CpuStat {
+                nr_periods: 120,
+                nr_throttled: 37,
+                throttled_time_ns: 4016519022
+            }
+        );
+    }
+}
