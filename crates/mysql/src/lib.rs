@@ -8,6 +8,7 @@ pub mod backend;
 pub mod frontend;
 pub mod maybe_tls;
 pub mod proxy;
+pub mod schemas;
 pub mod server_info;
 pub mod state;
 pub mod users;

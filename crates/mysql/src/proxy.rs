@@ -55,6 +55,8 @@ pub struct Proxy {
     pub stats: ProxyStats,
     /// Statistics per statement shape.
     pub digests: DigestTable,
+    /// Schemas recently checked at login, per user.
+    pub schemas: crate::schemas::KnownSchemas,
     /// TLS for clients that ask for it (replaced on reload: certificates are re-read).
     pub tls: ArcSwap<Option<tokio_rustls::TlsAcceptor>>,
     /// The configuration file's content as last applied (at start or by a reload).
@@ -199,6 +201,7 @@ impl Proxy {
             sessions: Registry::new(),
             stats: ProxyStats::default(),
             digests,
+            schemas: Default::default(),
             tls,
             loaded,
             effective,

@@ -230,12 +230,17 @@ impl Session {
     /// if the client was refused.
     async fn start(&mut self, database: Option<&str>, seq: u8) -> Result<bool, Fatal> {
         if let Some(db) = database {
-            if let Err(e) = self.select_schema(db).await? {
+            if self.proxy.schemas.contains(&self.user.name, db) {
+                // Checked moments ago for this user: no round trip (see `schemas`).
+                self.st.tracked.schema = Some(db.to_string());
+            } else if let Err(e) = self.select_schema(db).await? {
                 self.proxy.refused();
                 self.client
                     .send_err(seq, e.code, &e.sqlstate, &e.message)
                     .await?;
                 return Ok(false);
+            } else {
+                self.proxy.schemas.insert(&self.user.name, db);
             }
         }
         let st = self.st.status();

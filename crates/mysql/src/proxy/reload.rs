@@ -127,6 +127,7 @@ impl Proxy {
         if old.users != new.users {
             let users = self.users.load().reloaded(&new.users);
             self.users.store(Arc::new(users));
+            self.schemas.clear();
             changes.push(format!("users: {} configured", new.users.len()));
         }
         self.effective.store(Arc::new(new));
