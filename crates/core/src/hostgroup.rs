@@ -129,7 +129,18 @@ struct Waiter<C> {
 
 struct State<C> {
     members: Vec<Member<C>>,
+    /// Oldest first. Waiters that gave up stay until they reach the front (or the queue is
+    /// full), so that no operation costs as much as the queue is long.
     waiters: VecDeque<Waiter<C>>,
+}
+
+impl<C> State<C> {
+    /// Removes waiters that gave up from the front of the queue.
+    fn drop_stale_front(&mut self) {
+        while self.waiters.front().is_some_and(|w| w.tx.is_closed()) {
+            self.waiters.pop_front();
+        }
+    }
 }
 
 /// A hostgroup with its pools. `C` is the protocol's backend connection type.
@@ -299,7 +310,12 @@ impl<C> Hostgroup<C> {
 
     /// Statements waiting for a connection.
     pub fn waiting(&self) -> usize {
-        self.state.lock().waiters.len()
+        self.state
+            .lock()
+            .waiters
+            .iter()
+            .filter(|w| !w.tx.is_closed())
+            .count()
     }
 
     /// Pool snapshot per server.
@@ -463,7 +479,7 @@ impl<C> Hostgroup<C> {
                 return Err(self.no_server(&st, last_error));
             }
             // Waiters that gave up (timed out, or their client left) no longer hold a place.
-            st.waiters.retain(|w| !w.tx.is_closed());
+            st.drop_stale_front();
             if !st.waiters.is_empty() {
                 // Others are already waiting: take a place in line.
                 self.enqueue(&mut st, key, settings)
@@ -560,7 +576,11 @@ impl<C> Hostgroup<C> {
         key: &PoolKey,
         settings: &PoolSettings,
     ) -> Result<Pick<C>, AcquireError> {
-        st.waiters.retain(|w| !w.tx.is_closed());
+        if st.waiters.len() >= settings.queue_limit {
+            // Only at the limit is the whole queue swept for waiters that gave up: a sweep on
+            // every statement would cost as much as the queue is long.
+            st.waiters.retain(|w| !w.tx.is_closed());
+        }
         if st.waiters.len() >= settings.queue_limit {
             self.queue_timeouts.fetch_add(1, Relaxed);
             return Err(AcquireError::QueueFull {
@@ -652,18 +672,18 @@ impl<C> Hostgroup<C> {
                 }
             };
             // Hand the connection to the oldest live waiter that can use it.
-            st.waiters.retain(|w| !w.tx.is_closed());
+            st.drop_stale_front();
             if let Some(c) = conn.take() {
-                match st.waiters.iter().position(|w| !w.tx.is_closed()) {
-                    Some(pos) if st.waiters[pos].key == key => {
-                        let w = st.waiters.remove(pos).expect("position is valid");
+                match st.waiters.front().map(|w| w.key == key) {
+                    Some(true) => {
+                        let w = st.waiters.pop_front().expect("not empty");
                         st.members[i].in_use += 1;
                         if let Err(g) = w.tx.send(self.grant(server, &key, Some(c))) {
                             st.members[i].in_use -= 1;
                             conn = g.take().1;
                         }
                     }
-                    Some(_) => {
+                    Some(false) => {
                         // The oldest waiter needs another key: close this one so it can open
                         // its own in the freed place.
                         closing.push(c);
