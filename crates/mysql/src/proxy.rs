@@ -40,7 +40,7 @@ pub struct Proxy {
     /// The configuration in force.
     pub config: Config,
     /// Hostgroups, pools, router.
-    pub topology: Arc<Topology<BackendConn>>,
+    pub topology: Arc<Topology<Box<BackendConn>>>,
     /// Users.
     pub users: Arc<ArcSwap<Users>>,
     /// RSA key for caching_sha2_password full authentication.
@@ -57,6 +57,9 @@ pub struct Proxy {
     pub digests: DigestTable,
     /// Schemas recently checked at login, per user.
     pub schemas: crate::schemas::KnownSchemas,
+    /// The initial character-set variables per client collation id (at most 256), for the
+    /// server facts identified by the first field; shared by every session.
+    pub charset_vars: parking_lot::Mutex<(usize, CharsetVars)>,
     /// TLS for clients that ask for it (replaced on reload: certificates are re-read).
     pub tls: ArcSwap<Option<tokio_rustls::TlsAcceptor>>,
     /// The configuration file's content as last applied (at start or by a reload).
@@ -76,8 +79,12 @@ pub struct Proxy {
     pub monitor: Option<Arc<MysqlMonitor>>,
 }
 
+/// Character-set variables by collation id.
+pub type CharsetVars =
+    std::collections::HashMap<u16, Arc<std::collections::BTreeMap<String, String>>>;
+
 /// The monitor over MariaDB servers.
-pub type MysqlMonitor = Monitor<MariaDbAgent, BackendConn>;
+pub type MysqlMonitor = Monitor<MariaDbAgent, Box<BackendConn>>;
 
 /// Startup failures.
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +209,7 @@ impl Proxy {
             stats: ProxyStats::default(),
             digests,
             schemas: Default::default(),
+            charset_vars: Default::default(),
             tls,
             loaded,
             effective,

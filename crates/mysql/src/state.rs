@@ -8,6 +8,7 @@
 use crate::wire::ok::{state_changes, StateChange};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// Tracked, replayable session state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,7 +16,9 @@ pub struct TrackedState {
     /// Current schema.
     pub schema: Option<String>,
     /// Session system variables that differ from a fresh connection's (lower-case names).
-    pub vars: BTreeMap<String, String>,
+    /// Shared until changed: sessions that never change a variable all point at the same
+    /// map, and syncing a backend connection copies a pointer.
+    pub vars: Arc<BTreeMap<String, String>>,
     /// Multi-statement option (CLIENT_MULTI_STATEMENTS / COM_SET_OPTION).
     pub multi_statements: bool,
 }
@@ -80,7 +83,7 @@ impl TrackedState {
                     if name.starts_with("character_set_") {
                         ev.collation_unreported = true;
                     }
-                    self.vars
+                    Arc::make_mut(&mut self.vars)
                         .insert(name, String::from_utf8_lossy(value).into_owned());
                 }
                 StateChange::Schema(s) => {
@@ -160,7 +163,7 @@ pub fn plan(desired: &TrackedState, actual: &TrackedState, extra_set: Option<Str
     };
     // Variables are applied in name order, which puts collation_connection after
     // character_set_connection (setting the latter resets the former).
-    for (name, value) in &desired.vars {
+    for (name, value) in desired.vars.iter() {
         if actual.vars.get(name) != Some(value) {
             add(name, Some(value));
         }
@@ -218,10 +221,11 @@ mod tests {
     fn st(schema: Option<&str>, vars: &[(&str, &str)]) -> TrackedState {
         TrackedState {
             schema: schema.map(str::to_string),
-            vars: vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            vars: Arc::new(
+                vars.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             multi_statements: true,
         }
     }

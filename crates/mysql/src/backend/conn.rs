@@ -362,7 +362,7 @@ impl BackendConn {
     }
 
     async fn setup_tracking(&mut self) -> Result<(), BackendError> {
-        self.state.tracked.vars.clear();
+        self.state.tracked.vars = Default::default();
         self.exec(TRACKING_SETUP).await?;
         let rows = self
             .query_rows("SELECT @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection, @@autocommit, @@sql_mode, @@global.max_prepared_stmt_count")
@@ -378,9 +378,7 @@ impl BackendConn {
             "collation_connection",
         ];
         for (name, v) in names.iter().zip(row.iter()) {
-            self.state
-                .tracked
-                .vars
+            std::sync::Arc::make_mut(&mut self.state.tracked.vars)
                 .insert((*name).to_string(), v.clone().unwrap_or_default());
         }
         self.state.baseline_sql_mode = row.get(5).cloned().flatten().unwrap_or_default();

@@ -22,12 +22,12 @@ pub struct MysqlConnector {
     pub tls: Option<super::BackendTls>,
 }
 
-impl Connector<BackendConn> for MysqlConnector {
+impl Connector<Box<BackendConn>> for MysqlConnector {
     fn connect<'a>(
         &'a self,
         server: &'a Arc<Server>,
         key: &'a PoolKey,
-    ) -> Pin<Box<dyn Future<Output = Result<BackendConn, ConnectError>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Box<BackendConn>, ConnectError>> + Send + 'a>> {
         Box::pin(async move {
             let password = {
                 let users = self.users.load();
@@ -73,7 +73,8 @@ impl Connector<BackendConn> for MysqlConnector {
                 }
             }
             tracing::debug!(server = %server.name, thread_id = conn.thread_id, user = %key.user, "backend connection opened");
-            Ok(conn)
+            // Boxed: pools, leases and sessions move a pointer, not the whole connection.
+            Ok(Box::new(conn))
         })
     }
 }

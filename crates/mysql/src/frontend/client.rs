@@ -1,19 +1,15 @@
-//! The client's connection: framing, buffers that are released while the client is idle, and
-//! helpers to send OK/ERR/EOF packets in the form the client negotiated.
+//! The client's connection: framing, buffers that are only held while a command is being
+//! served (see `wire::spare`), and helpers to send OK/ERR/EOF packets in the form the client
+//! negotiated.
 
 use super::stream::ClientStream;
 use crate::wire::consts::cap;
 use crate::wire::ok::{write_eof, write_err, write_ok, OkPacket};
 use crate::wire::packet::{frame, read_packet, Packet, ReadError};
+use crate::wire::spare;
 use bytes::BytesMut;
-use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-/// Buffers larger than this are not kept between commands.
-const KEEP_BUFFER: usize = 64 * 1024;
-/// After this long without a command, the buffers are released.
-const IDLE_RELEASE: Duration = Duration::from_millis(500);
 
 /// A client connection.
 pub struct ClientConn {
@@ -34,8 +30,8 @@ impl ClientConn {
     pub fn new(stream: TcpStream, max_packet: usize) -> ClientConn {
         ClientConn {
             stream: ClientStream::Plain(stream),
-            rbuf: BytesMut::new(),
-            wbuf: Vec::new(),
+            rbuf: spare::read_buffer(),
+            wbuf: spare::write_buffer(),
             caps: 0,
             max_packet,
         }
@@ -46,32 +42,29 @@ impl ClientConn {
         self.caps & flag != 0
     }
 
-    /// Reads the next command. While the client is idle, no buffer is held.
+    /// Reads the next command. While the client is idle, no buffer is held: they go back to
+    /// the shared shelf and a pair is taken when the client's next bytes arrive.
     pub async fn read_command(&mut self) -> Result<Packet, ReadError> {
         if self.rbuf.is_empty() {
-            if self.rbuf.capacity() > KEEP_BUFFER || self.wbuf.capacity() > KEEP_BUFFER {
-                self.release_buffers();
-            }
-            if self.rbuf.capacity() > 0 {
-                // Keep the buffers for a client that sends its next command soon.
-                match tokio::time::timeout(IDLE_RELEASE, self.stream.readable()).await {
-                    Ok(r) => r?,
-                    Err(_) => {
-                        self.release_buffers();
-                        self.stream.readable().await?;
-                    }
-                }
-            } else {
-                self.stream.readable().await?;
+            self.release_buffers();
+            self.stream.readable().await?;
+            self.rbuf = spare::read_buffer();
+            if self.wbuf.capacity() == 0 {
+                self.wbuf = spare::write_buffer();
             }
         }
         read_packet(&mut self.stream, &mut self.rbuf, self.max_packet).await
     }
 
-    /// Drops both buffers.
+    /// Gives the buffers back to the shared shelf (or frees them); one holding bytes not
+    /// yet read or sent is kept.
     pub fn release_buffers(&mut self) {
-        self.rbuf = BytesMut::new();
-        self.wbuf = Vec::new();
+        if self.rbuf.is_empty() {
+            spare::give_read(std::mem::take(&mut self.rbuf));
+        }
+        if self.wbuf.is_empty() {
+            spare::give_write(std::mem::take(&mut self.wbuf));
+        }
     }
 
     /// Writes the scratch buffer to the client and clears it.
@@ -147,5 +140,11 @@ impl ClientConn {
             return Ok(());
         }
         self.stream.write_all(bytes).await
+    }
+}
+
+impl Drop for ClientConn {
+    fn drop(&mut self) {
+        self.release_buffers();
     }
 }

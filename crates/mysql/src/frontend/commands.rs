@@ -164,7 +164,7 @@ impl Session {
             rsa: &self.proxy.rsa,
             server_version: &facts.version,
             connection_id: self.id,
-            peer: self.peer,
+            peer: self.handle.peer,
             default_plugin: self.proxy.config.proxy.default_auth_plugin.name(),
         };
         let nonce = self.nonce;

@@ -88,9 +88,23 @@ impl Session {
         if self.proxy.digests.capacity() == 0 {
             return;
         }
-        let mut buf = std::mem::take(&mut self.digest_buf);
-        let id =
-            sluice_sqlscan::digest::normalize_into(sql, self.st.no_backslash_escapes, &mut buf);
+        thread_local! {
+            // One normalisation buffer per worker thread, not per session: the work below
+            // never waits, so no other session can interleave.
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BUF.with_borrow_mut(|buf| self.record_digest(sql, hostgroup, elapsed, out, buf));
+    }
+
+    fn record_digest(
+        &self,
+        sql: &[u8],
+        hostgroup: &str,
+        elapsed: Duration,
+        out: &Outcome,
+        buf: &mut Vec<u8>,
+    ) {
+        let id = sluice_sqlscan::digest::normalize_into(sql, self.st.no_backslash_escapes, buf);
         self.proxy.digests.record(
             DigestKey {
                 id,
@@ -98,7 +112,7 @@ impl Session {
                 schema: self.st.tracked.schema.as_deref().unwrap_or(""),
                 hostgroup,
             },
-            &buf,
+            buf,
             DigestSample {
                 elapsed,
                 rows_sent: out.rows,
@@ -106,7 +120,6 @@ impl Session {
                 error: out.error.is_some(),
             },
         );
-        self.digest_buf = buf;
     }
 
     /// Why a server's connections are being lost, if the monitor knows (for error messages).
@@ -192,11 +205,10 @@ impl Session {
                             .zip(row)
                         {
                             let v = v.clone().unwrap_or_default();
-                            conn.state
-                                .tracked
-                                .vars
+                            std::sync::Arc::make_mut(&mut conn.state.tracked.vars)
                                 .insert((*name).to_string(), v.clone());
-                            self.st.tracked.vars.insert((*name).to_string(), v);
+                            std::sync::Arc::make_mut(&mut self.st.tracked.vars)
+                                .insert((*name).to_string(), v);
                         }
                     }
                 }

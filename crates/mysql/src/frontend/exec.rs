@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// A backend connection attached to a session.
 pub struct Attached {
     /// The pooled connection.
-    pub lease: Lease<BackendConn>,
+    pub lease: Lease<Box<BackendConn>>,
     /// LAST_INSERT_ID() on this connection may differ from 0 because of this session: it is
     /// read (and reset to 0) before the connection goes back to the pool, so pooled
     /// connections always have 0 and an unchanged value is recognisable.
@@ -33,7 +33,7 @@ pub struct Attached {
 
 impl Attached {
     /// Wraps a freshly leased connection.
-    pub fn new(lease: Lease<BackendConn>) -> Attached {
+    pub fn new(lease: Lease<Box<BackendConn>>) -> Attached {
         Attached {
             lease,
             insert_dirty: false,
@@ -404,7 +404,7 @@ impl Session {
 
     /// A connection from `hostgroup`'s pool. Idle connections that died while pooled are
     /// dropped here, before a statement is sent on them (bounded: each one found is gone).
-    async fn acquire_in(&self, hostgroup: &str) -> Result<Lease<BackendConn>, AcquireError> {
+    async fn acquire_in(&self, hostgroup: &str) -> Result<Lease<Box<BackendConn>>, AcquireError> {
         let Some(hg) = self.proxy.topology.hostgroup(hostgroup) else {
             return Err(AcquireError::UnknownHostgroup(hostgroup.to_string()));
         };

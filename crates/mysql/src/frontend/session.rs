@@ -97,7 +97,6 @@ pub struct Session {
     pub(crate) client: ClientConn,
     pub(crate) user: Arc<User>,
     pub(crate) nonce: [u8; 20],
-    pub(crate) peer: SocketAddr,
     pub(crate) listener: Arc<ListenerInfo>,
     pub(crate) key: PoolKey,
     pub(crate) st: SessionState,
@@ -114,8 +113,6 @@ pub struct Session {
     pub(crate) handle: Arc<SessionHandle>,
     /// When the command being served arrived (for latency statistics).
     pub(crate) cmd_started: Instant,
-    /// Reused buffer for digest normalisation.
-    pub(crate) digest_buf: Vec<u8>,
 }
 
 /// Serves one accepted client from handshake to goodbye.
@@ -127,6 +124,41 @@ pub async fn serve(
     permit: OwnedSemaphorePermit,
 ) {
     let _permit = permit;
+    // The connection phase, the initial schema and the goodbye are boxed: their state lives
+    // on the heap only while they run, so an idle session's task holds little more than the
+    // `Session` itself (see docs/benchmarks.md, memory per idle client).
+    // (Two statements: a temporary of the `.await` statement would keep its storage in this
+    // future.)
+    let opening = Box::pin(open(proxy, stream, peer, listener));
+    let Some((mut session, started)) = opening.await else {
+        return;
+    };
+    let result = match started {
+        Ok(true) => {
+            session.proxy.stats.clients_connected.fetch_add(1, Relaxed);
+            session.run().await
+        }
+        Ok(false) => Ok(()),
+        Err(e) => Err(e),
+    };
+    if let Err(Fatal(reason)) = result {
+        tracing::debug!(session = session.id, peer = %session.handle.peer, %reason, "session ended");
+    }
+    let finishing = Box::pin(session.finish());
+    finishing.await;
+    session.user.connections.fetch_sub(1, Relaxed);
+    session.proxy.sessions.remove(session.id);
+}
+
+/// Authenticates the client and selects its initial schema. `None` if it was turned away
+/// before a session existed; otherwise the session and whether it may go on (`Ok(false)`:
+/// refused, already told why).
+async fn open(
+    proxy: Arc<Proxy>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<ListenerInfo>,
+) -> Option<(Box<Session>, Result<bool, Fatal>)> {
     let id = proxy.sessions.next_id();
     let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
     let users = proxy.users.load_full();
@@ -147,12 +179,12 @@ pub async fn serve(
             Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "client handshake failed");
                 proxy.refused();
-                return;
+                return None;
             }
             Err(_) => {
                 tracing::debug!(%peer, "client handshake timed out");
                 proxy.refused();
-                return;
+                return None;
             }
         };
     let user = auth.user.clone();
@@ -165,25 +197,12 @@ pub async fn serve(
             user.name, user.max_connections
         );
         let _ = client.send_err(auth.next_seq, 1226, b"42000", &msg).await;
-        return;
+        return None;
     }
     let handle = proxy.sessions.add(id, user.name.clone(), peer);
-    let mut session = Session::new(proxy.clone(), client, &auth, peer, listener, handle);
-    let result = session.start(auth.database.as_deref(), auth.next_seq).await;
-    let result = match result {
-        Ok(true) => {
-            proxy.stats.clients_connected.fetch_add(1, Relaxed);
-            session.run().await
-        }
-        Ok(false) => Ok(()),
-        Err(e) => Err(e),
-    };
-    if let Err(Fatal(reason)) = result {
-        tracing::debug!(session = id, %peer, %reason, "session ended");
-    }
-    session.finish().await;
-    user.connections.fetch_sub(1, Relaxed);
-    proxy.sessions.remove(id);
+    let mut session = Box::new(Session::new(proxy.clone(), client, &auth, listener, handle));
+    let started = session.start(auth.database.as_deref(), auth.next_seq).await;
+    Some((session, started))
 }
 
 impl Session {
@@ -191,7 +210,6 @@ impl Session {
         proxy: Arc<Proxy>,
         client: ClientConn,
         auth: &handshake::Authenticated,
-        peer: SocketAddr,
         listener: Arc<ListenerInfo>,
         handle: Arc<SessionHandle>,
     ) -> Session {
@@ -211,7 +229,6 @@ impl Session {
             client,
             user: auth.user.clone(),
             nonce: auth.nonce,
-            peer,
             listener,
             key,
             st,
@@ -222,7 +239,6 @@ impl Session {
             stmts: Statements::default(),
             handle,
             cmd_started: Instant::now(),
-            digest_buf: Vec::new(),
         }
     }
 
@@ -259,10 +275,16 @@ impl Session {
             {
                 continue;
             }
-            let read = tokio::select! {
-                r = self.client.read_command() => r,
-                _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
-            };
+            // Wait for the client (or a KILL) before reading: the read itself then runs
+            // outside the select, which keeps an idle session's state small.
+            if self.client.rbuf.is_empty() {
+                self.client.release_buffers();
+                tokio::select! {
+                    r = self.client.stream.readable() => r?,
+                    _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
+                }
+            }
+            let read = self.client.read_command().await;
             let pkt = match read {
                 Ok(p) => p,
                 Err(ReadError::Closed) => return Ok(()),
@@ -334,7 +356,8 @@ impl Session {
         }
         if let Some(prev) = self.prev.take() {
             self.prev_is_held = false;
-            self.release(prev).await;
+            // Boxed: rare, and its state would otherwise sit in every idle session.
+            Box::pin(self.release(prev)).await;
             if self.held.is_none() {
                 self.handle.set_backend(None);
             }
@@ -407,20 +430,47 @@ impl Session {
     }
 }
 
-/// The character-set variables of a fresh direct connection with collation `id`.
+/// The character-set variables of a fresh direct connection with collation `id`, shared by
+/// every session that logged in with it (see `Proxy::charset_vars`).
 pub(crate) fn initial_charset_vars(
     proxy: &Proxy,
     id: u16,
-) -> std::collections::BTreeMap<String, String> {
+) -> Arc<std::collections::BTreeMap<String, String>> {
     let facts = proxy.info.get();
-    let [client, connection, results, collation] = facts.charset_vars(id);
-    [
-        ("character_set_client", client),
-        ("character_set_connection", connection),
-        ("character_set_results", results),
-        ("collation_connection", collation),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+    let mut cache = proxy.charset_vars.lock();
+    // Facts are replaced, never changed: a new snapshot empties the cache.
+    let stamp = Arc::as_ptr(&facts) as usize;
+    if cache.0 != stamp {
+        *cache = (stamp, Default::default());
+    }
+    cache
+        .1
+        .entry(id)
+        .or_insert_with(|| {
+            let [client, connection, results, collation] = facts.charset_vars(id);
+            Arc::new(
+                [
+                    ("character_set_client", client),
+                    ("character_set_connection", connection),
+                    ("character_set_results", results),
+                    ("collation_connection", collation),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            )
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    /// An idle client costs its `Session` plus the task that serves it (docs/benchmarks.md,
+    /// memory per idle client connection): keep both small. Bounds for 64-bit targets.
+    #[test]
+    fn idle_session_stays_small() {
+        assert!(std::mem::size_of::<super::Session>() <= 560);
+        assert!(std::mem::size_of::<super::Attached>() <= 64);
+        assert!(std::mem::size_of::<super::SessionHandle>() <= 192);
+    }
 }

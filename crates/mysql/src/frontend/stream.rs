@@ -53,19 +53,24 @@ impl AsyncWrite for Rewound {
 pub type ClientStream = MaybeTls<TlsStream<Rewound>>;
 
 impl ClientStream {
-    /// Resolves when there may be something to read, consuming nothing.
+    /// Resolves when there may be something to read, consuming nothing. (A poll function,
+    /// not a readiness future: an idle session waits here, and this keeps its state small.)
     pub async fn readable(&self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_readable(cx)).await
+    }
+
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
-            MaybeTls::Plain(s) => s.readable().await,
+            MaybeTls::Plain(s) => s.poll_read_ready(cx),
             MaybeTls::Tls(t) => {
                 let (io, conn) = t.get_ref();
                 // Decrypted bytes already buffered, or a replayed prefix: readable now.
                 if !conn.wants_read() || !io.prefix.is_empty() {
-                    return Ok(());
+                    return Poll::Ready(Ok(()));
                 }
-                io.inner.readable().await
+                io.inner.poll_read_ready(cx)
             }
-            MaybeTls::Upgrading => Err(io::ErrorKind::NotConnected.into()),
+            MaybeTls::Upgrading => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
         }
     }
 

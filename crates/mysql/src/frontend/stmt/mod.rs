@@ -21,7 +21,7 @@ use crate::backend::BackendConn;
 use crate::wire::buf::Reader;
 use crate::wire::consts::{com, err};
 use sluice_sqlscan::Scan;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Most statements one session may hold (the server's default max_prepared_stmt_count).
@@ -52,7 +52,7 @@ pub struct ClientStmt {
 #[derive(Default)]
 pub struct Statements {
     next_id: u32,
-    map: HashMap<u32, ClientStmt>,
+    map: BTreeMap<u32, ClientStmt>,
 }
 
 impl Statements {
