@@ -70,7 +70,7 @@ fn two_processes_share_a_port_and_every_client_can_query() {
         // Each process must bind before the next starts, or the second one's bind is what
         // is tested twice.
         let started = Instant::now();
-        while std::fs::read_to_string(format!("/proc/net/tcp"))
+        while std::fs::read_to_string("/proc/net/tcp")
             .unwrap()
             .lines()
             .filter(|l| l.contains(&format!(":{port:04X} 00000000:0000 0A")))
