@@ -21,7 +21,7 @@ use sluice_testkit::{MariaDb, ServerOptions};
 use std::path::PathBuf;
 use std::process::Command;
 
-const USAGE: &str = "usage: suite [--time SECS] [--threads 1,16,64,256] [--workloads oltp_point_select,oltp_read_only,oltp_read_write] [--plots DIR] [--db-cpu CPUS]";
+const USAGE: &str = "usage: suite [--time SECS] [--threads 1,16,64,256] [--workloads oltp_point_select,oltp_read_only,oltp_read_write] [--plots DIR] [--db-cpu CPUS] [--sluice-threads N]";
 
 /// The sysbench tests (bundled Lua scripts) the suite can run against the prepared tables.
 const KNOWN_WORKLOADS: [&str; 10] = [
@@ -49,6 +49,8 @@ struct Opts {
     workloads: Vec<String>,
     plots: PathBuf,
     db_cpu: Option<f64>,
+    /// sluice's `[proxy] worker_threads` (0: one per CPU).
+    sluice_threads: u32,
 }
 
 impl Opts {
@@ -61,6 +63,7 @@ impl Opts {
                 .to_vec(),
             plots: PathBuf::from("docs/img"),
             db_cpu: None,
+            sluice_threads: 1,
         };
         let mut args = args;
         while let Some(a) = args.next() {
@@ -108,6 +111,11 @@ impl Opts {
                             .ok_or(format!("--db-cpu {v}: want CPUs >= 0.01, like 1.0"))?,
                     )
                 }
+                "--sluice-threads" => {
+                    o.sluice_threads = v.parse().map_err(|_| {
+                        format!("--sluice-threads {v}: want a number (0: one per CPU)")
+                    })?
+                }
                 other => return Err(format!("unknown argument {other}\n{USAGE}")),
             }
         }
@@ -118,11 +126,12 @@ impl Opts {
     fn describe(&self) -> String {
         let threads: Vec<String> = self.threads.iter().map(u32::to_string).collect();
         let mut s = format!(
-            "--time {} --threads {} --workloads {} --plots {}",
+            "--time {} --threads {} --workloads {} --plots {} --sluice-threads {}",
             self.time,
             threads.join(","),
             self.workloads.join(","),
-            self.plots.display()
+            self.plots.display(),
+            self.sluice_threads
         );
         if let Some(c) = self.db_cpu {
             s += &format!(" --db-cpu {c:?}");
@@ -318,7 +327,8 @@ fn run(o: &Opts) -> Result<(), String> {
     }];
     let sluice_port = sluice_testkit::free_port().map_err(|e| e.to_string())?;
     let config = format!(
-        "[proxy]\nlisten = \"127.0.0.1:{sluice_port}\"\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\nmax_connections = 300\n[log]\nlevel = \"warn\"\n",
+        "[proxy]\nlisten = \"127.0.0.1:{sluice_port}\"\nworker_threads = {}\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\nmax_connections = 300\n[log]\nlevel = \"warn\"\n",
+        o.sluice_threads,
         db.addr()
     );
     targets.push(Target {

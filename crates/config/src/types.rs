@@ -204,6 +204,11 @@ pub struct ProxyConfig {
     /// Bind listeners with SO_REUSEPORT so several sluice processes can share a port.
     #[serde(default)]
     pub reuse_port: bool,
+    /// Threads serving clients and servers; 0 (the default): one per CPU. On a machine whose
+    /// CPUs the database or the applications also use, fewer threads mean fewer wake-ups of
+    /// idle threads and less CPU per query.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub worker_threads: u32,
     /// Authentication plugin announced in the greeting. Clients may answer with either
     /// plugin regardless; this only decides what a client that follows the server uses.
     #[serde(default)]
@@ -558,4 +563,8 @@ fn default_drain_timeout() -> HumanDuration {
 }
 fn default_log_level() -> String {
     "info".into()
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

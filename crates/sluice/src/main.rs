@@ -109,7 +109,7 @@ fn main() -> ExitCode {
             init_logging(&cfg.log.level, cfg.log.json);
             raise_file_limit(&cfg);
             let path = cli.config.clone().unwrap_or_default();
-            runtime().block_on(run(cfg, path))
+            runtime_with(cfg.proxy.worker_threads).block_on(run(cfg, path))
         }
     }
 }
@@ -170,10 +170,16 @@ fn load(path: Option<&std::path::Path>) -> Result<Config, String> {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
+    runtime_with(0)
+}
+
+/// A runtime with `threads` workers (0: one per CPU).
+fn runtime_with(threads: u32) -> tokio::runtime::Runtime {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if threads > 0 {
+        b.worker_threads(threads as usize);
+    }
+    b.enable_all().build().expect("tokio runtime")
 }
 
 fn init_logging(level: &str, json: bool) {
