@@ -3,7 +3,11 @@
 //! sluice answers the handshake itself and reuses its server connections, so the loop costs
 //! the server nothing but the SELECT.
 //!
+//! With `--db-cpu F`, mariadbd runs in a cgroup capped at F CPUs: a database on a host of its
+//! own, which pays for every connection it accepts.
+//!
 //! Usage: cargo run --release -p sluice-bench --bin connect -- [--time SECS] [--clients 1,10,100]
+//!        [--db-cpu F]
 
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query};
@@ -14,11 +18,13 @@ use std::time::Duration;
 fn main() {
     let mut time = 10u64;
     let mut clients = vec![1usize, 10, 100];
+    let mut db_cpu: Option<f64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().expect("a value");
         match a.as_str() {
             "--time" => time = v.parse().expect("--time SECS"),
+            "--db-cpu" => db_cpu = Some(v.parse().expect("--db-cpu CPUS")),
             "--clients" => {
                 clients = v
                     .split(',')
@@ -28,15 +34,15 @@ fn main() {
             other => panic!("unknown argument {other}"),
         }
     }
-    if let Err(e) = run(time, &clients) {
+    if let Err(e) = run(time, &clients, db_cpu) {
         eprintln!("connect: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(time: u64, clients: &[usize]) -> Result<(), String> {
+fn run(time: u64, clients: &[usize], db_cpu: Option<f64>) -> Result<(), String> {
     println!("# machine: {}", machine());
-    println!("# options: --time {time} --clients {clients:?}");
+    println!("# options: --time {time} --clients {clients:?} --db-cpu {db_cpu:?}");
     let db = MariaDb::start(ServerOptions {
         server_id: 1,
         extra: vec![
@@ -48,6 +54,18 @@ fn run(time: u64, clients: &[usize]) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     db.sql("CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; CREATE DATABASE sbtest")
         .map_err(|e| e.to_string())?;
+    let _cap = match db_cpu {
+        Some(cores) => {
+            let cap = sluice_bench::cgroup::CpuCap::new(
+                &format!("sluice-bench-connect-{}", std::process::id()),
+                cores,
+            )?;
+            cap.add(db.pid().ok_or("mariadbd has no pid")?)?;
+            println!("# mariadbd capped at {cores} CPUs (cgroup v1 cpu quota)");
+            Some(cap)
+        }
+        None => None,
+    };
     let rows = 10_000u64;
     sysbench(
         db.port,
