@@ -21,7 +21,7 @@ use sluice_testkit::{MariaDb, ServerOptions};
 use std::path::PathBuf;
 use std::process::Command;
 
-const USAGE: &str = "usage: suite [--time SECS] [--threads 1,16,64,256] [--workloads oltp_point_select,oltp_read_only,oltp_read_write] [--plots DIR] [--db-cpu CPUS] [--sluice-threads N]";
+const USAGE: &str = "usage: suite [--time SECS] [--threads 1,16,64,256] [--workloads oltp_point_select,oltp_read_only,oltp_read_write] [--plots DIR] [--db-cpu CPUS] [--db-core N] [--sluice-threads N]";
 
 /// The sysbench tests (bundled Lua scripts) the suite can run against the prepared tables.
 const KNOWN_WORKLOADS: [&str; 10] = [
@@ -51,6 +51,9 @@ struct Opts {
     db_cpu: Option<f64>,
     /// sluice's `[proxy] worker_threads` (0: one per CPU).
     sluice_threads: u32,
+    /// Pin mariadbd (every thread) to this CPU: a database host of its own, while sysbench
+    /// and the proxies run where the suite runs (start it with `taskset -c` on the others).
+    db_core: Option<u32>,
 }
 
 impl Opts {
@@ -64,6 +67,7 @@ impl Opts {
             plots: PathBuf::from("docs/img"),
             db_cpu: None,
             sluice_threads: 1,
+            db_core: None,
         };
         let mut args = args;
         while let Some(a) = args.next() {
@@ -111,6 +115,12 @@ impl Opts {
                             .ok_or(format!("--db-cpu {v}: want CPUs >= 0.01, like 1.0"))?,
                     )
                 }
+                "--db-core" => {
+                    o.db_core = Some(
+                        v.parse()
+                            .map_err(|_| format!("--db-core {v}: want a CPU number"))?,
+                    )
+                }
                 "--sluice-threads" => {
                     o.sluice_threads = v.parse().map_err(|_| {
                         format!("--sluice-threads {v}: want a number (0: one per CPU)")
@@ -135,6 +145,9 @@ impl Opts {
         );
         if let Some(c) = self.db_cpu {
             s += &format!(" --db-cpu {c:?}");
+        }
+        if let Some(c) = self.db_core {
+            s += &format!(" --db-core {c}");
         }
         s
     }
@@ -322,6 +335,18 @@ fn run(o: &Opts) -> Result<(), String> {
         }
         None => None,
     };
+
+    if let Some(core) = o.db_core {
+        let pid = db.pid().ok_or("the server is not running")?;
+        let ok = Command::new("taskset")
+            .args(["-a", "-c", "-p", &core.to_string(), &pid.to_string()])
+            .output()
+            .map_err(|e| format!("taskset (util-linux): {e}"))?;
+        if !ok.status.success() {
+            return Err(format!("taskset: {}", String::from_utf8_lossy(&ok.stderr)));
+        }
+        println!("# mariadbd (pid {pid}, all threads) pinned to CPU {core}; this program, sysbench and the proxies run on the CPUs it was started on");
+    }
 
     let mut targets = vec![Target {
         name: "direct",
@@ -540,7 +565,13 @@ fn print_summary(rows: &[Row], targets: &[Target], o: &Opts) {
 fn write_plots(rows: &[Row], targets: &[Target], o: &Opts) -> Result<(), String> {
     std::fs::create_dir_all(&o.plots)
         .map_err(|e| format!("cannot create {}: {e}", o.plots.display()))?;
-    let suffix = if o.db_cpu.is_some() { "-dbcpu" } else { "" };
+    let suffix = if o.db_cpu.is_some() {
+        "-dbcpu"
+    } else if o.db_core.is_some() {
+        "-dbcore"
+    } else {
+        ""
+    };
     let cap = o
         .db_cpu
         .map(|c| format!(", database capped at {c:?} CPUs"))

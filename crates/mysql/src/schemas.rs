@@ -6,7 +6,7 @@
 //!
 //! A schema dropped (or a grant revoked) within the TTL is not noticed at login: the client's
 //! first statement fails instead, when the backend connection is switched to that schema. A
-//! `DROP DATABASE` through sluice forgets the schema at once.
+//! reload of the users empties the cache.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -53,18 +53,6 @@ impl KnownSchemas {
         }
     }
 
-    /// Forgets a schema for every user (it was dropped).
-    pub fn forget(&self, schema: &str) {
-        let mut map = self.map.lock();
-        let mut removed = 0;
-        for schemas in map.users.values_mut() {
-            let before = schemas.len();
-            schemas.retain(|s, _| !s.eq_ignore_ascii_case(schema));
-            removed += before - schemas.len();
-        }
-        map.len -= removed;
-    }
-
     /// Forgets everything (users or grants may have changed).
     pub fn clear(&self) {
         *self.map.lock() = Inner::default();
@@ -76,15 +64,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn remembers_per_user_and_forgets() {
+    fn remembers_per_user_until_cleared() {
         let k = KnownSchemas::default();
         assert!(!k.contains("app", "shop"));
         k.insert("app", "shop");
         assert!(k.contains("app", "shop"));
         assert!(!k.contains("other", "shop"));
-        k.forget("SHOP");
-        assert!(!k.contains("app", "shop"));
-        k.insert("app", "shop");
         k.clear();
         assert!(!k.contains("app", "shop"));
     }
