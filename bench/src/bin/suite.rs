@@ -626,16 +626,25 @@ mod tests {
     #[test]
     fn parses_options() {
         let o = Opts::parse(
-            ["--time", "2", "--threads", "1,16", "--db-cpu", "1.0"]
-                .map(String::from)
-                .into_iter(),
+            [
+                "--time",
+                "2",
+                "--threads",
+                "1,16",
+                "--db-cpu",
+                "1.0",
+                "--db-core",
+                "0",
+            ]
+            .map(String::from)
+            .into_iter(),
         )
         .unwrap();
         assert_eq!(o.threads, [1, 16]);
         assert_eq!(o.workloads.len(), 3);
         assert_eq!(
             o.describe(),
-            "--time 2 --threads 1,16 --workloads oltp_point_select,oltp_read_only,oltp_read_write --plots docs/img --db-cpu 1.0"
+            "--time 2 --threads 1,16 --workloads oltp_point_select,oltp_read_only,oltp_read_write --plots docs/img --sluice-threads 1 --db-cpu 1.0 --db-core 0"
         );
         assert!(Opts::parse(["--workloads", "oltp_nope"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--threads", "0"].map(String::from).into_iter()).is_err());
