@@ -84,24 +84,34 @@ impl CpuCap {
         Ok(())
     }
 
-    /// Removes the empty cgroups left behind by processes that ended without dropping their
-    /// cap: those named `<prefix><pid>` whose pid is gone.
+    /// Removes the cgroups left behind by benchmark processes that ended without dropping
+    /// their cap: those named `<prefix>…<pid>` (the owner's pid after the last `-`) whose pid
+    /// is gone. Processes still in them go back to the root cgroup first.
     pub fn remove_stale(prefix: &str) {
         let Ok(dir) = std::fs::read_dir(ROOT) else {
             return;
         };
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name
+            let Some(owner) = name
                 .strip_prefix(prefix)
-                .and_then(|p| p.parse::<u32>().ok())
+                .and_then(|rest| rest.rsplit('-').next()?.parse::<u32>().ok())
             else {
                 continue;
             };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = std::fs::remove_dir(e.path());
+            if !Path::new(&format!("/proc/{owner}")).exists() {
+                drop(CpuCap {
+                    dir: e.path(),
+                    cores: 0.0,
+                });
             }
         }
+    }
+
+    /// Sets `cpu.shares`: the group's weight against other processes when the CPUs are busy
+    /// (a process of its own weighs 1024).
+    pub fn set_shares(&self, shares: u64) -> Result<(), String> {
+        write(&self.dir.join("cpu.shares"), &shares.to_string())
     }
 
     /// The cgroup's directory.

@@ -142,6 +142,62 @@ pub fn histogram_percentile(histogram: &[(f64, u64)], p: f64) -> Option<f64> {
     })
 }
 
+/// Starts one MariaDB server for a benchmark: `extra` server options, the user `app`/`app` with
+/// all privileges, then `extra_sql`, then the database `sbtest` with `tables` sysbench tables
+/// of `rows` rows.
+pub fn sbtest_server(
+    extra: &[&str],
+    buffer_pool: &'static str,
+    extra_sql: &str,
+    tables: u32,
+    rows: u64,
+) -> Result<sluice_testkit::MariaDb, String> {
+    let db = sluice_testkit::MariaDb::start(sluice_testkit::ServerOptions {
+        server_id: 1,
+        extra: extra.iter().map(|s| s.to_string()).collect(),
+        buffer_pool,
+    })
+    .map_err(|e| e.to_string())?;
+    db.sql(&format!(
+        "CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; {extra_sql} CREATE DATABASE sbtest"
+    ))
+    .map_err(|e| e.to_string())?;
+    sysbench(
+        db.port,
+        "sbtest",
+        &[
+            "oltp_read_write".into(),
+            format!("--tables={tables}"),
+            format!("--table-size={rows}"),
+            "prepare".into(),
+        ],
+    )?;
+    Ok(db)
+}
+
+/// A server status counter (`SHOW GLOBAL STATUS`), e.g. `Com_select`, `Threads_connected`.
+pub fn status_counter(db: &sluice_testkit::MariaDb, name: &str) -> Result<u64, String> {
+    let out = db
+        .sql(&format!("SHOW GLOBAL STATUS LIKE '{name}'"))
+        .map_err(|e| e.to_string())?;
+    out.split('\t')
+        .nth(1)
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no {name} in {out:?}"))
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), KiB; 0 if unreadable.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// CPU time (user + system) a process has used, in microseconds.
 pub fn cpu_micros(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

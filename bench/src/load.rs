@@ -53,6 +53,26 @@ impl Report {
         self.elapsed = self.elapsed.max(o.elapsed);
     }
 
+    /// Counts how a query that started at `t0` ended; false if the connection broke.
+    fn count(&mut self, r: &Result<Outcome, ClientError>, t0: Instant) -> bool {
+        let us = t0.elapsed().as_micros() as u64;
+        match r {
+            Ok(Outcome::Ok) => {
+                self.ok += 1;
+                self.latency.record(us);
+            }
+            Ok(Outcome::Err(code)) => {
+                *self.errors.entry(*code).or_default() += 1;
+                self.error_latency.record(us);
+            }
+            Err(e) => {
+                self.fail(e);
+                return false;
+            }
+        }
+        true
+    }
+
     fn fail(&mut self, e: &ClientError) {
         self.failed += 1;
         if self.first_failure.is_none() {
@@ -185,19 +205,11 @@ pub async fn connect_per_query(
                         continue;
                     }
                 };
-                match c.query(&q.render(&mut rng)).await {
-                    Ok(Outcome::Ok) => {
-                        c.quit().await;
-                        r.ok += 1;
-                        r.latency.record(t0.elapsed().as_micros() as u64);
-                    }
-                    Ok(Outcome::Err(code)) => {
-                        c.quit().await;
-                        *r.errors.entry(code).or_default() += 1;
-                        r.error_latency.record(t0.elapsed().as_micros() as u64);
-                    }
-                    Err(e) => r.fail(&e),
+                let outcome = c.query(&q.render(&mut rng)).await;
+                if outcome.is_ok() {
+                    c.quit().await;
                 }
+                r.count(&outcome, t0);
             }
             r
         });
@@ -266,16 +278,9 @@ pub async fn sweep(conns: Vec<Conn>, concurrency: usize, q: &Query) -> (Vec<Conn
             let mut kept = Vec::with_capacity(chunk.len());
             for mut c in chunk {
                 let t0 = Instant::now();
-                match c.query(&q.render(&mut rng)).await {
-                    Ok(Outcome::Ok) => {
-                        r.ok += 1;
-                        r.latency.record(t0.elapsed().as_micros() as u64);
-                    }
-                    Ok(Outcome::Err(code)) => *r.errors.entry(code).or_default() += 1,
-                    Err(e) => {
-                        r.fail(&e);
-                        continue;
-                    }
+                let outcome = c.query(&q.render(&mut rng)).await;
+                if !r.count(&outcome, t0) {
+                    continue;
                 }
                 c.shrink();
                 kept.push(c);
@@ -313,19 +318,9 @@ pub async fn hammer(
             let mut rng = Rng::new(i as u64 + 7);
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                match c.query(&q.render(&mut rng)).await {
-                    Ok(Outcome::Ok) => {
-                        r.ok += 1;
-                        r.latency.record(t0.elapsed().as_micros() as u64);
-                    }
-                    Ok(Outcome::Err(code)) => {
-                        *r.errors.entry(code).or_default() += 1;
-                        r.error_latency.record(t0.elapsed().as_micros() as u64);
-                    }
-                    Err(e) => {
-                        r.fail(&e);
-                        return (None, r);
-                    }
+                let outcome = c.query(&q.render(&mut rng)).await;
+                if !r.count(&outcome, t0) {
+                    return (None, r);
                 }
                 if !think.is_zero() {
                     tokio::time::sleep(think).await;

@@ -12,7 +12,6 @@
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query};
 use sluice_bench::*;
-use sluice_testkit::{MariaDb, ServerOptions};
 use std::time::Duration;
 
 fn main() {
@@ -43,17 +42,14 @@ fn main() {
 fn run(time: u64, clients: &[usize], db_cpu: Option<f64>) -> Result<(), String> {
     println!("# machine: {}", machine());
     println!("# options: --time {time} --clients {clients:?} --db-cpu {db_cpu:?}");
-    let db = MariaDb::start(ServerOptions {
-        server_id: 1,
-        extra: vec![
-            "--max-connections=3000".into(),
-            "--thread-cache-size=200".into(),
-        ],
-        buffer_pool: "256M",
-    })
-    .map_err(|e| e.to_string())?;
-    db.sql("CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; CREATE DATABASE sbtest")
-        .map_err(|e| e.to_string())?;
+    let rows = 10_000u64;
+    let db = sbtest_server(
+        &["--max-connections=3000", "--thread-cache-size=200"],
+        "256M",
+        "",
+        1,
+        rows,
+    )?;
     let _cap = match db_cpu {
         Some(cores) => {
             let cap = sluice_bench::cgroup::CpuCap::new(
@@ -66,17 +62,6 @@ fn run(time: u64, clients: &[usize], db_cpu: Option<f64>) -> Result<(), String> 
         }
         None => None,
     };
-    let rows = 10_000u64;
-    sysbench(
-        db.port,
-        "sbtest",
-        &[
-            "oltp_point_select".into(),
-            "--tables=1".into(),
-            format!("--table-size={rows}"),
-            "prepare".into(),
-        ],
-    )?;
     let sluice_port = sluice_testkit::free_port().map_err(|e| e.to_string())?;
     let config = format!(
         "[proxy]\nlisten = \"127.0.0.1:{sluice_port}\"\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\nmax_connections = 100\n[log]\nlevel = \"warn\"\n",

@@ -15,7 +15,6 @@
 
 use sluice_bench::load::Report;
 use sluice_bench::*;
-use sluice_testkit::{MariaDb, ServerOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -62,18 +61,6 @@ fn main() {
         eprintln!("connections: {e}");
         std::process::exit(1);
     }
-}
-
-/// Resident memory of a process, KiB.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// Open file descriptors of a process.
@@ -145,28 +132,14 @@ fn run(o: &Opts) -> Result<(), String> {
             o.clients, o.proxies
         ));
     }
-    let db = MariaDb::start(ServerOptions {
-        server_id: 1,
-        extra: vec![
-            "--max-connections=2000".into(),
-            "--thread-cache-size=200".into(),
-        ],
-        buffer_pool: "256M",
-    })
-    .map_err(|e| e.to_string())?;
-    db.sql("CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; CREATE DATABASE sbtest")
-        .map_err(|e| e.to_string())?;
-    sysbench(
-        db.port,
-        "sbtest",
-        &[
-            "oltp_point_select".into(),
-            "--tables=1".into(),
-            "--table-size=10000".into(),
-            "prepare".into(),
-        ],
+    let db = sbtest_server(
+        &["--max-connections=2000", "--thread-cache-size=200"],
+        "256M",
+        "",
+        1,
+        10_000,
     )?;
-    let threads_before = threads_connected(&db)?;
+    let threads_before = status_counter(&db, "Threads_connected")?;
 
     let port = sluice_testkit::free_port().map_err(|e| e.to_string())?;
     let config = format!(
@@ -194,7 +167,7 @@ fn run(o: &Opts) -> Result<(), String> {
         ));
     }
     std::thread::sleep(Duration::from_secs(2));
-    let rss0: u64 = pids.iter().map(|&p| rss_kib(p)).sum();
+    let rss0: u64 = pids.iter().map(|&p| proc_status_kib(p, "VmRSS:")).sum();
     let kmem0 = tcp_kernel_kib();
     eprintln!(
         "baseline: {} sluice processes, {rss0} KiB resident in all",
@@ -213,7 +186,10 @@ fn run(o: &Opts) -> Result<(), String> {
         if i == first_wave {
             let wave = all(&gens, "open", Duration::from_secs(600))?;
             std::thread::sleep(Duration::from_secs(2));
-            half = (wave.ok, pids.iter().map(|&p| rss_kib(p)).sum());
+            half = (
+                wave.ok,
+                pids.iter().map(|&p| proc_status_kib(p, "VmRSS:")).sum(),
+            );
             opened.merge(&wave);
         }
         let n = per_gen.min(o.clients - i * per_gen);
@@ -253,17 +229,17 @@ fn run(o: &Opts) -> Result<(), String> {
     );
     // Past sluice's idle-buffer release (500 ms).
     std::thread::sleep(Duration::from_secs(3));
-    let rss1: u64 = pids.iter().map(|&p| rss_kib(p)).sum();
+    let rss1: u64 = pids.iter().map(|&p| proc_status_kib(p, "VmRSS:")).sum();
     let kmem1 = tcp_kernel_kib();
     let fd_counts: Vec<usize> = pids.iter().map(|&p| fds(p)).collect();
-    let backends = threads_connected(&db)?.saturating_sub(threads_before);
+    let backends = status_counter(&db, "Threads_connected")?.saturating_sub(threads_before);
 
     for g in &mut gens {
         g.send("sweep")?;
     }
     let swept = all(&gens, "sweep", Duration::from_secs(600))?;
     eprintln!("sweep: {}", swept.summary());
-    let backends_sweep = threads_connected(&db)?.saturating_sub(threads_before);
+    let backends_sweep = status_counter(&db, "Threads_connected")?.saturating_sub(threads_before);
 
     let per_gen_active = o.active.div_ceil(o.generators);
     for g in &mut gens {
@@ -275,7 +251,7 @@ fn run(o: &Opts) -> Result<(), String> {
     let active = all(&gens, "active", Duration::from_secs(o.active_time + 120))?;
     eprintln!("active share: {}", active.summary());
     std::thread::sleep(Duration::from_secs(2));
-    let rss2: u64 = pids.iter().map(|&p| rss_kib(p)).sum();
+    let rss2: u64 = pids.iter().map(|&p| proc_status_kib(p, "VmRSS:")).sum();
 
     for g in &mut gens {
         let _ = g.send("quit");
@@ -362,15 +338,4 @@ fn run(o: &Opts) -> Result<(), String> {
 
 fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
-}
-
-fn threads_connected(db: &MariaDb) -> Result<u64, String> {
-    let out = db
-        .sql("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME='THREADS_CONNECTED'")
-        .map_err(|e| e.to_string())?;
-    out.trim()
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .ok_or_else(|| format!("Threads_connected: {out:?}"))
 }

@@ -21,7 +21,7 @@
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query, Report};
 use sluice_bench::*;
-use sluice_testkit::{MariaDb, ServerOptions};
+use sluice_testkit::MariaDb;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -123,31 +123,13 @@ fn run(o: &Opts) -> Result<bool, String> {
             o.clients
         ));
     }
-    let db = MariaDb::start(ServerOptions {
-        server_id: 1,
-        extra: vec![
-            "--max-connections=500".into(),
-            "--thread-cache-size=100".into(),
-        ],
-        buffer_pool: "256M",
-    })
-    .map_err(|e| e.to_string())?;
-    db.sql(
-        "CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; \
-         CREATE USER 'sluice_monitor'@'%' IDENTIFIED BY 'mon'; GRANT REPLICA MONITOR ON *.* TO 'sluice_monitor'@'%'; \
-         CREATE DATABASE sbtest",
-    )
-    .map_err(|e| e.to_string())?;
     let rows = 10_000u64;
-    sysbench(
-        db.port,
-        "sbtest",
-        &[
-            "oltp_point_select".into(),
-            "--tables=1".into(),
-            format!("--table-size={rows}"),
-            "prepare".into(),
-        ],
+    let db = sbtest_server(
+        &["--max-connections=500", "--thread-cache-size=100"],
+        "256M",
+        "CREATE USER 'sluice_monitor'@'%' IDENTIFIED BY 'mon'; GRANT REPLICA MONITOR ON *.* TO 'sluice_monitor'@'%';",
+        1,
+        rows,
     )?;
     let slow = format!("SELECT SLEEP({}), c FROM sbtest1 WHERE id={{id}}", o.sleep);
     let scenarios = [
@@ -475,17 +457,6 @@ fn scenario(
 }
 
 /// A `/proc/<pid>/status` field in KiB (`VmRSS:`, `VmHWM:`).
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// The server's connections of user `app` (sluice's pool) and its `Threads_connected`.
 fn backend_connections(db: &MariaDb) -> Option<(u64, u64)> {
     let out = db

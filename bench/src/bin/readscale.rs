@@ -26,9 +26,9 @@
 use sluice_bench::cgroup::{CpuCap, CpuStat};
 use sluice_bench::plot::{Chart, Series};
 use sluice_bench::*;
-use sluice_testkit::{MariaDb, Topology, TopologyOptions};
+use sluice_testkit::{Topology, TopologyOptions};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 3;
@@ -102,47 +102,9 @@ fn usage(why: &str) -> ! {
 // cgroup v1 CPU caps: sluice_bench::cgroup::CpuCap (cfs_period_us = 100000, one cgroup per
 // server, moved back and removed on drop, also on error and panic)
 
-const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
 const CG_PREFIX: &str = "sluice-readscale-";
 /// CpuCap's CFS period, µs (printed with the options).
 const PERIOD_US: u64 = 100_000;
-
-/// Moves a stale cgroup's processes back to the root cgroup and removes it.
-fn release_cgroup(dir: &Path) {
-    let root_procs = Path::new(CPU_ROOT).join("cgroup.procs");
-    let pids = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-    for p in pids.lines() {
-        let _ = std::fs::write(&root_procs, p);
-    }
-    if let Err(e) = std::fs::remove_dir(dir) {
-        eprintln!("readscale: cannot remove stale {}: {e}", dir.display());
-    }
-}
-
-/// Sets the cgroup's `cpu.shares` (its weight against other processes when the CPUs are busy;
-/// a process of its own weighs 1024).
-fn set_shares(cap: &CpuCap, shares: u64) -> Result<(), String> {
-    let p = cap.path().join("cpu.shares");
-    std::fs::write(&p, shares.to_string()).map_err(|e| format!("write {}: {e}", p.display()))
-}
-
-/// Removes cgroups left by earlier runs that were killed (their pid is gone; the servers died
-/// with them, so the cgroups are empty).
-fn remove_stale_cgroups() {
-    let Ok(entries) = std::fs::read_dir(CPU_ROOT) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(CG_PREFIX) else {
-            continue;
-        };
-        let owner = rest.rsplit('-').next().and_then(|p| p.parse::<u32>().ok());
-        if owner.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
-            release_cgroup(&e.path());
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Measurements
@@ -171,16 +133,6 @@ fn children_cpu_micros() -> u64 {
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
     let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     us(ru.ru_utime) + us(ru.ru_stime)
-}
-
-fn status_counter(db: &MariaDb, name: &str) -> Result<u64, String> {
-    let out = db
-        .sql(&format!("SHOW GLOBAL STATUS LIKE '{name}'"))
-        .map_err(|e| e.to_string())?;
-    out.split('\t')
-        .nth(1)
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| format!("no {name} in {out:?}"))
 }
 
 fn com_selects(topo: &Topology) -> Result<Vec<u64>, String> {
@@ -309,7 +261,7 @@ fn run(o: &Opts) -> Result<(), String> {
     println!(
         "# sysbench oltp_read_only (transactions kept, no --skip_trx) connects to a sluice listener pinned to the reader hostgroup: BEGIN, the 14 selects and COMMIT of each transaction run on one server of the reader set; the primary is in the reader set from the start"
     );
-    remove_stale_cgroups();
+    CpuCap::remove_stale(CG_PREFIX);
     let me = std::process::id();
     // This program, and so sluice and sysbench (children inherit the cgroup), in a cgroup
     // without a quota and with a high weight: other processes on the machine do not starve
@@ -317,7 +269,7 @@ fn run(o: &Opts) -> Result<(), String> {
     let _bench_cgroup = if o.bench_shares > 0 {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let cap = CpuCap::new(&format!("{CG_PREFIX}bench-{me}"), cpus)?;
-        set_shares(&cap, o.bench_shares)?;
+        cap.set_shares(o.bench_shares)?;
         cap.add(me)?;
         println!(
             "# sluice, sysbench and this program in a cgroup with cpu.shares={} and no quota (the machine's {cpus} CPUs)",
@@ -366,7 +318,7 @@ fn run(o: &Opts) -> Result<(), String> {
         let pid = s.pid().ok_or("a server is not running")?;
         let cap = CpuCap::new(&format!("{CG_PREFIX}{i}-{me}"), o.db_cpu)?;
         if o.db_shares > 0 {
-            set_shares(&cap, o.db_shares)?;
+            cap.set_shares(o.db_shares)?;
         }
         cap.add(pid)?;
         caps.push(cap);

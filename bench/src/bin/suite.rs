@@ -17,7 +17,6 @@
 use sluice_bench::cgroup::CpuCap;
 use sluice_bench::plot::{Chart, Series};
 use sluice_bench::*;
-use sluice_testkit::{MariaDb, ServerOptions};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -39,6 +38,9 @@ const KNOWN_WORKLOADS: [&str; 10] = [
 
 /// Tables sysbench prepares and every run uses.
 const TABLES: [&str; 2] = ["--tables=4", "--table-size=50000"];
+/// The same, as numbers (for preparing them).
+const TABLES_N: u32 = 4;
+const TABLE_ROWS: u64 = 50_000;
 
 /// The thread count the summary compares at.
 const SUMMARY_THREADS: u32 = 16;
@@ -293,30 +295,26 @@ fn run(o: &Opts) -> Result<(), String> {
         }
     }
 
-    let db = MariaDb::start(ServerOptions {
-        server_id: 1,
-        extra: vec![
-            "--max-connections=3000".into(),
-            "--thread-cache-size=200".into(),
+    eprintln!("preparing sbtest ({} {}) ...", TABLES[0], TABLES[1]);
+    let db = sbtest_server(
+        &[
+            "--max-connections=3000",
+            "--thread-cache-size=200",
             // 256 sysbench threads prepare ~18 statements per table each: more than the
             // default 16,382 for direct connections (sluice shares them over its pool).
-            "--max-prepared-stmt-count=1048576".into(),
+            "--max-prepared-stmt-count=1048576",
         ],
-        buffer_pool: "512M",
-    })
-    .map_err(|e| e.to_string())?;
+        "512M",
+        "",
+        TABLES_N,
+        TABLE_ROWS,
+    )
+    .map_err(|e| condense(&e))?;
     let version = db
         .sql("SELECT VERSION()")
         .map(|v| v.trim().to_string())
         .unwrap_or_default();
     println!("# server: MariaDB {version}, --max-connections=3000 --thread-cache-size=200 --max-prepared-stmt-count=1048576, buffer pool 512M");
-    db.sql("CREATE USER 'app'@'%' IDENTIFIED BY 'app'; GRANT ALL ON *.* TO 'app'@'%'; CREATE DATABASE sbtest")
-        .map_err(|e| e.to_string())?;
-    eprintln!("preparing sbtest ({} {}) ...", TABLES[0], TABLES[1]);
-    let mut prep = vec!["oltp_read_write".to_string()];
-    prep.extend(TABLES.map(String::from));
-    prep.push("prepare".into());
-    sysbench(db.port, "sbtest", &prep).map_err(|e| condense(&e))?;
 
     // Declared after the server, so dropped (the server moved back out) before it stops.
     let cap = match o.db_cpu {
