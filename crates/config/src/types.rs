@@ -86,6 +86,10 @@ pub struct MonitorConfig {
     /// Time allowed for one check (connect, or queries on the monitor's connection).
     #[serde(default = "default_monitor_timeout")]
     pub timeout: HumanDuration,
+    /// Failed checks in a row after which a server takes no traffic (one missed check is not
+    /// an outage).
+    #[serde(default = "default_failure_threshold")]
+    pub failure_threshold: u32,
     /// Replicas lagging more than this take no reads until they catch up (default: no limit).
     /// A hostgroup's or server's own `max_replication_lag` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +155,7 @@ impl Default for MonitorConfig {
             password: None,
             interval: default_monitor_interval(),
             timeout: default_monitor_timeout(),
+            failure_threshold: default_failure_threshold(),
             max_replication_lag: None,
         }
     }
@@ -548,6 +553,9 @@ fn default_monitor_interval() -> HumanDuration {
 }
 fn default_monitor_timeout() -> HumanDuration {
     HumanDuration::from_millis(500)
+}
+fn default_failure_threshold() -> u32 {
+    3
 }
 fn default_detection_time() -> HumanDuration {
     HumanDuration::from_millis(1_000)

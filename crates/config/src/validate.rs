@@ -218,6 +218,12 @@ impl Config {
         if m.timeout.get().as_millis() < 10 {
             return Err(ConfigError::new("monitor.timeout", "must be at least 10ms"));
         }
+        if m.failure_threshold == 0 {
+            return Err(ConfigError::new(
+                "monitor.failure_threshold",
+                "must be at least 1",
+            ));
+        }
         if m.user.is_none() && m.password.is_some() {
             return Err(ConfigError::new(
                 "monitor.user",

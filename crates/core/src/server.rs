@@ -53,6 +53,8 @@ pub struct Observed {
     pub replication_running: Option<bool>,
     /// Replication position (GTIDs for MariaDB).
     pub position: String,
+    /// The version string the server sends in its handshake.
+    pub version: String,
     /// When it was last checked.
     pub checked: Option<Instant>,
     /// The last check's error, or the replication error.
@@ -263,17 +265,21 @@ impl Server {
 
     /// The monitor's verdict: `Some(reason)` keeps the server from taking new traffic until
     /// cleared with `None`.
+    ///
+    /// Only a change between taking traffic and not is logged: a dead server's error text
+    /// may differ from one check to the next, and the reason shown is simply updated.
     pub fn set_monitor_block(&self, reason: Option<String>) {
         let mut b = self.monitor_block.lock();
-        if *b != reason {
-            match &reason {
-                Some(r) => {
-                    tracing::warn!(server = %self.name, reason = %r, "monitor: server takes no traffic")
-                }
-                None => tracing::info!(server = %self.name, "monitor: server takes traffic again"),
+        match (&*b, &reason) {
+            (None, Some(r)) => {
+                tracing::warn!(server = %self.name, reason = %r, "monitor: server takes no traffic")
             }
-            *b = reason;
+            (Some(_), None) => {
+                tracing::info!(server = %self.name, "monitor: server takes traffic again")
+            }
+            _ => {}
         }
+        *b = reason;
     }
 
     /// Why the monitor keeps it from traffic, if it does.

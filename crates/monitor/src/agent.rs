@@ -1,6 +1,10 @@
 //! What the monitor needs from a database protocol: checking a server, and the few
 //! replication operations failover, switchover and rejoin are made of. The MySQL crate
 //! implements it for MariaDB (GTIDs, `SHOW ALL SLAVES STATUS`, `read_only`).
+//!
+//! Every operation that changes a server either completes or leaves the server as it found
+//! it (and says so when it could not): the monitor undoes whole procedures step by step, and
+//! relies on each step being all or nothing.
 
 use sluice_core::Server;
 use std::cmp::Ordering;
@@ -25,6 +29,8 @@ pub struct Report {
     /// The server answered but the check could not read everything (the monitor user lacks
     /// a privilege, or the server refused the login): it is alive, but its role is unknown.
     pub limited: Option<String>,
+    /// The version string the server sends in its handshake, byte for byte.
+    pub version: String,
 }
 
 /// Replication state of a replica.
@@ -46,31 +52,92 @@ pub struct ReplicaStatus {
     pub error: Option<String>,
 }
 
+/// What kind of failure an agent operation met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The server could not be reached, the connection broke, or it did not answer in time.
+    Unreachable,
+    /// The server refused: the monitor's user lacks a privilege (or cannot log in).
+    Denied,
+    /// Anything else the server answered with, or a precondition that does not hold.
+    Failed,
+}
+
+/// A failed agent operation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AgentError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// What happened, for events and logs.
+    pub message: String,
+}
+
+impl AgentError {
+    /// The server could not be reached or did not answer.
+    pub fn unreachable(message: impl Into<String>) -> AgentError {
+        AgentError {
+            kind: ErrorKind::Unreachable,
+            message: message.into(),
+        }
+    }
+    /// The monitor's user lacks a privilege.
+    pub fn denied(message: impl Into<String>) -> AgentError {
+        AgentError {
+            kind: ErrorKind::Denied,
+            message: message.into(),
+        }
+    }
+    /// Any other failure.
+    pub fn failed(message: impl Into<String>) -> AgentError {
+        AgentError {
+            kind: ErrorKind::Failed,
+            message: message.into(),
+        }
+    }
+    /// The same error with `context` in front of its message.
+    pub fn context(self, context: impl std::fmt::Display) -> AgentError {
+        AgentError {
+            kind: self.kind,
+            message: format!("{context}: {}", self.message),
+        }
+    }
+}
+
+/// Result of an agent operation.
+pub type AgentResult<T> = Result<T, AgentError>;
+
 /// Operations on servers, implemented per protocol.
 pub trait Agent: Send + Sync + 'static {
-    /// Checks a server.
-    fn probe<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<Report, String>>;
+    /// Checks a server. `Err` only when it could not be reached (a server that answers with
+    /// an error is alive: `Ok` with [`Report::limited`]).
+    fn probe<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<Report>>;
     /// Compares positions: `Greater` if `a` has more than `b`.
     fn compare(&self, a: &str, b: &str) -> Ordering;
     /// Waits until `server` has applied everything up to `position` (its relay log, or a
-    /// primary's binlog position), without restarting its replication.
+    /// primary's binlog position), without restarting its replication. Changes nothing.
     fn catch_up<'a>(
         &'a self,
         server: &'a Server,
         position: &'a str,
         timeout: Duration,
-    ) -> BoxFuture<'a, Result<(), String>>;
-    /// Stops a replica's replication (receiving and applying), keeping its configuration.
-    /// `source_failed`: its source is known dead or hung, so do not wait for it.
+    ) -> BoxFuture<'a, AgentResult<()>>;
+    /// Stops a replica's replication (receiving and applying), keeping its configuration so
+    /// that [`Agent::resume`] starts it again. `source_failed`: its source is known dead or
+    /// hung, so do not wait for it. Settings changed to stop faster are restored, also when
+    /// the stop fails.
     fn detach<'a>(
         &'a self,
         server: &'a Server,
         source_failed: bool,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, AgentResult<()>>;
     /// Starts again the replication that [`Agent::detach`] stopped.
-    fn resume<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>>;
-    /// Makes a replica the primary: stops and forgets its replication, makes it writable.
-    fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<(), String>>;
+    fn resume<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<()>>;
+    /// Makes a detached replica the primary: writable (and acknowledging semi-synchronously
+    /// as the old primary did), then its replication configuration forgotten — the last step,
+    /// so that on any failure the settings it changed are restored and [`Agent::resume`]
+    /// can still restart its replication.
+    fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<()>>;
     /// Points a replica at `primary` and starts replication. `fresh`: it had no replication
     /// configured (a former primary): give it credentials and start from its own position.
     fn replicate_from<'a>(
@@ -78,27 +145,24 @@ pub trait Agent: Send + Sync + 'static {
         replica: &'a Server,
         primary: &'a Server,
         fresh: bool,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, AgentResult<()>>;
     /// Sets `read_only`.
-    fn set_read_only<'a>(
-        &'a self,
-        server: &'a Server,
-        on: bool,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    fn set_read_only<'a>(&'a self, server: &'a Server, on: bool) -> BoxFuture<'a, AgentResult<()>>;
     /// Transactions `server` has that `primary` lacks (errant transactions), described, or
     /// `None` if its history is a prefix of the primary's.
     fn errant<'a>(
         &'a self,
         server: &'a Server,
         primary: &'a Server,
-    ) -> BoxFuture<'a, Result<Option<String>, String>>;
+    ) -> BoxFuture<'a, AgentResult<Option<String>>>;
     /// A primary's current write position (what a replica must reach in a switchover).
-    fn write_position<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, Result<String, String>>;
-    /// Privileges the monitor's user lacks on `server` for failover, switchover and rejoin.
+    fn write_position<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<String>>;
+    /// Privileges the monitor's user lacks on `server` for failover, switchover and rejoin,
+    /// each with what it is needed for.
     fn missing_privileges<'a>(
         &'a self,
         _server: &'a Server,
-    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+    ) -> BoxFuture<'a, AgentResult<Vec<String>>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 }

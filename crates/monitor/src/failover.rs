@@ -1,8 +1,19 @@
 //! Automatic failover: promote the replica that received the most, after it applied its relay
 //! log; repoint the others; route writes there. Every step is logged with its timing.
+//!
+//! Until the candidate is writable nothing is final: if a step fails, every replica whose
+//! replication was stopped is restarted and the candidate's settings are restored (see
+//! `journal.rs`), the replicas keep serving reads, the failed primary is not given the
+//! primary role back while it is unreachable, and the next attempt waits with backoff. After
+//! the promotion, a replica that cannot be repointed is retried (see `repair.rs`) and takes no
+//! reads while it follows the old primary.
 
-use crate::agent::Agent;
+use crate::agent::{Agent, AgentError};
+use crate::backoff::Schedule;
 use crate::coordinator::Proposal;
+use crate::journal::{Journal, Undo};
+use crate::repair::Action;
+use crate::status::FailoverStep;
 use crate::Monitor;
 use futures_util::future::join_all;
 use sluice_core::{Role, Server};
@@ -11,7 +22,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-impl<A: Agent, C: Send + 'static> Monitor<A, C> {
+/// Failed failover attempts since the primary was last seen, and when the next may start.
+#[derive(Default)]
+pub(crate) struct Attempts {
+    pub schedule: Schedule,
+    pub last_error: Option<String>,
+}
+
+impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// The replicas that could take over from `old`, best first: most received, then least lag.
     pub(crate) fn candidates(&self, old: &Arc<Server>) -> Vec<(Arc<Server>, String)> {
         let mut c: Vec<(Arc<Server>, String, Option<Duration>)> = self
@@ -36,15 +54,90 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         c.into_iter().map(|(s, pos, _)| (s, pos)).collect()
     }
 
+    /// Starts a failover if the primary has been down for the detection time, failover is
+    /// possible, and no failed attempt asks to wait.
+    pub(crate) async fn maybe_failover(&self) {
+        let settings = self.settings();
+        if !settings.failover {
+            return;
+        }
+        let Some(p) = self.primary() else { return };
+        if self.reachable(&p) {
+            // Back (or never gone): a later outage starts with a fresh schedule.
+            self.state.lock().failover = Attempts::default();
+            return;
+        }
+        let Some(down_for) = self.down_for(&p) else {
+            return;
+        };
+        if down_for < settings.detection_time {
+            return;
+        }
+        if !self.state.lock().failover.schedule.due(Instant::now()) {
+            return;
+        }
+        self.preflight_fresh().await;
+        if let Some(why) = self.failover_refusal() {
+            self.attempt_failed(&p, None, FailoverStep::Refused, &why, None);
+            return;
+        }
+        self.failover(p, down_for).await;
+    }
+
+    /// Records a failover attempt that did not complete (or was not made), schedules the
+    /// next one, and says why and what was undone.
+    fn attempt_failed(
+        &self,
+        old: &Arc<Server>,
+        cand: Option<&Arc<Server>>,
+        step: FailoverStep,
+        why: &str,
+        undone: Option<String>,
+    ) {
+        self.stats.failover_failed(step);
+        let wait = {
+            let mut st = self.state.lock();
+            st.failover.last_error = Some(format!("{}: {why}", step.as_str()));
+            st.failover
+                .schedule
+                .failed(self.settings().detection_time, Instant::now())
+        };
+        let what = match (step, cand) {
+            (FailoverStep::Refused, _) => format!("failover of {} refused", old.name),
+            (_, Some(c)) => format!(
+                "failover of {} to {} failed at step {}",
+                old.name,
+                c.name,
+                step.as_str()
+            ),
+            (_, None) => format!("failover of {} not possible", old.name),
+        };
+        let msg = format!(
+            "{what}: {why}{}; next attempt in {} ms",
+            undone.map(|u| format!("; {u}")).unwrap_or_default(),
+            wait.as_millis()
+        );
+        tracing::warn!("{msg}");
+        self.events.push("failover", msg);
+    }
+
     /// Steps 1 and 2: the candidate applies everything it received (never restarting its
     /// replication: on MariaDB that would discard the relay log), stops replicating and is
-    /// promoted. Each step is logged with its timing.
-    async fn take_over(&self, cand: &Arc<Server>, received: &str) -> Result<(), String> {
+    /// promoted. Returns whether its replication was stopped (to restart on failure).
+    async fn take_over(
+        &self,
+        cand: &Arc<Server>,
+        received: &str,
+    ) -> (bool, Result<(), (FailoverStep, AgentError)>) {
         let t = Instant::now();
-        self.agent
+        if let Err(e) = self
+            .agent
             .catch_up(cand, received, self.settings().catchup_timeout)
             .await
-            .map_err(|e| format!("{} could not apply its relay log ({e})", cand.name))?;
+        {
+            let e = e.context(format!("{} could not apply its relay log", cand.name));
+            return (false, Err((FailoverStep::CatchUp, e)));
+        }
         self.events.push(
             "failover",
             format!(
@@ -54,11 +147,14 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             ),
         );
         let t = Instant::now();
-        let promoted = match self.agent.detach(cand, true).await {
-            Ok(()) => self.agent.promote(cand).await,
-            Err(e) => Err(e),
-        };
-        promoted.map_err(|e| format!("cannot promote {}: {e}", cand.name))?;
+        if let Err(e) = self.agent.detach(cand, true).await {
+            let e = e.context(format!("cannot stop replication on {}", cand.name));
+            return (false, Err((FailoverStep::Detach, e)));
+        }
+        if let Err(e) = self.agent.promote(cand).await {
+            let e = e.context(format!("cannot promote {}", cand.name));
+            return (true, Err((FailoverStep::Promote, e)));
+        }
         self.events.push(
             "failover",
             format!(
@@ -67,15 +163,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 t.elapsed().as_millis()
             ),
         );
-        Ok(())
-    }
-
-    /// A failover step failed: `old` stays the primary (it may come back) and the next
-    /// attempt waits one detection time.
-    fn postpone(&self, old: Arc<Server>) {
-        let mut st = self.state.lock();
-        st.primary = Some(old);
-        st.retry_failover_at = Some(Instant::now() + self.settings().detection_time);
+        (true, Ok(()))
     }
 
     /// Replaces the failed primary `old`.
@@ -83,14 +171,11 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         let started = Instant::now();
         let candidates = self.candidates(&old);
         let Some((cand, received)) = candidates.first().cloned() else {
-            self.events.push(
-                "failover",
-                format!(
-                    "primary {} unreachable for {} ms, but no replica can take over",
-                    old.name,
-                    down_for.as_millis()
-                ),
+            let why = format!(
+                "unreachable for {} ms, but no reachable replica can take over",
+                down_for.as_millis()
             );
+            self.attempt_failed(&old, None, FailoverStep::NoCandidate, &why, None);
             return;
         };
         let proposal = Proposal {
@@ -99,10 +184,8 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             down_for_ms: down_for.as_millis(),
         };
         if !self.coordinator.approve(&proposal).await {
-            self.events.push(
-                "failover",
-                format!("failover of {} to {} not approved", old.name, cand.name),
-            );
+            let why = "not approved by the coordinator";
+            self.attempt_failed(&old, Some(&cand), FailoverStep::NotApproved, why, None);
             return;
         }
         self.events.push(
@@ -123,34 +206,38 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         old.set_offline(Some("failed primary".into()));
         self.set_role(&old, Role::Unknown);
         old.fail_in_flight();
-        self.set_primary(None);
 
         // The other replicas stop receiving from the failed primary meanwhile (it may take a
         // moment: see `Agent::detach`); they follow the new one once it is promoted.
         let others: Vec<Arc<Server>> = candidates.iter().skip(1).map(|(r, _)| r.clone()).collect();
         let detach_others = join_all(others.iter().map(|r| self.agent.detach(r, true)));
-        let (detached, taken_over) = tokio::join!(detach_others, self.take_over(&cand, &received));
-        if let Err(e) = taken_over {
-            self.events
-                .push("failover", format!("{e}; failover postponed"));
-            // Replication resumes as it was (the old primary may come back).
-            for r in others.iter().chain([&cand]) {
-                if let Err(e) = self.agent.resume(r).await {
-                    self.events.push(
-                        "failover",
-                        format!("cannot restart replication on {}: {e}", r.name),
-                    );
-                }
+        let (detached, (cand_detached, taken_over)) =
+            tokio::join!(detach_others, self.take_over(&cand, &received));
+        let mut journal = Journal::default();
+        for (r, d) in others.iter().zip(&detached) {
+            match d {
+                Ok(()) => journal.push(Undo::Restart(r.clone())),
+                Err(e) => self.events.push(
+                    "failover",
+                    format!("{} did not stop replicating from {}: {e}", r.name, old.name),
+                ),
             }
-            self.postpone(old);
+        }
+        if cand_detached {
+            journal.push(Undo::Restart(cand.clone()));
+        }
+        if let Err((step, e)) = taken_over {
+            let undone = self.roll_back(journal).await;
+            self.attempt_failed(&old, Some(&cand), step, &e.message, Some(undone));
             return;
         }
 
-        // 3. Writes go there.
+        // 3. Writes go there: from here on the failover is done.
         cand.set_monitor_block(None);
         cand.set_offline(None);
         self.set_primary(Some(cand.clone()));
         self.set_role(&cand, Role::Primary);
+        self.state.lock().failover = Attempts::default();
         let to_writes = started.elapsed();
         self.events.push(
             "failover",
@@ -161,15 +248,8 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             ),
         );
 
-        // 4. The other replicas follow it.
-        for (r, d) in others.iter().zip(detached) {
-            if let Err(e) = d {
-                self.events.push(
-                    "failover",
-                    format!("{} did not stop replicating from {}: {e}", r.name, old.name),
-                );
-            }
-        }
+        // 4. The other replicas follow it (one that cannot is retried, and takes no reads
+        //    while it follows the old primary).
         let repointed = join_all(others.iter().map(|r| {
             let cand = &cand;
             async move {
@@ -190,13 +270,15 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                         took.as_millis()
                     ),
                 ),
-                Err(e) => self.events.push(
-                    "failover",
-                    format!("cannot repoint {} to {}: {e}", r.name, cand.name),
-                ),
+                Err(e) => {
+                    r.set_monitor_block(Some(format!(
+                        "replicates from {}, not from the primary {}",
+                        old.name, cand.name
+                    )));
+                    self.repair_failed(&r, Action::Follow, &e.message);
+                }
             }
         }
-        self.state.lock().retry_failover_at = None;
         self.stats.failovers.fetch_add(1, Relaxed);
         self.stats
             .last_failover_ms

@@ -5,27 +5,43 @@
 //!
 //! Everything protocol-specific (how to check a server, promote, repoint) is behind
 //! [`agent::Agent`]; whether this instance may fail over is behind
-//! [`coordinator::Coordinator`].
+//! [`coordinator::Coordinator`]. The monitor runs on a thread of its own ([`Monitor::start`])
+//! so that client traffic cannot starve its checks.
+//!
+//! Failure handling has one rule: whatever the monitor changes on a server in a procedure
+//! that then fails, it puts back (`journal.rs`), and what it cannot put back at once it keeps
+//! retrying (`repair.rs`) — a failed failover leaves the cluster as it found it.
 #![forbid(unsafe_code)]
 
 pub mod agent;
+mod backoff;
 pub mod coordinator;
 pub mod events;
 mod failover;
+mod health;
+mod journal;
+mod preflight;
+mod repair;
 mod roles;
+mod starvation;
+mod status;
 mod switchover;
+mod thread;
 
-use agent::{Agent, Report};
+#[cfg(test)]
+mod tests;
+
+pub use status::{FailoverStep, MonitorStats, MonitorStatus, RepairView};
+
+use agent::{Agent, AgentError, Report};
 use coordinator::Coordinator;
 use events::Events;
 use parking_lot::Mutex;
 use sluice_config::Config;
 use sluice_core::{Observed, Role, Server, Topology};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// Monitor and failover settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +50,8 @@ pub struct Settings {
     pub interval: Duration,
     /// Time allowed for one check.
     pub timeout: Duration,
+    /// Consecutive failed checks after which a server takes no traffic.
+    pub failure_threshold: u32,
     /// Fail over automatically.
     pub failover: bool,
     /// How long the primary must be unreachable before a failover.
@@ -54,6 +72,7 @@ impl Settings {
         Settings {
             interval: cfg.monitor.interval.get(),
             timeout: cfg.monitor.timeout.get(),
+            failure_threshold: cfg.monitor.failure_threshold.max(1),
             failover: cfg.failover.enabled,
             detection_time: cfg.failover.detection_time.get(),
             write_wait: cfg.failover.write_wait.get(),
@@ -64,35 +83,33 @@ impl Settings {
     }
 }
 
-/// Counters.
-#[derive(Debug, Default)]
-pub struct MonitorStats {
-    /// Failovers completed.
-    pub failovers: AtomicU64,
-    /// Switchovers completed.
-    pub switchovers: AtomicU64,
-    /// Duration of the last failover, from the decision to writes flowing again, in ms.
-    pub last_failover_ms: AtomicU64,
-    /// Check rounds run.
-    pub rounds: AtomicU64,
-}
-
 /// What the monitor remembers about one server between checks.
 #[derive(Default)]
 struct View {
-    last: Option<Result<Report, String>>,
-    last_ok: Option<Instant>,
+    /// The last conclusive check.
+    last: Option<Result<Report, AgentError>>,
+    /// Start of the current run of failed checks.
     first_fail: Option<Instant>,
+    /// Failed checks in a row (checks that timed out while the monitor itself was starved do
+    /// not count).
+    failures: u32,
     declared_failed: bool,
 }
 
 #[derive(Default)]
 struct State {
     views: HashMap<Arc<str>, View>,
-    /// The current primary among managed servers.
+    /// The primary among managed servers: the one holding the role, or the one a failover
+    /// must replace (it may be unreachable; it only has the primary *role* while reachable).
     primary: Option<Arc<Server>>,
-    /// A failover attempt failed: no new attempt before this.
-    retry_failover_at: Option<Instant>,
+    /// Failed failover attempts since the primary was last seen; the next one waits.
+    failover: failover::Attempts,
+    /// Servers the monitor changed and must still put back or move (restart replication,
+    /// follow the primary, rejoin), with their retry schedule.
+    repairs: repair::Repairs,
+    /// Why failover cannot be carried out with the monitor's user (missing privileges), from
+    /// the last check of its grants.
+    preflight: preflight::Preflight,
 }
 
 /// The monitor.
@@ -123,7 +140,7 @@ fn hold_writes<C>(topology: &Topology<C>, write_wait: Duration) {
     }
 }
 
-impl<A: Agent, C: Send + 'static> Monitor<A, C> {
+impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// A monitor over `topology`.
     pub fn new(
         agent: Arc<A>,
@@ -157,199 +174,54 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     }
 
     /// Replaces the settings (a reload): checks, detection and failover use them from the
-    /// next round on.
+    /// next round on; the monitor's privileges are checked again.
     pub fn set_settings(&self, s: Settings) {
         *self.settings.lock() = s;
         hold_writes(&self.topology, s.write_wait);
+        self.state.lock().preflight.recheck_now();
     }
 
-    /// The current primary, if known.
+    /// Asks for the monitor user's privileges to be checked again at the next round (its
+    /// credentials changed).
+    pub fn recheck_privileges(&self) {
+        self.state.lock().preflight.recheck_now();
+    }
+
+    /// The current primary, if known (it may be unreachable: see [`State::primary`]).
     pub fn primary(&self) -> Option<Arc<Server>> {
         self.state.lock().primary.clone()
     }
 
-    /// Runs one round of checks and decisions (at start, before clients are accepted).
+    /// Runs one round of checks and decisions (at start, before clients are accepted), and
+    /// checks that the monitor's user can carry out what the configuration asks of it.
     pub async fn first_round(self: &Arc<Self>) {
         self.round().await;
-        if self.settings().failover || self.settings().rejoin {
-            self.check_privileges().await;
-        }
-    }
-
-    /// Warns, once at start, if the monitor's user could not carry out a failover.
-    async fn check_privileges(&self) {
-        let Some(s) = self.primary().or_else(|| {
-            self.topology
-                .all()
-                .iter()
-                .find(|s| s.managed && self.reachable(s))
-                .cloned()
-        }) else {
-            return;
-        };
-        match self.agent.missing_privileges(&s).await {
-            Ok(missing) if missing.is_empty() => {}
-            Ok(missing) => {
-                tracing::warn!(server = %s.name, "the monitor's user lacks privileges: failover, switchover or rejoin will fail: {}", missing.join(", "));
-                self.events.push(
-                    "config",
-                    format!(
-                        "the monitor's user lacks privileges on {}: {}",
-                        s.name,
-                        missing.join(", ")
-                    ),
-                );
-            }
-            Err(e) => tracing::debug!(error = %e, "cannot read the monitor's grants"),
-        }
-    }
-
-    /// Checks and decides every `interval` until `shutdown` turns true.
-    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let mut every = self.settings().interval;
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.changed() => return,
-            }
-            self.round().await;
-            if self.settings().interval != every {
-                every = self.settings().interval;
-                tick = tokio::time::interval(every);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                tick.tick().await;
-            }
-        }
     }
 
     async fn round(self: &Arc<Self>) {
+        use std::sync::atomic::Ordering::Relaxed;
         self.stats.rounds.fetch_add(1, Relaxed);
         let servers = self.topology.servers();
+        let settings = self.settings();
         let started = Instant::now();
+        let starvation = starvation::Meter::start();
         let checks = servers.iter().map(|s| {
             let s = s.clone();
             let agent = self.agent.clone();
-            let timeout = self.settings().timeout;
             async move {
-                let r = match tokio::time::timeout(timeout, agent.probe(&s)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+                let r = match tokio::time::timeout(settings.timeout, agent.probe(&s)).await {
+                    Ok(r) => health::Outcome::Checked(r),
+                    Err(_) => health::Outcome::TimedOut,
                 };
                 (s, r)
             }
         });
         let results = join_all(checks).await;
+        let starved = starvation.starved(settings.timeout);
         for (s, r) in results {
-            self.apply(&s, r, started);
+            self.apply(&s, r, started, starved);
         }
         self.decide().await;
-    }
-
-    /// Records a check's result: the server's observed state and whether it may take traffic.
-    /// A failed check counts from when it started (a hung server is silent from then on).
-    fn apply(&self, s: &Arc<Server>, r: Result<Report, String>, started: Instant) {
-        let now = Instant::now();
-        let mut st = self.state.lock();
-        let primary = st.primary.clone();
-        let primary_up = primary.as_ref().is_some_and(|p| {
-            matches!(
-                st.views.get(&p.name).and_then(|v| v.last.as_ref()),
-                Some(Ok(_))
-            )
-        });
-        let v = st.views.entry(s.name.clone()).or_default();
-        let mut o = s.observed();
-        o.checked = Some(now);
-        match &r {
-            Ok(rep) => {
-                v.last_ok = Some(now);
-                v.first_fail = None;
-                v.declared_failed = false;
-                o.reachable = true;
-                o.rtt = Some(rep.rtt);
-                o.read_only = Some(rep.read_only);
-                o.position = rep.position.clone();
-                o.source = rep.replica.as_ref().map(|r| r.source.clone());
-                o.replication_running = rep.replica.as_ref().map(|r| r.io_running && r.sql_running);
-                o.lag = rep.replica.as_ref().and_then(|r| r.lag);
-                if !s.managed {
-                    // Servers with a configured hostgroup: their role is only shown (the
-                    // monitor decides nothing from it).
-                    o.role = if rep.replica.is_some() {
-                        Role::Replica
-                    } else if !rep.read_only {
-                        Role::Primary
-                    } else {
-                        Role::Unknown
-                    };
-                }
-                o.error = rep
-                    .limited
-                    .clone()
-                    .or_else(|| rep.replica.as_ref().and_then(|r| r.error.clone()));
-                // Is it fit for traffic? Replicas: applying, not stopped, not too far behind.
-                // (The receiving thread only *connecting* — its source is down — still serves
-                // reads: during a failover replicas keep answering.)
-                let source_up = primary_up
-                    && rep
-                        .replica
-                        .as_ref()
-                        .zip(primary.as_ref())
-                        .is_some_and(|(rs, p)| agent::same_endpoint(&rs.source, &p.address));
-                let verdict = match &rep.replica {
-                    Some(rs) if !rs.io_connected && source_up && rs.error.is_some() => {
-                        Some(format!(
-                            "replication cannot connect to its source {}: {}",
-                            rs.source,
-                            rs.error.as_deref().unwrap_or_default()
-                        ))
-                    }
-                    Some(rs) if !rs.sql_running || !rs.io_running => Some(format!(
-                        "replication broken (receiving: {}, applying: {}){}",
-                        yes_no(rs.io_running),
-                        yes_no(rs.sql_running),
-                        rs.error
-                            .as_ref()
-                            .map(|e| format!(": {e}"))
-                            .unwrap_or_default()
-                    )),
-                    Some(rs) => match (rs.lag, s.max_lag()) {
-                        (Some(lag), Some(max)) if lag > max => Some(format!(
-                            "replication lag {} s > {} s",
-                            lag.as_secs(),
-                            max.as_secs_f64()
-                        )),
-                        _ => None,
-                    },
-                    None => None,
-                };
-                s.set_monitor_block(verdict);
-            }
-            Err(e) => {
-                let since = *v.first_fail.get_or_insert(started);
-                o.reachable = false;
-                o.rtt = None;
-                o.error = Some(e.clone());
-                s.set_monitor_block(Some(format!("unreachable: {e}")));
-                // Declared failed after the detection time: statements waiting on it give
-                // up, and its idle pooled connections are dropped.
-                let is_primary = primary.as_ref().is_some_and(|p| Arc::ptr_eq(p, s));
-                if !v.declared_failed
-                    && now.duration_since(since) >= self.settings().detection_time
-                    && !is_primary
-                {
-                    v.declared_failed = true;
-                    s.fail_in_flight();
-                    for hg in self.topology.hostgroups().iter() {
-                        hg.drop_idle(s);
-                    }
-                }
-            }
-        }
-        v.last = Some(r);
-        s.set_observed(o);
     }
 
     /// Decides roles, failovers, fencing and rejoins from the latest checks.
@@ -373,26 +245,15 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                     ),
                 );
                 self.set_primary(Some(p.clone()));
-                self.set_role(&p, Role::Primary);
             }
         }
+        self.preflight_if_due().await;
+        self.place_primary();
         self.place_others().await;
-        if self.settings().failover {
-            if let Some(p) = self.primary() {
-                let down_for = self.down_for(&p);
-                let retry_ok = self
-                    .state
-                    .lock()
-                    .retry_failover_at
-                    .is_none_or(|t| Instant::now() >= t);
-                if retry_ok && down_for.is_some_and(|d| d >= self.settings().detection_time) {
-                    self.failover(p, down_for.unwrap_or_default()).await;
-                }
-            }
-        }
+        self.maybe_failover().await;
     }
 
-    /// How long a server has been failing checks.
+    /// How long a server has been failing checks (conclusively).
     fn down_for(&self, s: &Server) -> Option<Duration> {
         let st = self.state.lock();
         st.views
@@ -410,7 +271,7 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         }
     }
 
-    /// True if the last check reached the server.
+    /// True if the last conclusive check reached the server.
     fn reachable(&self, s: &Server) -> bool {
         let st = self.state.lock();
         matches!(
@@ -435,38 +296,9 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
     }
 }
 
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
-
 /// Runs futures concurrently and collects their outputs in order.
 async fn join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut handles: Vec<std::pin::Pin<Box<F>>> = futs.map(Box::pin).collect();
-    let mut out: Vec<Option<F::Output>> = (0..handles.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, h) in handles.iter_mut().enumerate() {
-            if out[i].is_none() {
-                match h.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => out[i] = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter()
-        .map(|o| o.expect("every future completed"))
-        .collect()
+    futures_util::future::join_all(futs).await
 }
 
 /// Observed state, for callers that only need a copy.

@@ -1,14 +1,20 @@
 //! Which managed server is what: finding the primary, placing replicas, fencing a server that
-//! is writable but not the primary, and rejoining it as a replica when its history allows.
+//! is writable but not the primary, rejoining it as a replica when its history allows, and
+//! carrying out repairs the monitor owes (replication it stopped, a replica to repoint).
+//!
+//! Only a reachable server is given the primary role: a primary that stops answering keeps
+//! being "the primary to replace" for failover, but leaves the writer hostgroup.
 
 use crate::agent::Agent;
+use crate::repair::Action;
 use crate::Monitor;
-use sluice_core::{Role, Server};
+use sluice_core::{Health, Role, Server};
 use std::sync::Arc;
 
-impl<A: Agent, C: Send + 'static> Monitor<A, C> {
+impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// With no primary known: the writable, non-replicating server that replicas follow (or
-    /// the only writable one).
+    /// the only writable one); failing that, the unreachable server the replicas follow (a
+    /// primary that is down at start, for failover to replace).
     pub(crate) fn discover_primary(&self) {
         let managed: Vec<Arc<Server>> = self
             .topology
@@ -51,40 +57,58 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                     .iter()
                     .find(|(s, r)| r.replica.is_none() && followed(s))
                     .map(|(s, _)| s.clone())
-            })
-            .or_else(|| {
-                // Down at start: the server the replicas follow (a failover may replace it).
-                managed
-                    .iter()
-                    .find(|s| self.report(s).is_none() && !self.reachable(s) && followed(s))
-                    .cloned()
             });
         if let Some(p) = pick {
             self.events
                 .push("role", format!("{} is the primary", p.name));
-            self.set_primary(Some(p.clone()));
-            self.set_role(&p, Role::Primary);
+            self.set_primary(Some(p));
+            return;
+        }
+        // Down at start: the server the replicas follow (a failover may replace it); it
+        // gets the primary role only once it answers.
+        if let Some(p) = managed
+            .iter()
+            .find(|s| !self.reachable(s) && followed(s))
+            .cloned()
+        {
+            self.events.push(
+                "role",
+                format!(
+                    "{} is the primary the replicas follow, but it does not answer",
+                    p.name
+                ),
+            );
+            self.set_primary(Some(p));
+        }
+    }
+
+    /// Gives the primary its role (and writes) while it answers.
+    pub(crate) fn place_primary(&self) {
+        let Some(primary) = self.primary() else {
+            return;
+        };
+        if !self.reachable(&primary) {
+            return;
+        }
+        if primary.observed().role != Role::Primary {
+            self.set_role(&primary, Role::Primary);
+        }
+        // A primary that came back before a failover could complete takes writes again.
+        if let Health::Offline { reason } = primary.health() {
+            if reason == "failed primary" {
+                primary.set_offline(None);
+            }
         }
     }
 
     /// Places every managed server but the primary: replicas of the primary in the reader
     /// hostgroup; replicas of someone else repointed; writable or stand-alone servers fenced,
-    /// then rejoined or kept out.
+    /// then rejoined or kept out. Carries out the repairs the monitor owes, with backoff.
     pub(crate) async fn place_others(&self) {
         let Some(primary) = self.primary() else {
             return;
         };
-        if primary.observed().role != Role::Primary {
-            self.set_role(&primary, Role::Primary);
-        }
-        // A primary that came back before a failover could complete takes writes again.
-        if self.reachable(&primary) {
-            if let sluice_core::Health::Offline { reason } = primary.health() {
-                if reason == "failed primary" {
-                    primary.set_offline(None);
-                }
-            }
-        }
+        let primary_up = self.reachable(&primary);
         let others: Vec<Arc<Server>> = self
             .topology
             .all()
@@ -94,47 +118,97 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             .collect();
         for s in others {
             let Some(rep) = self.report(&s) else { continue }; // unreachable: leave it
-            let role = s.observed().role;
+            let owed = self.state.lock().repairs.action(&s.name);
+            if let Some(Action::ReadOnly(on)) = owed {
+                self.repair_read_only(&s, on, rep.read_only).await;
+            }
             match &rep.replica {
                 Some(rs) if crate::agent::same_endpoint(&rs.source, &primary.address) => {
-                    if role != Role::Replica {
+                    if s.observed().role != Role::Replica {
                         self.set_role(&s, Role::Replica);
                     }
-                    if matches!(s.health(), sluice_core::Health::Offline { .. }) {
+                    if matches!(s.health(), Health::Offline { .. }) {
                         s.set_offline(None);
+                    }
+                    let stopped = !rs.io_running || !rs.sql_running;
+                    self.repair_done_if(&s, Action::Follow);
+                    if !stopped {
+                        self.repair_done_if(&s, Action::Restart);
+                    } else if owed == Some(Action::Restart) && self.repair_due(&s, Action::Restart)
+                    {
+                        match self.agent.resume(&s).await {
+                            Ok(()) => self.repair_done(&s, Action::Restart),
+                            Err(e) => self.repair_failed(&s, Action::Restart, &e.message),
+                        }
                     }
                 }
                 Some(rs) => {
-                    // Following another server (a former primary): follow the primary.
-                    if !self.settings().failover && !self.settings().rejoin {
+                    // Following another server (a former primary): follow the primary, once
+                    // it answers.
+                    if (!self.settings().failover && !self.settings().rejoin)
+                        || !primary_up
+                        || !self.repair_due(&s, Action::Follow)
+                    {
                         continue;
                     }
                     match self.agent.replicate_from(&s, &primary, false).await {
-                        Ok(()) => self.events.push(
-                            "rejoin",
-                            format!(
-                                "{} replicated from {}; repointed to primary {}",
-                                s.name, rs.source, primary.name
-                            ),
-                        ),
-                        Err(e) => self.events.push(
-                            "rejoin",
-                            format!("cannot repoint {} to {}: {e}", s.name, primary.name),
-                        ),
+                        Ok(()) => {
+                            self.events.push(
+                                "rejoin",
+                                format!(
+                                    "{} replicated from {}; repointed to primary {}",
+                                    s.name, rs.source, primary.name
+                                ),
+                            );
+                            self.state.lock().repairs.done(&s.name, Action::Follow);
+                            self.state.lock().repairs.done(&s.name, Action::Restart);
+                        }
+                        Err(e) => self.repair_failed(&s, Action::Follow, &e.message),
                     }
                 }
-                None => self.fence_and_rejoin(&s, &primary, rep.read_only).await,
+                None => {
+                    self.fence_and_rejoin(&s, &primary, primary_up, rep.read_only)
+                        .await
+                }
             }
         }
     }
 
+    fn repair_done_if(&self, s: &Arc<Server>, action: Action) {
+        let owed = self.state.lock().repairs.action(&s.name);
+        if owed == Some(action) {
+            self.repair_done(s, action);
+        }
+    }
+
+    /// A `read_only` the monitor must set back (a rolled-back switchover).
+    async fn repair_read_only(&self, s: &Arc<Server>, on: bool, is: bool) {
+        if on == is {
+            self.repair_done(s, Action::ReadOnly(on));
+            return;
+        }
+        if !self.repair_due(s, Action::ReadOnly(on)) {
+            return;
+        }
+        match self.agent.set_read_only(s, on).await {
+            Ok(()) => self.repair_done(s, Action::ReadOnly(on)),
+            Err(e) => self.repair_failed(s, Action::ReadOnly(on), &e.message),
+        }
+    }
+
     /// A managed server that is not the primary and does not replicate: it must never take
-    /// writes. Make it read-only; rejoin it as a replica if everything it has, the primary has;
-    /// otherwise keep it out of service and say why.
-    async fn fence_and_rejoin(&self, s: &Arc<Server>, primary: &Arc<Server>, read_only: bool) {
+    /// writes. Make it read-only; rejoin it as a replica if everything it has, the primary has
+    /// (tried with backoff while that fails); otherwise keep it out of service and say why.
+    async fn fence_and_rejoin(
+        &self,
+        s: &Arc<Server>,
+        primary: &Arc<Server>,
+        primary_up: bool,
+        read_only: bool,
+    ) {
         if s.observed().role == Role::Fenced && s.monitor_block().is_none() {
             // Fenced for divergence earlier: nothing changes until someone repairs it.
-            if let sluice_core::Health::Offline { reason } = s.health() {
+            if let Health::Offline { reason } = s.health() {
                 if reason.starts_with("errant") {
                     return;
                 }
@@ -165,6 +239,14 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
             self.set_role(s, Role::Fenced);
             return;
         }
+        if !primary_up || !self.repair_due(s, Action::Rejoin) {
+            // Out of service until it follows the primary.
+            if s.observed().role != Role::Fenced {
+                s.set_offline(Some("not replicating: waiting to rejoin".into()));
+                self.set_role(s, Role::Fenced);
+            }
+            return;
+        }
         match self.agent.errant(s, primary).await {
             Ok(None) => match self.agent.replicate_from(s, primary, true).await {
                 Ok(()) => {
@@ -172,20 +254,19 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                         "rejoin",
                         format!("{} rejoined as a replica of {}", s.name, primary.name),
                     );
+                    self.state.lock().repairs.done(&s.name, Action::Rejoin);
                     s.set_offline(None);
                     self.set_role(s, Role::Replica);
                 }
                 Err(e) => {
-                    self.events.push(
-                        "rejoin",
-                        format!("cannot rejoin {} to {}: {e}", s.name, primary.name),
-                    );
                     s.set_offline(Some(format!("rejoin failed: {e}")));
                     self.set_role(s, Role::Fenced);
+                    self.repair_failed(s, Action::Rejoin, &e.message);
                 }
             },
             Ok(Some(errant)) => {
-                if s.observed().role != Role::Fenced {
+                if !matches!(s.health(), Health::Offline { reason } if reason.starts_with("errant"))
+                {
                     self.events.push(
                         "fence",
                         format!("{} has transactions the primary {} lacks ({errant}): kept out of service", s.name, primary.name),
@@ -195,12 +276,9 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 self.set_role(s, Role::Fenced);
             }
             Err(e) => {
-                self.events.push(
-                    "rejoin",
-                    format!("cannot compare {} with {}: {e}", s.name, primary.name),
-                );
                 s.set_offline(Some(format!("cannot compare histories: {e}")));
                 self.set_role(s, Role::Fenced);
+                self.repair_failed(s, Action::Rejoin, &format!("cannot compare histories: {e}"));
             }
         }
     }

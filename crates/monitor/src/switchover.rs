@@ -1,21 +1,30 @@
 //! Switchover on request: drain writes, make the primary read-only, let the chosen replica
 //! catch up, swap roles. Statements arriving meanwhile wait (the writer hostgroup holds them)
-//! so clients see no errors.
+//! so clients see no errors. If a step fails before the target is writable, everything is put
+//! back (the old primary writable and in service, the target replicating again).
 
 use crate::agent::Agent;
+use crate::journal::{Journal, Undo};
+use crate::repair::Action;
 use crate::Monitor;
 use sluice_core::{Role, Server};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-impl<A: Agent, C: Send + 'static> Monitor<A, C> {
+impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// Makes `to` (an address or server name; by default the most advanced replica) the
     /// primary. Returns a summary, or why it could not.
     pub async fn switchover(&self, to: Option<&str>) -> Result<String, String> {
         let _guard = self.changing.lock().await;
         let started = Instant::now();
         let old = self.primary().ok_or("no primary is known")?;
+        if !self.reachable(&old) {
+            return Err(format!(
+                "the primary {} does not answer: that is a failover, not a switchover",
+                old.name
+            ));
+        }
         let candidates = self.candidates(&old);
         let target = match to {
             Some(t) => candidates
@@ -35,52 +44,44 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 old.name, target.name
             ),
         );
+        let mut journal = Journal::default();
 
         // 1. No new statements on the old primary (they wait for the new one); wait for the
         //    ones in flight (transactions) to finish.
         old.set_offline(Some("switchover: draining".into()));
+        journal.push(Undo::Online(old.clone()));
         let drained = self.wait_drained(&old, self.settings().drain_timeout).await;
         if let Err(busy) = drained {
-            old.set_offline(None);
-            let msg = format!(
-                "switchover aborted: {busy} connections still busy on {} after {} ms",
+            let why = format!(
+                "{busy} connections still busy on {} after {} ms",
                 old.name,
                 self.settings().drain_timeout.as_millis()
             );
-            self.events.push("switchover", msg.clone());
-            return Err(msg);
+            return Err(self.abort_switchover(journal, why).await);
         }
         // 2. The old primary stops writing; where did it stop?
         if let Err(e) = self.agent.set_read_only(&old, true).await {
-            return self
-                .abort_switchover(&old, format!("cannot make {} read-only: {e}", old.name))
-                .await;
+            let why = format!("cannot make {} read-only: {e}", old.name);
+            return Err(self.abort_switchover(journal, why).await);
         }
+        journal.push(Undo::ReadOnly(old.clone(), false));
         let position = match self.agent.write_position(&old).await {
             Ok(p) => p,
             Err(e) => {
-                return self
-                    .abort_switchover(
-                        &old,
-                        format!("cannot read the position of {}: {e}", old.name),
-                    )
-                    .await
+                let why = format!("cannot read the position of {}: {e}", old.name);
+                return Err(self.abort_switchover(journal, why).await);
             }
         };
 
-        // 3. The target catches up with it.
+        // 3. The target catches up with it, stops replicating and is promoted.
         let t = Instant::now();
         if let Err(e) = self
             .agent
             .catch_up(&target, &position, self.settings().catchup_timeout)
             .await
         {
-            return self
-                .abort_switchover(
-                    &old,
-                    format!("{} did not catch up to {position}: {e}", target.name),
-                )
-                .await;
+            let why = format!("{} did not catch up to {position}: {e}", target.name);
+            return Err(self.abort_switchover(journal, why).await);
         }
         self.events.push(
             "switchover",
@@ -90,13 +91,17 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 t.elapsed().as_millis()
             ),
         );
-
-        // 4. Swap.
-        if let Err(e) = self.agent.promote(&target).await {
-            return self
-                .abort_switchover(&old, format!("cannot promote {}: {e}", target.name))
-                .await;
+        if let Err(e) = self.agent.detach(&target, false).await {
+            let why = format!("cannot stop replication on {}: {e}", target.name);
+            return Err(self.abort_switchover(journal, why).await);
         }
+        journal.push(Undo::Restart(target.clone()));
+        if let Err(e) = self.agent.promote(&target).await {
+            let why = format!("cannot promote {}: {e}", target.name);
+            return Err(self.abort_switchover(journal, why).await);
+        }
+
+        // 4. Swap: from here on the switchover is done.
         target.set_monitor_block(None);
         target.set_offline(None);
         self.set_primary(Some(target.clone()));
@@ -108,22 +113,16 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
                 self.set_role(&old, Role::Replica);
             }
             Err(e) => {
-                self.events.push(
-                    "switchover",
-                    format!(
-                        "{} could not start replicating from {}: {e}",
-                        old.name, target.name
-                    ),
-                );
+                // Read-only, and everything it has the new primary has: it rejoins as soon
+                // as it can (retried), and takes no traffic meanwhile.
+                old.set_offline(Some(format!("rejoin failed: {e}")));
                 self.set_role(&old, Role::Fenced);
+                self.repair_failed(&old, Action::Rejoin, &e.message);
             }
         }
         for (r, _) in candidates.iter().filter(|(s, _)| !Arc::ptr_eq(s, &target)) {
             if let Err(e) = self.agent.replicate_from(r, &target, false).await {
-                self.events.push(
-                    "switchover",
-                    format!("cannot repoint {} to {}: {e}", r.name, target.name),
-                );
+                self.repair_failed(r, Action::Follow, &e.message);
             }
         }
         self.stats.switchovers.fetch_add(1, Relaxed);
@@ -138,13 +137,15 @@ impl<A: Agent, C: Send + 'static> Monitor<A, C> {
         Ok(msg)
     }
 
-    /// Gives the old primary its writes back after a failed switchover step.
-    async fn abort_switchover(&self, old: &Arc<Server>, msg: String) -> Result<String, String> {
-        let _ = self.agent.set_read_only(old, false).await;
-        old.set_offline(None);
-        self.events
-            .push("switchover", format!("switchover aborted: {msg}"));
-        Err(format!("switchover aborted: {msg}"))
+    /// Puts back what a failed switchover changed; returns the error for the caller.
+    async fn abort_switchover(&self, journal: Journal, why: String) -> String {
+        self.stats.switchover_failures.fetch_add(1, Relaxed);
+        let undone = self.roll_back(journal).await;
+        let msg = format!("switchover aborted: {why}; {undone}");
+        tracing::warn!("{msg}");
+        self.events.push("switchover", msg.clone());
+        self.state.lock().preflight.recheck_now();
+        msg
     }
 
     /// Waits until no connection to `server` is lent out; `Err(busy)` after `timeout`.

@@ -103,6 +103,9 @@ pub enum StartError {
     /// The TLS certificate or key could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
+    /// The monitor's thread could not be started.
+    #[error("cannot start the monitor: {0}")]
+    Monitor(std::io::Error),
 }
 
 /// The TLS acceptor for `[proxy] tls_cert` / `tls_key`, if configured.
@@ -251,9 +254,10 @@ impl Proxy {
             ));
         }
         if let Some(m) = &self.monitor {
-            // Roles first: clients arriving at once find the primary placed.
-            m.first_round().await;
-            tasks.push(tokio::spawn(m.clone().run(rx.clone())));
+            // On a thread of its own (client traffic cannot starve its checks). Roles first:
+            // clients arriving at once find the primary placed.
+            let first_round = m.start(rx.clone()).map_err(StartError::Monitor)?;
+            let _ = first_round.await;
         }
         self.learn_servers().await;
         let limit = Arc::new(Semaphore::new(

@@ -116,6 +116,7 @@ impl Proxy {
             if creds(&old) != creds(&new) {
                 let ((user, password), replication) = creds(&new);
                 m.agent().set_credentials(user, password, replication);
+                m.recheck_privileges();
                 changes.push("monitor credentials".into());
             }
             let settings = Settings::from_config(&new);
