@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod metrics;
+mod monitor_view;
 mod views;
 
 use axum::extract::{Query, Request, State};
@@ -55,6 +56,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/api/servers", get(servers))
         .route("/api/events", get(events))
+        .route("/api/monitor", get(monitor_view::monitor))
         .route("/api/switchover", post(switchover))
         .route("/api/digests", get(digests))
         .route("/api/hostgroups", get(views::hostgroups))

@@ -154,6 +154,9 @@ pub struct Hostgroup<C> {
     /// When no server is usable, wait this long for one (a failover in progress) before
     /// failing.
     hold: Mutex<Option<Duration>>,
+    /// Why the hostgroup has no server now, when someone knows (the monitor replacing the
+    /// primary): the reason statements are given when none turns up.
+    vacancy: Mutex<Option<String>>,
     /// Statements that gave up waiting (timeout or full queue).
     pub queue_timeouts: AtomicU64,
     /// Latency of the statements it served, as their clients saw it (queueing included).
@@ -217,6 +220,7 @@ impl<C> Hostgroup<C> {
                 waiters: VecDeque::new(),
             }),
             hold: Mutex::new(None),
+            vacancy: Mutex::new(None),
             queue_timeouts: AtomicU64::new(0),
             latency: Default::default(),
         })
@@ -226,6 +230,11 @@ impl<C> Hostgroup<C> {
     /// once (the writer hostgroup while failover is enabled).
     pub fn set_hold_when_empty(&self, d: Option<Duration>) {
         *self.hold.lock() = d;
+    }
+
+    /// Says why the hostgroup has no server now (`None`: it has one again, or nobody knows).
+    pub fn set_vacancy_reason(&self, why: Option<String>) {
+        *self.vacancy.lock() = why;
     }
 
     /// True if `server` is a member.
@@ -559,7 +568,10 @@ impl<C> Hostgroup<C> {
             })
             .unwrap_or_else(|| {
                 if st.members.is_empty() {
-                    "it has no servers".to_string()
+                    self.vacancy
+                        .lock()
+                        .clone()
+                        .unwrap_or_else(|| "it has no servers".to_string())
                 } else {
                     "every server has weight 0".to_string()
                 }

@@ -104,6 +104,15 @@ impl AgentError {
     }
 }
 
+/// Which replication threads an operation concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// The receiver only (the applier goes on with what was received).
+    Receiving,
+    /// Receiving and applying.
+    All,
+}
+
 /// Result of an agent operation.
 pub type AgentResult<T> = Result<T, AgentError>;
 
@@ -122,17 +131,23 @@ pub trait Agent: Send + Sync + 'static {
         position: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, AgentResult<()>>;
-    /// Stops a replica's replication (receiving and applying), keeping its configuration so
-    /// that [`Agent::resume`] starts it again. `source_failed`: its source is known dead or
+    /// Stops a replica's replication threads (`which`), keeping its configuration so that
+    /// [`Agent::resume`] starts them again. `source_failed`: its source is known dead or
     /// hung, so do not wait for it. Settings changed to stop faster are restored, also when
     /// the stop fails.
+    ///
+    /// Stopping only the receiver keeps what the replica received: its applier goes on with
+    /// it. (On MariaDB, restarting a replica whose threads are *both* stopped discards its
+    /// relay log, which a dead source cannot send again: stop both only once it has applied
+    /// everything.)
     fn detach<'a>(
         &'a self,
         server: &'a Server,
         source_failed: bool,
+        which: Threads,
     ) -> BoxFuture<'a, AgentResult<()>>;
-    /// Starts again the replication that [`Agent::detach`] stopped.
-    fn resume<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<()>>;
+    /// Starts again the replication threads (`which`) that [`Agent::detach`] stopped.
+    fn resume<'a>(&'a self, server: &'a Server, which: Threads) -> BoxFuture<'a, AgentResult<()>>;
     /// Makes a detached replica the primary: writable (and acknowledging semi-synchronously
     /// as the old primary did), then its replication configuration forgotten — the last step,
     /// so that on any failure the settings it changed are restored and [`Agent::resume`]

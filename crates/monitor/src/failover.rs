@@ -8,7 +8,7 @@
 //! the promotion, a replica that cannot be repointed is retried (see `repair.rs`) and takes no
 //! reads while it follows the old primary.
 
-use crate::agent::{Agent, AgentError};
+use crate::agent::{Agent, AgentError, Threads};
 use crate::backoff::Schedule;
 use crate::coordinator::Proposal;
 use crate::journal::{Journal, Undo};
@@ -118,7 +118,18 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             wait.as_millis()
         );
         tracing::warn!("{msg}");
+        self.say_why_no_writer(Some(format!(
+            "the primary {} does not answer; {msg}",
+            old.name
+        )));
         self.events.push("failover", msg);
+    }
+
+    /// What statements waiting for a writer are told if none turns up.
+    fn say_why_no_writer(&self, why: Option<String>) {
+        if let Some(w) = self.topology.writer() {
+            w.set_vacancy_reason(why);
+        }
     }
 
     /// Steps 1 and 2: the candidate applies everything it received (never restarting its
@@ -147,7 +158,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             ),
         );
         let t = Instant::now();
-        if let Err(e) = self.agent.detach(cand, true).await {
+        if let Err(e) = self.agent.detach(cand, true, Threads::All).await {
             let e = e.context(format!("cannot stop replication on {}", cand.name));
             return (false, Err((FailoverStep::Detach, e)));
         }
@@ -203,20 +214,30 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             ),
         );
         // The old primary takes nothing more; statements in flight on it fail now.
+        self.say_why_no_writer(Some(format!(
+            "the primary {} does not answer; failing over to {}",
+            old.name, cand.name
+        )));
         old.set_offline(Some("failed primary".into()));
         self.set_role(&old, Role::Unknown);
         old.fail_in_flight();
 
         // The other replicas stop receiving from the failed primary meanwhile (it may take a
-        // moment: see `Agent::detach`); they follow the new one once it is promoted.
+        // moment: see `Agent::detach`), so that a primary that only hung cannot send them
+        // what the new one will not have; they go on applying what they received, and follow
+        // the new primary once it is promoted.
         let others: Vec<Arc<Server>> = candidates.iter().skip(1).map(|(r, _)| r.clone()).collect();
-        let detach_others = join_all(others.iter().map(|r| self.agent.detach(r, true)));
+        let detach_others = join_all(
+            others
+                .iter()
+                .map(|r| self.agent.detach(r, true, Threads::Receiving)),
+        );
         let (detached, (cand_detached, taken_over)) =
             tokio::join!(detach_others, self.take_over(&cand, &received));
         let mut journal = Journal::default();
         for (r, d) in others.iter().zip(&detached) {
             match d {
-                Ok(()) => journal.push(Undo::Restart(r.clone())),
+                Ok(()) => journal.push(Undo::Restart(r.clone(), Threads::Receiving)),
                 Err(e) => self.events.push(
                     "failover",
                     format!("{} did not stop replicating from {}: {e}", r.name, old.name),
@@ -224,7 +245,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             }
         }
         if cand_detached {
-            journal.push(Undo::Restart(cand.clone()));
+            journal.push(Undo::Restart(cand.clone(), Threads::All));
         }
         if let Err((step, e)) = taken_over {
             let undone = self.roll_back(journal).await;
@@ -237,6 +258,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
         cand.set_offline(None);
         self.set_primary(Some(cand.clone()));
         self.set_role(&cand, Role::Primary);
+        self.say_why_no_writer(None);
         self.state.lock().failover = Attempts::default();
         let to_writes = started.elapsed();
         self.events.push(

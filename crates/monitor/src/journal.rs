@@ -2,6 +2,7 @@
 //! fails everything is put back, newest first. What cannot be put back at once (the server
 //! does not answer) becomes a repair the monitor keeps retrying.
 
+use crate::agent::Threads;
 use crate::repair::Action;
 use crate::{Agent, Monitor};
 use sluice_core::Server;
@@ -9,8 +10,8 @@ use std::sync::Arc;
 
 /// One change to undo.
 pub(crate) enum Undo {
-    /// The monitor stopped this server's replication: start it again.
-    Restart(Arc<Server>),
+    /// The monitor stopped these replication threads of this server: start them again.
+    Restart(Arc<Server>, Threads),
     /// The monitor changed `read_only`: set it back to this value.
     ReadOnly(Arc<Server>, bool),
     /// The monitor took this server out of service (to drain it): put it back.
@@ -38,7 +39,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
         let mut pending = Vec::new();
         for step in journal.steps.into_iter().rev() {
             match step {
-                Undo::Restart(s) => match self.agent.resume(&s).await {
+                Undo::Restart(s, which) => match self.agent.resume(&s, which).await {
                     Ok(()) => restored.push(format!("replication restarted on {}", s.name)),
                     Err(e) => {
                         pending.push(format!("replication on {} not restarted yet ({e})", s.name));

@@ -5,7 +5,7 @@
 //! Only a reachable server is given the primary role: a primary that stops answering keeps
 //! being "the primary to replace" for failover, but leaves the writer hostgroup.
 
-use crate::agent::Agent;
+use crate::agent::{Agent, Threads};
 use crate::repair::Action;
 use crate::Monitor;
 use sluice_core::{Health, Role, Server};
@@ -136,7 +136,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
                         self.repair_done_if(&s, Action::Restart);
                     } else if owed == Some(Action::Restart) && self.repair_due(&s, Action::Restart)
                     {
-                        match self.agent.resume(&s).await {
+                        match self.agent.resume(&s, Threads::All).await {
                             Ok(()) => self.repair_done(&s, Action::Restart),
                             Err(e) => self.repair_failed(&s, Action::Restart, &e.message),
                         }

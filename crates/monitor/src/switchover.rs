@@ -3,7 +3,7 @@
 //! so clients see no errors. If a step fails before the target is writable, everything is put
 //! back (the old primary writable and in service, the target replicating again).
 
-use crate::agent::Agent;
+use crate::agent::{Agent, Threads};
 use crate::journal::{Journal, Undo};
 use crate::repair::Action;
 use crate::Monitor;
@@ -91,11 +91,11 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
                 t.elapsed().as_millis()
             ),
         );
-        if let Err(e) = self.agent.detach(&target, false).await {
+        if let Err(e) = self.agent.detach(&target, false, Threads::All).await {
             let why = format!("cannot stop replication on {}: {e}", target.name);
             return Err(self.abort_switchover(journal, why).await);
         }
-        journal.push(Undo::Restart(target.clone()));
+        journal.push(Undo::Restart(target.clone(), Threads::All));
         if let Err(e) = self.agent.promote(&target).await {
             let why = format!("cannot promote {}: {e}", target.name);
             return Err(self.abort_switchover(journal, why).await);

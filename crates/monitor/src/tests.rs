@@ -2,7 +2,7 @@
 //! steps fails, what a failed check does to a server's traffic. (The integration tests in
 //! `crates/sluice/tests` do the same against real MariaDB servers.)
 
-use crate::agent::{Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus, Report};
+use crate::agent::{Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus, Report, Threads};
 use crate::coordinator::Local;
 use crate::health::Outcome;
 use crate::{FailoverStep, Monitor, Settings};
@@ -128,7 +128,12 @@ impl Agent for FakeAgent {
     ) -> BoxFuture<'a, AgentResult<()>> {
         Box::pin(async move { self.op("catch_up", &s.address, |_| {}) })
     }
-    fn detach<'a>(&'a self, s: &'a Server, _failed: bool) -> BoxFuture<'a, AgentResult<()>> {
+    fn detach<'a>(
+        &'a self,
+        s: &'a Server,
+        _failed: bool,
+        _which: Threads,
+    ) -> BoxFuture<'a, AgentResult<()>> {
         Box::pin(async move {
             self.op("detach", &s.address, |f| {
                 if let Some(r) = &mut f.replica {
@@ -137,7 +142,7 @@ impl Agent for FakeAgent {
             })
         })
     }
-    fn resume<'a>(&'a self, s: &'a Server) -> BoxFuture<'a, AgentResult<()>> {
+    fn resume<'a>(&'a self, s: &'a Server, _which: Threads) -> BoxFuture<'a, AgentResult<()>> {
         Box::pin(async move {
             self.op("resume", &s.address, |f| {
                 if let Some(r) = &mut f.replica {

@@ -9,7 +9,9 @@ mod ops;
 use crate::backend::stmt_cache::StmtCache;
 use crate::backend::{BackendConn, BackendError};
 use sluice_core::Server;
-use sluice_monitor::agent::{Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus, Report};
+use sluice_monitor::agent::{
+    Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus, Report, Threads,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -265,12 +267,18 @@ impl Agent for MariaDbAgent {
         &'a self,
         server: &'a Server,
         source_failed: bool,
+        which: Threads,
     ) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(self.stop_replication(server, source_failed))
+        Box::pin(self.stop_replication(server, source_failed, which))
     }
 
-    fn resume<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(async move { self.run(server, &["START ALL SLAVES".into()]).await })
+    fn resume<'a>(&'a self, server: &'a Server, which: Threads) -> BoxFuture<'a, AgentResult<()>> {
+        let sql = match which {
+            Threads::Receiving => "START ALL SLAVES IO_THREAD",
+            // Starts what is not running (with the applier running, only the receiver).
+            Threads::All => "START ALL SLAVES",
+        };
+        Box::pin(async move { self.run(server, &[sql.into()]).await })
     }
 
     fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<()>> {

@@ -5,7 +5,7 @@
 use super::{agent_error, first_value, gtid, replica_status, within, MariaDbAgent, OP_TIMEOUT};
 use crate::backend::BackendConn;
 use sluice_core::Server;
-use sluice_monitor::agent::{AgentError, AgentResult};
+use sluice_monitor::agent::{AgentError, AgentResult, Threads};
 use std::time::Duration;
 
 /// A statement and what undoes it.
@@ -124,7 +124,7 @@ impl MariaDbAgent {
         within(timeout, work).await
     }
 
-    /// `STOP ALL SLAVES`. With a dead or hung source, a semi-synchronous replica stopping its
+    /// `STOP ALL SLAVES` (or only the receivers). With a dead or hung source, a semi-synchronous replica stopping its
     /// receiver first logs in to the source to end its binlog dump, waiting up to
     /// `rpl_semi_sync_slave_kill_conn_timeout` (5 s by default; about 2 s measured): lowered
     /// to 1 s (0 would mean no limit) for the stop, and set back whatever happens.
@@ -132,7 +132,12 @@ impl MariaDbAgent {
         &self,
         server: &Server,
         source_failed: bool,
+        which: Threads,
     ) -> AgentResult<()> {
+        let stop = match which {
+            Threads::Receiving => "STOP ALL SLAVES IO_THREAD",
+            Threads::All => "STOP ALL SLAVES",
+        };
         let work = async {
             let mut conn = self.connect(server).await?;
             let mut restore = None;
@@ -155,7 +160,7 @@ impl MariaDbAgent {
                     }
                 }
             }
-            let stopped = conn.exec("STOP ALL SLAVES").await;
+            let stopped = conn.exec(stop).await;
             if let Some(kct) = restore {
                 let sql = format!("SET GLOBAL rpl_semi_sync_slave_kill_conn_timeout={kct}");
                 if let Err(e) = conn.exec(&sql).await {
@@ -164,7 +169,7 @@ impl MariaDbAgent {
             }
             stopped
                 .map(|_| ())
-                .map_err(|e| agent_error(e).context("STOP ALL SLAVES"))
+                .map_err(|e| agent_error(e).context(stop))
         };
         within(OP_TIMEOUT, work).await
     }
