@@ -350,3 +350,48 @@ impl Server {
         self.draining.subscribe()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// Collects what is logged.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_changing_reason_is_not_logged_again() {
+        let out = Captured::default();
+        let w = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || w.clone())
+            .with_ansi(false)
+            .finish();
+        let s = Server::new("10.0.0.1:3306", "reader", 1, 10);
+        tracing::subscriber::with_default(subscriber, || {
+            for i in 0..5 {
+                s.set_monitor_block(Some(format!("unreachable: attempt {i} refused")));
+            }
+            s.set_monitor_block(None);
+            s.set_monitor_block(None);
+        });
+        let text = String::from_utf8_lossy(&out.0.lock()).into_owned();
+        assert_eq!(text.matches("takes no traffic").count(), 1, "{text}");
+        assert_eq!(text.matches("takes traffic again").count(), 1, "{text}");
+        assert!(
+            text.contains("attempt 0"),
+            "the first reason is logged: {text}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 pub mod http;
 pub mod load;
 pub mod raw;
+pub mod relay;
 
 use sluice_config::Config;
 use sluice_mysql::{Proxy, Running};
