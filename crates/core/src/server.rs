@@ -53,8 +53,6 @@ pub struct Observed {
     pub replication_running: Option<bool>,
     /// Replication position (GTIDs for MariaDB).
     pub position: String,
-    /// The version string the server sends in its handshake.
-    pub version: String,
     /// When it was last checked.
     pub checked: Option<Instant>,
     /// The last check's error, or the replication error.
@@ -141,6 +139,8 @@ pub struct Server {
     /// Why the monitor keeps it from taking traffic (lag, broken replication, unreachable).
     monitor_block: Mutex<Option<String>>,
     observed: Mutex<Observed>,
+    /// The version string it sends in its handshake, byte for byte, once seen.
+    version: Mutex<Option<Arc<str>>>,
     /// Bumped when the server is declared failed: statements in flight on it give up.
     failures: watch::Sender<u64>,
     /// Bumped when the server is taken out of service.
@@ -180,6 +180,7 @@ impl Server {
             stmt_budget: Arc::new(StmtBudget::default()),
             monitor_block: Mutex::new(None),
             observed: Mutex::new(Observed::default()),
+            version: Mutex::new(None),
             failures: watch::channel(0).0,
             draining: watch::channel(0).0,
         }
@@ -295,6 +296,23 @@ impl Server {
     /// Records the monitor's view.
     pub fn set_observed(&self, o: Observed) {
         *self.observed.lock() = o;
+    }
+
+    /// The version string it sends in its handshake (as last seen by the monitor or a
+    /// connection), if seen yet.
+    pub fn version(&self) -> Option<Arc<str>> {
+        self.version.lock().clone()
+    }
+
+    /// Records the version string it sent in a handshake.
+    pub fn set_version(&self, v: &str) {
+        if v.is_empty() {
+            return;
+        }
+        let mut cur = self.version.lock();
+        if cur.as_deref() != Some(v) {
+            *cur = Some(Arc::from(v));
+        }
     }
 
     /// Declares the server failed: statements in flight on it stop waiting for it.

@@ -66,7 +66,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
                 o.rtt = Some(rep.rtt);
                 o.read_only = Some(rep.read_only);
                 o.position = rep.position.clone();
-                o.version = rep.version.clone();
+                s.set_version(&rep.version);
                 o.source = rep.replica.as_ref().map(|r| r.source.clone());
                 o.replication_running = rep.replica.as_ref().map(|r| r.io_running && r.sql_running);
                 o.lag = rep.replica.as_ref().and_then(|r| r.lag);

@@ -338,35 +338,91 @@ impl Proxy {
         })
     }
 
-    /// Learns version and collations from the first server that answers (bounded in time);
-    /// clients connecting before that see built-in defaults.
+    /// The version string clients are greeted with: the configured one; else the one the
+    /// writer (the primary) sends in its own handshake, byte for byte (MariaDB's `5.5.5-`
+    /// prefix and `-log` suffix included), so that it follows the primary when it changes;
+    /// else the one learned at start.
+    pub fn announced_version(&self) -> Arc<str> {
+        if let Some(v) = self.info.version_override() {
+            return Arc::from(v);
+        }
+        let writer = self
+            .topology
+            .writer()
+            .and_then(|w| w.servers().iter().find_map(|s| s.version()));
+        writer.unwrap_or_else(|| Arc::from(self.info.get().version.as_str()))
+    }
+
+    /// Learns version and collations from the first server that answers (bounded in time),
+    /// the writer first, logging in as the monitor or as any configured user; clients
+    /// connecting before that see built-in defaults. Says why when no server could be used.
     async fn learn_servers(self: &Arc<Self>) {
         let users = self.users.load_full();
-        let Some(user) = users.all().next().cloned() else {
-            return;
-        };
-        for server in self.topology.servers() {
-            let attempt = tokio::time::timeout(
-                self.config.pool.connect_timeout.get(),
-                BackendConn::connect_with(
-                    &server.address,
-                    &user.name,
-                    &user.password,
-                    0,
-                    StmtCache::new(1, Default::default()),
-                    self.connector.tls.as_ref(),
-                ),
-            )
-            .await;
-            if let Ok(Ok(mut conn)) = attempt {
-                if self.info.learn(&mut conn).await.is_ok() {
-                    tracing::info!(server = %server.name, version = %self.info.get().version, "learned server version and collations");
-                    return;
+        let mut logins: Vec<(String, String)> = Vec::new();
+        if self.config.monitor.enabled {
+            logins.push(self.config.monitor_credentials());
+        }
+        for u in users.all() {
+            let l = (u.name.to_string(), u.password.clone());
+            if !logins.contains(&l) {
+                logins.push(l);
+            }
+        }
+        let mut servers = self.topology.servers();
+        let writer = self
+            .topology
+            .writer()
+            .map(|w| w.servers())
+            .unwrap_or_default();
+        servers.sort_by_key(|s| !writer.iter().any(|w| Arc::ptr_eq(w, s)));
+        let mut failures = Vec::new();
+        for server in servers {
+            for (user, password) in logins.iter().take(3) {
+                let attempt = tokio::time::timeout(
+                    self.config.pool.connect_timeout.get(),
+                    BackendConn::connect_with(
+                        &server.address,
+                        user,
+                        password,
+                        0,
+                        StmtCache::new(1, Default::default()),
+                        self.connector.tls.as_ref(),
+                    ),
+                )
+                .await;
+                let mut conn = match attempt {
+                    Ok(Ok(conn)) => conn,
+                    Ok(Err(e)) => {
+                        failures.push(format!("{} as {user}: {e}", server.name));
+                        continue;
+                    }
+                    Err(_) => {
+                        failures.push(format!(
+                            "{}: no answer within the connect timeout",
+                            server.name
+                        ));
+                        break;
+                    }
+                };
+                server.set_version(&conn.server_version);
+                match self.info.learn(&mut conn).await {
+                    Ok(()) => {
+                        tracing::info!(server = %server.name, version = %self.announced_version(), "learned server version and collations");
+                        return;
+                    }
+                    Err(e) => failures.push(format!(
+                        "{} as {user}: reading collations: {e}",
+                        server.name
+                    )),
                 }
             }
         }
+        if failures.is_empty() {
+            return; // no servers configured
+        }
         tracing::warn!(
-            "no server answered at startup; announcing a default version until one does"
+            reasons = %failures.join("; "),
+            "could not read version and collations from any server at startup; announcing a default version until one answers"
         );
     }
 

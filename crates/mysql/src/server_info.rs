@@ -1,5 +1,6 @@
-//! Facts learned from the backend servers once: the version string to announce and the
-//! collation table (client collation ids to character-set variables).
+//! Facts learned from the backend servers once: a version string to announce until the
+//! primary's own is known, and the collation table (client collation ids to character-set
+//! variables).
 
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
@@ -17,7 +18,8 @@ pub struct Collation {
 /// What the proxy knows about the servers behind it.
 #[derive(Clone, Debug)]
 pub struct ServerFacts {
-    /// Version string announced to clients.
+    /// Version string announced to clients until the primary's own is known: the configured
+    /// one, or the one learned from the first server that answered.
     pub version: String,
     /// Collations by id.
     pub collations: HashMap<u16, Collation>,
@@ -87,6 +89,11 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
+    /// The configured version string, if any (it wins over every server's).
+    pub fn version_override(&self) -> Option<&str> {
+        self.version_override.as_deref()
+    }
+
     /// Starts with built-in fallbacks; `version_override` is the configured version string.
     pub fn new(version_override: Option<String>) -> ServerInfo {
         let version = version_override
@@ -142,7 +149,7 @@ impl ServerInfo {
         let version = self
             .version_override
             .clone()
-            .unwrap_or_else(|| announce_version(&conn.server_version));
+            .unwrap_or_else(|| conn.server_version.clone());
         self.facts.store(Arc::new(ServerFacts {
             version,
             collations,
@@ -153,29 +160,9 @@ impl ServerInfo {
     }
 }
 
-/// The version string to announce for a backend's version: MariaDB 10.x servers prefix
-/// `5.5.5-` for old replication clients, and clients strip it; keep the server's format.
-fn announce_version(backend: &str) -> String {
-    let v = backend.strip_suffix("-log").unwrap_or(backend);
-    if v.contains("MariaDB") && !v.starts_with("5.5.5-") && v.starts_with("10.") {
-        format!("5.5.5-{v}")
-    } else {
-        v.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn version_format() {
-        assert_eq!(
-            announce_version("10.11.19-MariaDB-0+deb12u1-log"),
-            "5.5.5-10.11.19-MariaDB-0+deb12u1"
-        );
-        assert_eq!(announce_version("8.0.36"), "8.0.36");
-    }
 
     #[test]
     fn unknown_collations_get_server_defaults() {

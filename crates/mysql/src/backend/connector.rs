@@ -60,6 +60,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
                 }
             };
             conn.failed = Some(server.failure_watch());
+            server.set_version(&conn.server_version);
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.
             if conn.server_stmt_limit > 0 {

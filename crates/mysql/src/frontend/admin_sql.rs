@@ -46,12 +46,12 @@ pub async fn serve(
 ) {
     let _permit = permit;
     let mut client = ClientConn::new(stream, 1 << 20);
-    let facts = proxy.info.get();
+    let version = proxy.announced_version();
     let cx = HandshakeContext {
         tls: None,
         users: &users,
         rsa: &proxy.rsa,
-        server_version: &facts.version,
+        server_version: &version,
         connection_id: proxy.sessions.next_id(),
         peer,
         default_plugin: proxy.config.proxy.default_auth_plugin.name(),

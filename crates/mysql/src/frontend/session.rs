@@ -162,13 +162,13 @@ async fn open(
     let id = proxy.sessions.next_id();
     let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
     let users = proxy.users.load_full();
-    let facts = proxy.info.get();
+    let version = proxy.announced_version();
     let tls = proxy.tls.load_full();
     let cx = HandshakeContext {
         tls: (*tls).as_ref(),
         users: &users,
         rsa: &proxy.rsa,
-        server_version: &facts.version,
+        server_version: &version,
         connection_id: id,
         peer,
         default_plugin: proxy.config.proxy.default_auth_plugin.name(),
