@@ -57,3 +57,84 @@ async fn the_greeting_is_the_primarys_own_and_follows_a_switchover() {
         .expect("switchover");
     assert_eq!(greeting_version(env.port).await, replica_version);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_ids_agree_with_lock_ownership() {
+    use mysql_async::prelude::*;
+    let env = common::start(1, "").await;
+    let connect = || async {
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&env.url("test")).unwrap())
+            .await
+            .unwrap()
+    };
+    let mut a = connect().await;
+    let mut b = connect().await;
+    let a_id = a.id();
+    let own: u32 = a
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(own, a_id, "CONNECTION_ID() is the handshake's id");
+
+    let got: i64 = a
+        .query_first("SELECT GET_LOCK('k', 1)")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, 1);
+    // What lock-ownership checks do (job queues, migration tools).
+    let mine: i64 = a
+        .query_first("SELECT IS_USED_LOCK('k') = CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        mine, 1,
+        "the holder is this session, as on a direct connection"
+    );
+    let holder: u32 = a
+        .query_first("SELECT IS_USED_LOCK('k')")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(holder, a_id);
+    let prepared: i64 = a
+        .exec_first("SELECT IS_USED_LOCK(?) = CONNECTION_ID()", ("k",))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(prepared, 1, "prepared statements too");
+    let pseudo: i64 = a
+        .query_first("SELECT @@pseudo_thread_id = CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(pseudo, 1);
+
+    // Another session sees the holder by the id KILL understands.
+    let seen: u32 = b
+        .query_first("SELECT IS_USED_LOCK('k')")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen, a_id, "another session sees the holder's own id");
+    let theirs: i64 = b
+        .query_first("SELECT IS_USED_LOCK('k') = CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(theirs, 0);
+    b.query_drop(format!("KILL {seen}")).await.unwrap();
+    wait_for("the killed holder's lock is released", LONG, || {
+        env.topo
+            .primary()
+            .sql("SELECT IS_FREE_LOCK('k')")
+            .is_ok_and(|v| v.trim() == "1")
+    })
+    .await;
+    assert!(
+        a.query_drop("SELECT 1").await.is_err(),
+        "the holder was killed"
+    );
+}

@@ -130,6 +130,9 @@ effects! {
     /// (`autocommit=1`), `LOCK`/`UNLOCK TABLES`, `CALL`, and statements not classified. Plain
     /// `SELECT`/DML/`SHOW`/`ROLLBACK` never do.
     MAY_COMMIT = 29;
+    /// Reads a connection (thread) id other than through `CONNECTION_ID()`: `IS_USED_LOCK()`,
+    /// `@@pseudo_thread_id`.
+    THREAD_ID_READ = 30;
 }
 
 impl Effects {
@@ -534,6 +537,8 @@ fn sysvar_read(src: &[u8], st: &mut Stmt, t: &Token) {
     } else if bare.eq_ignore_ascii_case(b"identity") || bare.eq_ignore_ascii_case(b"last_insert_id")
     {
         st.effects |= Effects::LAST_INSERT_ID_READ;
+    } else if bare.eq_ignore_ascii_case(b"pseudo_thread_id") {
+        st.effects |= Effects::THREAD_ID_READ;
     }
 }
 
@@ -548,6 +553,7 @@ fn call(cur: &mut Cursor<'_>, st: &mut Stmt, walk: &mut Walk, t: Token) {
     match kind {
         Call::Safe => {}
         Call::Lock => st.effects |= Effects::LOCK_FUNCTION,
+        Call::LockHolder => st.effects |= Effects::LOCK_FUNCTION | Effects::THREAD_ID_READ,
         Call::Sequence => walk.write = true,
         Call::PrevStatement => st.effects |= Effects::PREV_STATEMENT,
         Call::ConnectionId => st.effects |= Effects::CONNECTION_ID,

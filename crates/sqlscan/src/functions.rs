@@ -498,6 +498,8 @@ pub enum Call {
     Safe,
     /// A user-level lock function (`GET_LOCK`, `RELEASE_LOCK` ...).
     Lock,
+    /// `IS_USED_LOCK`: a lock function that returns the holder's connection id.
+    LockHolder,
     /// A sequence function that advances or sets a sequence.
     Sequence,
     /// `LAST_INSERT_ID` (with or without an argument; the caller checks).
@@ -522,8 +524,10 @@ pub fn classify_call(name: &[u8]) -> Call {
     }
     let up: &[u8] = up;
     match up {
-        b"GET_LOCK" | b"RELEASE_LOCK" | b"RELEASE_ALL_LOCKS" | b"IS_FREE_LOCK"
-        | b"IS_USED_LOCK" => return Call::Lock,
+        b"GET_LOCK" | b"RELEASE_LOCK" | b"RELEASE_ALL_LOCKS" | b"IS_FREE_LOCK" => {
+            return Call::Lock
+        }
+        b"IS_USED_LOCK" => return Call::LockHolder,
         b"NEXTVAL" | b"SETVAL" | b"LASTVAL" => return Call::Sequence,
         b"LAST_INSERT_ID" => return Call::LastInsertId,
         b"FOUND_ROWS" | b"ROW_COUNT" => return Call::PrevStatement,

@@ -6,6 +6,7 @@ mod commands;
 mod conclude;
 pub mod exec;
 pub mod handshake;
+mod ids;
 mod local;
 pub mod pins;
 mod query;

@@ -78,7 +78,7 @@ impl Session {
             }
         };
         let read = scan.route() == Route::Read;
-        let rewritten = self.session_function_values(scan.effects, sql);
+        let rewritten = self.session_function_values(scan.effects, sql, &target);
         let payload = rewritten.as_deref().unwrap_or(payload);
         self.run_routed(
             target,
@@ -91,26 +91,38 @@ impl Session {
         .await
     }
 
-    /// Replaces `CONNECTION_ID()` (always the id the proxy gave the client) and, when the
-    /// previous statement's connection was not kept, `FOUND_ROWS()` and `ROW_COUNT()` with the
-    /// session's values. Returns the rewritten COM_QUERY payload, if anything changed.
-    fn session_function_values(&self, effects: Effects, sql: &[u8]) -> Option<Vec<u8>> {
-        let mut values = Vec::new();
-        if effects.intersects(Effects::CONNECTION_ID) {
-            values.push(("CONNECTION_ID", self.id.to_string()));
-        }
+    /// Replaces what the session reads about itself: its connection ids (`CONNECTION_ID()`
+    /// and the others, see `ids.rs`) and, when the previous statement's connection was not
+    /// kept, `FOUND_ROWS()` and `ROW_COUNT()` with the session's values. Returns the
+    /// rewritten COM_QUERY payload, if anything changed.
+    fn session_function_values(
+        &self,
+        effects: Effects,
+        sql: &[u8],
+        target: &Target,
+    ) -> Option<Vec<u8>> {
+        let own = self.own_ids(effects, sql, Some(target));
+        let mut sql_now = own.as_deref().unwrap_or(sql);
+        let prev;
         if effects.intersects(Effects::PREV_STATEMENT) && self.prev.is_none() && !self.prev_is_held
         {
-            values.push(("FOUND_ROWS", self.st.found_rows.to_string()));
-            values.push(("ROW_COUNT", self.st.row_count.to_string()));
+            let values = [
+                ("FOUND_ROWS", self.st.found_rows.to_string()),
+                ("ROW_COUNT", self.st.row_count.to_string()),
+            ];
+            prev = sluice_sqlscan::rewrite::replace_calls(sql_now, &values);
+            if let Some(p) = &prev {
+                sql_now = p;
+            }
+        } else {
+            prev = None;
         }
-        if values.is_empty() {
+        if own.is_none() && prev.is_none() {
             return None;
         }
-        let sql = sluice_sqlscan::rewrite::replace_calls(sql, &values)?;
-        let mut payload = Vec::with_capacity(sql.len() + 1);
+        let mut payload = Vec::with_capacity(sql_now.len() + 1);
         payload.push(crate::wire::consts::com::QUERY);
-        payload.extend_from_slice(&sql);
+        payload.extend_from_slice(sql_now);
         Some(payload)
     }
 }

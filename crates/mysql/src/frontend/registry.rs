@@ -84,6 +84,10 @@ impl SessionHandle {
 pub struct Registry {
     next_id: AtomicU32,
     sessions: Mutex<HashMap<u32, Arc<SessionHandle>>>,
+    /// Sessions that may hold user-level locks (`GET_LOCK`), with the backend connection
+    /// (server name, thread id) the locks live on: a thread id a lock function reports is
+    /// shown as the holding session's id.
+    lock_holders: Mutex<HashMap<u32, (Arc<str>, u32)>>,
 }
 
 impl Registry {
@@ -92,6 +96,7 @@ impl Registry {
         Registry {
             next_id: AtomicU32::new(1),
             sessions: Mutex::new(HashMap::new()),
+            lock_holders: Mutex::new(HashMap::new()),
         }
     }
 
@@ -124,6 +129,35 @@ impl Registry {
     /// Forgets a session.
     pub fn remove(&self, id: u32) {
         self.sessions.lock().remove(&id);
+        self.lock_holders.lock().remove(&id);
+    }
+
+    /// Records on which backend connection (server name, thread id) session `id` may hold
+    /// user-level locks (`None`: it holds none).
+    pub fn set_lock_holder(&self, id: u32, on: Option<(Arc<str>, u32)>) {
+        let mut h = self.lock_holders.lock();
+        match on {
+            Some(b) => {
+                if h.get(&id) != Some(&b) {
+                    h.insert(id, b);
+                }
+            }
+            None => {
+                h.remove(&id);
+            }
+        }
+    }
+
+    /// `(backend thread id, session id)` of the sessions that may hold user-level locks on
+    /// the servers named `servers`, at most `limit` of them.
+    pub fn lock_holders_on(&self, servers: &[Arc<str>], limit: usize) -> Vec<(u32, u32)> {
+        self.lock_holders
+            .lock()
+            .iter()
+            .filter(|(_, (server, _))| servers.contains(server))
+            .map(|(id, (_, thread))| (*thread, *id))
+            .take(limit)
+            .collect()
     }
 
     /// Looks a session up.

@@ -424,9 +424,16 @@ impl Session {
         Ok(self.client.send_err(1, code, sqlstate, message).await?)
     }
 
-    /// Publishes pins to the registry.
+    /// Publishes pins to the registry (and, while user-level locks may be held, the backend
+    /// connection they live on).
     pub(crate) fn publish_pins(&self) {
         self.handle.set_pins(self.st.pins);
+        let holder = self
+            .held
+            .as_ref()
+            .filter(|_| self.st.pins.has(super::pins::Pins::USER_LOCKS))
+            .map(|h| (h.lease.server().name.clone(), h.lease.conn_ref().thread_id));
+        self.proxy.sessions.set_lock_holder(self.id, holder);
     }
 }
 

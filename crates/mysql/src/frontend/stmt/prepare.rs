@@ -8,7 +8,7 @@ use crate::frontend::relay::{relay, Sink};
 use crate::frontend::scan::{Expect, Outcome, Scanner, ServerError};
 use crate::frontend::session::{Fatal, Session};
 use crate::wire::consts::{com, err};
-use sluice_sqlscan::{rewrite, scan_with, Effects, Options};
+use sluice_sqlscan::{scan_with, Effects, Options};
 use std::sync::Arc;
 
 /// Why a statement could not be prepared on a connection.
@@ -53,13 +53,9 @@ impl Session {
             self.settle(att, from_held, false).await;
             return Ok(());
         }
-        // CONNECTION_ID() must be the id the proxy gave this client: bake it into this
+        // Connection ids must be the id the proxy gave this client: bake it into this
         // session's copy of the statement (which then has its own backend statement).
-        let own_sql = if scan.effects.intersects(Effects::CONNECTION_ID) {
-            rewrite::replace_calls(sql, &[("CONNECTION_ID", self.id.to_string())])
-        } else {
-            None
-        };
+        let own_sql = self.own_ids(scan.effects, sql, None);
         let key = Arc::new(StmtKey {
             schema: self.st.tracked.schema.clone(),
             sql: own_sql.as_deref().unwrap_or(sql).into(),
