@@ -204,6 +204,7 @@ fn raise_file_limit(cfg: &Config) {
             .iter()
             .map(|s| s.max_connections(&cfg.pool) as u64)
             .sum::<u64>()
+        + cfg.admin.as_ref().map_or(0, |a| a.max_connections as u64)
         + 64;
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(got) if got < want => tracing::warn!(
@@ -249,14 +250,7 @@ async fn run(cfg: Config, path: PathBuf) -> ExitCode {
         }
     };
     let _admin = match &proxy.config.admin {
-        Some(a) => match sluice_admin::serve(
-            &a.listen,
-            a.token.clone(),
-            proxy.clone(),
-            running.shutdown_signal(),
-        )
-        .await
-        {
+        Some(a) => match sluice_admin::serve(a, proxy.clone(), running.shutdown_signal()).await {
             Ok(admin) => Some(admin),
             Err(e) => {
                 eprintln!("sluice: cannot listen on {} (admin): {e}", a.listen);
