@@ -107,17 +107,24 @@ async fn a_flood_of_idle_admin_connections_is_capped_and_closed() {
     let one: Option<u32> = c.query_first("SELECT 1").await.unwrap();
     assert_eq!(one, Some(1));
 
-    // sluice's admin sockets never exceed the cap, and reach it.
+    // sluice's admin sockets never exceed the cap (plus, for an instant, the one being
+    // turned away), and reach it.
     let mut most = 0;
     let start = Instant::now();
     while readers.iter().any(|r| !r.is_finished()) {
         assert!(start.elapsed() < HANG, "admin connections left open");
         let n = accepted_sockets(port);
-        assert!(n <= CAP, "{n} admin sockets open, over the cap of {CAP}");
+        assert!(
+            n <= CAP + 1,
+            "{n} admin sockets open, over the cap of {CAP}"
+        );
         most = most.max(n);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(most, CAP, "the first {CAP} connections were held");
+    assert!(
+        most >= CAP,
+        "the first {CAP} connections were held ({most})"
+    );
     assert_eq!(accepted_sockets(port), 0, "every admin socket was closed");
 
     // Those over the cap were told why; those held were closed without an answer.
