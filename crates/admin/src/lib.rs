@@ -1,19 +1,25 @@
 //! sluice's HTTP admin API: what the proxy sees (servers, roles, states, the monitor's
 //! events) and what an operator can ask of it (switchover). JSON over HTTP/1.1 on its own
-//! listener; every request carries `Authorization: Bearer <token>` when a token is set.
+//! bounded listener; every API request carries `Authorization: Bearer <token>` when a token
+//! is set.
 #![forbid(unsafe_code)]
 
+mod auth;
+mod connection_watch;
+mod dashboard;
+mod http_listener;
 pub mod metrics;
 mod monitor_view;
 mod views;
 
-use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
+use sluice_config::AdminConfig;
 use sluice_core::Server;
 use sluice_mysql::Proxy;
 use std::net::SocketAddr;
@@ -27,7 +33,7 @@ use tokio::task::JoinHandle;
 #[derive(Clone)]
 pub(crate) struct Ctx {
     proxy: Arc<Proxy>,
-    token: Option<Arc<str>>,
+    token: Option<auth::Token>,
     metrics: Arc<prometheus_client::registry::Registry>,
 }
 
@@ -35,24 +41,24 @@ pub(crate) struct Ctx {
 pub struct Admin {
     /// The bound address.
     pub addr: SocketAddr,
-    /// The server task (ends on shutdown).
+    /// The server task (ends on shutdown, once every connection has).
     pub task: JoinHandle<()>,
 }
 
-/// Binds `listen` and serves the API until `shutdown` turns true.
+/// Binds `cfg.listen` and serves the API, within `cfg`'s bounds, until `shutdown` turns true.
 pub async fn serve(
-    listen: &str,
-    token: Option<String>,
+    cfg: &AdminConfig,
     proxy: Arc<Proxy>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<Admin> {
-    let listener = TcpListener::bind(listen).await?;
+    let listener = TcpListener::bind(&cfg.listen).await?;
     let addr = listener.local_addr()?;
     let ctx = Ctx {
         metrics: Arc::new(metrics::registry(proxy.clone())),
         proxy,
-        token: token.filter(|t| !t.is_empty()).map(Arc::from),
+        token: auth::Token::new(cfg.token.as_deref()),
     };
+    let max_body = cfg.max_body_size as usize;
     let app = Router::new()
         .route("/api/servers", get(servers))
         .route("/api/events", get(events))
@@ -75,36 +81,40 @@ pub async fn serve(
         .route("/api/servers/{name}/drain", post(views::drain))
         .route("/api/servers/{name}/online", post(views::online))
         .route("/metrics", get(prometheus))
-        .layer(middleware::from_fn_with_state(ctx.clone(), auth))
-        // The dashboard page itself holds no data (its requests carry the token).
-        .route("/", get(dashboard))
+        .layer(middleware::from_fn_with_state(
+            ctx.clone(),
+            auth::require_token,
+        ))
+        // The dashboard page and script hold no data (the page's requests carry the token).
+        .route("/", get(dashboard::html))
+        .route("/dashboard.js", get(dashboard::script))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(max_body, limit_body))
         .with_state(ctx);
     tracing::info!(listen = %addr, "admin API listening");
-    let task = tokio::spawn(async move {
-        let stop = async move {
-            while !*shutdown.borrow() {
-                if shutdown.changed().await.is_err() {
-                    break;
-                }
-            }
-        };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-        {
-            tracing::warn!(error = %e, "admin API stopped");
-        }
-    });
+    let limits = http_listener::Limits::of(cfg);
+    let task = tokio::spawn(http_listener::serve(listener, app, limits, shutdown));
     Ok(Admin { addr, task })
 }
 
-/// The web dashboard: one static page that polls the API.
-async fn dashboard() -> Response {
-    (
-        [(axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        include_str!("dashboard.html"),
-    )
-        .into_response()
+/// Refuses a request whose declared body is over `admin.max_body_size` before anything reads it.
+async fn limit_body(
+    State(max): State<usize>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(n) if n > max as u64 => error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body of {n} bytes is over admin.max_body_size ({max} bytes)"),
+        ),
+        _ => next.run(req).await,
+    }
 }
 
 async fn prometheus(State(ctx): State<Ctx>) -> Response {
@@ -122,22 +132,6 @@ async fn prometheus(State(ctx): State<Ctx>) -> Response {
             "cannot encode metrics".into(),
         ),
     }
-}
-
-async fn auth(State(ctx): State<Ctx>, headers: HeaderMap, req: Request, next: Next) -> Response {
-    if let Some(token) = &ctx.token {
-        let given = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(&**token) {
-            return error(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token".into(),
-            );
-        }
-    }
-    next.run(req).await
 }
 
 pub(crate) fn error(status: StatusCode, message: String) -> Response {

@@ -267,12 +267,43 @@ pub(crate) struct AddServer {
     max_connections: Option<u32>,
 }
 
+/// Why a server cannot be added to `hostgroup` (`None`: the monitor would place it) in `c`:
+/// a hostgroup is never created by a typo.
+fn hostgroup_refusal(c: &sluice_config::Config, hostgroup: Option<&str>) -> Option<String> {
+    let mut known = c.hostgroup_names();
+    for h in [&c.proxy.writer_hostgroup, &c.proxy.reader_hostgroup] {
+        if !known.contains(h) {
+            known.push(h.clone());
+        }
+    }
+    let listed = known
+        .iter()
+        .map(|h| format!("{h:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match hostgroup {
+        None if !c.monitor.enabled => Some(format!(
+            "a hostgroup is required: the monitor is disabled, so nothing would place the server (hostgroups: {listed})"
+        )),
+        None => None,
+        Some(h) if known.iter().any(|k| k == h) => None,
+        Some(h) => Some(format!(
+            "no hostgroup {h:?}; the hostgroups are {listed} (add a [[hostgroups]] entry and reload to make a new one)"
+        )),
+    }
+}
+
 /// `POST /api/servers?address=A[&hostgroup=H][&weight=W][&max_connections=N]`: adds a server
-/// at runtime (without a hostgroup, the monitor places it).
+/// at runtime to an existing hostgroup (without one, the monitor places it).
 pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer>) -> Response {
+    let mut refused = None;
     let result = ctx
         .proxy
         .change_servers(|c| {
+            if let Some(why) = hostgroup_refusal(c, q.hostgroup.as_deref()) {
+                refused = Some(why.clone());
+                return Err(why);
+            }
             if c.servers
                 .iter()
                 .any(|s| s.address == q.address && s.hostgroup == q.hostgroup)
@@ -291,6 +322,7 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
         .await;
     match result {
         Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
+        Err(e) if refused.is_some() => error(StatusCode::BAD_REQUEST, e),
         Err(e) => error(StatusCode::CONFLICT, e),
     }
 }
@@ -354,4 +386,46 @@ pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
         }
     }
     Json(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hostgroup_refusal;
+    use sluice_config::Config;
+
+    fn config(servers: &str, monitor: bool) -> Config {
+        Config::from_toml(&format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\n[monitor]\nenabled = {monitor}\n[[users]]\nname = \"app\"\npassword = \"app\"\n{servers}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn servers_join_existing_hostgroups_only() {
+        let fixed = config(
+            "[[servers]]\naddress = \"127.0.0.1:3306\"\nhostgroup = \"writer\"\n[[servers]]\naddress = \"127.0.0.1:3307\"\nhostgroup = \"olap\"\n",
+            false,
+        );
+        assert_eq!(hostgroup_refusal(&fixed, Some("writer")), None);
+        assert_eq!(hostgroup_refusal(&fixed, Some("olap")), None);
+        // The reader hostgroup is the router's, even while empty.
+        assert_eq!(hostgroup_refusal(&fixed, Some("reader")), None);
+        let typo = hostgroup_refusal(&fixed, Some("olpa")).expect("refused");
+        assert!(
+            typo.starts_with(
+                "no hostgroup \"olpa\"; the hostgroups are \"writer\", \"olap\", \"reader\""
+            ),
+            "{typo}"
+        );
+        let unplaced = hostgroup_refusal(&fixed, None).expect("refused without the monitor");
+        assert!(unplaced.contains("monitor is disabled"), "{unplaced}");
+
+        let managed = config("[[servers]]\naddress = \"127.0.0.1:3306\"\n", true);
+        assert_eq!(
+            hostgroup_refusal(&managed, None),
+            None,
+            "the monitor places it"
+        );
+        assert!(hostgroup_refusal(&managed, Some("olap")).is_some());
+    }
 }

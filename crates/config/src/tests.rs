@@ -122,6 +122,40 @@ fn admin_off_loopback_needs_a_token() {
 }
 
 #[test]
+fn admin_http_bounds_have_defaults_and_named_errors() {
+    let text = format!("{ISSUE_EXAMPLE}\n[admin]\nlisten = \"127.0.0.1:6080\"\n");
+    let a = Config::from_toml(&text).unwrap().admin.unwrap();
+    assert_eq!(a, AdminConfig::new("127.0.0.1:6080"));
+    assert_eq!(a.max_connections, 32);
+    assert_eq!(a.header_timeout.get().as_secs(), 10);
+    assert_eq!(a.idle_timeout.get().as_secs(), 60);
+    assert_eq!(a.max_body_size, 65536);
+    for (line, field) in [
+        ("max_connections = 0", "admin.max_connections"),
+        ("max_connections = 10001", "admin.max_connections"),
+        ("header_timeout = \"0s\"", "admin.header_timeout"),
+        ("idle_timeout = \"10ms\"", "admin.idle_timeout"),
+        ("max_body_size = 10", "admin.max_body_size"),
+    ] {
+        let text = format!("{ISSUE_EXAMPLE}\n[admin]\nlisten = \"127.0.0.1:6080\"\n{line}\n");
+        assert_eq!(err_of(&text).field, field, "{line}");
+    }
+    let text = format!(
+        "{ISSUE_EXAMPLE}\n[admin]\nlisten = \"127.0.0.1:6080\"\nmax_connections = 4\nheader_timeout = \"2s\"\nidle_timeout = \"5s\"\nmax_body_size = 4096\n"
+    );
+    let a = Config::from_toml(&text).unwrap().admin.unwrap();
+    assert_eq!(
+        (
+            a.max_connections,
+            a.header_timeout.get().as_secs(),
+            a.idle_timeout.get().as_secs(),
+            a.max_body_size
+        ),
+        (4, 2, 5, 4096)
+    );
+}
+
+#[test]
 fn requires_a_writer() {
     let text = r#"
 [proxy]

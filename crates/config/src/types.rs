@@ -145,6 +145,38 @@ pub struct AdminConfig {
     /// Its password (required with `sql_listen`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sql_password: Option<String>,
+    /// Most HTTP connections open at once; more are answered 503 and closed. The admin
+    /// listener's own budget of file descriptors, apart from the clients'.
+    #[serde(default = "default_admin_max_connections")]
+    pub max_connections: u32,
+    /// A request's head must arrive whole within this, counted from the connection's opening
+    /// or from the first byte of a following request.
+    #[serde(default = "default_admin_header_timeout")]
+    pub header_timeout: HumanDuration,
+    /// A connection on which no byte moves for this long, while no request is being answered,
+    /// is closed (idle keep-alive, a stalled body, a client that stops reading).
+    #[serde(default = "default_admin_idle_timeout")]
+    pub idle_timeout: HumanDuration,
+    /// Largest request body accepted, in bytes (413 beyond it).
+    #[serde(default = "default_admin_max_body_size")]
+    pub max_body_size: u32,
+}
+
+impl AdminConfig {
+    /// An `[admin]` section listening on `listen`, everything else at its default.
+    pub fn new(listen: impl Into<String>) -> AdminConfig {
+        AdminConfig {
+            listen: listen.into(),
+            token: None,
+            sql_listen: None,
+            sql_user: default_admin_user(),
+            sql_password: None,
+            max_connections: default_admin_max_connections(),
+            header_timeout: default_admin_header_timeout(),
+            idle_timeout: default_admin_idle_timeout(),
+            max_body_size: default_admin_max_body_size(),
+        }
+    }
 }
 
 impl Default for MonitorConfig {
@@ -544,6 +576,18 @@ fn default_max_connecting() -> u32 {
 }
 fn default_admin_user() -> String {
     "admin".into()
+}
+fn default_admin_max_connections() -> u32 {
+    32
+}
+fn default_admin_header_timeout() -> HumanDuration {
+    HumanDuration::from_millis(10_000)
+}
+fn default_admin_idle_timeout() -> HumanDuration {
+    HumanDuration::from_millis(60_000)
+}
+fn default_admin_max_body_size() -> u32 {
+    64 * 1024
 }
 fn default_digest_entries() -> u32 {
     10_000

@@ -295,6 +295,7 @@ impl Config {
                     "is required when admin.listen is not a loopback address",
                 ));
             }
+            check_admin_http_limits(a)?;
             if let Some(sql) = &a.sql_listen {
                 check_address("admin.sql_listen", sql)?;
                 let taken = |other: &String| other == sql && !sql.ends_with(":0");
@@ -318,6 +319,35 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The HTTP admin listener's bounds: each must bound something.
+fn check_admin_http_limits(a: &crate::AdminConfig) -> Result {
+    if !(1..=10_000).contains(&a.max_connections) {
+        return Err(ConfigError::new(
+            "admin.max_connections",
+            "must be between 1 and 10000",
+        ));
+    }
+    if a.header_timeout.get().as_millis() < 100 {
+        return Err(ConfigError::new(
+            "admin.header_timeout",
+            "must be at least 100ms",
+        ));
+    }
+    if a.idle_timeout.get().as_millis() < 100 {
+        return Err(ConfigError::new(
+            "admin.idle_timeout",
+            "must be at least 100ms",
+        ));
+    }
+    if !(1024..=64 * 1024 * 1024).contains(&a.max_body_size) {
+        return Err(ConfigError::new(
+            "admin.max_body_size",
+            "must be between 1024 and 67108864 bytes",
+        ));
+    }
+    Ok(())
 }
 
 fn non_empty(field: &str, value: &str) -> Result {

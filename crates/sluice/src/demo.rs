@@ -1,34 +1,52 @@
-//! `sluice demo`: a primary and two replicas from the local MariaDB binaries, sluice in front,
-//! a short mixed workload, and where it went.
+//! `sluice demo`: a primary and two replicas from the local MariaDB binaries, sluice in front
+//! with its admin API and dashboard, a short mixed workload, and where it went; with
+//! `--failover`, the primary is then killed under writes and the demo tells what happened.
+
+mod acked_writes;
+mod failover;
 
 use mysql_async::prelude::*;
-use sluice_config::Config;
+use sluice_config::{AdminConfig, Config};
 use sluice_testkit::{Topology, TopologyOptions};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub async fn run(port: u16, no_wait: bool) -> ExitCode {
+/// What `sluice demo` was asked for.
+pub struct Options {
+    /// Port of the proxy's listener (another is picked if it is taken).
+    pub port: u16,
+    /// Port of the admin API and dashboard (another is picked if it is taken).
+    pub admin_port: u16,
+    /// Exit after the demo instead of waiting for Ctrl-C.
+    pub no_wait: bool,
+    /// Kill the primary after the workload and tell what sluice did.
+    pub failover: bool,
+}
+
+pub async fn run(o: Options) -> ExitCode {
     println!(
-        "sluice demo: starting a MariaDB primary and two GTID replicas in a temporary directory..."
+        "sluice demo: starting a MariaDB primary and two GTID replicas{} in a temporary directory...",
+        if o.failover {
+            " (semi-synchronous replication)"
+        } else {
+            ""
+        }
     );
-    let topo = match tokio::task::spawn_blocking(|| {
+    let semi_sync = o.failover;
+    let topo = match tokio::task::spawn_blocking(move || {
         Topology::start(TopologyOptions {
             replicas: 2,
+            semi_sync,
             ..Default::default()
         })
     })
     .await
     {
         Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            eprintln!("sluice demo: {e}");
-            return ExitCode::FAILURE;
-        }
-        Err(e) => {
-            eprintln!("sluice demo: {e}");
-            return ExitCode::FAILURE;
-        }
+        Ok(Err(e)) => return fail(e),
+        Err(e) => return fail(e),
     };
     for s in &topo.servers {
         let role = if s.server_id == 1 {
@@ -38,13 +56,78 @@ pub async fn run(port: u16, no_wait: bool) -> ExitCode {
         };
         println!("  {role:<8} {}  (server_id {})", s.addr(), s.server_id);
     }
-    let listen_port = if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+    let listen = format!("127.0.0.1:{}", free_or_any(o.port));
+    let text = if o.failover {
+        failover::config(&topo, &listen)
+    } else {
+        split_config(&topo, &listen)
+    };
+    let cfg = Config::from_toml(&text).expect("demo config is valid");
+    let proxy = match sluice_mysql::Proxy::new(cfg) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let running = match proxy.start().await {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let admin = AdminConfig::new(format!("127.0.0.1:{}", free_or_any(o.admin_port)));
+    let admin = match sluice_admin::serve(&admin, proxy.clone(), running.shutdown_signal()).await {
+        Ok(a) => a,
+        Err(e) => return fail(format!("admin API: {e}")),
+    };
+    let addr = running.addrs[0];
+    println!("\nsluice is listening on {addr}. Connect with:\n\n    mariadb -h127.0.0.1 -P{} -uapp -papp test\n", addr.port());
+    println!(
+        "Dashboard: http://{}/  (admin API: http://{}/api/servers)\n",
+        admin.addr, admin.addr
+    );
+    println!("Running a short mixed workload (8 clients: transactions, writes, reads)...");
+    let started = Instant::now();
+    if let Err(e) = workload(addr.port()).await {
+        return fail(format!("workload failed: {e}"));
+    }
+    println!("done in {:.1} s.\n", started.elapsed().as_secs_f64());
+    print_servers(&proxy);
+    if o.failover {
+        if let Err(e) = failover::run(&proxy, &topo, addr.port()).await {
+            running.shutdown();
+            tokio::task::block_in_place(move || drop(topo));
+            return fail(e);
+        }
+    }
+    if o.no_wait {
+        running.shutdown();
+        tokio::task::block_in_place(move || drop(topo));
+        return ExitCode::SUCCESS;
+    }
+    println!("\nPress Ctrl-C to stop sluice and the servers and remove their data.");
+    let _ = tokio::signal::ctrl_c().await;
+    println!("\nstopping...");
+    running.shutdown();
+    tokio::task::spawn_blocking(move || drop(topo)).await.ok();
+    println!("stopped; temporary data removed.");
+    ExitCode::SUCCESS
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("sluice demo: {e}");
+    ExitCode::FAILURE
+}
+
+/// `port` if it is free on loopback, otherwise 0 (any).
+fn free_or_any(port: u16) -> u16 {
+    if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
         port
     } else {
         0
-    };
+    }
+}
+
+/// The plain demo: fixed writer and reader hostgroups.
+fn split_config(topo: &Topology, listen: &str) -> String {
     let mut text = format!(
-        "[proxy]\nlisten = \"127.0.0.1:{listen_port}\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
+        "[proxy]\nlisten = \"{listen}\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
         topo.primary().addr()
     );
     for r in topo.replicas() {
@@ -53,30 +136,11 @@ pub async fn run(port: u16, no_wait: bool) -> ExitCode {
             r.addr()
         ));
     }
-    let cfg = Config::from_toml(&text).expect("demo config is valid");
-    let proxy = match sluice_mysql::Proxy::new(cfg) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("sluice demo: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let running = match proxy.start().await {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("sluice demo: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let addr = running.addrs[0];
-    println!("\nsluice is listening on {addr}. Connect with:\n\n    mariadb -h127.0.0.1 -P{} -uapp -papp test\n", addr.port());
-    println!("Running a short mixed workload (8 clients: transactions, writes, reads)...");
-    let started = Instant::now();
-    if let Err(e) = workload(addr.port()).await {
-        eprintln!("sluice demo: workload failed: {e}");
-        return ExitCode::FAILURE;
-    }
-    println!("done in {:.1} s.\n", started.elapsed().as_secs_f64());
+    text
+}
+
+/// Reads and writes per server.
+fn print_servers(proxy: &Arc<sluice_mysql::Proxy>) {
     println!(
         "{:<22} {:<9} {:>8} {:>8}",
         "server", "hostgroup", "reads", "writes"
@@ -90,18 +154,6 @@ pub async fn run(port: u16, no_wait: bool) -> ExitCode {
             s.stats.writes.load(Relaxed)
         );
     }
-    if no_wait {
-        running.shutdown();
-        drop(topo);
-        return ExitCode::SUCCESS;
-    }
-    println!("\nPress Ctrl-C to stop sluice and the servers and remove their data.");
-    let _ = tokio::signal::ctrl_c().await;
-    println!("\nstopping...");
-    running.shutdown();
-    tokio::task::spawn_blocking(move || drop(topo)).await.ok();
-    println!("stopped; temporary data removed.");
-    ExitCode::SUCCESS
 }
 
 async fn workload(port: u16) -> Result<(), mysql_async::Error> {

@@ -28,15 +28,24 @@ enum Cmd {
     Run,
     /// Validate a configuration file and exit non-zero naming the bad field.
     Check,
-    /// Start a primary and two replicas from the local MariaDB binaries, put sluice in front,
-    /// run a short workload and show where it went. Ctrl-C stops and cleans up.
+    /// Start a primary and two replicas from the local MariaDB binaries, put sluice in front
+    /// (with its admin API and dashboard), run a short workload and show where it went.
+    /// Ctrl-C stops and cleans up.
     Demo {
         /// Port for the demo's proxy listener.
         #[arg(long, default_value_t = 6033)]
         port: u16,
-        /// Exit after the workload instead of waiting for Ctrl-C.
+        /// Port for the demo's admin API and dashboard.
+        #[arg(long, default_value_t = 6080)]
+        admin_port: u16,
+        /// Exit after the demo instead of waiting for Ctrl-C.
         #[arg(long)]
         no_wait: bool,
+        /// After the workload, kill the primary while a client writes, and tell what sluice
+        /// does: who is promoted, how long until the first write, whether any acknowledged
+        /// write was lost (semi-synchronous replication).
+        #[arg(long)]
+        failover: bool,
     },
     /// Ask the running proxy (through its admin API, `[admin] listen`) to make a replica the
     /// primary: writes drain, the replica catches up, roles swap. Clients see no errors.
@@ -66,9 +75,20 @@ enum ConfigCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Cmd::Demo { port, no_wait }) => {
-            init_logging("warn", false);
-            runtime().block_on(demo::run(port, no_wait))
+        Some(Cmd::Demo {
+            port,
+            admin_port,
+            no_wait,
+            failover,
+        }) => {
+            // The failover demo tells the story itself, from the monitor's own record.
+            init_logging(if failover { "error" } else { "warn" }, false);
+            runtime().block_on(demo::run(demo::Options {
+                port,
+                admin_port,
+                no_wait,
+                failover,
+            }))
         }
         Some(Cmd::Check) => match load(cli.config.as_deref()) {
             Ok(cfg) => {
@@ -204,6 +224,7 @@ fn raise_file_limit(cfg: &Config) {
             .iter()
             .map(|s| s.max_connections(&cfg.pool) as u64)
             .sum::<u64>()
+        + cfg.admin.as_ref().map_or(0, |a| a.max_connections as u64)
         + 64;
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(got) if got < want => tracing::warn!(
@@ -249,14 +270,7 @@ async fn run(cfg: Config, path: PathBuf) -> ExitCode {
         }
     };
     let _admin = match &proxy.config.admin {
-        Some(a) => match sluice_admin::serve(
-            &a.listen,
-            a.token.clone(),
-            proxy.clone(),
-            running.shutdown_signal(),
-        )
-        .await
-        {
+        Some(a) => match sluice_admin::serve(a, proxy.clone(), running.shutdown_signal()).await {
             Ok(admin) => Some(admin),
             Err(e) => {
                 eprintln!("sluice: cannot listen on {} (admin): {e}", a.listen);

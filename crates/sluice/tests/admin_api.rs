@@ -150,6 +150,22 @@ async fn views_and_server_actions() {
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("writer"), "{body}");
 
+    // A hostgroup is never created by a typo: refused, naming it and the existing ones;
+    // nothing changes.
+    let (status, body) = post(addr, format!("/api/servers?address={r2}&hostgroup=raeder")).await;
+    assert_eq!(status, 400, "{body}");
+    let e: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let e = e["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("no hostgroup \"raeder\"; the hostgroups are \"writer\", \"reader\""),
+        "{e}"
+    );
+    assert_eq!(get(addr, "/api/drift").await, serde_json::json!([]));
+    assert_eq!(
+        get(addr, "/api/hostgroups").await.as_array().unwrap().len(),
+        2
+    );
+
     // Unknown servers and bad values are refused with a reason.
     let (status, body) = post(addr, "/api/servers/10.9.9.9:1/drain".into()).await;
     assert_eq!(status, 404, "{body}");

@@ -1,6 +1,13 @@
-//! The `sluice` binary: `check`, `demo`, and running from a config file.
+//! The `sluice` binary: `check`, `demo` (with its dashboard, and `--failover`), and running
+//! from a config file.
 
-use std::process::{Command, Stdio};
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -112,6 +119,7 @@ fn demo_runs_and_reports_per_server_reads_and_writes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("mariadb -h127.0.0.1 -P"), "{stdout}");
+    assert!(dashboard_addr(&stdout).is_some(), "{stdout}");
     // One line per server: writer with writes, readers with reads.
     let rows: Vec<Vec<&str>> = stdout
         .lines()
@@ -156,4 +164,169 @@ fn run_refuses_an_invalid_config() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("users"));
     std::fs::remove_file(p).ok();
+}
+
+/// The address in the demo's `Dashboard: http://ADDR/` line.
+fn dashboard_addr(stdout: &str) -> Option<SocketAddr> {
+    stdout.lines().find_map(|l| {
+        l.strip_prefix("Dashboard: http://")?
+            .split_once('/')?
+            .0
+            .parse()
+            .ok()
+    })
+}
+
+/// A running `sluice demo`: on drop, Ctrl-C (SIGINT) then, if it is still running after a
+/// minute, SIGKILL (its servers die with it).
+struct Demo(Child);
+
+impl Demo {
+    fn interrupt(&self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+    }
+
+    /// Waits up to `limit` for it to exit.
+    fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.interrupt();
+            if self.wait(Duration::from_secs(60)).is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+}
+
+#[test]
+fn demo_serves_its_dashboard_until_ctrl_c() {
+    let mut demo = Demo(
+        sluice()
+            .args(["demo", "--port", "0", "--admin-port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, lines) = mpsc::channel();
+    let out = demo.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    while !seen.contains("Press Ctrl-C") {
+        let line = lines
+            .recv_timeout(Duration::from_secs(300))
+            .unwrap_or_else(|e| panic!("{e}: the demo did not get to waiting:\n{seen}"));
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    // The printed URL serves the dashboard and the API, on the demo's servers.
+    let addr = dashboard_addr(&seen).unwrap_or_else(|| panic!("no dashboard URL:\n{seen}"));
+    let (status, page) = common::http::request(addr, "GET", "/", None);
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>sluice</title>"), "{page}");
+    let servers = common::http::get_json(addr, "/api/servers");
+    assert_eq!(servers.as_array().map(Vec::len), Some(3), "{servers}");
+    for s in servers.as_array().unwrap() {
+        let address = s["address"].as_str().unwrap();
+        assert!(
+            seen.contains(address),
+            "{address} is a demo server:\n{seen}"
+        );
+    }
+
+    demo.interrupt();
+    let status = demo
+        .wait(Duration::from_secs(120))
+        .expect("the demo stopped on Ctrl-C");
+    let rest: Vec<String> = lines.try_iter().collect();
+    assert!(status.success(), "{status}: {rest:?}");
+    assert!(
+        rest.iter().any(|l| l == "stopped; temporary data removed."),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn demo_failover_promotes_a_replica_and_loses_no_acknowledged_write() {
+    let out = sluice()
+        .args([
+            "demo",
+            "--failover",
+            "--no-wait",
+            "--port",
+            "0",
+            "--admin-port",
+            "0",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dashboard_addr(&stdout).is_some(), "{stdout}");
+    // `  replica  ADDR  (server_id N)` at the start; `killed: ADDR (server_id N)...` and
+    // `promoted: ADDR (server_id N)...` after the workload.
+    let addr_after = |prefix: &str| -> String {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {prefix:?} line:\n{stdout}"))
+            .to_string()
+    };
+    let primary = addr_after("  primary  ");
+    let killed = addr_after("killed: ");
+    let promoted = addr_after("promoted: ");
+    assert_eq!(killed, primary, "{stdout}");
+    assert_ne!(promoted, killed, "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("  replica  ") && l.contains(&promoted)),
+        "a replica was promoted:\n{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("first write acknowledged by the new primary: ")),
+        "{stdout}"
+    );
+    let acked: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("no acknowledged write lost: all "))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no verdict on acknowledged writes:\n{stdout}"));
+    assert!(acked > 0, "{stdout}");
+    // The promoted server is the primary in the final table.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with(&promoted) && l.contains(" primary ")),
+        "{stdout}"
+    );
 }

@@ -176,14 +176,17 @@ impl Env {
     /// Serves the admin API for this proxy on a free loopback port (with `token`, if any).
     #[allow(dead_code)]
     pub async fn admin(&self, token: Option<&str>) -> sluice_admin::Admin {
-        sluice_admin::serve(
-            "127.0.0.1:0",
-            token.map(str::to_string),
-            self.proxy.clone(),
-            self.running.shutdown_signal(),
-        )
-        .await
-        .expect("admin API listens")
+        let mut cfg = sluice_config::AdminConfig::new("127.0.0.1:0");
+        cfg.token = token.map(str::to_string);
+        self.admin_with(&cfg).await
+    }
+
+    /// Serves the admin API for this proxy as `cfg` says (bounds, token).
+    #[allow(dead_code)]
+    pub async fn admin_with(&self, cfg: &sluice_config::AdminConfig) -> sluice_admin::Admin {
+        sluice_admin::serve(cfg, self.proxy.clone(), self.running.shutdown_signal())
+            .await
+            .expect("admin API listens")
     }
 
     /// The monitor.
