@@ -138,3 +138,29 @@ async fn connection_ids_agree_with_lock_ownership() {
         "the holder was killed"
     );
 }
+
+/// Most configured users do not exist on the servers (application users of another cluster,
+/// say; sluice used to try one user picked from a hash map): sluice still reads the servers' version and collations at start (as the
+/// monitor, or another user) instead of claiming that no server answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_learns_from_healthy_servers_whoever_the_first_user_is() {
+    let env = common::start_with(1, "", |text| {
+        *text = text.replacen(
+            "[[users]]",
+            "[[users]]\nname = \"ghost\"\npassword = \"nobody\"\n\n\
+             [[users]]\nname = \"ghost2\"\npassword = \"nobody\"\n\n\
+             [[users]]\nname = \"ghost3\"\npassword = \"nobody\"\n\n[[users]]",
+            1,
+        );
+    })
+    .await;
+    assert_eq!(env.proxy.config.users[0].name, "ghost");
+    assert!(
+        env.proxy.info.learned(),
+        "version and collations read from a healthy server at start"
+    );
+    assert_eq!(
+        greeting_version(env.port).await,
+        greeting_version(env.topo.primary().port).await
+    );
+}
