@@ -214,23 +214,29 @@ async fn idle_connections_expire() {
     assert_eq!(hg.pool_stats()[0].open, 0);
 }
 
-/// Starts `n` statements that each hold a connection for `hold`, all at once.
+/// Starts `n` statements that each hold a connection for `hold`, all at once. The counter
+/// tells how many have asked for their connection.
 fn burst(
     hg: &Arc<Hostgroup<FakeConn>>,
     c: &Arc<FakeConnector>,
     n: usize,
     hold: Duration,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..n)
+) -> (Vec<tokio::task::JoinHandle<()>>, Arc<AtomicUsize>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let tasks = (0..n)
         .map(|_| {
-            let (hg, c) = (hg.clone(), c.clone());
+            let (hg, c, asked) = (hg.clone(), c.clone(), asked.clone());
             tokio::spawn(async move {
+                // Counted in the same poll that joins the queue (the test runtime has one
+                // thread): once all have counted, all are in line.
+                asked.fetch_add(1, SeqCst);
                 let lease = hg.acquire(&key("u"), &c).await.unwrap();
                 tokio::time::sleep(hold).await;
                 drop(lease);
             })
         })
-        .collect()
+        .collect();
+    (tasks, asked)
 }
 
 #[tokio::test(start_paused = true)]
@@ -242,7 +248,7 @@ async fn while_connections_come_back_a_burst_opens_few_at_a_time() {
         delay: Duration::from_millis(20),
         ..Default::default()
     });
-    for t in burst(&hg, &c, 100, Duration::from_millis(1)) {
+    for t in burst(&hg, &c, 100, Duration::from_millis(1)).0 {
         t.await.unwrap();
     }
     // Connects started for statements that returns served meanwhile complete too.
@@ -273,14 +279,14 @@ async fn a_short_statement_behind_long_ones_waits_log_rounds_not_a_round_per_few
         ..Default::default()
     });
     // 60 long statements: nothing comes back while the short one waits.
-    let long = burst(&hg, &c, 60, Duration::from_secs(3600));
+    let (long, asked) = burst(&hg, &c, 60, Duration::from_secs(3600));
     for _ in 0..1000 {
-        if hg.waiting() == 60 {
+        if asked.load(SeqCst) == 60 {
             break;
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(hg.waiting(), 60, "the long statements are in line first");
+    assert_eq!(asked.load(SeqCst), 60, "the long statements are in line first");
     let started = Clock::now();
     let short = hg.acquire(&key("u"), &c).await.unwrap();
     let waited = started.elapsed();
