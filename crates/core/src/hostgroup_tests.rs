@@ -286,7 +286,11 @@ async fn a_short_statement_behind_long_ones_waits_log_rounds_not_a_round_per_few
         }
         tokio::task::yield_now().await;
     }
-    assert_eq!(asked.load(SeqCst), 60, "the long statements are in line first");
+    assert_eq!(
+        asked.load(SeqCst),
+        60,
+        "the long statements are in line first"
+    );
     let started = Clock::now();
     let short = hg.acquire(&key("u"), &c).await.unwrap();
     let waited = started.elapsed();
