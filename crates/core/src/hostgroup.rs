@@ -77,6 +77,8 @@ struct Member<C> {
     lent: u32,
     /// Connections being opened.
     connecting: u32,
+    /// The most connections it ever had open at once.
+    peak_open: u32,
     /// How far the connect limit has grown while nothing came back.
     growth: Growth,
 }
@@ -89,6 +91,7 @@ impl<C> Member<C> {
             open: 0,
             lent: 0,
             connecting: 0,
+            peak_open: 0,
             growth: Growth::default(),
         }
     }
@@ -170,6 +173,8 @@ struct State<C> {
     /// Opens connections for the queue, with the connector statements came with; and that
     /// connector's address, to notice a different one.
     opener: Option<(Opener, usize)>,
+    /// The most statements that ever held or waited for a connection at once.
+    peak_demand: u32,
 }
 
 impl<C> State<C> {
@@ -200,6 +205,13 @@ impl<C> State<C> {
                 Err(back) => h = back, // it left just now: the next one
             }
         }
+    }
+
+    /// A statement was lent a connection or joined the queue.
+    fn note_demand(&mut self) {
+        let lent: u32 = self.members.iter().map(|m| m.lent).sum();
+        let demand = lent.saturating_add(self.waiters.len() as u32);
+        self.peak_demand = self.peak_demand.max(demand);
     }
 
     fn member(&self, server: &Arc<Server>) -> Option<usize> {
@@ -239,6 +251,9 @@ pub struct PoolStats {
     pub connecting: u32,
     /// Open or opening.
     pub open: u32,
+    /// The most connections it ever had open or opening at once: never more than the
+    /// server's `max_connections`, nor than the hostgroup's [`Hostgroup::peak_demand`].
+    pub peak_open: u32,
 }
 
 /// A connection lent to a session. Dropping it returns the connection to the pool (or closes
@@ -275,6 +290,7 @@ impl<C> Hostgroup<C> {
                 waiters: VecDeque::new(),
                 returns: 0,
                 opener: None,
+                peak_demand: 0,
             }),
             hold: Mutex::new(None),
             queue_timeouts: AtomicU64::new(0),
@@ -365,6 +381,13 @@ impl<C> Hostgroup<C> {
             .count()
     }
 
+    /// The most statements that ever held or waited for one of its connections at once
+    /// (waiters that gave up count until they reach the front of the queue). Connections are
+    /// opened only for waiting statements, so no server ever has more open than this.
+    pub fn peak_demand(&self) -> u32 {
+        self.state.lock().peak_demand
+    }
+
     /// Pool snapshot per server.
     pub fn pool_stats(&self) -> Vec<PoolStats> {
         self.state
@@ -377,6 +400,7 @@ impl<C> Hostgroup<C> {
                 in_use: m.lent + m.connecting,
                 connecting: m.connecting,
                 open: m.open,
+                peak_open: m.peak_open,
             })
             .collect()
     }
@@ -553,13 +577,16 @@ impl<C> Hostgroup<C> {
                     if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
                         let idle = m.idle.remove(pos);
                         m.lent += 1;
-                        return Ok(Pick::Got(m.server.clone(), idle.conn));
+                        let server = m.server.clone();
+                        st.note_demand();
+                        return Ok(Pick::Got(server, idle.conn));
                     }
                     open_on = Some(i);
                 }
             }
             match self.enqueue(&mut st, key, settings) {
                 Ok(rx) => {
+                    st.note_demand();
                     self.set_opener(&mut st, connector);
                     let connecting: usize = st.members.iter().map(|m| m.connecting as usize).sum();
                     if let Some(i) = open_on.filter(|_| connecting < st.waiters.len()) {

@@ -266,6 +266,35 @@ async fn while_connections_come_back_a_burst_opens_few_at_a_time() {
     );
     let st = &hg.pool_stats()[0];
     assert_eq!((st.in_use, st.open as usize), (0, opened));
+    assert!(st.peak_open <= hg.peak_demand());
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_server_ever_has_more_connections_than_statements_wanted_one_at_once() {
+    for (hold_ms, max) in [(1, 50), (30, 50), (500, 50), (500, 7)] {
+        let mut s = settings(600_000, 1000);
+        s.max_connecting = 3;
+        let hg = hostgroup(&[("a:1", max), ("b:1", max)], s);
+        let c = Arc::new(FakeConnector {
+            delay: Duration::from_millis(20),
+            ..Default::default()
+        });
+        // Three waves, so that idle connections and returns mix with new ones.
+        for n in [40, 5, 80] {
+            for t in burst(&hg, &c, n, Duration::from_millis(hold_ms)).0 {
+                t.await.unwrap();
+            }
+        }
+        let demand = hg.peak_demand();
+        for st in hg.pool_stats() {
+            assert!(
+                st.peak_open <= demand.min(max),
+                "hold {hold_ms} ms: {} had {} open; peak demand {demand}, max {max}",
+                st.server.name,
+                st.peak_open
+            );
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]

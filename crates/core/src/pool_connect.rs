@@ -75,6 +75,7 @@ impl<C> Hostgroup<C> {
             m.open -= 1;
         }
         m.open += 1;
+        m.peak_open = m.peak_open.max(m.open);
         m.connecting += 1;
         if !opener(m.server.clone(), key, opening) {
             m.open -= 1;
