@@ -480,7 +480,9 @@ impl<C> Hostgroup<C> {
                     last_error = Some(e);
                 }
                 Ok(Err(_)) => continue, // sender dropped: the hostgroup changed; try again
-                Err(_) => return Err(self.timeout_error(started.elapsed())),
+                // The configured wait, not the clock's: on a busy machine the timer fires late,
+                // and the message should say the same thing every time.
+                Err(_) => return Err(self.timeout_error(settings.queue_timeout)),
             }
         }
     }
