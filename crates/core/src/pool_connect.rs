@@ -142,7 +142,14 @@ impl<C> Hostgroup<C> {
                     m.connecting -= 1;
                     let max = m.server.max_connections();
                     m.growth.connected(returned, max);
-                    self.hand_out(&mut st, i, key, conn);
+                    if m.server.is_usable() {
+                        self.hand_out(&mut st, i, key, conn);
+                    } else {
+                        // It left service while this connect ran (weight 0, monitor block):
+                        // like a connection coming back to it, this one closes.
+                        m.open -= 1;
+                        closing.push(conn);
+                    }
                 }
                 (Some(i), Err(e)) => {
                     let m = &mut st.members[i];
