@@ -490,3 +490,25 @@ async fn waiters_that_gave_up_do_not_block_later_requests() {
     drop(hg.acquire(&key("u"), &c).await.unwrap());
     assert_eq!(started.elapsed(), Duration::ZERO, "it did not wait");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_opened_to_a_server_that_left_service_meanwhile_is_closed() {
+    let hg = hostgroup(&[("a:1", 10)], settings(60_000, 10));
+    let c = Arc::new(FakeConnector {
+        delay: Duration::from_millis(100),
+        ..Default::default()
+    });
+    let (hg2, c2) = (hg.clone(), c.clone());
+    let waiter = tokio::spawn(async move { hg2.acquire(&key("u"), &c2).await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(c.in_flight.load(SeqCst), 1, "a connect runs for the waiter");
+    hg.servers()[0].set_weight(0); // a reload takes the server out while it connects
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (0, 0, 0), "closed, not lent");
+    assert!(
+        !waiter.is_finished(),
+        "the statement still waits for a usable server"
+    );
+    waiter.abort();
+}
