@@ -1,4 +1,4 @@
-# Shared by scripts/demo.sh and scripts/test.sh: install what is missing on Debian.
+# Shared by scripts/demo.sh, scripts/test.sh and bench/run-*.sh: install what is missing on Debian.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

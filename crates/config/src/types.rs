@@ -391,8 +391,10 @@ pub struct PoolConfig {
     /// Prepared statements cached per backend connection; the oldest is closed beyond this.
     #[serde(default = "default_stmt_cache")]
     pub stmt_cache_size: u32,
-    /// Backend connections being opened at the same time per server. Under a burst, other
-    /// statements wait for connections coming back instead of each opening one.
+    /// Backend connections being opened at the same time per server while connections come
+    /// back: a burst of short statements is served by returns rather than each opening one.
+    /// While none come back (long statements), the limit doubles every connect round, up to
+    /// the server's `max_connections` (see `sluice_core::pool_growth`).
     #[serde(default = "default_max_connecting")]
     pub max_connecting: u32,
     /// Connect to the servers over TLS, verifying their certificates against `tls_ca`.

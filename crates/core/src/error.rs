@@ -50,7 +50,7 @@ pub enum AcquireError {
     Timeout {
         /// Hostgroup name.
         hostgroup: String,
-        /// How long the statement waited.
+        /// How long the statement waited: the queue timeout in force.
         waited: Duration,
         /// Connections open or opening.
         busy: u32,

@@ -4,13 +4,16 @@
 //! One mutex per hostgroup guards the idle connections of all its servers and the wait queue,
 //! so that "is anything free?" and "then I wait" are decided atomically: a connection coming
 //! back is handed straight to the oldest waiter (first come, first served), never left idle
-//! while someone waits. Connections are opened outside the lock, on a reserved slot, and at
-//! most `max_connecting` at a time per server: under a burst, waiters are served by
-//! connections coming back rather than each opening its own, so pools grow only as far as the
-//! load needs.
+//! while someone waits. Connections are opened by tasks of their own, outside the lock, only
+//! for statements that wait; a connection just opened is owed to no one and goes, like one
+//! coming back, to the first waiter in line. How many connects run at once per server is
+//! decided in [`crate::pool_growth`]: few while connections come back, so that pools grow only
+//! as far as the load needs, and doubling every round while nothing comes back, so that a
+//! short statement does not queue for seconds behind a burst of long ones.
 
 use crate::balance::{self, Balance, Candidate};
 use crate::error::{AcquireError, ConnectError};
+use crate::pool_growth::Growth;
 use crate::server::Server;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -54,7 +57,8 @@ pub struct PoolSettings {
     pub retry_after: Duration,
     /// Idle connections older than this are closed.
     pub idle_timeout: Duration,
-    /// Connections being opened at once per server.
+    /// Connections being opened at once per server while connections come back (the limit
+    /// grows while none do: see [`crate::pool_growth`]).
     pub max_connecting: u32,
 }
 
@@ -67,64 +71,95 @@ struct Idle<C> {
 struct Member<C> {
     server: Arc<Server>,
     idle: Vec<Idle<C>>,
-    /// Connections that exist or are being opened (idle + in use).
+    /// Connections that exist or are being opened (idle + lent + connecting).
     open: u32,
-    /// Connections lent out, or slots reserved for opening one.
-    in_use: u32,
-    /// Slots reserved for opening a connection, not yet connected.
+    /// Connections lent out.
+    lent: u32,
+    /// Connections being opened.
     connecting: u32,
+    /// The most connections it ever had open at once.
+    peak_open: u32,
+    /// How far the connect limit has grown while nothing came back.
+    growth: Growth,
 }
 
 impl<C> Member<C> {
-    /// May a new connection be opened to this server now?
-    fn can_open(&self, max_connecting: u32) -> bool {
-        self.server.is_usable()
-            && self.open < self.server.max_connections()
-            && self.connecting < max_connecting
+    fn new(server: Arc<Server>) -> Self {
+        Member {
+            server,
+            idle: Vec::new(),
+            open: 0,
+            lent: 0,
+            connecting: 0,
+            peak_open: 0,
+            growth: Growth::default(),
+        }
     }
 
-    /// Reserves a slot to open a connection.
-    fn reserve(&mut self) {
-        self.open += 1;
-        self.in_use += 1;
-        self.connecting += 1;
+    /// May one more connect to this server start now (possibly by closing an idle connection
+    /// of another key to make room)?
+    fn can_open(&self, max_connecting: u32) -> bool {
+        let max = self.server.max_connections();
+        self.server.is_usable()
+            && self.connecting < self.growth.limit(max_connecting, max)
+            && (self.open < max || !self.idle.is_empty())
+    }
+
+    fn candidate(&self) -> Candidate {
+        Candidate {
+            weight: self.server.weight(),
+            in_flight: self.lent + self.connecting,
+        }
     }
 }
 
-/// A connection, or a slot to open one, handed to a waiter. If the waiter gave up before
-/// taking it, dropping it gives it back to the hostgroup, so no capacity leaks.
+/// A connection handed to a waiter. If the waiter gave up before taking it, dropping it gives
+/// it back to the hostgroup, so no capacity leaks.
 struct Grant<C> {
     hostgroup: Weak<Hostgroup<C>>,
     server: Arc<Server>,
     key: PoolKey,
     conn: Option<C>,
-    armed: bool,
 }
 
 impl<C> Grant<C> {
     fn take(mut self) -> (Arc<Server>, Option<C>) {
-        self.armed = false;
         (self.server.clone(), self.conn.take())
     }
 }
 
 impl<C> Drop for Grant<C> {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        if let Some(hg) = self.hostgroup.upgrade() {
-            match self.conn.take() {
-                Some(c) => hg.release(&self.server, self.key.clone(), Some(c)),
-                None => hg.connect_done(&self.server, false),
-            }
+        if let (Some(c), Some(hg)) = (self.conn.take(), self.hostgroup.upgrade()) {
+            hg.release(&self.server, self.key.clone(), Some(c));
         }
     }
 }
 
+/// What a waiter is woken with.
+enum Handoff<C> {
+    /// A connection (coming back, or just opened).
+    Conn(Grant<C>),
+    /// A connect made for the queue failed; the first waiter for its key hears why.
+    Failed(ConnectError),
+}
+
 struct Waiter<C> {
     key: PoolKey,
-    tx: oneshot::Sender<Grant<C>>,
+    tx: oneshot::Sender<Handoff<C>>,
+}
+
+/// Starts a task that opens a connection to `server` for `key` and reports to the hostgroup.
+/// Returns false if it could not be started (no runtime).
+type Opener = Arc<dyn Fn(Arc<Server>, PoolKey, Opening) -> bool + Send + Sync>;
+
+/// What a connect task carries back.
+#[derive(Clone, Copy)]
+struct Opening {
+    /// The hostgroup's count of returns when the connect started.
+    returns: u64,
+    /// Time allowed.
+    timeout: Duration,
 }
 
 struct State<C> {
@@ -132,6 +167,14 @@ struct State<C> {
     /// Oldest first. Waiters that gave up stay until they reach the front (or the queue is
     /// full), so that no operation costs as much as the queue is long.
     waiters: VecDeque<Waiter<C>>,
+    /// Connections that came back (reusable), ever: tells a connect whether any did while it
+    /// ran.
+    returns: u64,
+    /// Opens connections for the queue, with the connector statements came with; and that
+    /// connector's address, to notice a different one.
+    opener: Option<(Opener, usize)>,
+    /// The most statements that ever held or waited for a connection at once.
+    peak_demand: u32,
 }
 
 impl<C> State<C> {
@@ -140,6 +183,41 @@ impl<C> State<C> {
         while self.waiters.front().is_some_and(|w| w.tx.is_closed()) {
             self.waiters.pop_front();
         }
+    }
+
+    /// Hands `h` to the oldest live waiter for `key`; gives it back if there is none.
+    fn hand_to_waiter(&mut self, key: &PoolKey, mut h: Handoff<C>) -> Option<Handoff<C>> {
+        self.drop_stale_front();
+        loop {
+            // Almost always the front one: keys differ only between users and client flavours.
+            let Some(pos) = self
+                .waiters
+                .iter()
+                .position(|w| &w.key == key && !w.tx.is_closed())
+            else {
+                return Some(h);
+            };
+            let Some(w) = self.waiters.remove(pos) else {
+                return Some(h);
+            };
+            match w.tx.send(h) {
+                Ok(()) => return None,
+                Err(back) => h = back, // it left just now: the next one
+            }
+        }
+    }
+
+    /// A statement was lent a connection or joined the queue.
+    fn note_demand(&mut self) {
+        let lent: u32 = self.members.iter().map(|m| m.lent).sum();
+        let demand = lent.saturating_add(self.waiters.len() as u32);
+        self.peak_demand = self.peak_demand.max(demand);
+    }
+
+    fn member(&self, server: &Arc<Server>) -> Option<usize> {
+        self.members
+            .iter()
+            .position(|m| Arc::ptr_eq(&m.server, server))
     }
 }
 
@@ -170,10 +248,15 @@ pub struct PoolStats {
     pub server: Arc<Server>,
     /// Idle connections.
     pub idle: u32,
-    /// Lent out.
+    /// Lent out, or being opened for a waiting statement.
     pub in_use: u32,
+    /// Being opened (counted in `in_use` too).
+    pub connecting: u32,
     /// Open or opening.
     pub open: u32,
+    /// The most connections it ever had open or opening at once: never more than the
+    /// server's `max_connections`, nor than the hostgroup's [`Hostgroup::peak_demand`].
+    pub peak_open: u32,
 }
 
 /// A connection lent to a session. Dropping it returns the connection to the pool (or closes
@@ -188,8 +271,7 @@ pub struct Lease<C> {
 
 enum Pick<C> {
     Got(Arc<Server>, C),
-    Slot(Arc<Server>),
-    Wait(oneshot::Receiver<Grant<C>>),
+    Wait(oneshot::Receiver<Handoff<C>>),
 }
 
 impl<C> Hostgroup<C> {
@@ -200,16 +282,7 @@ impl<C> Hostgroup<C> {
         balance: Balance,
         settings: PoolSettings,
     ) -> Arc<Self> {
-        let members = servers
-            .into_iter()
-            .map(|server| Member {
-                server,
-                idle: Vec::new(),
-                open: 0,
-                in_use: 0,
-                connecting: 0,
-            })
-            .collect();
+        let members = servers.into_iter().map(Member::new).collect();
         Arc::new_cyclic(|me| Hostgroup {
             name: Arc::from(name),
             me: me.clone(),
@@ -218,6 +291,9 @@ impl<C> Hostgroup<C> {
             state: Mutex::new(State {
                 members,
                 waiters: VecDeque::new(),
+                returns: 0,
+                opener: None,
+                peak_demand: 0,
             }),
             hold: Mutex::new(None),
             vacancy: Mutex::new(None),
@@ -239,57 +315,44 @@ impl<C> Hostgroup<C> {
 
     /// True if `server` is a member.
     pub fn contains(&self, server: &Arc<Server>) -> bool {
-        self.state
-            .lock()
-            .members
-            .iter()
-            .any(|m| Arc::ptr_eq(&m.server, server))
+        self.state.lock().member(server).is_some()
     }
 
     /// Adds a server (no effect if it is a member already). Waiting statements may use it at
     /// once.
     pub fn add_server(&self, server: Arc<Server>) {
+        let mut closing = Vec::new();
         let mut st = self.state.lock();
-        if st.members.iter().any(|m| Arc::ptr_eq(&m.server, &server)) {
+        if st.member(&server).is_some() {
             return;
         }
         tracing::info!(hostgroup = %self.name, server = %server.name, "server joins hostgroup");
-        st.members.push(Member {
-            server,
-            idle: Vec::new(),
-            open: 0,
-            in_use: 0,
-            connecting: 0,
-        });
-        self.grant_slots(&mut st);
+        st.members.push(Member::new(server));
+        self.grow(&mut st, &mut closing);
+        drop(st);
+        drop(closing);
     }
 
     /// Closes a server's idle connections (it failed: they are probably dead).
     pub fn drop_idle(&self, server: &Arc<Server>) {
         let closing: Vec<C> = {
             let mut st = self.state.lock();
-            let Some(m) = st
-                .members
-                .iter_mut()
-                .find(|m| Arc::ptr_eq(&m.server, server))
-            else {
+            let Some(i) = st.member(server) else {
                 return;
             };
+            let m = &mut st.members[i];
             m.open -= m.idle.len() as u32;
             m.idle.drain(..).map(|i| i.conn).collect()
         };
         drop(closing);
     }
 
-    /// Removes a server: its idle connections close now, those in use when they come back.
+    /// Removes a server: its idle connections close now, those in use when they come back,
+    /// those being opened when they are.
     pub fn remove_server(&self, server: &Arc<Server>) {
         let removed = {
             let mut st = self.state.lock();
-            let Some(i) = st
-                .members
-                .iter()
-                .position(|m| Arc::ptr_eq(&m.server, server))
-            else {
+            let Some(i) = st.member(server) else {
                 return;
             };
             st.members.remove(i)
@@ -327,6 +390,13 @@ impl<C> Hostgroup<C> {
             .count()
     }
 
+    /// The most statements that ever held or waited for one of its connections at once
+    /// (waiters that gave up count until they reach the front of the queue). Connections are
+    /// opened only for waiting statements, so no server ever has more open than this.
+    pub fn peak_demand(&self) -> u32 {
+        self.state.lock().peak_demand
+    }
+
     /// Pool snapshot per server.
     pub fn pool_stats(&self) -> Vec<PoolStats> {
         self.state
@@ -336,8 +406,10 @@ impl<C> Hostgroup<C> {
             .map(|m| PoolStats {
                 server: m.server.clone(),
                 idle: m.idle.len() as u32,
-                in_use: m.in_use,
+                in_use: m.lent + m.connecting,
+                connecting: m.connecting,
                 open: m.open,
+                peak_open: m.peak_open,
             })
             .collect()
     }
@@ -362,22 +434,27 @@ impl<C> Hostgroup<C> {
         *self.balance.lock() = b;
     }
 
-    /// Borrows a connection for `key`, opening one if a server has room, or waiting in line
-    /// (bounded in time and length) until one comes back.
-    pub async fn acquire(
+    /// Borrows a connection for `key`: an idle one, or else it waits in line (bounded in time
+    /// and length) for the first connection that comes back or is opened for the queue by
+    /// `connector`.
+    pub async fn acquire<K>(
         self: &Arc<Self>,
         key: &PoolKey,
-        connector: &dyn Connector<C>,
-    ) -> Result<Lease<C>, AcquireError> {
+        connector: &Arc<K>,
+    ) -> Result<Lease<C>, AcquireError>
+    where
+        K: Connector<C> + 'static,
+        C: Send + 'static,
+    {
         let settings = self.settings();
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let deadline = started + settings.queue_timeout;
         let mut last_error: Option<ConnectError> = None;
         let hold_until = (*self.hold.lock()).map(|d| started + d);
         loop {
-            let picked = match self.pick(key, &settings, last_error.as_ref()) {
+            let picked = match self.pick(key, &settings, last_error.as_ref(), connector) {
                 Err(AcquireError::NoServer { .. })
-                    if hold_until.is_some_and(|t| Instant::now() < t) =>
+                    if hold_until.is_some_and(|t| tokio::time::Instant::now() < t) =>
                 {
                     // No usable server (a failover in progress): wait for one.
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -386,58 +463,40 @@ impl<C> Hostgroup<C> {
                 }
                 other => other?,
             };
-            let server = match picked {
+            let rx = match picked {
                 Pick::Got(server, conn) => return Ok(self.lease(server, key, conn)),
-                Pick::Slot(server) => server,
-                Pick::Wait(rx) => match tokio::time::timeout_at(deadline.into(), rx).await {
-                    Ok(Ok(grant)) => match grant.take() {
-                        (server, Some(conn)) => return Ok(self.lease(server, key, conn)),
-                        (server, None) => server,
-                    },
-                    Ok(Err(_)) => continue, // sender dropped: the hostgroup changed; try again
-                    Err(_) => return Err(self.timeout_error(started)),
-                },
+                Pick::Wait(rx) => rx,
             };
-            let attempt =
-                tokio::time::timeout(settings.connect_timeout, connector.connect(&server, key))
-                    .await;
-            let result = attempt.unwrap_or_else(|_| {
-                Err(ConnectError::down(format!(
-                    "no answer from {} within {} ms",
-                    server.address,
-                    settings.connect_timeout.as_millis()
-                )))
-            });
-            match result {
-                Ok(conn) => {
-                    server.stats.connects.fetch_add(1, Relaxed);
-                    server.mark_online();
-                    self.connect_done(&server, true);
-                    return Ok(self.lease(server, key, conn));
+            match tokio::time::timeout_at(deadline, rx).await {
+                Ok(Ok(Handoff::Conn(grant))) => match grant.take() {
+                    (server, Some(conn)) => return Ok(self.lease(server, key, conn)),
+                    (_, None) => continue, // cannot happen: grants carry a connection
+                },
+                Ok(Ok(Handoff::Failed(e))) if !e.server_down => {
+                    // The server answered but refused us (bad credentials, too many
+                    // connections...): the client should see that error; the server stays.
+                    return Err(AcquireError::Connect(e));
                 }
-                Err(e) => {
-                    server.stats.connect_errors.fetch_add(1, Relaxed);
-                    self.connect_done(&server, false);
-                    if !e.server_down {
-                        // The server answered but refused us (bad credentials, too many
-                        // connections...): the client should see that error; the server stays.
-                        return Err(AcquireError::Connect(e));
-                    }
-                    server.shun(e.message.clone(), settings.retry_after);
-                    let timed_out = Instant::now() >= deadline;
-                    last_error = Some(e);
+                Ok(Ok(Handoff::Failed(e))) => {
+                    // The server is down and shunned: try the others (or fail with why).
+                    let timed_out = tokio::time::Instant::now() >= deadline;
                     if timed_out {
                         return Err(AcquireError::NoServer {
                             hostgroup: self.name.to_string(),
-                            reason: last_error.map(|e| e.message).unwrap_or_default(),
+                            reason: e.message,
                         });
                     }
+                    last_error = Some(e);
                 }
+                Ok(Err(_)) => continue, // sender dropped: the hostgroup changed; try again
+                // The configured wait, not the clock's: on a busy machine the timer fires late,
+                // and the message should say the same thing every time.
+                Err(_) => return Err(self.timeout_error(settings.queue_timeout)),
             }
         }
     }
 
-    fn timeout_error(&self, started: Instant) -> AcquireError {
+    fn timeout_error(&self, waited: Duration) -> AcquireError {
         self.queue_timeouts.fetch_add(1, Relaxed);
         let st = self.state.lock();
         let (open, limit) = st.members.iter().fold((0, 0), |(o, l), m| {
@@ -445,7 +504,7 @@ impl<C> Hostgroup<C> {
         });
         AcquireError::Timeout {
             hostgroup: self.name.to_string(),
-            waited: started.elapsed(),
+            waited,
             busy: open,
             limit,
             queued: st.waiters.len(),
@@ -462,26 +521,30 @@ impl<C> Hostgroup<C> {
         }
     }
 
-    fn grant(&self, server: &Arc<Server>, key: &PoolKey, conn: Option<C>) -> Grant<C> {
+    fn grant(&self, server: &Arc<Server>, key: &PoolKey, conn: C) -> Grant<C> {
         Grant {
             hostgroup: self.me.clone(),
             server: server.clone(),
             key: key.clone(),
-            conn,
-            armed: true,
+            conn: Some(conn),
         }
     }
 
-    /// Under the lock: take an idle connection, reserve a slot, or join the queue.
-    fn pick(
+    /// Under the lock: take an idle connection, or join the queue (and start opening a
+    /// connection for it if a server has room).
+    fn pick<K>(
         &self,
         key: &PoolKey,
         settings: &PoolSettings,
         last_error: Option<&ConnectError>,
-    ) -> Result<Pick<C>, AcquireError> {
+        connector: &Arc<K>,
+    ) -> Result<Pick<C>, AcquireError>
+    where
+        K: Connector<C> + 'static,
+        C: Send + 'static,
+    {
         let policy = *self.balance.lock();
-        let max_connecting = settings.max_connecting;
-        let mut evicted: Option<C> = None;
+        let mut closing: Vec<C> = Vec::new();
         let result = {
             let mut st = self.state.lock();
             if !st.members.iter().any(|m| m.server.is_usable()) {
@@ -489,21 +552,16 @@ impl<C> Hostgroup<C> {
             }
             // Waiters that gave up (timed out, or their client left) no longer hold a place.
             st.drop_stale_front();
-            if !st.waiters.is_empty() {
-                // Others are already waiting: take a place in line.
-                self.enqueue(&mut st, key, settings)
-            } else {
+            let mut open_on = None;
+            if st.waiters.is_empty() {
                 // Candidates: servers with an idle connection of this key, or room to open
                 // one (possibly by replacing an idle connection of another key).
                 let has_key = |m: &Member<C>| m.idle.iter().any(|c| &c.key == key);
-                let room = |m: &Member<C>| {
-                    m.server.is_usable()
-                        && (has_key(m)
-                            || m.can_open(max_connecting)
-                            || (!m.idle.is_empty() && m.connecting < max_connecting))
-                };
                 let with_room: Vec<usize> = (0..st.members.len())
-                    .filter(|&i| room(&st.members[i]))
+                    .filter(|&i| {
+                        let m = &st.members[i];
+                        m.server.is_usable() && (has_key(m) || m.can_open(settings.max_connecting))
+                    })
                     .collect();
                 // Prefer servers holding an idle connection with the right key, so a warm pool
                 // is used before new connections are opened, then balance among those.
@@ -522,35 +580,38 @@ impl<C> Hostgroup<C> {
                 };
                 let cands: Vec<Candidate> = pool_from
                     .iter()
-                    .map(|&i| Candidate {
-                        weight: st.members[i].server.weight(),
-                        in_flight: st.members[i].in_use,
-                    })
+                    .map(|&i| st.members[i].candidate())
                     .collect();
-                match balance::pick(policy, &cands) {
-                    Some(ci) => {
-                        let m = &mut st.members[pool_from[ci]];
-                        if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
-                            let idle = m.idle.remove(pos);
-                            m.in_use += 1;
-                            Ok(Pick::Got(m.server.clone(), idle.conn))
-                        } else {
-                            if m.open >= m.server.max_connections() {
-                                // Full, but holds idle connections of another key: replace the
-                                // oldest.
-                                let old = m.idle.remove(0);
-                                evicted = Some(old.conn);
-                                m.open -= 1;
-                            }
-                            m.reserve();
-                            Ok(Pick::Slot(m.server.clone()))
-                        }
+                if let Some(ci) = balance::pick(policy, &cands) {
+                    let i = pool_from[ci];
+                    let m = &mut st.members[i];
+                    if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
+                        let idle = m.idle.remove(pos);
+                        m.lent += 1;
+                        let server = m.server.clone();
+                        st.note_demand();
+                        return Ok(Pick::Got(server, idle.conn));
                     }
-                    None => self.enqueue(&mut st, key, settings),
+                    open_on = Some(i);
                 }
             }
+            match self.enqueue(&mut st, key, settings) {
+                Ok(rx) => {
+                    st.note_demand();
+                    self.set_opener(&mut st, connector);
+                    let connecting: usize = st.members.iter().map(|m| m.connecting as usize).sum();
+                    if let Some(i) = open_on.filter(|_| connecting < st.waiters.len()) {
+                        // Alone in line, and no connect in flight will serve it: open on the
+                        // server the balancer chose.
+                        self.start_connect(&mut st, i, key.clone(), &mut closing);
+                    }
+                    self.grow(&mut st, &mut closing);
+                    Ok(Pick::Wait(rx))
+                }
+                Err(e) => Err(e),
+            }
         };
-        drop(evicted);
+        drop(closing);
         result
     }
 
@@ -587,7 +648,7 @@ impl<C> Hostgroup<C> {
         st: &mut State<C>,
         key: &PoolKey,
         settings: &PoolSettings,
-    ) -> Result<Pick<C>, AcquireError> {
+    ) -> Result<oneshot::Receiver<Handoff<C>>, AcquireError> {
         if st.waiters.len() >= settings.queue_limit {
             // Only at the limit is the whole queue swept for waiters that gave up: a sweep on
             // every statement would cost as much as the queue is long.
@@ -605,115 +666,58 @@ impl<C> Hostgroup<C> {
             key: key.clone(),
             tx,
         });
-        // A waiter may be the first to find a server with room to open (all busy, but a
-        // connect slot free): serve it at once.
-        self.grant_slots(st);
-        Ok(Pick::Wait(rx))
-    }
-
-    /// An attempt to open a connection on a reserved slot ended.
-    fn connect_done(&self, server: &Arc<Server>, ok: bool) {
-        let mut st = self.state.lock();
-        if let Some(m) = st
-            .members
-            .iter_mut()
-            .find(|m| Arc::ptr_eq(&m.server, server))
-        {
-            m.connecting = m.connecting.saturating_sub(1);
-            if !ok {
-                m.open = m.open.saturating_sub(1);
-                m.in_use = m.in_use.saturating_sub(1);
-            }
-        }
-        // A connect slot is free again: if statements are still waiting, let the oldest open
-        // the next connection.
-        self.grant_slots(&mut st);
-    }
-
-    /// Gives slots to open connections to waiting statements, oldest first, while servers have
-    /// room and connect slots.
-    fn grant_slots(&self, st: &mut State<C>) {
-        let max_connecting = self.settings.lock().max_connecting;
-        while !st.waiters.is_empty() {
-            let Some(i) = st.members.iter().position(|m| m.can_open(max_connecting)) else {
-                return;
-            };
-            let Some(w) = st.waiters.pop_front() else {
-                return;
-            };
-            st.members[i].reserve();
-            let server = st.members[i].server.clone();
-            if let Err(g) = w.tx.send(self.grant(&server, &w.key, None)) {
-                // That waiter left: undo and try the next one.
-                g.take();
-                let m = &mut st.members[i];
-                m.open -= 1;
-                m.in_use -= 1;
-                m.connecting -= 1;
-            }
-        }
+        Ok(rx)
     }
 
     fn release(&self, server: &Arc<Server>, key: PoolKey, conn: Option<C>) {
         let mut closing: Vec<C> = Vec::new();
         {
             let mut st = self.state.lock();
-            let Some(i) = st
-                .members
-                .iter()
-                .position(|m| Arc::ptr_eq(&m.server, server))
-            else {
+            let Some(i) = st.member(server) else {
                 // The server left the hostgroup (reload): just close.
                 drop(st);
                 drop(conn);
                 return;
             };
             let m = &mut st.members[i];
-            m.in_use = m.in_use.saturating_sub(1);
+            m.lent = m.lent.saturating_sub(1);
             let keep = m.open <= m.server.max_connections() && m.server.is_usable();
-            let mut conn = match conn {
-                Some(c) if keep => Some(c),
+            match conn {
+                Some(c) if keep => {
+                    // Connections come back: the queue is served by returns again.
+                    st.returns += 1;
+                    st.members.iter_mut().for_each(|m| m.growth.returned());
+                    self.hand_out(&mut st, i, key, c);
+                }
                 Some(c) => {
                     closing.push(c);
-                    m.open -= 1;
-                    None
+                    st.members[i].open -= 1;
                 }
-                None => {
-                    m.open -= 1;
-                    None
-                }
-            };
-            // Hand the connection to the oldest live waiter that can use it.
-            st.drop_stale_front();
-            if let Some(c) = conn.take() {
-                match st.waiters.front().map(|w| w.key == key) {
-                    Some(true) => {
-                        let w = st.waiters.pop_front().expect("not empty");
-                        st.members[i].in_use += 1;
-                        if let Err(g) = w.tx.send(self.grant(server, &key, Some(c))) {
-                            st.members[i].in_use -= 1;
-                            conn = g.take().1;
-                        }
-                    }
-                    Some(false) => {
-                        // The oldest waiter needs another key: close this one so it can open
-                        // its own in the freed place.
-                        closing.push(c);
-                        st.members[i].open -= 1;
-                    }
-                    None => conn = Some(c),
-                }
+                None => st.members[i].open -= 1,
             }
-            if let Some(c) = conn {
-                st.members[i].idle.push(Idle {
+            // Room may have been freed for waiters of another key.
+            self.grow(&mut st, &mut closing);
+        }
+        drop(closing);
+    }
+
+    /// Gives a connection of member `i` to the oldest waiter for `key`, or keeps it idle.
+    fn hand_out(&self, st: &mut State<C>, i: usize, key: PoolKey, conn: C) {
+        let server = st.members[i].server.clone();
+        st.members[i].lent += 1;
+        let grant = Handoff::Conn(self.grant(&server, &key, conn));
+        if let Some(Handoff::Conn(back)) = st.hand_to_waiter(&key, grant) {
+            // No one waits for this key: keep it.
+            let m = &mut st.members[i];
+            m.lent -= 1;
+            if let (_, Some(conn)) = back.take() {
+                m.idle.push(Idle {
                     key,
-                    conn: c,
+                    conn,
                     since: Instant::now(),
                 });
             }
-            self.grant_slots(&mut st);
         }
-        drop(closing);
     }
 
     /// Closes idle connections older than the idle timeout; returns how many.
@@ -784,6 +788,9 @@ impl<C> Drop for Lease<C> {
         self.hostgroup.release(&self.server, self.key.clone(), conn);
     }
 }
+
+#[path = "pool_connect.rs"]
+mod connect;
 
 #[cfg(test)]
 #[path = "hostgroup_tests.rs"]

@@ -10,6 +10,7 @@ pub mod digest;
 mod error;
 pub mod hostgroup;
 pub mod listener;
+pub mod pool_growth;
 pub mod router;
 mod server;
 pub mod stats;

@@ -48,7 +48,7 @@ pub struct Proxy {
     /// Facts learned from servers.
     pub info: Arc<ServerInfo>,
     /// Opens backend connections.
-    pub connector: MysqlConnector,
+    pub connector: Arc<MysqlConnector>,
     /// Live sessions.
     pub sessions: Registry,
     /// Counters.
@@ -169,12 +169,12 @@ impl Proxy {
             ),
             _ => None,
         };
-        let connector = MysqlConnector {
+        let connector = Arc::new(MysqlConnector {
             users: users.clone(),
             stmt_cache_size: config.pool.stmt_cache_size as usize,
             info: info.clone(),
             tls: backend_tls.clone(),
-        };
+        });
         let rsa = RsaKey::generate().map_err(|e| StartError::Rsa(e.to_string()))?;
         let topology = Arc::new(Topology::from_config(&config));
         let monitor = config.monitor.enabled.then(|| {

@@ -47,10 +47,13 @@ async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
         .spawn()
         .unwrap();
     let pid = sluice.id();
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
+    // A hang guard, not a speed limit: a busy machine may take a while to start a debug build.
+    let listening = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            listening.elapsed() < Duration::from_secs(120),
+            "sluice does not listen"
+        );
         std::thread::sleep(Duration::from_millis(25));
     }
 

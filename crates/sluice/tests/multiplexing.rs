@@ -1,4 +1,9 @@
 //! Multiplexing: many client sessions that are not pinned share a few backend connections.
+//!
+//! How many a burst needs depends on how fast the machine is at that moment (slower
+//! statements overlap more), so the test asserts what the pool guarantees whatever the speed:
+//! a server never has more connections than its `max_connections`, nor more than the most
+//! statements its hostgroup had in flight at once.
 
 mod common;
 
@@ -8,7 +13,12 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_clients_share_a_few_backend_connections() {
-    let env = common::start(2, "").await;
+    let max = 20;
+    let env = common::start(
+        2,
+        &format!("\n[pool]\nmax_connections = {max}\nqueue_timeout = \"300s\"\n"),
+    )
+    .await;
     {
         let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&env.url("test")).unwrap())
             .await
@@ -69,24 +79,33 @@ async fn two_hundred_clients_share_a_few_backend_connections() {
         .iter()
         .map(|s| s.stats.connects.load(Relaxed))
         .sum();
-    let open_now: u32 = env
-        .proxy
-        .topology
-        .hostgroups()
-        .iter()
-        .flat_map(|h| h.pool_stats())
-        .map(|p| p.open)
-        .sum();
-    println!("{clients} clients, {opened} backend connections opened, {open_now} open at the end");
+    println!("{clients} clients, {opened} backend connections opened");
     assert_eq!(
         env.proxy.sessions.len(),
-        clients + 1 - 1,
+        clients,
         "all client sessions are alive"
     );
-    assert!(
-        opened <= 40,
-        "{opened} backend connections for {clients} clients"
-    );
+    for hg in env.proxy.topology.hostgroups().iter() {
+        let demand = hg.peak_demand();
+        for p in hg.pool_stats() {
+            println!(
+                "{}: {} connections at most, {} at most in flight in '{}'",
+                p.server.name, p.peak_open, demand, hg.name
+            );
+            assert!(
+                p.peak_open <= max,
+                "{} had {} connections open; max_connections is {max}",
+                p.server.name,
+                p.peak_open
+            );
+            assert!(
+                p.peak_open <= demand,
+                "{} had {} connections open, but at most {demand} statements wanted one at once",
+                p.server.name,
+                p.peak_open
+            );
+        }
+    }
     // Every update landed.
     assert_eq!(
         env.topo.primary().sql("SELECT SUM(n) FROM test.m").unwrap(),

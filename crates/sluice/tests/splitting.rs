@@ -4,6 +4,7 @@ mod common;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
+use std::time::Duration;
 
 async fn conn(url: &str) -> Conn {
     Conn::new(Opts::from_url(url).unwrap())
@@ -243,7 +244,8 @@ hostgroup = "writer"
 async fn a_stopped_replica_does_not_break_reads() {
     let env = common::start(
         2,
-        "\n[pool]\nretry_after = \"60s\"\nconnect_timeout = \"500ms\"\n",
+        // A stopped replica refuses at once; the live one may be slow on a busy machine.
+        "\n[pool]\nretry_after = \"60s\"\nconnect_timeout = \"30s\"\n",
     )
     .await;
     let mut c = conn(&env.url("test")).await;
@@ -298,25 +300,29 @@ async fn weights_and_least_outstanding_spread_reads() {
         "\n[[hostgroups]]\nname = \"reader\"\nbalance = \"least_outstanding\"\n",
     )
     .await;
+    // The long statement stays in flight until the test ends it (KILL QUERY), however slow
+    // the machine.
     let mut busy = conn(&env.url("test")).await;
-    let busy_id = server_id(&mut busy, "SELECT @@server_id").await;
+    let busy_session = busy.id();
     let sleeper = tokio::spawn(async move {
-        // Same session, same routing: the next read goes to some replica; keep it busy.
-        let _: Option<u32> = busy
-            .query_first("SELECT SLEEP(2) + @@server_id")
-            .await
-            .unwrap();
+        // Ended by KILL QUERY: SLEEP returns 1, or the statement fails with 1317.
+        let r: Result<Option<i64>, _> = busy.query_first("SELECT SLEEP(300) + @@server_id").await;
+        if let Err(e) = r {
+            assert!(e.to_string().contains("1317"), "{e}");
+        }
         busy
     });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let busy_server = env
-        .proxy
-        .topology
-        .hostgroup("reader")
-        .unwrap()
+    let reader = env.proxy.topology.hostgroup("reader").unwrap();
+    common::wait_for(
+        "the long statement to hold a replica",
+        Duration::from_secs(60),
+        || reader.pool_stats().iter().any(|p| p.in_use > p.connecting),
+    )
+    .await;
+    let busy_server = reader
         .pool_stats()
         .into_iter()
-        .find(|p| p.in_use > 0)
+        .find(|p| p.in_use > p.connecting)
         .map(|p| p.server.name.to_string())
         .expect("one replica is busy");
     let mut c = conn(&env.url("test")).await;
@@ -328,6 +334,8 @@ async fn weights_and_least_outstanding_spread_reads() {
             "least_outstanding sent a read to the busy replica"
         );
     }
-    let _ = busy_id;
+    c.query_drop(format!("KILL QUERY {busy_session}"))
+        .await
+        .unwrap();
     sleeper.await.unwrap();
 }

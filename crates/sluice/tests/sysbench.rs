@@ -42,7 +42,8 @@ async fn oltp_read_write_16_threads_no_proxy_errors_no_reconnects() {
     .await
     .unwrap();
     let transactions = common::sysbench_counter(&report, "transactions");
-    assert!(transactions > 100, "too few transactions:\n{report}");
+    // How many depends on the machine; that they ran, without errors, does not.
+    assert!(transactions > 0, "no transactions:\n{report}");
     // The only errors are the deadlocks InnoDB itself reported (sysbench ignores 1213 and
     // retries the transaction): the proxy added none.
     let deadlocks = deadlocks() - deadlocks_before;

@@ -316,7 +316,7 @@ async fn backend_connections_use_verified_tls() {
     let server = proxy.topology.all()[0].clone();
     common::wait_for(
         "the monitor to check over TLS",
-        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(60),
         || server.observed().reachable,
     )
     .await;

@@ -59,9 +59,14 @@ fn template() -> Result<PathBuf> {
     let install = find_program("mariadb-install-db", "mariadb-server")?;
     let dir = work_root()?.join("template");
     let _ = std::fs::remove_dir_all(&dir);
+    // Temporary tables in a directory of its own, not the shared /tmp: the bootstrap failed
+    // there ("Could not remove temporary table") while other test runs shared the machine.
+    let tmp = work_root()?.join("template-tmp");
+    std::fs::create_dir_all(&tmp)?;
     let out = Command::new(install)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", dir.display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .arg("--auth-root-authentication-method=normal")
         .arg("--skip-test-db")
         .arg("--innodb-log-file-size=16M")
@@ -137,8 +142,11 @@ impl MariaDb {
     fn spawn(&self) -> Result<()> {
         let mariadbd = find_program("mariadbd", "mariadb-server")?;
         let mut cmd = Command::new(mariadbd);
+        let tmp = self.dir.join("tmp");
+        std::fs::create_dir_all(&tmp)?;
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.datadir.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--port={}", self.port))
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!(
@@ -238,7 +246,7 @@ impl MariaDb {
             .arg(format!("--socket={}", self.socket().display()))
             .arg("--batch")
             .arg("--skip-column-names")
-            .arg("--connect-timeout=5")
+            .arg("--connect-timeout=30")
             .arg("-e")
             .arg(sql)
             .stdin(Stdio::null())
@@ -261,7 +269,7 @@ impl MariaDb {
             .arg("-uroot")
             .arg(format!("--socket={}", self.socket().display()))
             .arg("--batch")
-            .arg("--connect-timeout=5")
+            .arg("--connect-timeout=30")
             .arg("-e")
             .arg(sql)
             .stdin(Stdio::null())

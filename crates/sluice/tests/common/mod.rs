@@ -6,6 +6,7 @@ pub mod http;
 pub mod load;
 pub mod raw;
 pub mod relay;
+pub mod slow_link;
 
 use sluice_config::Config;
 use sluice_mysql::{Proxy, Running};

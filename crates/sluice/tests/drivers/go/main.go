@@ -227,7 +227,7 @@ func (e *env) waitReplicated() {
 	exec(e.admin, "CREATE TABLE IF NOT EXISTS drv_sync (token VARCHAR(64) PRIMARY KEY)")
 	exec(e.admin, "INSERT INTO drv_sync VALUES (?)", token)
 	seen := map[int64]bool{}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // a hang guard
 	for len(seen) < len(replicas) {
 		var sid, n int64
 		err := e.admin.QueryRowContext(ctx, "SELECT @@server_id, COUNT(*) FROM drv_sync WHERE token = ?", token).
@@ -242,7 +242,7 @@ func (e *env) waitReplicated() {
 			seen[sid] = true
 		}
 		if time.Now().After(deadline) {
-			fail("replicas did not catch up within 20 s (caught up: %v)", seen)
+			fail("replicas did not catch up within 60 s (caught up: %v)", seen)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -144,7 +144,7 @@ async function waitReplicated() {
   await ctx.admin.query('CREATE TABLE IF NOT EXISTS drv_sync (token VARCHAR(64) PRIMARY KEY)');
   await ctx.admin.query('INSERT INTO drv_sync VALUES (?)', [token]);
   const seen = new Set();
-  const deadline = Date.now() + 20000;
+  const deadline = Date.now() + 60000; // a hang guard
   while (seen.size < REPLICAS.length) {
     try {
       const [[row]] = await ctx.admin.query(
@@ -155,7 +155,7 @@ async function waitReplicated() {
     } catch (e) {
       if (e.errno !== 1146) throw e; // the table itself has not reached this replica yet
     }
-    if (Date.now() > deadline) fail(`replicas did not catch up within 20 s (caught up: ${[...seen]})`);
+    if (Date.now() > deadline) fail(`replicas did not catch up within 60 s (caught up: ${[...seen]})`);
     await sleep(10);
   }
 }

@@ -218,7 +218,7 @@ def on_primary(sql, params=None):
         conn.close()
 
 
-def sync_replicas(timeout=20):
+def sync_replicas(timeout=60):
     """Waits until both replicas have applied everything the primary has written so far."""
     pos = on_primary("SELECT @@gtid_binlog_pos")[0][0]
     conn = connect(autocommit=True)
