@@ -156,15 +156,13 @@ async fn simplest_config_discovers_roles_and_splits() {
     assert!(o.rtt.is_some());
     // No failover without [failover] enabled: a dead primary stays the primary.
     env.topo.primary().kill().unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(env.primary_index(), Some(0));
-    assert!(
+    wait_for("the dead primary taken out of service", LONG, || {
         env.server(0)
             .state_text()
-            .starts_with("SHUNNED (unreachable"),
-        "{}",
-        env.server(0).state_text()
-    );
+            .starts_with("SHUNNED (unreachable")
+    })
+    .await;
+    assert_eq!(env.primary_index(), Some(0));
     let err = c
         .query_drop("INSERT INTO w VALUES (2, 0)")
         .await
@@ -202,7 +200,13 @@ async fn failover_when_the_primary_is_killed() {
     };
     let autocommit = in_flight("INSERT INTO w SELECT 900001, SLEEP(30)");
     let trx = in_flight("BEGIN; INSERT INTO w VALUES (900002, 0); SELECT SLEEP(30)");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    wait_for("both statements running on the primary", LONG, || {
+        env.topo
+            .primary()
+            .sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%SLEEP(30)%' AND INFO NOT LIKE '%PROCESSLIST%'")
+            .is_ok_and(|n| n.trim() == "2")
+    })
+    .await;
 
     env.topo.primary().kill().unwrap();
     let killed = Instant::now();

@@ -56,6 +56,18 @@ fn client(
     })
 }
 
+/// Waits until the clients have had `more` further rows acknowledged (writes flow on the
+/// current primary), however slow the machine.
+async fn more_acked(acked: &Arc<Mutex<BTreeSet<u32>>>, more: usize) {
+    let start = acked.lock().unwrap().len();
+    common::wait_for(
+        &format!("{more} more acknowledged rows"),
+        Duration::from_secs(120),
+        || acked.lock().unwrap().len() >= start + more,
+    )
+    .await;
+}
+
 fn ids_on(server: &sluice_testkit::MariaDb) -> BTreeSet<u32> {
     server
         .sql("SELECT id FROM test.w")
@@ -104,7 +116,7 @@ async fn switchover_under_load_without_client_errors() {
             )
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    more_acked(&acked, 10).await;
 
     // From the command line, to server 2 (server_id 3).
     let target = env.topo.servers[2].addr();
@@ -129,8 +141,8 @@ async fn switchover_under_load_without_client_errors() {
     );
     assert!(stdout.contains("complete"), "{stdout}");
     eprintln!("{stdout}");
-    tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(env.primary_index(), Some(2), "{}", env.events());
+    more_acked(&acked, 10).await;
 
     // And back, in-process, to server 0.
     let back = env
@@ -138,7 +150,7 @@ async fn switchover_under_load_without_client_errors() {
         .switchover(Some(&env.topo.servers[0].addr()))
         .await;
     assert!(back.is_ok(), "{back:?}\n{}", env.events());
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    more_acked(&acked, 10).await;
     stop.store(true, Relaxed);
     for t in tasks {
         t.await.unwrap();
