@@ -43,6 +43,9 @@ pub struct Config {
     /// Query digest statistics.
     #[serde(default)]
     pub digests: DigestsConfig,
+    /// The connection phase: handshake timeout and budget, failed-login throttling.
+    #[serde(default)]
+    pub login: crate::LoginConfig,
 }
 
 /// `[digests]`: statistics per statement shape.
@@ -141,6 +144,9 @@ pub struct AdminConfig {
     /// Its password (required with `sql_listen`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sql_password: Option<String>,
+    /// Logged-in sessions on the MySQL-protocol admin listener at once.
+    #[serde(default = "default_admin_sql_max")]
+    pub sql_max_connections: u32,
 }
 
 impl Default for MonitorConfig {
@@ -536,6 +542,9 @@ fn default_stmt_cache() -> u32 {
 }
 fn default_max_connecting() -> u32 {
     4
+}
+fn default_admin_sql_max() -> u32 {
+    64
 }
 fn default_admin_user() -> String {
     "admin".into()

@@ -7,6 +7,7 @@ mod conclude;
 pub mod exec;
 pub mod handshake;
 mod local;
+pub mod login;
 pub mod pins;
 mod query;
 pub mod registry;
