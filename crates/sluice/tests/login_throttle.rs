@@ -79,4 +79,15 @@ async fn repeated_failures_block_the_address_until_the_block_expires() {
         assert!(started.elapsed() < Duration::from_secs(60), "still blocked");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // A reload applies [login]: without blocking, failures no longer block.
+    let mut cfg = (*env.proxy.loaded.load_full()).clone();
+    cfg.login.max_failures = 0;
+    let changes = env.proxy.reload(cfg).await.expect("reload");
+    assert!(changes.iter().any(|c| c == "[login] settings"), "{changes:?}");
+    let third = Ipv4Addr::new(127, 0, 0, 4);
+    for _ in 0..5 {
+        assert_eq!(login_from(third, env.port, "guess").await.0, 1045);
+    }
+    assert_eq!(login_from(third, env.port, "app").await, (0, "OK".into()));
 }
