@@ -2,16 +2,35 @@
 //! address guessing passwords, like MariaDB's `max_connect_errors` host blocking but for
 //! failed authentication, with a block that expires by itself.
 //!
-//! Decisions take the time as an argument so they can be tested without waiting.
+//! Addresses are counted alone for IPv4 and by /64 for IPv6 (one host usually holds a whole
+//! /64, so counting single IPv6 addresses would limit nothing). Decisions take the time as an
+//! argument so they can be tested without waiting.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// At most one "failed login" log line per address in this interval (blocks always log).
 pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Entries compared when the table is full and one must be forgotten.
+const EVICTION_SAMPLE: usize = 64;
+
+/// What an address is counted under: itself for IPv4 (and IPv4-mapped IPv6), its /64 for IPv6.
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
 
 /// How failures are counted and punished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +113,7 @@ impl LoginThrottle {
 
     /// `Some(remaining)` if `ip` is blocked at `now` (and counts the refusal).
     pub fn blocked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
+        let ip = source_key(ip);
         let mut table = self.table.lock();
         let e = table.get_mut(&ip)?;
         match e.blocked_until {
@@ -112,6 +132,7 @@ impl LoginThrottle {
 
     /// Records a failed login from `ip` at `now`.
     pub fn failed(&self, ip: IpAddr, now: Instant) -> Failure {
+        let ip = source_key(ip);
         self.failures.fetch_add(1, Relaxed);
         let s = *self.settings.lock();
         let mut table = self.table.lock();
@@ -157,6 +178,7 @@ impl LoginThrottle {
     /// A successful login from `ip`: its failures are forgotten (as MariaDB resets a host's
     /// error count when it logs in).
     pub fn succeeded(&self, ip: IpAddr) {
+        let ip = source_key(ip);
         let mut table = self.table.lock();
         if table.get(&ip).is_some_and(|e| e.blocked_until.is_none()) {
             table.remove(&ip);
@@ -169,11 +191,12 @@ impl LoginThrottle {
     }
 }
 
-/// Makes room: forgets the address seen least recently, sparing blocked ones while any
-/// other is left.
+/// Makes room: forgets the address seen least recently among a sample (bounded work per
+/// failure however large the table), sparing blocked ones while the sample has another.
 fn forget_stalest(table: &mut HashMap<IpAddr, Entry>) {
     let victim = table
         .iter()
+        .take(EVICTION_SAMPLE)
         .min_by_key(|(_, e)| (e.blocked_until.is_some(), e.last_seen))
         .map(|(ip, _)| *ip);
     if let Some(ip) = victim {
@@ -241,6 +264,23 @@ mod tests {
             assert!(!never.failed(ip(2), t0).blocked);
         }
         assert_eq!(never.blocked(ip(2), t0), None);
+    }
+
+    #[test]
+    fn ipv6_counts_by_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        assert_eq!(source_key(a), source_key(b));
+        assert_ne!(source_key(a), source_key(c));
+        assert_eq!(source_key(mapped), ip(2));
+        let t = LoginThrottle::new(settings(2, 100));
+        let t0 = Instant::now();
+        t.failed(a, t0);
+        assert!(t.failed(b, t0).blocked);
+        assert!(t.blocked(a, t0).is_some());
+        assert!(t.blocked(c, t0).is_none());
     }
 
     #[test]

@@ -93,7 +93,7 @@ async fn native_and_caching_sha2_with_real_and_raw_clients() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pymysql_with_caching_sha2_full_then_fast() {
+async fn pymysql_with_caching_sha2() {
     // Announce caching_sha2_password like MySQL 8, so PyMySQL uses it.
     let env = common::start_with(1, "", |t| {
         *t = t.replace(

@@ -53,8 +53,14 @@ async fn repeated_failures_block_the_address_until_the_block_expires() {
         tokio::task::spawn_blocking(move || common::http::request(addr, "GET", "/metrics", None))
             .await
             .unwrap();
-    assert!(metrics.contains("sluice_login_failures_total{} 3\n"), "{metrics}");
-    assert!(metrics.contains("sluice_login_blocked_total{} "), "{metrics}");
+    assert!(
+        metrics.contains("sluice_login_failures_total{} 3\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_login_blocked_total{} "),
+        "{metrics}"
+    );
 
     // Failed changes of user count too.
     let mut r = Raw::connect_from(other, env.port).await.expect("greeting");
@@ -84,7 +90,10 @@ async fn repeated_failures_block_the_address_until_the_block_expires() {
     let mut cfg = (*env.proxy.loaded.load_full()).clone();
     cfg.login.max_failures = 0;
     let changes = env.proxy.reload(cfg).await.expect("reload");
-    assert!(changes.iter().any(|c| c == "[login] settings"), "{changes:?}");
+    assert!(
+        changes.iter().any(|c| c == "[login] settings"),
+        "{changes:?}"
+    );
     let third = Ipv4Addr::new(127, 0, 0, 4);
     for _ in 0..5 {
         assert_eq!(login_from(third, env.port, "guess").await.0, 1045);

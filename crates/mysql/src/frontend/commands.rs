@@ -209,7 +209,12 @@ impl Session {
         self.set_identity(collation);
         if !db.is_empty() {
             if let Err(e) = self.select_schema(&db).await? {
-                // The previous user stays, as after a failed authentication.
+                // The previous user stays, as after a failed authentication. The connection
+                // that answered belongs to the new user: it must not serve the next statement.
+                if let Some(att) = self.prev.take() {
+                    self.release(att).await;
+                }
+                self.prev_is_held = false;
                 self.failed_change_user += 1;
                 self.user.connections.fetch_sub(1, Relaxed);
                 let (user, schema, collation) = previous;

@@ -220,6 +220,8 @@ pub async fn authenticate(
         }
         _ => auth::native::verify(password, &nonce, &response),
     };
+    // A name longer than any configured one is cut in messages and logs.
+    let user_name = shown(user_name);
     let user = match user {
         Some(u) if ok => u,
         _ => {
@@ -247,6 +249,14 @@ pub async fn authenticate(
     }
     cx.throttle.succeeded(cx.peer.ip());
     Ok((user, seq))
+}
+
+/// `name`, cut to the longest user name a configuration may hold (80 characters).
+fn shown(name: &str) -> &str {
+    match name.char_indices().nth(80) {
+        Some((i, _)) => &name[..i],
+        None => name,
+    }
 }
 
 /// Counts a failed login against the client's address, logs it (rate-limited per address;
