@@ -21,10 +21,14 @@ const PLUGINS: &[&str] = &[
 
 /// A topology with a second user, `other`.
 async fn start_with_other_user() -> common::Env {
-    let env = common::start(0, "\n[[users]]\nname = \"other\"\npassword = \"other\"\n").await;
+    let env = common::start(
+        0,
+        "\n[[users]]\nname = \"other\"\npassword = \"other\"\n\n[[users]]\nname = \"solo\"\npassword = \"solo\"\nmax_connections = 1\n",
+    )
+    .await;
     env.topo
         .primary()
-        .sql("CREATE USER 'other'@'%' IDENTIFIED BY 'other'; GRANT ALL ON *.* TO 'other'@'%'")
+        .sql("CREATE USER 'other'@'%' IDENTIFIED BY 'other'; GRANT ALL ON *.* TO 'other'@'%'; CREATE USER 'solo'@'%' IDENTIFIED BY 'solo'; GRANT ALL ON *.* TO 'solo'@'%'")
         .unwrap();
     env
 }
@@ -200,4 +204,33 @@ async fn failed_change_user_keeps_the_connection_like_mariadb() {
         rows,
         vec![vec![Some("other@%".into()), Some("test".into()), None]]
     );
+}
+
+/// A user's `max_connections` holds in COM_CHANGE_USER (error 1226, the connection stays the
+/// previous user's), and a connection may re-authenticate as the user it already is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_user_respects_max_connections() {
+    let env = start_with_other_user().await;
+    let mut solo = Raw::connect(env.port).await;
+    let p = solo
+        .hello("solo", "solo", NATIVE_PASSWORD, CLIENT_CAPS, Some("test"))
+        .await;
+    assert_eq!(p.payload[0], 0x00, "{:?}", err_text(&p));
+    let mut app = Raw::login(env.port).await;
+    let p = app.change_user("solo", "solo", NATIVE_PASSWORD, None).await;
+    let (code, msg) = err_text(&p).expect("refused");
+    assert_eq!(code, 1226, "{msg}");
+    let rows = app.query_rows("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(current_user(&rows), Some("app@%"));
+    let p = solo
+        .change_user("solo", "solo", NATIVE_PASSWORD, None)
+        .await;
+    assert_eq!(p.payload[0], 0x00, "{:?}", err_text(&p));
+    // Leaving the user frees its place.
+    let p = solo.change_user("app", "app", NATIVE_PASSWORD, None).await;
+    assert_eq!(p.payload[0], 0x00, "{:?}", err_text(&p));
+    let p = app.change_user("solo", "solo", NATIVE_PASSWORD, None).await;
+    assert_eq!(p.payload[0], 0x00, "{:?}", err_text(&p));
+    let rows = app.query_rows("SELECT CURRENT_USER()").await.unwrap();
+    assert_eq!(current_user(&rows), Some("solo@%"));
 }

@@ -194,7 +194,11 @@ impl Session {
             }
             Err(e) => return Err(Fatal(format!("COM_CHANGE_USER: {e}"))),
         };
+        // The session stops counting as the previous user first: changing to the same user
+        // at its `max_connections` is fine.
+        self.user.connections.fetch_sub(1, Relaxed);
         if let Err(msg) = user_connection_added(&new_user) {
+            self.user.connections.fetch_add(1, Relaxed);
             self.failed_change_user += 1;
             self.client
                 .send_err(seq, err::TOO_MANY_USER_CONNECTIONS, b"42000", &msg)
@@ -218,6 +222,7 @@ impl Session {
                 self.failed_change_user += 1;
                 self.user.connections.fetch_sub(1, Relaxed);
                 let (user, schema, collation) = previous;
+                user.connections.fetch_add(1, Relaxed);
                 self.user = user;
                 self.set_identity(collation);
                 self.st.tracked.schema = schema;
@@ -228,7 +233,6 @@ impl Session {
             }
             self.st.tracked.schema = Some(db);
         }
-        previous.0.connections.fetch_sub(1, Relaxed);
         let st = self.st.status();
         self.client.send_ok(seq, st).await?;
         Ok(Flow::Continue)
