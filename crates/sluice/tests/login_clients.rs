@@ -1,7 +1,8 @@
 //! Every login path of real clients: mysql-connector-python's C extension (libmysqlclient,
 //! caching_sha2_password by default) runs `tests/drivers/python/cext_login.py` — handshake,
 //! COM_CHANGE_USER, re-authentication, a failed change of user, COM_RESET_CONNECTION,
-//! reconnect — over plain TCP and TLS, against sluice announcing either plugin.
+//! reconnect — over plain TCP and TLS, against sluice announcing either plugin; the mariadb
+//! CLI logs in with every plugin it has, over plain TCP and TLS.
 
 mod common;
 
@@ -37,7 +38,7 @@ async fn cext(port: u16, tls: bool) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_connector_c_extension_every_login_path() {
+async fn c_extension_and_mariadb_cli_every_login_path() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = common::certs::self_signed(dir.path(), "proxy", "127.0.0.1");
     let env = common::start_with(
@@ -70,6 +71,40 @@ async fn mysql_connector_c_extension_every_login_path() {
                 if tls { "yes" } else { "no" }
             );
             assert_eq!(out, expected, "default plugin {default}, TLS {tls}");
+        }
+    }
+
+    // The mariadb CLI with each of its plugins as its default, plain and TLS.
+    for (port, default) in [(env.port, "native"), (sha2.addrs[0].port(), "caching_sha2")] {
+        for plugin in [
+            "mysql_native_password",
+            "caching_sha2_password",
+            "sha256_password",
+            "mysql_clear_password",
+            "client_ed25519",
+            "dialog",
+        ] {
+            for tls in ["--ssl", "--skip-ssl"] {
+                let auth = format!("--default-auth={plugin}");
+                let out = tokio::task::spawn_blocking(move || {
+                    common::cli_raw(
+                        port,
+                        "app",
+                        "app",
+                        None,
+                        "SELECT CURRENT_USER()",
+                        &[&auth, tls],
+                    )
+                })
+                .await
+                .unwrap();
+                assert!(
+                    out.status.success(),
+                    "mariadb CLI {plugin} {tls}, sluice default {default}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "app@%");
+            }
         }
     }
 }
