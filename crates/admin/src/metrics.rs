@@ -107,6 +107,20 @@ impl Collector for ProxyCollector {
         )?;
         family(
             &mut enc,
+            "sluice_login_failures",
+            "Failed client logins (wrong password or unknown user), in the handshake or COM_CHANGE_USER.",
+            MetricType::Counter,
+            [(vec![], counter(p.throttle.failures.load(Relaxed)))],
+        )?;
+        family(
+            &mut enc,
+            "sluice_login_blocked",
+            "Connections refused because their address is blocked after repeated failed logins.",
+            MetricType::Counter,
+            [(vec![], counter(p.throttle.refused.load(Relaxed)))],
+        )?;
+        family(
+            &mut enc,
             "sluice_commands",
             "Client commands received.",
             MetricType::Counter,

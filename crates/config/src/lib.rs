@@ -6,10 +6,12 @@
 #![forbid(unsafe_code)]
 
 mod duration;
+mod login;
 mod types;
 mod validate;
 
 pub use duration::{parse_duration, HumanDuration};
+pub use login::LoginConfig;
 pub use types::*;
 
 use std::path::Path;

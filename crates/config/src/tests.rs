@@ -182,3 +182,31 @@ fn durations_accept_units() {
     let bad = format!("{ISSUE_EXAMPLE}\n[pool]\nqueue_timeout = \"5 fortnights\"\n");
     assert!(err_of(&bad).field.starts_with("pool.queue_timeout"));
 }
+
+#[test]
+fn login_settings_have_defaults_and_are_validated() {
+    let cfg = Config::from_toml(ISSUE_EXAMPLE).unwrap();
+    assert_eq!(cfg.login, LoginConfig::default());
+    assert_eq!(cfg.login.connecting_budget(10_000), 10_000);
+    let with = |keys: &str| format!("{ISSUE_EXAMPLE}\n[login]\n{keys}\n");
+    let cfg = Config::from_toml(&with("max_connecting = 64\nblock_time = \"1m\"")).unwrap();
+    assert_eq!(cfg.login.connecting_budget(10_000), 64);
+    for (keys, field) in [
+        ("handshake_timeout = \"10ms\"", "login.handshake_timeout"),
+        (
+            "handshake_timeout = \"2s\"\nfailure_delay = \"2s\"",
+            "login.failure_delay",
+        ),
+        ("failure_window = 0", "login.failure_window"),
+        ("block_time = 0", "login.block_time"),
+        ("max_tracked_addresses = 0", "login.max_tracked_addresses"),
+    ] {
+        assert_eq!(err_of(&with(keys)).field, field, "{keys}");
+    }
+    // Without blocking, the window and block time do not matter.
+    Config::from_toml(&with("max_failures = 0\nblock_time = 0")).unwrap();
+    let admin = format!(
+        "{ISSUE_EXAMPLE}\n[admin]\nlisten = \"127.0.0.1:0\"\nsql_listen = \"127.0.0.1:0\"\nsql_password = \"x\"\nsql_max_connections = 0\n"
+    );
+    assert_eq!(err_of(&admin).field, "admin.sql_max_connections");
+}

@@ -43,6 +43,9 @@ pub struct Config {
     /// Query digest statistics.
     #[serde(default)]
     pub digests: DigestsConfig,
+    /// The connection phase: handshake timeout and budget, failed-login throttling.
+    #[serde(default)]
+    pub login: crate::LoginConfig,
 }
 
 /// `[digests]`: statistics per statement shape.
@@ -160,6 +163,9 @@ pub struct AdminConfig {
     /// Largest request body accepted, in bytes (413 beyond it).
     #[serde(default = "default_admin_max_body_size")]
     pub max_body_size: u32,
+    /// Logged-in sessions on the MySQL-protocol admin listener at once.
+    #[serde(default = "default_admin_sql_max")]
+    pub sql_max_connections: u32,
 }
 
 impl AdminConfig {
@@ -175,6 +181,7 @@ impl AdminConfig {
             header_timeout: default_admin_header_timeout(),
             idle_timeout: default_admin_idle_timeout(),
             max_body_size: default_admin_max_body_size(),
+            sql_max_connections: default_admin_sql_max(),
         }
     }
 }
@@ -575,6 +582,9 @@ fn default_stmt_cache() -> u32 {
 }
 fn default_max_connecting() -> u32 {
     4
+}
+fn default_admin_sql_max() -> u32 {
+    64
 }
 fn default_admin_user() -> String {
     "admin".into()

@@ -306,6 +306,12 @@ impl Config {
                     ));
                 }
                 non_empty("admin.sql_user", &a.sql_user)?;
+                if a.sql_max_connections == 0 {
+                    return Err(ConfigError::new(
+                        "admin.sql_max_connections",
+                        "must be at least 1",
+                    ));
+                }
                 if a.sql_password.as_deref().unwrap_or("").is_empty() {
                     return Err(ConfigError::new(
                         "admin.sql_password",
@@ -314,6 +320,7 @@ impl Config {
                 }
             }
         }
+        self.validate_login()?;
         if self.log.json && self.log.level.is_empty() {
             return Err(ConfigError::new("log.level", "must not be empty"));
         }
@@ -348,6 +355,47 @@ fn check_admin_http_limits(a: &crate::AdminConfig) -> Result {
         ));
     }
     Ok(())
+}
+
+impl Config {
+    /// `[login]`.
+    fn validate_login(&self) -> Result {
+        let l = &self.login;
+        let timeout = l.handshake_timeout.get();
+        if timeout.as_millis() < 100 {
+            return Err(ConfigError::new(
+                "login.handshake_timeout",
+                "must be at least 100ms",
+            ));
+        }
+        if l.failure_delay.get() >= timeout {
+            return Err(ConfigError::new(
+                "login.failure_delay",
+                "must be shorter than login.handshake_timeout",
+            ));
+        }
+        if l.max_failures > 0 {
+            if l.failure_window.get().is_zero() {
+                return Err(ConfigError::new(
+                    "login.failure_window",
+                    "must be greater than zero",
+                ));
+            }
+            if l.block_time.get().is_zero() {
+                return Err(ConfigError::new(
+                    "login.block_time",
+                    "must be greater than zero (or set login.max_failures = 0)",
+                ));
+            }
+        }
+        if !(1..=1_000_000).contains(&l.max_tracked_addresses) {
+            return Err(ConfigError::new(
+                "login.max_tracked_addresses",
+                "must be from 1 to 1000000",
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn non_empty(field: &str, value: &str) -> Result {

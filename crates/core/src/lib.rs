@@ -6,10 +6,12 @@
 #![forbid(unsafe_code)]
 
 pub mod balance;
+pub mod connecting;
 pub mod digest;
 mod error;
 pub mod hostgroup;
 pub mod listener;
+pub mod login_throttle;
 pub mod pool_growth;
 pub mod router;
 mod server;

@@ -1,6 +1,7 @@
-//! Client listeners: bind (optionally with SO_REUSEPORT), accept with a connection limit,
-//! back off on accept errors (out of file descriptors), and hand each client to the protocol's
-//! handler on its own task.
+//! Client listeners: bind (optionally with SO_REUSEPORT), accept, back off on accept errors
+//! (out of file descriptors), and hand each client to the protocol's handler on its own task.
+//! Limits are the handler's: connections that are still logging in have their own budget
+//! (see `connecting`), and only authenticated clients count against the client limit.
 
 use std::future::Future;
 use std::io;
@@ -9,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 
 /// A listener's identity as sessions see it.
 #[derive(Debug)]
@@ -25,16 +26,13 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// The protocol side of a listener.
 pub trait Handler: Send + Sync + 'static {
-    /// Serves one client until it leaves. `permit` counts it against the connection limit.
+    /// Serves one client from the connection phase until it leaves.
     fn handle(
         self: Arc<Self>,
         stream: TcpStream,
         peer: SocketAddr,
         listener: Arc<ListenerInfo>,
-        permit: OwnedSemaphorePermit,
     ) -> HandlerFuture;
-    /// Turns a client away because the proxy is at its connection limit.
-    fn reject(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) -> HandlerFuture;
 }
 
 /// Binds a TCP listener. With `reuse_port`, several processes can bind the same address and
@@ -69,7 +67,6 @@ pub async fn serve<H: Handler>(
     listener: TcpListener,
     info: Arc<ListenerInfo>,
     handler: Arc<H>,
-    limit: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(5);
@@ -82,14 +79,7 @@ pub async fn serve<H: Handler>(
             Ok((stream, peer)) => {
                 backoff = Duration::from_millis(5);
                 let _ = stream.set_nodelay(true);
-                match limit.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        tokio::spawn(handler.clone().handle(stream, peer, info.clone(), permit));
-                    }
-                    Err(_) => {
-                        tokio::spawn(handler.clone().reject(stream, peer));
-                    }
-                }
+                tokio::spawn(handler.clone().handle(stream, peer, info.clone()));
             }
             Err(e) => {
                 // EMFILE/ENFILE/ENOBUFS: wait for descriptors to free up instead of spinning.

@@ -1,16 +1,18 @@
 //! The running MySQL proxy: configuration, topology, users, keys, sessions, and listeners.
 
 use crate::agent::MariaDbAgent;
-use crate::auth::rsa::RsaKey;
 use crate::backend::stmt_cache::StmtCache;
 use crate::backend::{BackendConn, MysqlConnector};
+use crate::frontend::login::Admission;
 use crate::frontend::registry::Registry;
 use crate::frontend::session;
 use crate::server_info::ServerInfo;
 use crate::users::Users;
 use arc_swap::ArcSwap;
 use sluice_config::Config;
+use sluice_core::connecting::ConnectingGate;
 use sluice_core::listener::{self, Handler, HandlerFuture, ListenerInfo};
+use sluice_core::login_throttle::{LoginThrottle, ThrottleSettings};
 use sluice_core::{DigestTable, Topology};
 use sluice_monitor::coordinator::Local;
 use sluice_monitor::{Monitor, Settings};
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod reload;
@@ -43,8 +45,10 @@ pub struct Proxy {
     pub topology: Arc<Topology<Box<BackendConn>>>,
     /// Users.
     pub users: Arc<ArcSwap<Users>>,
-    /// RSA key for caching_sha2_password full authentication.
-    pub rsa: RsaKey,
+    /// Failed logins per client address (`[login]`).
+    pub throttle: LoginThrottle,
+    /// The connection-phase budgets of the client listeners and the SQL admin listener.
+    login_gates: parking_lot::Mutex<Vec<Arc<ConnectingGate>>>,
     /// Facts learned from servers.
     pub info: Arc<ServerInfo>,
     /// Opens backend connections.
@@ -97,9 +101,6 @@ pub enum StartError {
         /// Why.
         error: std::io::Error,
     },
-    /// The RSA key could not be generated.
-    #[error("cannot generate the RSA key: {0}")]
-    Rsa(String),
     /// The TLS certificate or key could not be loaded.
     #[error("TLS: {0}")]
     Tls(String),
@@ -175,7 +176,7 @@ impl Proxy {
             info: info.clone(),
             tls: backend_tls.clone(),
         });
-        let rsa = RsaKey::generate().map_err(|e| StartError::Rsa(e.to_string()))?;
+        let throttle = LoginThrottle::new(ThrottleSettings::from_config(&config.login));
         let topology = Arc::new(Topology::from_config(&config));
         let monitor = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
@@ -205,7 +206,8 @@ impl Proxy {
             monitor,
             config,
             users,
-            rsa,
+            throttle,
+            login_gates: Default::default(),
             info,
             connector,
             sessions: Registry::new(),
@@ -260,15 +262,19 @@ impl Proxy {
             let _ = first_round.await;
         }
         self.learn_servers().await;
-        let limit = Arc::new(Semaphore::new(
-            self.config.proxy.max_client_connections as usize,
+        let max_clients = self.config.proxy.max_client_connections;
+        let admission = Arc::new(Admission::new(
+            max_clients as usize,
+            self.config.login.connecting_budget(max_clients),
+            "Too many connections",
         ));
+        self.login_gates.lock().push(admission.connecting.clone());
         let handler = Arc::new(MysqlHandler {
             proxy: self.clone(),
+            admission,
         });
         let serving = Serving {
             handler: handler.clone(),
-            limit: limit.clone(),
             shutdown: rx.clone(),
         };
         let mut addrs = Vec::new();
@@ -280,7 +286,6 @@ impl Proxy {
                     l,
                     info,
                     handler.clone(),
-                    limit.clone(),
                     rx.clone(),
                 )));
             } else {
@@ -291,11 +296,12 @@ impl Proxy {
         }
         let _ = self.serving.set(serving);
         let mut admin_sql_addr = None;
-        if let Some((listen, user, password)) = self.config.admin.as_ref().and_then(|a| {
+        if let Some((listen, user, password, max)) = self.config.admin.as_ref().and_then(|a| {
             Some((
                 a.sql_listen.clone()?,
                 a.sql_user.clone(),
                 a.sql_password.clone()?,
+                a.sql_max_connections,
             ))
         }) {
             let l = listener::bind(&listen, false).map_err(|error| StartError::Bind {
@@ -317,14 +323,21 @@ impl Proxy {
                 max_connections: 0,
                 require_tls: false,
             }]);
+            // Its own budgets: a flood of the client ports cannot lock the operator out.
+            let admission = Arc::new(Admission::new(
+                max as usize,
+                self.config.login.connecting_budget(max_clients),
+                "Too many admin connections",
+            ));
+            self.login_gates.lock().push(admission.connecting.clone());
             tasks.push(tokio::spawn(listener::serve(
                 l,
                 info,
                 Arc::new(AdminSqlHandler {
                     proxy: self.clone(),
                     users: Arc::new(users),
+                    admission,
                 }),
-                Arc::new(Semaphore::new(64)),
                 rx.clone(),
             )));
         }
@@ -444,6 +457,18 @@ impl Proxy {
         }
     }
 
+    /// Applies `[login]` from a reload: throttling settings and connection-phase budgets.
+    pub(crate) fn apply_login(&self, new: &Config) {
+        self.throttle
+            .set_settings(ThrottleSettings::from_config(&new.login));
+        let budget = new
+            .login
+            .connecting_budget(new.proxy.max_client_connections);
+        for gate in self.login_gates.lock().iter() {
+            gate.set_capacity(budget);
+        }
+    }
+
     /// Counts a refused client.
     pub(crate) fn refused(&self) {
         self.stats.clients_refused.fetch_add(1, Relaxed);
@@ -452,12 +477,13 @@ impl Proxy {
 
 struct MysqlHandler {
     proxy: Arc<Proxy>,
+    /// Shared by every client listener.
+    admission: Arc<Admission>,
 }
 
 /// What a listener started after the proxy needs.
 struct Serving {
     handler: Arc<MysqlHandler>,
-    limit: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -487,13 +513,7 @@ impl Serving {
                 _ = relay.closed() => {}
             }
         });
-        tokio::spawn(listener::serve(
-            l,
-            info,
-            self.handler.clone(),
-            self.limit.clone(),
-            rx,
-        ));
+        tokio::spawn(listener::serve(l, info, self.handler.clone(), rx));
         ListenerSlot { listen, addr, stop }
     }
 }
@@ -502,6 +522,7 @@ impl Serving {
 struct AdminSqlHandler {
     proxy: Arc<Proxy>,
     users: Arc<Users>,
+    admission: Arc<Admission>,
 }
 
 impl Handler for AdminSqlHandler {
@@ -510,29 +531,14 @@ impl Handler for AdminSqlHandler {
         stream: TcpStream,
         peer: SocketAddr,
         _listener: Arc<ListenerInfo>,
-        permit: OwnedSemaphorePermit,
     ) -> HandlerFuture {
         Box::pin(crate::frontend::admin_sql::serve(
             self.proxy.clone(),
             self.users.clone(),
             stream,
             peer,
-            permit,
+            self.admission.clone(),
         ))
-    }
-
-    fn reject(self: Arc<Self>, stream: TcpStream, _peer: SocketAddr) -> HandlerFuture {
-        Box::pin(async move {
-            let mut c = crate::frontend::client::ClientConn::new(stream, 1024);
-            let _ = c
-                .send_err(
-                    0,
-                    crate::wire::consts::err::TOO_MANY_CONNECTIONS,
-                    b"08004",
-                    "Too many admin connections",
-                )
-                .await;
-        })
     }
 }
 
@@ -542,30 +548,13 @@ impl Handler for MysqlHandler {
         stream: TcpStream,
         peer: SocketAddr,
         listener: Arc<ListenerInfo>,
-        permit: OwnedSemaphorePermit,
     ) -> HandlerFuture {
         Box::pin(session::serve(
             self.proxy.clone(),
             stream,
             peer,
             listener,
-            permit,
+            self.admission.clone(),
         ))
-    }
-
-    fn reject(self: Arc<Self>, stream: TcpStream, _peer: SocketAddr) -> HandlerFuture {
-        let proxy = self.proxy.clone();
-        Box::pin(async move {
-            proxy.refused();
-            let mut c = crate::frontend::client::ClientConn::new(stream, 1024);
-            let _ = c
-                .send_err(
-                    0,
-                    crate::wire::consts::err::TOO_MANY_CONNECTIONS,
-                    b"08004",
-                    "Too many connections",
-                )
-                .await;
-        })
     }
 }

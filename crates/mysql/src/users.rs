@@ -2,7 +2,7 @@
 
 use sluice_config::UserConfig;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 /// A configured user. Its `Debug` form never shows the password (it may end up in logs).
@@ -17,9 +17,6 @@ pub struct User {
     pub require_tls: bool,
     /// Current client connections.
     pub connections: AtomicU32,
-    /// A `caching_sha2_password` full authentication succeeded since start: the fast path is
-    /// allowed (MySQL's cache semantics).
-    pub sha2_cached: AtomicBool,
 }
 
 impl std::fmt::Debug for User {
@@ -53,7 +50,6 @@ impl Users {
                             max_connections: u.max_connections,
                             require_tls: u.require_tls,
                             connections: AtomicU32::new(0),
-                            sha2_cached: AtomicBool::new(false),
                         }),
                     )
                 })
@@ -62,7 +58,7 @@ impl Users {
     }
 
     /// The table for a reloaded config: users whose password and limit did not change are
-    /// kept as they are (their connection counts and caching_sha2 cache with them).
+    /// kept as they are (their connection counts with them).
     pub fn reloaded(&self, users: &[UserConfig]) -> Users {
         let fresh = Users::from_config(users);
         Users {

@@ -216,9 +216,11 @@ fn init_logging(level: &str, json: bool) {
 }
 
 /// Raises the soft open-files limit to the hard limit; warns if that is below what the
-/// configuration may need (clients plus backend connections).
+/// configuration may need (clients, connections still logging in, backend connections).
 fn raise_file_limit(cfg: &Config) {
-    let want = cfg.proxy.max_client_connections as u64
+    let clients = cfg.proxy.max_client_connections;
+    let want = clients as u64
+        + cfg.login.connecting_budget(clients) as u64
         + cfg
             .servers
             .iter()

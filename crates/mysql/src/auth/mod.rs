@@ -1,10 +1,12 @@
-//! Password authentication: `mysql_native_password` and `caching_sha2_password` (fast path,
-//! and full authentication with the RSA public-key exchange or over TLS).
+//! Password authentication: `mysql_native_password` and `caching_sha2_password`, which plugin
+//! verifies which client (`plugin`), and the RSA encryption the proxy needs as a client of
+//! MySQL 8 servers.
 //!
 //! The proxy knows each user's password, so it can both verify clients and log in to servers
 //! with the same credentials.
 
 pub mod native;
+pub mod plugin;
 pub mod rsa;
 pub mod sha2;
 

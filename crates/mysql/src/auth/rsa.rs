@@ -1,68 +1,23 @@
-//! The RSA key pair for `caching_sha2_password` full authentication without TLS.
+//! RSA for `caching_sha2_password` full authentication with a server over plain TCP: the
+//! proxy, as a client, encrypts the password with the server's public key.
 //!
-//! Uses aws-lc-rs (RSA-OAEP with SHA-1, as MySQL clients encrypt), whose RSA decryption has no
-//! open timing advisory — unlike the `rsa` crate (RUSTSEC-2023-0071, Marvin attack).
+//! (The proxy never asks its own clients for full authentication: it knows every password,
+//! so it verifies their scrambles directly; see `frontend::handshake`.)
+//!
+//! Uses aws-lc-rs (RSA-OAEP with SHA-1, as MySQL clients encrypt).
 
-use aws_lc_rs::encoding::AsDer;
-use aws_lc_rs::rsa::{
-    KeySize, OaepPrivateDecryptingKey, OaepPublicEncryptingKey, PrivateDecryptingKey,
-    PublicEncryptingKey, OAEP_SHA1_MGF1SHA1,
-};
+use aws_lc_rs::rsa::{OaepPublicEncryptingKey, PublicEncryptingKey, OAEP_SHA1_MGF1SHA1};
 use base64::Engine;
-
-/// The proxy's RSA key pair.
-pub struct RsaKey {
-    private: OaepPrivateDecryptingKey,
-    public_pem: String,
-}
-
-impl std::fmt::Debug for RsaKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RsaKey").finish_non_exhaustive()
-    }
-}
 
 /// RSA failures.
 #[derive(Debug, thiserror::Error)]
 pub enum RsaError {
-    /// Key generation or parsing failed.
+    /// The key could not be parsed.
     #[error("RSA key error")]
     Key,
-    /// Decryption failed (wrong key or corrupted data).
-    #[error("RSA decryption failed")]
-    Decrypt,
     /// Encryption failed.
     #[error("RSA encryption failed")]
     Encrypt,
-}
-
-impl RsaKey {
-    /// Generates a 2048-bit key pair.
-    pub fn generate() -> Result<RsaKey, RsaError> {
-        let key = PrivateDecryptingKey::generate(KeySize::Rsa2048).map_err(|_| RsaError::Key)?;
-        let der = key.public_key().as_der().map_err(|_| RsaError::Key)?;
-        let public_pem = pem("PUBLIC KEY", der.as_ref());
-        let private = OaepPrivateDecryptingKey::new(key).map_err(|_| RsaError::Key)?;
-        Ok(RsaKey {
-            private,
-            public_pem,
-        })
-    }
-
-    /// The public key in PEM (SubjectPublicKeyInfo), as sent to clients.
-    pub fn public_pem(&self) -> &str {
-        &self.public_pem
-    }
-
-    /// Decrypts a client's RSA-OAEP ciphertext.
-    pub fn decrypt(&self, ciphertext: &[u8]) -> Result<Vec<u8>, RsaError> {
-        let mut out = vec![0u8; self.private.min_output_size()];
-        let plain = self
-            .private
-            .decrypt(&OAEP_SHA1_MGF1SHA1, ciphertext, &mut out, None)
-            .map_err(|_| RsaError::Decrypt)?;
-        Ok(plain.to_vec())
-    }
 }
 
 /// Encrypts `password` for a server's `caching_sha2_password` full authentication: the
@@ -85,17 +40,6 @@ pub fn encrypt_password(
     Ok(ct.to_vec())
 }
 
-fn pem(label: &str, der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut s = format!("-----BEGIN {label}-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        s.push_str(std::str::from_utf8(chunk).unwrap_or(""));
-        s.push('\n');
-    }
-    s.push_str(&format!("-----END {label}-----\n"));
-    s
-}
-
 fn pem_decode(pem: &[u8]) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(pem).ok()?;
     let body: String = text
@@ -109,15 +53,22 @@ fn pem_decode(pem: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_lc_rs::encoding::AsDer;
+    use aws_lc_rs::rsa::{KeySize, OaepPrivateDecryptingKey, PrivateDecryptingKey};
 
     #[test]
     fn encrypt_then_decrypt() {
-        let key = RsaKey::generate().unwrap();
-        assert!(key.public_pem().starts_with("-----BEGIN PUBLIC KEY-----\n"));
+        let key = PrivateDecryptingKey::generate(KeySize::Rsa2048).unwrap();
+        let der = key.public_key().as_der().unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+        let pem = format!("-----BEGIN PUBLIC KEY-----\n{b64}\n-----END PUBLIC KEY-----\n");
         let nonce = b"abcdefghijklmnopqrst";
-        let ct = encrypt_password(key.public_pem().as_bytes(), b"secret", nonce).unwrap();
-        let plain = key.decrypt(&ct).unwrap();
-        assert_eq!(super::super::xor_cycle(&plain, nonce), b"secret\0");
-        assert!(key.decrypt(&ct[1..]).is_err());
+        let ct = encrypt_password(pem.as_bytes(), b"secret", nonce).unwrap();
+        let private = OaepPrivateDecryptingKey::new(key).unwrap();
+        let mut out = vec![0u8; private.min_output_size()];
+        let plain = private
+            .decrypt(&OAEP_SHA1_MGF1SHA1, &ct, &mut out, None)
+            .unwrap();
+        assert_eq!(super::super::xor_cycle(plain, nonce), b"secret\0");
     }
 }

@@ -1,9 +1,11 @@
 //! `caching_sha2_password`.
 //!
-//! Fast path: the client sends SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) + nonce). Like MySQL,
-//! the proxy accepts it only for users who completed a full authentication since it started
-//! (or since their password changed); otherwise it asks for full authentication, where the
-//! client sends the password over TLS, or RSA-encrypted with the proxy's public key.
+//! Fast path: the client sends SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) + nonce). A MySQL
+//! server keeps only a hash of the password and can check this only for users in its cache,
+//! asking the others for full authentication (the password over TLS or RSA-encrypted). The
+//! proxy knows every password, so it checks the fast path for anyone, any time: a client never
+//! needs TLS or the server's RSA key to log in (as a server, the proxy never asks for full
+//! authentication; as a client of MySQL 8 servers, it performs it — see `backend::conn`).
 
 use sha2::{Digest, Sha256};
 
@@ -33,12 +35,6 @@ pub fn verify_fast(password: &[u8], nonce: &[u8], response: &[u8]) -> bool {
     super::constant_time_eq(&scramble(password, nonce), response)
 }
 
-/// Checks a cleartext password sent during full authentication (NUL-terminated on the wire).
-pub fn verify_cleartext(password: &[u8], sent: &[u8]) -> bool {
-    let sent = sent.strip_suffix(&[0]).unwrap_or(sent);
-    super::constant_time_eq(password, sent)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,7 +46,5 @@ mod tests {
         assert_eq!(s.len(), 32);
         assert!(verify_fast(b"secret", nonce, &s));
         assert!(!verify_fast(b"secreT", nonce, &s));
-        assert!(verify_cleartext(b"secret", b"secret\0"));
-        assert!(!verify_cleartext(b"secret", b"secre\0"));
     }
 }

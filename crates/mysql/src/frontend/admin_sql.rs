@@ -4,7 +4,8 @@
 //! user (`[admin] sql_user` / `sql_password`) logs in; no statement reaches a server.
 
 use super::client::ClientConn;
-use super::handshake::{self, HandshakeContext};
+use super::handshake::HandshakeContext;
+use super::login::{self, Admission};
 use crate::proxy::Proxy;
 use crate::users::Users;
 use crate::wire::consts::{cap, status};
@@ -13,11 +14,8 @@ use crate::wire::resultset::{write_resultset, Column};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
-
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The commands, and what each shows.
 pub const COMMANDS: &[&str] = &[
@@ -42,28 +40,27 @@ pub async fn serve(
     users: Arc<Users>,
     stream: TcpStream,
     peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
+    admission: Arc<Admission>,
 ) {
-    let _permit = permit;
     let mut client = ClientConn::new(stream, 1 << 20);
     let version = proxy.announced_version();
     let cx = HandshakeContext {
         tls: None,
         users: &users,
-        rsa: &proxy.rsa,
         server_version: &version,
         connection_id: proxy.sessions.next_id(),
         peer,
         default_plugin: proxy.config.proxy.default_auth_plugin.name(),
+        throttle: &proxy.throttle,
     };
-    let auth =
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake::accept(&mut client, &cx)).await {
-            Ok(Ok(a)) => a,
-            _ => {
-                tracing::debug!(%peer, "admin SQL handshake failed");
-                return;
-            }
-        };
+    let timeout = proxy.effective.load().login.handshake_timeout.get();
+    let (auth, _permit) = match login::admit(&mut client, &cx, &admission, timeout).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "admin SQL client not admitted");
+            return;
+        }
+    };
     let st = status::AUTOCOMMIT;
     if client.send_ok(auth.next_seq, st).await.is_err() {
         return;

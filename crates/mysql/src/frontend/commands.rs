@@ -1,13 +1,17 @@
 //! Commands other than queries and prepared statements.
 
+use super::handshake::HandshakeError;
 use super::scan::{Expect, ServerError};
-use super::session::{initial_charset_vars, Fatal, Flow, Session, FLAVOUR_CAPS};
+use super::session::{
+    initial_charset_vars, user_connection_added, Fatal, Flow, Session, FLAVOUR_CAPS,
+};
 use crate::backend::stmt_cache::StmtCache;
 use crate::backend::BackendConn;
 use crate::wire::buf::Reader;
 use crate::wire::consts::{cap, com, err, NATIVE_PASSWORD};
 use sluice_core::PoolKey;
 use sluice_sqlscan::Effects;
+use std::sync::atomic::Ordering::Relaxed;
 
 impl Session {
     /// COM_INIT_DB: like `USE db`.
@@ -139,8 +143,18 @@ impl Session {
         Ok(self.client.send_ok(1, st).await?)
     }
 
-    /// COM_CHANGE_USER: authenticate as another user, then start afresh.
+    /// COM_CHANGE_USER, as MariaDB does it: the session is reset first (transaction rolled
+    /// back, variables, temporary tables and prepared statements gone), then the client
+    /// authenticates as the new user. On failure the connection stays open as the previous
+    /// user, with its schema and character set; after three failures the command is refused
+    /// for the rest of the connection.
     pub(crate) async fn change_user(&mut self, payload: &[u8]) -> Result<Flow, Fatal> {
+        if self.failed_change_user >= 3 {
+            self.client
+                .send_err(1, err::UNKNOWN_COM, b"08S01", "Unknown command")
+                .await?;
+            return Ok(Flow::Continue);
+        }
         let mut r = Reader::new(&payload[1..]);
         let user = String::from_utf8_lossy(r.nul_str()).into_owned();
         let auth: Vec<u8> = if self.client.has(cap::SECURE_CONNECTION) {
@@ -156,16 +170,17 @@ impl Session {
         } else {
             NATIVE_PASSWORD.to_string()
         };
+        self.reset_session(self.collation).await;
         let users = self.proxy.users.load_full();
         let facts = self.proxy.info.get();
         let cx = super::handshake::HandshakeContext {
             tls: None,
             users: &users,
-            rsa: &self.proxy.rsa,
             server_version: &facts.version,
             connection_id: self.id,
             peer: self.handle.peer,
             default_plugin: self.proxy.config.proxy.default_auth_plugin.name(),
+            throttle: &self.proxy.throttle,
         };
         let nonce = self.nonce;
         let authed =
@@ -173,36 +188,64 @@ impl Session {
                 .await;
         let (new_user, seq) = match authed {
             Ok(x) => x,
-            Err(_) => {
-                // As with a server, a failed change of user ends the connection.
-                return Ok(Flow::Quit);
+            Err(HandshakeError::Denied(_)) => {
+                self.failed_change_user += 1;
+                return Ok(Flow::Continue);
             }
+            Err(e) => return Err(Fatal(format!("COM_CHANGE_USER: {e}"))),
         };
-        self.reset_session(collation).await;
-        self.st.tracked.schema = None;
-        self.user
-            .connections
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        new_user
-            .connections
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.user = new_user;
-        self.collation = collation;
-        self.key = PoolKey {
-            user: self.user.name.clone(),
-            variant: self.client.caps & FLAVOUR_CAPS,
-        };
+        // The session stops counting as the previous user first: changing to the same user
+        // at its `max_connections` is fine.
+        self.user.connections.fetch_sub(1, Relaxed);
+        if let Err(msg) = user_connection_added(&new_user) {
+            self.user.connections.fetch_add(1, Relaxed);
+            self.failed_change_user += 1;
+            self.client
+                .send_err(seq, err::TOO_MANY_USER_CONNECTIONS, b"42000", &msg)
+                .await?;
+            return Ok(Flow::Continue);
+        }
+        let previous = (
+            std::mem::replace(&mut self.user, new_user),
+            self.st.tracked.schema.take(),
+            self.collation,
+        );
+        self.set_identity(collation);
         if !db.is_empty() {
             if let Err(e) = self.select_schema(&db).await? {
+                // The previous user stays, as after a failed authentication. The connection
+                // that answered belongs to the new user: it must not serve the next statement.
+                if let Some(att) = self.prev.take() {
+                    self.release(att).await;
+                }
+                self.prev_is_held = false;
+                self.failed_change_user += 1;
+                self.user.connections.fetch_sub(1, Relaxed);
+                let (user, schema, collation) = previous;
+                user.connections.fetch_add(1, Relaxed);
+                self.user = user;
+                self.set_identity(collation);
+                self.st.tracked.schema = schema;
                 self.client
                     .send_err(seq, e.code, &e.sqlstate, &e.message)
                     .await?;
-                return Ok(Flow::Quit);
+                return Ok(Flow::Continue);
             }
+            self.st.tracked.schema = Some(db);
         }
         let st = self.st.status();
         self.client.send_ok(seq, st).await?;
         Ok(Flow::Continue)
+    }
+
+    /// Makes the session's pool key and character set follow `self.user` and `collation`.
+    fn set_identity(&mut self, collation: u16) {
+        self.collation = collation;
+        self.st.tracked.vars = initial_charset_vars(&self.proxy, collation);
+        self.key = PoolKey {
+            user: self.user.name.clone(),
+            variant: self.client.caps & FLAVOUR_CAPS,
+        };
     }
 
     /// COM_PROCESS_KILL.

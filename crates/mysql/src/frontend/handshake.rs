@@ -1,16 +1,20 @@
 //! The connection phase with a client: greeting, capability negotiation and authentication
-//! (`mysql_native_password`, `caching_sha2_password` fast and full, auth switch for anything
-//! else). Also used for COM_CHANGE_USER.
+//! (`mysql_native_password` and `caching_sha2_password`, an auth switch for any other plugin;
+//! see `auth::plugin`). Also used for COM_CHANGE_USER. Every packet the client sends must
+//! carry the next sequence id; like MariaDB, anything else gets error 1156 and the
+//! connection closes. Failed logins are counted per address (`LoginThrottle`).
 
 use super::client::ClientConn;
-use crate::auth::{self, rsa::RsaKey};
+use crate::auth::plugin::{plan, Plan};
+use crate::auth::{self};
 use crate::users::{User, Users};
 use crate::wire::consts::{cap, err, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
 use crate::wire::handshake::{encode_auth_switch, Greeting, HandshakeResponse, SSL_REQUEST_LEN};
-use crate::wire::packet::{read_packet, ReadError};
+use crate::wire::packet::{read_packet, Packet, ReadError};
+use sluice_core::login_throttle::LoginThrottle;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Capabilities the proxy offers clients.
 pub const SERVER_CAPS: u64 = cap::LONG_PASSWORD
@@ -70,14 +74,15 @@ pub enum HandshakeError {
     /// Malformed handshake (the client got error 1043).
     #[error("bad handshake")]
     Malformed,
+    /// A packet with the wrong sequence id (the client got error 1156).
+    #[error("got packets out of order")]
+    OutOfOrder,
 }
 
 /// Everything the handshake needs from the proxy.
 pub struct HandshakeContext<'a> {
     /// Users.
     pub users: &'a Users,
-    /// RSA key for caching_sha2_password.
-    pub rsa: &'a RsaKey,
     /// Version string to announce.
     pub server_version: &'a str,
     /// Connection id given to the client.
@@ -85,9 +90,11 @@ pub struct HandshakeContext<'a> {
     /// Client address (for error messages).
     pub peer: SocketAddr,
     /// Plugin announced in the greeting.
-    pub default_plugin: &'a str,
+    pub default_plugin: &'static str,
     /// TLS, when configured: the greeting offers it and an SSLRequest upgrades the stream.
     pub tls: Option<&'a tokio_rustls::TlsAcceptor>,
+    /// Failed logins per address.
+    pub throttle: &'a LoginThrottle,
 }
 
 /// Runs the connection phase up to (not including) the final OK.
@@ -110,15 +117,16 @@ pub async fn accept(
     client.push_packet(0, &payload);
     client.flush().await?;
 
-    let mut p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
-    let mut seq = p.last_seq.wrapping_add(1);
+    let mut seq = 1;
+    let mut p = read_answer(client, seq).await?;
     if let (Some(acceptor), SSL_REQUEST_LEN) = (cx.tls, p.payload.len()) {
         // TLS first, then the real handshake response over it.
         let already_read = client.rbuf.split();
         client.stream.upgrade(acceptor, already_read).await?;
-        p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
-        seq = p.last_seq.wrapping_add(1);
+        seq += 1;
+        p = read_answer(client, seq).await?;
     }
+    seq += 1;
     if p.payload.len() == SSL_REQUEST_LEN {
         client
             .send_err(
@@ -137,31 +145,17 @@ pub async fn accept(
         return Err(HandshakeError::Malformed);
     };
     client.caps = resp.capabilities & (SERVER_CAPS | cap::SSL);
-    let plugin = resp
-        .auth_plugin
-        .clone()
-        .unwrap_or_else(|| NATIVE_PASSWORD.to_string());
+    let plugin = resp.auth_plugin.as_deref().unwrap_or(NATIVE_PASSWORD);
     let (user, next_seq) = authenticate(
         client,
         cx,
         &resp.user,
-        &plugin,
+        plugin,
         &resp.auth_response,
         &nonce,
         seq,
     )
     .await?;
-    if user.require_tls && !client.stream.is_tls() {
-        let msg = format!(
-            "Access denied for user '{}'@'{}': this user must connect with TLS",
-            resp.user,
-            cx.peer.ip()
-        );
-        client
-            .send_err(next_seq, err::ACCESS_DENIED, b"28000", &msg)
-            .await?;
-        return Err(HandshakeError::Denied(resp.user));
-    }
     Ok(Authenticated {
         user,
         database: resp.database,
@@ -172,8 +166,10 @@ pub async fn accept(
     })
 }
 
-/// Verifies `response` for `user_name`, running whatever extra exchange the plugin needs.
-/// Returns the user and the sequence id for the final OK.
+/// Verifies `response` for `user_name`, running whatever extra exchange the plugin needs;
+/// `seq` is the sequence id of the proxy's next packet. Returns the user and the sequence id
+/// for the final OK. A failure is counted against the client's address and answered (after
+/// the configured delay) with error 1045.
 pub async fn authenticate(
     client: &mut ClientConn,
     cx: &HandshakeContext<'_>,
@@ -184,98 +180,115 @@ pub async fn authenticate(
     mut seq: u8,
 ) -> Result<(Arc<User>, u8), HandshakeError> {
     let user = cx.users.get(user_name).cloned();
+    // An unknown user goes through the same exchange as a known one with a password.
     let password: &[u8] = user
         .as_ref()
         .map(|u| u.password.as_bytes())
         .unwrap_or(b"\x00unknown-user");
     let mut nonce: [u8; 20] = *nonce;
     let mut response = response.to_vec();
-    let mut plugin = plugin;
-    // Switch plugins the proxy does not speak to mysql_native_password; and ask again with
-    // a fresh nonce when a client sent an empty answer for a password it has (some clients
-    // do when their plugin is not the one the server announced).
-    let supported = plugin == NATIVE_PASSWORD || plugin == CACHING_SHA2_PASSWORD;
-    if !supported || (response.is_empty() && !password.is_empty()) {
-        plugin = if plugin == CACHING_SHA2_PASSWORD {
-            CACHING_SHA2_PASSWORD
-        } else {
-            NATIVE_PASSWORD
-        };
-        nonce = auth::new_scramble();
-        let mut sw = Vec::with_capacity(64);
-        encode_auth_switch(&mut sw, plugin, &nonce);
-        client.push_packet(seq, &sw);
-        client.flush().await?;
-        let p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
-        seq = p.last_seq.wrapping_add(1);
-        response = p.payload.to_vec();
-    }
-    let using_password = !response.is_empty();
-    let ok = if plugin == NATIVE_PASSWORD {
-        auth::native::verify(password, &nonce, &response)
-    } else {
-        let cached = user.as_ref().is_some_and(|u| u.sha2_cached.load(Relaxed));
-        if response.is_empty() {
-            password.is_empty()
-        } else if cached {
+    let plugin = match plan(
+        plugin,
+        !response.is_empty(),
+        !password.is_empty(),
+        cx.default_plugin,
+    ) {
+        Plan::Verify(p) => p,
+        Plan::Switch(p) => {
+            nonce = auth::new_scramble();
+            let mut sw = Vec::with_capacity(64);
+            encode_auth_switch(&mut sw, p, &nonce);
+            client.push_packet(seq, &sw);
+            client.flush().await?;
+            response = read_answer(client, seq.wrapping_add(1))
+                .await?
+                .payload
+                .to_vec();
+            seq = seq.wrapping_add(2);
+            p
+        }
+    };
+    let ok = match plugin {
+        CACHING_SHA2_PASSWORD if response.is_empty() => password.is_empty(),
+        CACHING_SHA2_PASSWORD => {
             let ok = auth::sha2::verify_fast(password, &nonce, &response);
             if ok {
                 client.push_packet(seq, &[0x01, auth::sha2::FAST_AUTH_SUCCESS]);
                 seq = seq.wrapping_add(1);
             }
             ok
-        } else {
-            // Full authentication: the password itself, in clear over TLS, otherwise
-            // RSA-encrypted with the proxy's key.
-            client.push_packet(seq, &[0x01, auth::sha2::PERFORM_FULL_AUTHENTICATION]);
-            client.flush().await?;
-            let mut p =
-                read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
-            seq = p.last_seq.wrapping_add(1);
-            let over_tls = client.stream.is_tls();
-            let mut asked_key = false;
-            if p.payload[..] == [auth::sha2::REQUEST_PUBLIC_KEY] {
-                asked_key = true;
-                let mut pk = vec![0x01];
-                pk.extend_from_slice(cx.rsa.public_pem().as_bytes());
-                client.push_packet(seq, &pk);
-                client.flush().await?;
-                p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT)
-                    .await?;
-                seq = p.last_seq.wrapping_add(1);
-            }
-            tracing::trace!(len = p.payload.len(), first = ?p.payload.first(), "caching_sha2 full authentication answer");
-            let ok = if over_tls && !asked_key {
-                auth::sha2::verify_cleartext(password, &p.payload)
-            } else {
-                match cx.rsa.decrypt(&p.payload) {
-                    Ok(plain) => {
-                        auth::sha2::verify_cleartext(password, &auth::xor_cycle(&plain, &nonce))
-                    }
-                    Err(_) => false,
-                }
-            };
-            if ok {
-                if let Some(u) = &user {
-                    u.sha2_cached.store(true, Relaxed);
-                }
-            }
-            ok
         }
+        _ => auth::native::verify(password, &nonce, &response),
     };
-    match user {
-        Some(u) if ok => Ok((u, seq)),
+    // A name longer than any configured one is cut in messages and logs.
+    let user_name = shown(user_name);
+    let user = match user {
+        Some(u) if ok => u,
         _ => {
+            let using = if response.is_empty() { "NO" } else { "YES" };
             let msg = format!(
-                "Access denied for user '{}'@'{}' (using password: {})",
-                user_name,
-                cx.peer.ip(),
-                if using_password { "YES" } else { "NO" }
+                "Access denied for user '{user_name}'@'{}' (using password: {using})",
+                cx.peer.ip()
             );
+            failed_login(cx, user_name).await;
             client
                 .send_err(seq, err::ACCESS_DENIED, b"28000", &msg)
                 .await?;
-            Err(HandshakeError::Denied(user_name.to_string()))
+            return Err(HandshakeError::Denied(user_name.to_string()));
         }
+    };
+    if user.require_tls && !client.stream.is_tls() {
+        let msg = format!(
+            "Access denied for user '{user_name}'@'{}': this user must connect with TLS",
+            cx.peer.ip()
+        );
+        client
+            .send_err(seq, err::ACCESS_DENIED, b"28000", &msg)
+            .await?;
+        return Err(HandshakeError::Denied(user_name.to_string()));
     }
+    cx.throttle.succeeded(cx.peer.ip());
+    Ok((user, seq))
+}
+
+/// `name`, cut to the longest user name a configuration may hold (80 characters).
+fn shown(name: &str) -> &str {
+    match name.char_indices().nth(80) {
+        Some((i, _)) => &name[..i],
+        None => name,
+    }
+}
+
+/// Counts a failed login against the client's address, logs it (rate-limited per address;
+/// never the password) and waits the configured delay.
+async fn failed_login(cx: &HandshakeContext<'_>, user: &str) {
+    let ip = cx.peer.ip();
+    let f = cx.throttle.failed(ip, Instant::now());
+    if let Some(since_last) = f.log {
+        tracing::warn!(peer = %ip, user, failures = f.failures, since_last_log = since_last, "failed login");
+    }
+    if f.blocked {
+        tracing::warn!(peer = %ip, failures = f.failures, "address blocked after repeated failed logins");
+    }
+    if !f.delay.is_zero() {
+        tokio::time::sleep(f.delay).await;
+    }
+}
+
+/// Reads the client's next packet, which must carry sequence id `expected`; otherwise
+/// answers like MariaDB (error 1156, "Got packets out of order") and fails.
+async fn read_answer(client: &mut ClientConn, expected: u8) -> Result<Packet, HandshakeError> {
+    let p = read_packet(&mut client.stream, &mut client.rbuf, HANDSHAKE_PACKET_LIMIT).await?;
+    if p.seq != expected {
+        client
+            .send_err(
+                expected,
+                err::PACKETS_OUT_OF_ORDER,
+                b"08S01",
+                "Got packets out of order",
+            )
+            .await?;
+        return Err(HandshakeError::OutOfOrder);
+    }
+    Ok(p)
 }

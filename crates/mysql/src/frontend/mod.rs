@@ -8,6 +8,7 @@ pub mod exec;
 pub mod handshake;
 mod ids;
 mod local;
+pub mod login;
 pub mod pins;
 mod query;
 pub mod registry;

@@ -5,6 +5,7 @@
 use super::client::ClientConn;
 use super::exec::Attached;
 use super::handshake::{self, HandshakeContext};
+use super::login::{self, Admission};
 use super::pins::Pins;
 use super::registry::SessionHandle;
 use super::stmt::Statements;
@@ -18,12 +19,9 @@ use sluice_core::PoolKey;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
-
-/// Time allowed for the connection phase.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Capability bits that change how a server formats responses; backend connections must
 /// match the client's, so they are part of the pool key.
@@ -113,6 +111,8 @@ pub struct Session {
     pub(crate) handle: Arc<SessionHandle>,
     /// When the command being served arrived (for latency statistics).
     pub(crate) cmd_started: Instant,
+    /// Failed COM_CHANGE_USERs; like MariaDB, a connection gets three.
+    pub(crate) failed_change_user: u8,
 }
 
 /// Serves one accepted client from handshake to goodbye.
@@ -121,16 +121,15 @@ pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
-    permit: OwnedSemaphorePermit,
+    admission: Arc<Admission>,
 ) {
-    let _permit = permit;
     // The connection phase, the initial schema and the goodbye are boxed: their state lives
     // on the heap only while they run, so an idle session's task holds little more than the
     // `Session` itself (see docs/benchmarks.md, memory per idle client).
     // (Two statements: a temporary of the `.await` statement would keep its storage in this
     // future.)
-    let opening = Box::pin(open(proxy, stream, peer, listener));
-    let Some((mut session, started)) = opening.await else {
+    let opening = Box::pin(open(proxy, stream, peer, listener, &admission));
+    let Some((mut session, started, _permit)) = opening.await else {
         return;
     };
     let result = match started {
@@ -151,14 +150,15 @@ pub async fn serve(
 }
 
 /// Authenticates the client and selects its initial schema. `None` if it was turned away
-/// before a session existed; otherwise the session and whether it may go on (`Ok(false)`:
-/// refused, already told why).
+/// before a session existed; otherwise the session, whether it may go on (`Ok(false)`:
+/// refused, already told why) and its place under the client limit.
 async fn open(
     proxy: Arc<Proxy>,
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
-) -> Option<(Box<Session>, Result<bool, Fatal>)> {
+    admission: &Admission,
+) -> Option<(Box<Session>, Result<bool, Fatal>, OwnedSemaphorePermit)> {
     let id = proxy.sessions.next_id();
     let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
     let users = proxy.users.load_full();
@@ -167,42 +167,51 @@ async fn open(
     let cx = HandshakeContext {
         tls: (*tls).as_ref(),
         users: &users,
-        rsa: &proxy.rsa,
         server_version: &version,
         connection_id: id,
         peer,
         default_plugin: proxy.config.proxy.default_auth_plugin.name(),
+        throttle: &proxy.throttle,
     };
-    let auth =
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake::accept(&mut client, &cx)).await {
-            Ok(Ok(a)) => a,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "client handshake failed");
-                proxy.refused();
-                return None;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "client handshake timed out");
-                proxy.refused();
-                return None;
-            }
-        };
+    let timeout = proxy.effective.load().login.handshake_timeout.get();
+    let (auth, permit) = match login::admit(&mut client, &cx, admission, timeout).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "client not admitted");
+            proxy.refused();
+            return None;
+        }
+    };
     let user = auth.user.clone();
-    let n = user.connections.fetch_add(1, Relaxed) + 1;
-    if user.max_connections > 0 && n > user.max_connections {
-        user.connections.fetch_sub(1, Relaxed);
+    if let Err(msg) = user_connection_added(&user) {
         proxy.refused();
-        let msg = format!(
-            "User '{}' has exceeded the 'max_user_connections' resource (current value: {})",
-            user.name, user.max_connections
-        );
-        let _ = client.send_err(auth.next_seq, 1226, b"42000", &msg).await;
+        let _ = client
+            .send_err(
+                auth.next_seq,
+                err::TOO_MANY_USER_CONNECTIONS,
+                b"42000",
+                &msg,
+            )
+            .await;
         return None;
     }
     let handle = proxy.sessions.add(id, user.name.clone(), peer);
     let mut session = Box::new(Session::new(proxy.clone(), client, &auth, listener, handle));
     let started = session.start(auth.database.as_deref(), auth.next_seq).await;
-    Some((session, started))
+    Some((session, started, permit))
+}
+
+/// Counts a connection of `user`; over its `max_connections`, takes it back and says why.
+pub(crate) fn user_connection_added(user: &User) -> Result<(), String> {
+    let n = user.connections.fetch_add(1, Relaxed) + 1;
+    if user.max_connections > 0 && n > user.max_connections {
+        user.connections.fetch_sub(1, Relaxed);
+        return Err(format!(
+            "User '{}' has exceeded the 'max_user_connections' resource (current value: {})",
+            user.name, user.max_connections
+        ));
+    }
+    Ok(())
 }
 
 impl Session {
@@ -239,6 +248,7 @@ impl Session {
             stmts: Statements::default(),
             handle,
             cmd_started: Instant::now(),
+            failed_change_user: 0,
         }
     }
 

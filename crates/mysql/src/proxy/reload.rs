@@ -125,6 +125,10 @@ impl Proxy {
                 changes.push("monitor and failover settings".into());
             }
         }
+        if old.login != new.login {
+            self.apply_login(&new);
+            changes.push("[login] settings".into());
+        }
         if old.users != new.users {
             let users = self.users.load().reloaded(&new.users);
             self.users.store(Arc::new(users));

@@ -106,6 +106,10 @@ pub mod err {
     pub const BAD_DB: u16 = 1049;
     /// ER_NET_PACKETS_OUT_OF_ORDER.
     pub const PACKETS_OUT_OF_ORDER: u16 = 1156;
+    /// ER_HOST_IS_BLOCKED: the client's address is blocked after repeated failures.
+    pub const HOST_IS_BLOCKED: u16 = 1129;
+    /// ER_TOO_MANY_USER_CONNECTIONS: the user's `max_connections`.
+    pub const TOO_MANY_USER_CONNECTIONS: u16 = 1226;
     /// ER_NET_PACKET_TOO_LARGE.
     pub const PACKET_TOO_LARGE: u16 = 1153;
     /// ER_NET_READ_ERROR / malformed packet.

@@ -32,6 +32,19 @@ impl Raw {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .expect("connect");
+        Raw::greeted(stream)
+            .await
+            .expect("a greeting, not an error")
+    }
+
+    /// Connects from source address `from` (e.g. 127.0.0.2); the first packet is the
+    /// greeting, or the error packet sent in its place.
+    pub async fn connect_from(from: std::net::Ipv4Addr, port: u16) -> Result<Raw, Packet> {
+        let stream = connect_from(from, port).await;
+        Raw::greeted(stream).await
+    }
+
+    async fn greeted(stream: TcpStream) -> Result<Raw, Packet> {
         let mut r = Raw {
             stream,
             buf: BytesMut::new(),
@@ -46,8 +59,11 @@ impl Raw {
             }),
         };
         let p = r.recv().await.expect("greeting");
+        if p.payload.first() == Some(&0xff) {
+            return Err(p);
+        }
         r.greeting = Greeting::decode(&p.payload).expect("valid greeting");
-        r
+        Ok(r)
     }
 
     pub async fn send(&mut self, seq: u8, payload: &[u8]) {
@@ -73,12 +89,21 @@ impl Raw {
         caps: u64,
         db: Option<&str>,
     ) -> Packet {
+        self.hello_seq(user, password, plugin, caps, db, 1).await
+    }
+
+    /// [`Raw::hello`] with the handshake response sent with sequence id `seq`.
+    pub async fn hello_seq(
+        &mut self,
+        user: &str,
+        password: &str,
+        plugin: &str,
+        caps: u64,
+        db: Option<&str>,
+        seq: u8,
+    ) -> Packet {
         let nonce = self.greeting.scramble;
-        let auth_response = match plugin {
-            CACHING_SHA2_PASSWORD => auth::sha2::scramble(password.as_bytes(), &nonce),
-            NATIVE_PASSWORD => auth::native::scramble(password.as_bytes(), &nonce),
-            _ => b"whatever".to_vec(),
-        };
+        let auth_response = scramble_for(plugin, password, &nonce);
         let hr = HandshakeResponse {
             capabilities: caps
                 | if db.is_some() {
@@ -96,8 +121,99 @@ impl Raw {
         };
         let mut p = Vec::new();
         hr.encode(&mut p);
-        self.send(1, &p).await;
+        self.send(seq, &p).await;
         self.recv().await.expect("auth answer")
+    }
+
+    /// Sends COM_CHANGE_USER computed for `plugin` with the greeting's nonce; returns the next
+    /// packet.
+    pub async fn change_user(
+        &mut self,
+        user: &str,
+        password: &str,
+        plugin: &str,
+        db: Option<&str>,
+    ) -> Packet {
+        let auth = scramble_for(plugin, password, &self.greeting.scramble);
+        self.change_user_with(user, &auth, plugin, db).await
+    }
+
+    /// Sends COM_CHANGE_USER with the authentication answer `auth`; returns the next packet.
+    pub async fn change_user_with(
+        &mut self,
+        user: &str,
+        auth: &[u8],
+        plugin: &str,
+        db: Option<&str>,
+    ) -> Packet {
+        let mut p = vec![0x11];
+        p.extend_from_slice(user.as_bytes());
+        p.push(0);
+        p.push(auth.len() as u8);
+        p.extend_from_slice(auth);
+        p.extend_from_slice(db.unwrap_or("").as_bytes());
+        p.push(0);
+        p.extend_from_slice(&45u16.to_le_bytes());
+        p.extend_from_slice(plugin.as_bytes());
+        p.push(0);
+        self.command(&p).await
+    }
+
+    /// Completes an authentication exchange that answered `p`: follows auth switches and
+    /// caching_sha2's fast-auth success; returns the final OK or ERR.
+    pub async fn finish_auth(&mut self, mut p: Packet, password: &str) -> Packet {
+        for _ in 0..4 {
+            match p.payload.first() {
+                Some(0xfe) => {
+                    let (plugin, nonce) =
+                        sluice_mysql::wire::handshake::decode_auth_switch(&p.payload)
+                            .expect("auth switch");
+                    let answer = scramble_for(&plugin, password, &nonce);
+                    self.send(p.last_seq.wrapping_add(1), &answer).await;
+                }
+                Some(0x01) => {
+                    assert_eq!(
+                        &p.payload[..],
+                        &[0x01, auth::sha2::FAST_AUTH_SUCCESS],
+                        "only the fast path is used"
+                    );
+                }
+                _ => return p,
+            }
+            p = self.recv().await.expect("auth exchange");
+        }
+        panic!("authentication exchange does not end");
+    }
+
+    /// Runs a text query and returns the rows of its result set (text values, `None` for
+    /// NULL), or the error. Counts on the classic EOF packets (no CLIENT_DEPRECATE_EOF).
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<Vec<Option<String>>>, (u16, String)> {
+        let mut q = vec![0x03];
+        q.extend_from_slice(sql.as_bytes());
+        let first = self.command(&q).await;
+        if let Some(e) = err_text(&first) {
+            return Err(e);
+        }
+        if first.payload[0] == 0x00 {
+            return Ok(vec![]);
+        }
+        let mut eofs = 0;
+        let mut rows = Vec::new();
+        while eofs < 2 {
+            let p = self.recv().await.expect("result set");
+            if let Some(e) = err_text(&p) {
+                return Err(e);
+            }
+            if p.payload[0] == 0xfe && p.payload.len() < 9 {
+                eofs += 1;
+            } else if eofs == 1 {
+                rows.push(text_row(&p.payload));
+            }
+        }
+        Ok(rows)
     }
 
     /// Logs in with mysql_native_password and asserts success.
@@ -135,6 +251,41 @@ impl Raw {
             }
         }
     }
+}
+
+/// A TCP connection to `port` on 127.0.0.1 from source address `from`.
+pub async fn connect_from(from: std::net::Ipv4Addr, port: u16) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.bind((from, 0).into()).expect("bind source address");
+    sock.connect(([127, 0, 0, 1], port).into())
+        .await
+        .expect("connect")
+}
+
+/// The authentication answer `plugin` computes for `password` and `nonce` (garbage for a
+/// plugin this client does not speak).
+pub fn scramble_for(plugin: &str, password: &str, nonce: &[u8]) -> Vec<u8> {
+    match plugin {
+        CACHING_SHA2_PASSWORD => auth::sha2::scramble(password.as_bytes(), nonce),
+        NATIVE_PASSWORD => auth::native::scramble(password.as_bytes(), nonce),
+        _ => b"whatever".to_vec(),
+    }
+}
+
+/// The values of a text-protocol row (length-encoded strings shorter than 251 bytes).
+fn text_row(mut p: &[u8]) -> Vec<Option<String>> {
+    let mut v = Vec::new();
+    while let Some((&len, rest)) = p.split_first() {
+        if len == 0xfb {
+            v.push(None);
+            p = rest;
+        } else {
+            let n = (len as usize).min(rest.len());
+            v.push(Some(String::from_utf8_lossy(&rest[..n]).into_owned()));
+            p = &rest[n..];
+        }
+    }
+    v
 }
 
 /// Text of an ERR packet, `None` if not an error.

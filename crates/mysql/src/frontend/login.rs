@@ -1,0 +1,99 @@
+//! Admission of a client through the connection phase, for the client listeners and the SQL
+//! admin listener alike: an address blocked after repeated failed logins is refused at once
+//! (error 1129), the connection logs in within `[login] handshake_timeout` while holding a
+//! place in its listener group's connection-phase budget (which may evict it for a newer
+//! connection), and only once authenticated does it take a place under the client limit.
+
+use super::client::ClientConn;
+use super::handshake::{self, Authenticated, HandshakeContext};
+use crate::wire::consts::err;
+use sluice_core::connecting::ConnectingGate;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// What one listener group admits: connections logging in, then logged-in clients.
+pub struct Admission {
+    /// Connections in the connection phase.
+    pub connecting: Arc<ConnectingGate>,
+    /// Logged-in clients.
+    pub clients: Arc<Semaphore>,
+    /// Error message for a client over the limit.
+    pub too_many: &'static str,
+}
+
+impl Admission {
+    /// A group with `clients` places for logged-in clients and `connecting` for connections
+    /// logging in.
+    pub fn new(clients: usize, connecting: usize, too_many: &'static str) -> Admission {
+        Admission {
+            connecting: ConnectingGate::new(connecting),
+            clients: Arc::new(Semaphore::new(clients)),
+            too_many,
+        }
+    }
+}
+
+/// Why a client did not get in (it has been told where the protocol allows).
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// Its address is blocked.
+    #[error("address blocked after repeated failed logins")]
+    Blocked,
+    /// The connection phase failed.
+    #[error("{0}")]
+    Handshake(#[from] handshake::HandshakeError),
+    /// It took longer than `[login] handshake_timeout`.
+    #[error("handshake timed out")]
+    TimedOut,
+    /// Newer connections needed its place in the connection-phase budget.
+    #[error("closed to make room for newer connections logging in")]
+    Evicted,
+    /// The logged-in client limit is reached.
+    #[error("too many connections")]
+    Full,
+}
+
+/// Runs the connection phase for `client` under `admission` and the proxy's `[login]`
+/// settings. On success the client holds a place under the client limit.
+pub async fn admit(
+    client: &mut ClientConn,
+    cx: &HandshakeContext<'_>,
+    admission: &Admission,
+    timeout: std::time::Duration,
+) -> Result<(Authenticated, OwnedSemaphorePermit), Refused> {
+    let ip = cx.peer.ip();
+    if let Some(remaining) = cx.throttle.blocked(ip, Instant::now()) {
+        let msg = format!(
+            "Host '{ip}' is blocked because of many failed logins; try again in {} s",
+            remaining.as_secs().max(1)
+        );
+        let _ = client
+            .send_err(0, err::HOST_IS_BLOCKED, b"HY000", &msg)
+            .await;
+        return Err(Refused::Blocked);
+    }
+    let place = admission.connecting.enter();
+    let auth = tokio::select! {
+        r = tokio::time::timeout(timeout, handshake::accept(client, cx)) => match r {
+            Ok(r) => r?,
+            Err(_) => return Err(Refused::TimedOut),
+        },
+        _ = place.evicted() => return Err(Refused::Evicted),
+    };
+    drop(place);
+    match admission.clients.clone().try_acquire_owned() {
+        Ok(permit) => Ok((auth, permit)),
+        Err(_) => {
+            let _ = client
+                .send_err(
+                    auth.next_seq,
+                    err::TOO_MANY_CONNECTIONS,
+                    b"08004",
+                    admission.too_many,
+                )
+                .await;
+            Err(Refused::Full)
+        }
+    }
+}
