@@ -2,8 +2,10 @@
 //! small control-plane queries the proxy runs itself. Statement traffic is streamed by the
 //! frontend's relay directly over [`BackendConn::stream`] and [`BackendConn::rbuf`].
 
+use super::greeting::{greeting_problem, preview, HEAD};
 use super::state::BackendState;
 use super::stmt_cache::StmtCache;
+use super::timeout::{expiry, timed_out, ReadTimeout};
 use crate::auth;
 use crate::wire::buf::Reader;
 use crate::wire::consts::{cap, com, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
@@ -13,7 +15,7 @@ use crate::wire::packet::{frame, read_packet, Packet, ReadError};
 use bytes::BytesMut;
 use sluice_core::ConnectError;
 use std::time::Instant;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -38,6 +40,10 @@ pub const BACKEND_COLLATION: u8 = 45;
 
 /// Largest response the control-plane helpers will buffer.
 const CONTROL_RESPONSE_LIMIT: usize = 16 << 20;
+
+/// Payloads larger than this are written straight from the caller's buffer instead of being
+/// copied into the connection's scratch buffer first.
+const COPY_AT_MOST: usize = 64 * 1024;
 
 /// Statement the proxy runs on every new backend connection so the server reports the
 /// session-state changes the proxy needs to follow.
@@ -69,6 +75,10 @@ impl From<ReadError> for BackendError {
     fn from(e: ReadError) -> Self {
         match e {
             ReadError::Closed => BackendError::Io(std::io::ErrorKind::UnexpectedEof.into()),
+            // What the server sent is not the protocol (see `BackendConn::read`).
+            ReadError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                BackendError::Protocol(e.to_string())
+            }
             ReadError::Io(e) => BackendError::Io(e),
             ReadError::TooLarge { size, max } => {
                 BackendError::Protocol(format!("response packet of {size} bytes exceeds {max}"))
@@ -116,6 +126,10 @@ pub struct BackendConn {
     pub server_stmt_limit: u64,
     /// Changes when the monitor declares the server failed: reads give up then.
     pub failed: Option<watch::Receiver<u64>>,
+    /// How long a read waits for the server (`[pool] read_timeout`; none by default).
+    pub read_timeout: ReadTimeout,
+    /// Sequence id the server's next packet must carry (the exchange's next).
+    next_seq: u8,
 }
 
 /// A text result set read by a control-plane query.
@@ -160,6 +174,8 @@ impl BackendConn {
             nonce: Vec::new(),
             server_stmt_limit: 0,
             failed: None,
+            read_timeout: ReadTimeout::default(),
+            next_seq: 0,
         };
         conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps, tls)
@@ -187,7 +203,7 @@ impl BackendConn {
         tls: Option<&super::stream::BackendTls>,
     ) -> Result<(), ConnectError> {
         let down = |what: String| ConnectError::down(format!("{address}: {what}"));
-        let p = self.read().await.map_err(|e| down(e.to_string()))?;
+        let p = self.read_greeting().await.map_err(down)?;
         if p.payload.first() == Some(&0xff) {
             let e = parse_err(&p.payload);
             return Err(match e {
@@ -299,9 +315,19 @@ impl BackendConn {
                             .map_err(|e| down(format!("caching_sha2_password: {e}")))?;
                         self.send(seq, &ct).await.map_err(|e| down(e.to_string()))?;
                     }
-                    _ => return Err(down("unexpected caching_sha2_password message".into())),
+                    _ => {
+                        return Err(down(format!(
+                            "malformed caching_sha2_password message {}",
+                            preview(&p.payload)
+                        )))
+                    }
                 },
-                _ => return Err(down("unexpected packet during login".into())),
+                _ => {
+                    return Err(down(format!(
+                        "malformed packet during login: expected OK, ERR or an authentication request, got {}",
+                        preview(&p.payload)
+                    )))
+                }
             }
         }
     }
@@ -391,21 +417,81 @@ impl BackendConn {
         Ok(())
     }
 
-    /// Reads one logical packet.
-    pub async fn read(&mut self) -> Result<Packet, ReadError> {
-        tokio::select! {
-            r = read_packet(&mut self.stream, &mut self.rbuf, CONTROL_RESPONSE_LIMIT.max(1 << 30)) => r,
-            _ = declared_failed(&mut self.failed) => Err(ReadError::Io(server_failed_error())),
+    /// Reads the server's first packet, refusing at once what cannot be a greeting. Err
+    /// says what the server sent instead.
+    async fn read_greeting(&mut self) -> Result<Packet, String> {
+        while self.rbuf.len() < HEAD {
+            let n = self
+                .stream
+                .read_buf(&mut self.rbuf)
+                .await
+                .map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err(match self.rbuf.len() {
+                    0 => "closed the connection without sending a greeting".to_string(),
+                    _ => format!(
+                        "malformed greeting: the server closed the connection after {}",
+                        preview(&self.rbuf)
+                    ),
+                });
+            }
         }
+        if let Some(why) = greeting_problem(&self.rbuf) {
+            return Err(format!("malformed greeting: {why}"));
+        }
+        self.read().await.map_err(|e| e.to_string())
+    }
+
+    /// Reads one logical packet. A packet that is not the next of the exchange (its sequence
+    /// id is wrong: the server sent something else than the protocol) fails with an
+    /// `InvalidData` error as soon as its header arrives, not after waiting for as many bytes
+    /// as its length field claims.
+    pub async fn read(&mut self) -> Result<Packet, ReadError> {
+        let limit = self.read_timeout.get();
+        let expected = self.next_seq;
+        let BackendConn {
+            stream,
+            rbuf,
+            failed,
+            ..
+        } = self;
+        let work = async {
+            while rbuf.len() < 4 {
+                if stream.read_buf(rbuf).await? == 0 {
+                    break; // read_packet tells a clean close from a broken packet
+                }
+            }
+            if rbuf.len() >= 4 && rbuf[3] != expected {
+                return Err(ReadError::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "the server sent a malformed packet: sequence id {} where {expected} was expected; it starts with {}",
+                        rbuf[3],
+                        preview(rbuf)
+                    ),
+                )));
+            }
+            read_packet(stream, rbuf, CONTROL_RESPONSE_LIMIT.max(1 << 30)).await
+        };
+        let p = tokio::select! {
+            biased;
+            r = work => r?,
+            _ = declared_failed(failed) => return Err(ReadError::Io(server_failed_error())),
+            _ = expiry(limit) => return Err(ReadError::Io(timed_out(limit))),
+        };
+        self.next_seq = p.last_seq.wrapping_add(1);
+        Ok(p)
     }
 
     /// Reads more bytes of a response into `rbuf`; gives up when the server is declared
-    /// failed.
+    /// failed, or sends nothing for `[pool] read_timeout`.
     pub async fn read_more(&mut self) -> std::io::Result<usize> {
-        use tokio::io::AsyncReadExt;
+        let limit = self.read_timeout.get();
         tokio::select! {
+            biased;
             r = self.stream.read_buf(&mut self.rbuf) => r,
             _ = declared_failed(&mut self.failed) => Err(server_failed_error()),
+            _ = expiry(limit) => Err(timed_out(limit)),
         }
     }
 
@@ -433,14 +519,27 @@ impl BackendConn {
         }
     }
 
-    /// Sends `payload` as a packet starting at `seq`; returns the next sequence id.
+    /// Sends `payload` as a packet starting at `seq`; returns the next sequence id. A large
+    /// payload is written from where it is, not copied (a 64 MiB statement is not held twice).
     pub async fn send(&mut self, seq: u8, payload: &[u8]) -> Result<u8, std::io::Error> {
-        self.wbuf.clear();
-        let next = frame(&mut self.wbuf, seq, payload);
-        self.stream.write_all(&self.wbuf).await?;
-        if self.wbuf.capacity() > 1 << 20 {
-            self.wbuf = Vec::with_capacity(1024);
-        }
+        let limit = self.read_timeout.get();
+        let next = if payload.len() > COPY_AT_MOST {
+            tokio::select! {
+                biased;
+                r = write_framed(&mut self.stream, seq, payload) => r?,
+                _ = expiry(limit) => return Err(timed_out(limit)),
+            }
+        } else {
+            self.wbuf.clear();
+            let next = frame(&mut self.wbuf, seq, payload);
+            tokio::select! {
+                biased;
+                r = self.stream.write_all(&self.wbuf) => r?,
+                _ = expiry(limit) => return Err(timed_out(limit)),
+            }
+            next
+        };
+        self.next_seq = next;
         Ok(next)
     }
 
@@ -454,8 +553,13 @@ impl BackendConn {
             self.wbuf.push(0);
             self.wbuf.push(command);
             self.wbuf.extend_from_slice(arg);
-            self.stream.write_all(&self.wbuf).await?;
-            return Ok(());
+            self.next_seq = 1;
+            let limit = self.read_timeout.get();
+            return tokio::select! {
+                biased;
+                r = self.stream.write_all(&self.wbuf) => r,
+                _ = expiry(limit) => Err(timed_out(limit)),
+            };
         }
         let mut payload = Vec::with_capacity(len);
         payload.push(command);
@@ -694,6 +798,28 @@ fn auth_response(plugin: &str, password: &[u8], nonce: &[u8]) -> (&'static str, 
     match plugin {
         CACHING_SHA2_PASSWORD => (CACHING_SHA2_PASSWORD, auth::sha2::scramble(password, nonce)),
         _ => (NATIVE_PASSWORD, auth::native::scramble(password, nonce)),
+    }
+}
+
+/// Writes `payload` as packets starting at `seq` without copying it; returns the next
+/// sequence id.
+async fn write_framed(
+    stream: &mut super::stream::BackendStream,
+    mut seq: u8,
+    payload: &[u8],
+) -> std::io::Result<u8> {
+    let mut rest = payload;
+    loop {
+        let n = rest.len().min(crate::wire::consts::MAX_PAYLOAD);
+        let mut header = (n as u32).to_le_bytes();
+        header[3] = seq;
+        stream.write_all(&header).await?;
+        stream.write_all(&rest[..n]).await?;
+        seq = seq.wrapping_add(1);
+        rest = &rest[n..];
+        if n < crate::wire::consts::MAX_PAYLOAD {
+            return Ok(seq);
+        }
     }
 }
 
