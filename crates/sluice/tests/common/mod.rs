@@ -2,6 +2,7 @@
 //! front of it, plus helpers to drive it with real clients.
 #![allow(dead_code)]
 
+pub mod fault;
 pub mod http;
 pub mod load;
 pub mod raw;
