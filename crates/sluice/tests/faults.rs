@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::fault::{garbage_server, Fault, FaultRelay};
+use common::fault::{garbage_server, lying_server, Fault, FaultRelay};
 use common::raw::{err_text, Raw, CLIENT_CAPS};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
@@ -26,9 +26,11 @@ const HTTP: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
 struct Setup {
     topo: Topology,
     relay: FaultRelay,
-    _proxy: Arc<Proxy>,
+    proxy: Arc<Proxy>,
     _running: Running,
     port: u16,
+    /// The configuration it runs.
+    text: String,
 }
 
 async fn setup(extra: &str) -> Setup {
@@ -52,9 +54,10 @@ async fn setup(extra: &str) -> Setup {
     Setup {
         topo,
         relay,
-        _proxy: proxy,
+        proxy,
         _running: running,
         port,
+        text,
     }
 }
 
@@ -63,6 +66,21 @@ async fn conn(port: u16) -> Conn {
     Conn::new(Opts::from_url(&url).unwrap())
         .await
         .expect("connect through sluice")
+}
+
+/// Logs in naming no schema (which needs no server) and runs `SELECT 1`: the error it gets.
+async fn first_statement_error(port: u16) -> (u16, String) {
+    let mut r = Raw::connect(port).await;
+    let ok = r
+        .hello("app", "app", NATIVE_PASSWORD, CLIENT_CAPS, None)
+        .await;
+    assert_eq!(ok.payload[0], 0, "logged in");
+    r.send(0, b"\x03SELECT 1").await;
+    let p = tokio::time::timeout(HANG, r.recv())
+        .await
+        .expect("an answer, not a wait for the connect timeout")
+        .unwrap();
+    err_text(&p).expect("an error packet")
 }
 
 /// Reads a result row by row: rows received, and how it ended.
@@ -116,17 +134,7 @@ async fn garbage_instead_of_a_greeting_is_named_not_taken_for_a_timeout() {
         tokio::time::timeout(HANG, common::start_proxy(&config("enabled = false")))
             .await
             .expect("starts");
-    let mut r = Raw::connect(running.addrs[0].port()).await;
-    let ok = r
-        .hello("app", "app", NATIVE_PASSWORD, CLIENT_CAPS, None)
-        .await;
-    assert_eq!(ok.payload[0], 0, "logged in (no schema to check)");
-    r.send(0, b"\x03SELECT 1").await;
-    let p = tokio::time::timeout(HANG, r.recv())
-        .await
-        .expect("an answer, not a wait for the connect timeout")
-        .unwrap();
-    let (code, msg) = err_text(&p).expect("an error packet");
+    let (code, msg) = first_statement_error(running.addrs[0].port()).await;
     assert_eq!(code, 9001, "{msg}");
     assert!(
         msg.contains(&expected)
@@ -152,6 +160,37 @@ async fn garbage_instead_of_a_greeting_is_named_not_taken_for_a_timeout() {
     assert!(seen.contains(&expected), "{seen}");
     let block = server.monitor_block().unwrap_or_default();
     assert!(block.contains(&expected), "{block}");
+}
+
+/// A server that sends a real greeting and then garbage in place of the answer to the login:
+/// the reason it is shunned, which the client sees, says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_during_the_login_exchange_is_named_not_taken_for_a_timeout() {
+    common::init_tracing();
+    let topo = tokio::task::spawn_blocking(|| {
+        Topology::start(TopologyOptions {
+            replicas: 0,
+            ..Default::default()
+        })
+    })
+    .await
+    .unwrap()
+    .expect("MariaDB");
+    let (port, _server) = lying_server(topo.primary().addr(), HTTP).await;
+    let text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\nconnect_timeout = \"20s\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"127.0.0.1:{port}\"\nhostgroup = \"writer\"\n"
+    );
+    let (_proxy, running) = tokio::time::timeout(HANG, common::start_proxy(&text))
+        .await
+        .expect("starts");
+    let (code, msg) = first_statement_error(running.addrs[0].port()).await;
+    assert_eq!(code, 9001, "{msg}");
+    assert!(
+        msg.contains(&format!(
+            "127.0.0.1:{port}: during login, the server sent a malformed packet: sequence id 80 where 2 was expected"
+        )) && msg.contains("\"HTTP/1.1 400 Bad"),
+        "{msg}"
+    );
 }
 
 /// A server that answers a statement with garbage: the client gets an error naming the
@@ -335,4 +374,35 @@ async fn a_server_silent_mid_result_is_given_up_after_read_timeout() {
     );
     let one: u32 = c.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1, "the session goes on");
+}
+
+/// Both settings are applied by a reload, `read_timeout` to connections already open too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_timeout_and_request_memory_are_reloaded() {
+    let s = setup("").await;
+    let mut c = conn(s.port).await;
+    c.query_drop("DO 1").await.unwrap(); // a pooled connection now exists
+    let text = format!(
+        "{}[pool]\nread_timeout = \"1s\"\n",
+        s.text
+            .replace("[proxy]\n", "[proxy]\nmax_request_memory = 134217728\n")
+    );
+    let changes = s
+        .proxy
+        .reload(sluice_config::Config::from_toml(&text).unwrap())
+        .await
+        .expect("applied without a restart");
+    assert!(
+        changes.iter().any(|c| c == "[pool] read_timeout 1s")
+            && changes
+                .iter()
+                .any(|c| c == "[proxy] max_request_memory 134217728"),
+        "{changes:?}"
+    );
+    assert_eq!(s.proxy.request_memory.limit(), 134217728);
+    let r = tokio::time::timeout(HANG, c.query_drop("SELECT SLEEP(3)"))
+        .await
+        .expect("no hang");
+    let msg = server_error(r, 1053, "08S01");
+    assert!(msg.contains("sent nothing for 1s"), "{msg}");
 }

@@ -275,7 +275,7 @@ impl BackendConn {
         let mut nonce = self.nonce.clone();
         let mut plugin = plugin.to_string();
         loop {
-            let p = self.read().await.map_err(|e| down(e.to_string()))?;
+            let p = self.read().await.map_err(|e| down(login_read_failure(e)))?;
             let seq = p.last_seq.wrapping_add(1);
             match p.payload.first() {
                 Some(0x00) => return Ok(()),
@@ -308,7 +308,10 @@ impl BackendConn {
                         self.send(seq, &[auth::sha2::REQUEST_PUBLIC_KEY])
                             .await
                             .map_err(|e| down(e.to_string()))?;
-                        let k = self.read().await.map_err(|e| down(e.to_string()))?;
+                        let k = self
+                            .read()
+                            .await
+                            .map_err(|e| down(login_read_failure(e)))?;
                         let seq = k.last_seq.wrapping_add(1);
                         let pem = k.payload.get(1..).unwrap_or(&[]);
                         let ct = auth::rsa::encrypt_password(pem, password.as_bytes(), &nonce)
@@ -798,6 +801,17 @@ fn auth_response(plugin: &str, password: &[u8], nonce: &[u8]) -> (&'static str, 
     match plugin {
         CACHING_SHA2_PASSWORD => (CACHING_SHA2_PASSWORD, auth::sha2::scramble(password, nonce)),
         _ => (NATIVE_PASSWORD, auth::native::scramble(password, nonce)),
+    }
+}
+
+/// Why a read during login failed, for the reason a server is shunned with.
+fn login_read_failure(e: ReadError) -> String {
+    match e {
+        ReadError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            format!("during login, {e}")
+        }
+        ReadError::Closed => "closed the connection during login".into(),
+        other => format!("during login: {other}"),
     }
 }
 

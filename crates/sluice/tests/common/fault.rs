@@ -144,3 +144,36 @@ pub async fn garbage_server(garbage: &'static [u8]) -> (u16, JoinHandle<()>) {
     });
     (port, h)
 }
+
+/// A listener that logs clients in halfway: it passes on a real greeting from `target`, takes
+/// the client's handshake response, then answers with `garbage` and says nothing more.
+pub async fn lying_server(target: String, garbage: &'static [u8]) -> (u16, JoinHandle<()>) {
+    use sluice_mysql::wire::packet::{frame, read_packet};
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = l.local_addr().unwrap().port();
+    let h = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((mut client, _)) = l.accept().await {
+            let Ok(mut server) = TcpStream::connect(&target).await else {
+                continue;
+            };
+            let mut buf = bytes::BytesMut::new();
+            let Ok(greeting) = read_packet(&mut server, &mut buf, 1 << 16).await else {
+                continue;
+            };
+            let mut out = Vec::new();
+            frame(&mut out, greeting.seq, &greeting.payload);
+            let mut from_client = bytes::BytesMut::new();
+            if client.write_all(&out).await.is_err()
+                || read_packet(&mut client, &mut from_client, 1 << 16)
+                    .await
+                    .is_err()
+            {
+                continue;
+            }
+            let _ = client.write_all(garbage).await;
+            open.push((client, server));
+        }
+    });
+    (port, h)
+}
