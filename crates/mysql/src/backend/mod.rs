@@ -3,6 +3,7 @@
 mod conn;
 mod connector;
 mod greeting;
+mod login;
 pub mod state;
 pub mod stmt_cache;
 pub mod stream;
