@@ -210,3 +210,31 @@ fn login_settings_have_defaults_and_are_validated() {
     );
     assert_eq!(err_of(&admin).field, "admin.sql_max_connections");
 }
+
+#[test]
+fn read_timeout_and_request_memory_are_checked() {
+    let cfg = Config::from_toml(ISSUE_EXAMPLE).unwrap();
+    assert_eq!(
+        cfg.pool.read_timeout.get(),
+        std::time::Duration::from_secs(8 * 3600)
+    );
+    assert_eq!(cfg.proxy.max_request_memory, 256 << 20);
+
+    let off = format!("{ISSUE_EXAMPLE}\n[pool]\nread_timeout = 0\n");
+    assert!(Config::from_toml(&off)
+        .unwrap()
+        .pool
+        .read_timeout
+        .get()
+        .is_zero());
+    let tiny = format!("{ISSUE_EXAMPLE}\n[pool]\nread_timeout = \"10ms\"\n");
+    assert_eq!(err_of(&tiny).field, "pool.read_timeout");
+
+    let small = ISSUE_EXAMPLE.replace(
+        "listen = \"127.0.0.1:6033\"",
+        "listen = \"127.0.0.1:6033\"\nmax_packet_size = 1048576\nmax_request_memory = 1000000",
+    );
+    let e = err_of(&small);
+    assert_eq!(e.field, "proxy.max_request_memory");
+    assert!(e.message.contains("max_packet_size"), "{e}");
+}

@@ -236,6 +236,10 @@ pub struct ProxyConfig {
     /// Largest client request (a whole, possibly split, packet) the proxy accepts, in bytes.
     #[serde(default = "default_max_packet")]
     pub max_packet_size: u32,
+    /// Bytes of large client requests (over 16 KiB) the whole process may hold at once while
+    /// they arrive and run; a request that would go beyond it is refused (error 1041).
+    #[serde(default = "default_max_request_memory")]
+    pub max_request_memory: u64,
     /// Server version string announced to clients; by default the writer's own version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_version: Option<String>,
@@ -410,6 +414,10 @@ pub struct PoolConfig {
     /// PEM file of the CA certificates servers' certificates must chain to (with `tls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<String>,
+    /// A server that sends nothing for this long while sluice waits for its answer is taken
+    /// for hung: the statement fails and the connection is closed. 0: wait forever.
+    #[serde(default = "default_read_timeout")]
+    pub read_timeout: HumanDuration,
 }
 
 /// `[log]`: logging.
@@ -437,6 +445,7 @@ impl Default for PoolConfig {
             max_connecting: default_max_connecting(),
             tls: false,
             tls_ca: None,
+            read_timeout: default_read_timeout(),
         }
     }
 }
@@ -556,6 +565,9 @@ fn default_max_clients() -> u32 {
 fn default_max_packet() -> u32 {
     64 << 20
 }
+fn default_max_request_memory() -> u64 {
+    256 << 20
+}
 fn default_weight() -> u32 {
     1
 }
@@ -564,6 +576,11 @@ fn default_pool_max() -> u32 {
 }
 fn default_connect_timeout() -> HumanDuration {
     HumanDuration::from_millis(2_000)
+}
+fn default_read_timeout() -> HumanDuration {
+    // As long as a server's own wait_timeout: long enough for any statement that is really
+    // running (a silent ALTER TABLE, a long report), short of forever.
+    HumanDuration::from_millis(8 * 3_600_000)
 }
 fn default_queue_timeout() -> HumanDuration {
     HumanDuration::from_millis(5_000)

@@ -29,6 +29,15 @@ impl Config {
                 "must be at least 1024 bytes",
             ));
         }
+        if self.proxy.max_request_memory < u64::from(self.proxy.max_packet_size) {
+            return Err(ConfigError::new(
+                "proxy.max_request_memory",
+                format!(
+                    "must be at least proxy.max_packet_size ({} bytes): a request of the largest allowed size must fit",
+                    self.proxy.max_packet_size
+                ),
+            ));
+        }
         if let Some(v) = &self.proxy.server_version {
             if v.is_empty() || v.contains('\0') {
                 return Err(ConfigError::new(
@@ -191,6 +200,13 @@ impl Config {
             return Err(ConfigError::new(
                 "pool.connect_timeout",
                 "must be greater than zero",
+            ));
+        }
+        let read_timeout = p.read_timeout.get();
+        if !read_timeout.is_zero() && read_timeout.as_millis() < 1000 {
+            return Err(ConfigError::new(
+                "pool.read_timeout",
+                "must be 0 (no limit) or at least 1s",
             ));
         }
         if p.idle_timeout.get().as_millis() < 1000 {

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod balance;
+pub mod budget;
 pub mod connecting;
 pub mod digest;
 mod error;
@@ -18,6 +19,7 @@ mod server;
 pub mod stats;
 pub mod topology;
 
+pub use budget::{Charge, MemoryBudget, OverBudget};
 pub use digest::{DigestKey, DigestSample, DigestStats, DigestTable};
 pub use error::{AcquireError, ConnectError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};

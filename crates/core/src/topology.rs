@@ -186,6 +186,7 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     let proxy = |c: &Config| {
         let mut p = c.proxy.clone();
         (p.tls_cert, p.tls_key) = (None, None); // reloadable
+        p.max_request_memory = 0; // reloadable
         p
     };
     differs("[proxy]", proxy(old) == proxy(new));

@@ -81,6 +81,9 @@ pub struct Proxy {
     extra_listeners: parking_lot::Mutex<Vec<ListenerSlot>>,
     /// Health checks, replication state, failover (unless `[monitor] enabled = false`).
     pub monitor: Option<Arc<MysqlMonitor>>,
+    /// Bytes of large client requests all sessions may hold at once
+    /// (`[proxy] max_request_memory`).
+    pub request_memory: Arc<sluice_core::MemoryBudget>,
 }
 
 /// Character-set variables by collation id.
@@ -175,6 +178,7 @@ impl Proxy {
             stmt_cache_size: config.pool.stmt_cache_size as usize,
             info: info.clone(),
             tls: backend_tls.clone(),
+            read_timeout: crate::backend::ReadTimeout::new(config.pool.read_timeout.get()),
         });
         let throttle = LoginThrottle::new(ThrottleSettings::from_config(&config.login));
         let topology = Arc::new(Topology::from_config(&config));
@@ -199,6 +203,9 @@ impl Proxy {
             0
         });
         let tls = ArcSwap::from_pointee(tls_acceptor(&config).map_err(StartError::Tls)?);
+        let request_memory = sluice_core::MemoryBudget::new(
+            usize::try_from(config.proxy.max_request_memory).unwrap_or(usize::MAX),
+        );
         let loaded = ArcSwap::from_pointee(config.clone());
         let effective = ArcSwap::from_pointee(config.clone());
         Ok(Arc::new(Proxy {
@@ -222,6 +229,7 @@ impl Proxy {
             reloading: tokio::sync::Mutex::new(()),
             serving: std::sync::OnceLock::new(),
             extra_listeners: parking_lot::Mutex::new(Vec::new()),
+            request_memory,
         }))
     }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::raw::Raw;
+use common::raw::{err_text, Raw};
 use sluice_testkit::{Topology, TopologyOptions};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,9 +19,63 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
-    let topo = tokio::task::spawn_blocking(|| {
+/// sluice as a child process in front of `topo`'s primary, with `proxy` added to `[proxy]`.
+struct Child {
+    process: std::process::Child,
+    pid: u32,
+    port: u16,
+    cfg: std::path::PathBuf,
+}
+
+impl Child {
+    fn start(topo: &Topology, proxy: &str) -> Child {
+        let port = sluice_testkit::free_port().unwrap();
+        let cfg =
+            std::env::temp_dir().join(format!("sluice-memory-{}-{port}.toml", std::process::id()));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[proxy]\nlisten = \"127.0.0.1:{port}\"\n{proxy}\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n[log]\nlevel = \"warn\"\n",
+                topo.primary().addr()
+            ),
+        )
+        .unwrap();
+        let process = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("--config")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = process.id();
+        // A hang guard, not a speed limit: a busy machine may take a while to start a debug
+        // build.
+        let listening = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                listening.elapsed() < Duration::from_secs(120),
+                "sluice does not listen"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Child {
+            process,
+            pid,
+            port,
+            cfg,
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+        std::fs::remove_file(&self.cfg).ok();
+    }
+}
+
+async fn one_primary() -> Topology {
+    tokio::task::spawn_blocking(|| {
         Topology::start(TopologyOptions {
             replicas: 0,
             ..Default::default()
@@ -29,33 +83,14 @@ async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
     })
     .await
     .unwrap()
-    .expect("MariaDB");
-    let port = sluice_testkit::free_port().unwrap();
-    let cfg = std::env::temp_dir().join(format!("sluice-memory-{}.toml", std::process::id()));
-    std::fs::write(
-        &cfg,
-        format!(
-            "[proxy]\nlisten = \"127.0.0.1:{port}\"\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n[log]\nlevel = \"warn\"\n",
-            topo.primary().addr()
-        ),
-    )
-    .unwrap();
-    let mut sluice = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("--config")
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = sluice.id();
-    // A hang guard, not a speed limit: a busy machine may take a while to start a debug build.
-    let listening = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            listening.elapsed() < Duration::from_secs(120),
-            "sluice does not listen"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    .expect("MariaDB")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
+    let topo = one_primary().await;
+    let sluice = Child::start(&topo, "");
+    let (pid, port) = (sluice.pid, sluice.port);
 
     let mut r = Raw::login(port).await;
     let baseline = status_kib(pid, "VmRSS:");
@@ -82,9 +117,7 @@ async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
         }
     }
     let hwm = status_kib(pid, "VmHWM:");
-    let _ = sluice.kill();
-    let _ = sluice.wait();
-    std::fs::remove_file(&cfg).ok();
+    drop(sluice);
     println!(
         "streamed {rows} rows ({:.0} MiB) in {:.1} s; sluice RSS baseline {} KiB, peak sampled {} KiB, high-water mark {} KiB",
         bytes as f64 / 1048576.0,
@@ -105,4 +138,108 @@ async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
         hwm < baseline + 32 * 1024,
         "high-water mark {hwm} KiB (baseline {baseline} KiB)"
     );
+}
+
+/// The packets of a text result (or its error), up to the terminator after the rows.
+async fn result(r: &mut Raw) -> Vec<sluice_mysql::wire::packet::Packet> {
+    let mut packets = Vec::new();
+    let mut eofs = 0;
+    loop {
+        let p = r.recv().await.expect("packet");
+        let first = p.payload.first().copied();
+        let eof = first == Some(0xfe) && p.payload.len() < 9;
+        let end =
+            first == Some(0xff) || (packets.is_empty() && first == Some(0)) || (eof && eofs == 1);
+        eofs += usize::from(eof);
+        packets.push(p);
+        if end {
+            return packets;
+        }
+    }
+}
+
+/// A COM_QUERY of `size` bytes, framed (16 MiB packets): `SELECT LENGTH('xxx…')`.
+fn big_query(size: usize) -> Vec<u8> {
+    let mut payload = b"\x03SELECT LENGTH('".to_vec();
+    payload.resize(size - 2, b'x');
+    payload.extend_from_slice(b"')");
+    let mut wire = Vec::new();
+    sluice_mysql::wire::packet::frame(&mut wire, 0, &payload);
+    wire
+}
+
+/// Clients that each send most of a large request and stall hold at most
+/// `[proxy] max_request_memory` of sluice's memory in all: the client whose request would go
+/// beyond it gets error 1041 and its connection goes on; other clients are served; once the
+/// stalled requests are gone, the budget serves large requests again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_large_requests_stay_within_max_request_memory() {
+    const MIB: usize = 1 << 20;
+    let topo = one_primary().await;
+    let budget = 96 * MIB;
+    let sluice = Child::start(
+        &topo,
+        &format!(
+            "max_packet_size = {}\nmax_request_memory = {budget}",
+            64 * MIB
+        ),
+    );
+    let (pid, port) = (sluice.pid, sluice.port);
+    let mut probe = Raw::login(port).await;
+    let baseline = status_kib(pid, "VmRSS:");
+    let request = big_query(48 * MIB);
+
+    // Three clients send 30 MiB of a 48 MiB statement each, and stall.
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let mut r = Raw::login(port).await;
+        r.send_raw(&request[..30 * MIB]).await;
+        stalled.push(r);
+    }
+    // A fourth sends all of one: it does not fit.
+    let mut refused = Raw::login(port).await;
+    refused.send_raw(&request).await;
+    let p = tokio::time::timeout(Duration::from_secs(60), refused.recv())
+        .await
+        .expect("an answer")
+        .expect("an error packet, not a closed connection");
+    let (code, msg) = err_text(&p).expect("an error");
+    assert_eq!(code, 1041, "{msg}");
+    assert!(
+        msg.contains("max_request_memory") && msg.contains(&budget.to_string()),
+        "{msg}"
+    );
+    let rss = status_kib(pid, "VmRSS:");
+    let hwm = status_kib(pid, "VmHWM:");
+    println!(
+        "sluice RSS baseline {baseline} KiB, with 90 MiB of stalled requests {rss} KiB, high-water mark {hwm} KiB (budget {} KiB)",
+        budget / 1024
+    );
+    let bound = baseline + (budget / 1024) as u64 + 32 * 1024;
+    assert!(rss < bound, "RSS {rss} KiB over {bound} KiB");
+    assert!(hwm < bound, "high-water mark {hwm} KiB over {bound} KiB");
+    // Its connection goes on, and so do other clients.
+    refused.send(0, b"\x03SELECT 1").await;
+    let rows = result(&mut refused).await;
+    assert!(err_text(&rows[0]).is_none(), "{:?}", err_text(&rows[0]));
+    probe.send(0, b"\x03SELECT 2").await;
+    let rows = result(&mut probe).await;
+    assert!(err_text(&rows[0]).is_none());
+
+    // The stalled clients leave: their requests' memory comes back to the budget.
+    drop(stalled);
+    let mut answer = None;
+    for _ in 0..100 {
+        refused.send_raw(&request).await;
+        let rows = result(&mut refused).await;
+        if err_text(&rows[0]).is_none() {
+            answer = Some(rows);
+            break;
+        }
+        // Until sluice has noticed the closed connections.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rows = answer.expect("a 48 MiB statement runs once the budget is free");
+    let len = String::from_utf8_lossy(&rows[rows.len() - 2].payload[1..]).to_string();
+    assert_eq!(len, (48 * MIB - 18).to_string());
 }

@@ -2,18 +2,19 @@
 //! small control-plane queries the proxy runs itself. Statement traffic is streamed by the
 //! frontend's relay directly over [`BackendConn::stream`] and [`BackendConn::rbuf`].
 
+use super::greeting::preview;
+use super::login::auth_response;
 use super::state::BackendState;
 use super::stmt_cache::StmtCache;
-use crate::auth;
+use super::timeout::{expiry, timed_out, ReadTimeout};
 use crate::wire::buf::Reader;
-use crate::wire::consts::{cap, com, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
-use crate::wire::handshake::{decode_auth_switch, Greeting, HandshakeResponse};
+use crate::wire::consts::{cap, com, NATIVE_PASSWORD};
 use crate::wire::ok::{is_eof, parse_err, parse_ok};
 use crate::wire::packet::{frame, read_packet, Packet, ReadError};
 use bytes::BytesMut;
 use sluice_core::ConnectError;
 use std::time::Instant;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -38,6 +39,10 @@ pub const BACKEND_COLLATION: u8 = 45;
 
 /// Largest response the control-plane helpers will buffer.
 const CONTROL_RESPONSE_LIMIT: usize = 16 << 20;
+
+/// Payloads larger than this are written straight from the caller's buffer instead of being
+/// copied into the connection's scratch buffer first.
+const COPY_AT_MOST: usize = 64 * 1024;
 
 /// Statement the proxy runs on every new backend connection so the server reports the
 /// session-state changes the proxy needs to follow.
@@ -69,6 +74,10 @@ impl From<ReadError> for BackendError {
     fn from(e: ReadError) -> Self {
         match e {
             ReadError::Closed => BackendError::Io(std::io::ErrorKind::UnexpectedEof.into()),
+            // What the server sent is not the protocol (see `BackendConn::read`).
+            ReadError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                BackendError::Protocol(e.to_string())
+            }
             ReadError::Io(e) => BackendError::Io(e),
             ReadError::TooLarge { size, max } => {
                 BackendError::Protocol(format!("response packet of {size} bytes exceeds {max}"))
@@ -111,11 +120,15 @@ pub struct BackendConn {
     /// When the connection was opened.
     pub opened: Instant,
     /// The greeting's nonce (COM_CHANGE_USER authenticates against it).
-    nonce: Vec<u8>,
+    pub(super) nonce: Vec<u8>,
     /// The server's `max_prepared_stmt_count` when the connection was opened.
     pub server_stmt_limit: u64,
     /// Changes when the monitor declares the server failed: reads give up then.
     pub failed: Option<watch::Receiver<u64>>,
+    /// How long a read waits for the server (`[pool] read_timeout`; none by default).
+    pub read_timeout: ReadTimeout,
+    /// Sequence id the server's next packet must carry (the exchange's next).
+    pub(super) next_seq: u8,
 }
 
 /// A text result set read by a control-plane query.
@@ -160,6 +173,8 @@ impl BackendConn {
             nonce: Vec::new(),
             server_stmt_limit: 0,
             failed: None,
+            read_timeout: ReadTimeout::default(),
+            next_seq: 0,
         };
         conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps, tls)
@@ -176,134 +191,6 @@ impl BackendConn {
             other => ConnectError::down(format!("{address}: {other}")),
         })?;
         Ok(conn)
-    }
-
-    async fn login(
-        &mut self,
-        address: &str,
-        user: &str,
-        password: &str,
-        flavour_caps: u64,
-        tls: Option<&super::stream::BackendTls>,
-    ) -> Result<(), ConnectError> {
-        let down = |what: String| ConnectError::down(format!("{address}: {what}"));
-        let p = self.read().await.map_err(|e| down(e.to_string()))?;
-        if p.payload.first() == Some(&0xff) {
-            let e = parse_err(&p.payload);
-            return Err(match e {
-                Some(e) => ConnectError::refused(e.code, e.sqlstate, e.message_str()),
-                None => down("malformed greeting".into()),
-            });
-        }
-        let g = Greeting::decode(&p.payload).ok_or_else(|| down("malformed greeting".into()))?;
-        if g.capabilities & cap::PROTOCOL_41 == 0 {
-            return Err(down("server does not speak protocol 4.1".into()));
-        }
-        self.thread_id = g.connection_id;
-        self.server_version = g.server_version.clone();
-        self.caps = (BACKEND_CAPS | flavour_caps) & (g.capabilities | cap::LONG_PASSWORD);
-        let mut seq = 1;
-        if let Some(tls) = tls {
-            if g.capabilities & cap::SSL == 0 {
-                return Err(ConnectError::refused(
-                    2026,
-                    *b"HY000",
-                    format!("{address} does not offer TLS, and [pool] tls requires it"),
-                ));
-            }
-            self.caps |= cap::SSL;
-            // SSLRequest: the first 32 bytes of a handshake response, then TLS.
-            let mut req = Vec::with_capacity(32);
-            req.extend_from_slice(&(self.caps as u32).to_le_bytes());
-            req.extend_from_slice(&(1u32 << 30).to_le_bytes());
-            req.push(BACKEND_COLLATION);
-            req.extend_from_slice(&[0; 23]);
-            self.send(seq, &req)
-                .await
-                .map_err(|e| down(e.to_string()))?;
-            seq += 1;
-            let tcp = self.stream.take_plain().map_err(|e| down(e.to_string()))?;
-            self.stream = tls.connect(address, tcp).await.map_err(|e| {
-                ConnectError::refused(2026, *b"HY000", format!("{address}: TLS: {e}"))
-            })?;
-        }
-        let (plugin, response) = auth_response(&g.auth_plugin, password.as_bytes(), &g.scramble);
-        let hr = HandshakeResponse {
-            capabilities: self.caps,
-            max_packet: 1 << 30,
-            collation: BACKEND_COLLATION,
-            user: user.to_string(),
-            auth_response: response,
-            database: None,
-            auth_plugin: Some(plugin.to_string()),
-            attributes: vec![("program_name".into(), "sluice".into())],
-        };
-        let mut payload = Vec::with_capacity(128);
-        hr.encode(&mut payload);
-        self.send(seq, &payload)
-            .await
-            .map_err(|e| down(e.to_string()))?;
-        self.nonce = g.scramble.to_vec();
-        self.auth_exchange(address, password, plugin).await
-    }
-
-    /// Completes an authentication exchange after the response was sent: auth switches,
-    /// caching_sha2_password messages, up to OK or ERR.
-    async fn auth_exchange(
-        &mut self,
-        address: &str,
-        password: &str,
-        plugin: &str,
-    ) -> Result<(), ConnectError> {
-        let down = |what: String| ConnectError::down(format!("{address}: {what}"));
-        let mut nonce = self.nonce.clone();
-        let mut plugin = plugin.to_string();
-        loop {
-            let p = self.read().await.map_err(|e| down(e.to_string()))?;
-            let seq = p.last_seq.wrapping_add(1);
-            match p.payload.first() {
-                Some(0x00) => return Ok(()),
-                Some(0xff) => {
-                    let e = parse_err(&p.payload).ok_or_else(|| down("malformed error".into()))?;
-                    return Err(ConnectError::refused(e.code, e.sqlstate, e.message_str()));
-                }
-                Some(0xfe) => {
-                    let (new_plugin, data) = decode_auth_switch(&p.payload)
-                        .ok_or_else(|| down("malformed auth switch".into()))?;
-                    nonce = data;
-                    let (pl, resp) = auth_response(&new_plugin, password.as_bytes(), &nonce);
-                    if pl != new_plugin {
-                        return Err(ConnectError::refused(
-                            1251,
-                            *b"08004",
-                            format!(
-                                "server asked for unsupported authentication plugin {new_plugin}"
-                            ),
-                        ));
-                    }
-                    plugin = new_plugin;
-                    self.send(seq, &resp)
-                        .await
-                        .map_err(|e| down(e.to_string()))?;
-                }
-                Some(0x01) if plugin == CACHING_SHA2_PASSWORD => match p.payload.get(1) {
-                    Some(&auth::sha2::FAST_AUTH_SUCCESS) => {}
-                    Some(&auth::sha2::PERFORM_FULL_AUTHENTICATION) => {
-                        self.send(seq, &[auth::sha2::REQUEST_PUBLIC_KEY])
-                            .await
-                            .map_err(|e| down(e.to_string()))?;
-                        let k = self.read().await.map_err(|e| down(e.to_string()))?;
-                        let seq = k.last_seq.wrapping_add(1);
-                        let pem = k.payload.get(1..).unwrap_or(&[]);
-                        let ct = auth::rsa::encrypt_password(pem, password.as_bytes(), &nonce)
-                            .map_err(|e| down(format!("caching_sha2_password: {e}")))?;
-                        self.send(seq, &ct).await.map_err(|e| down(e.to_string()))?;
-                    }
-                    _ => return Err(down("unexpected caching_sha2_password message".into())),
-                },
-                _ => return Err(down("unexpected packet during login".into())),
-            }
-        }
     }
 
     /// Resets the session (COM_RESET_CONNECTION: rolls back, drops temporary tables, user
@@ -391,21 +278,56 @@ impl BackendConn {
         Ok(())
     }
 
-    /// Reads one logical packet.
+    /// Reads one logical packet. A packet that is not the next of the exchange (its sequence
+    /// id is wrong: the server sent something else than the protocol) fails with an
+    /// `InvalidData` error as soon as its header arrives, not after waiting for as many bytes
+    /// as its length field claims.
     pub async fn read(&mut self) -> Result<Packet, ReadError> {
-        tokio::select! {
-            r = read_packet(&mut self.stream, &mut self.rbuf, CONTROL_RESPONSE_LIMIT.max(1 << 30)) => r,
-            _ = declared_failed(&mut self.failed) => Err(ReadError::Io(server_failed_error())),
-        }
+        let limit = self.read_timeout.get();
+        let expected = self.next_seq;
+        let BackendConn {
+            stream,
+            rbuf,
+            failed,
+            ..
+        } = self;
+        let work = async {
+            while rbuf.len() < 4 {
+                if stream.read_buf(rbuf).await? == 0 {
+                    break; // read_packet tells a clean close from a broken packet
+                }
+            }
+            if rbuf.len() >= 4 && rbuf[3] != expected {
+                return Err(ReadError::Io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "the server sent a malformed packet: sequence id {} where {expected} was expected; it starts with {}",
+                        rbuf[3],
+                        preview(rbuf)
+                    ),
+                )));
+            }
+            read_packet(stream, rbuf, CONTROL_RESPONSE_LIMIT.max(1 << 30)).await
+        };
+        let p = tokio::select! {
+            biased;
+            r = work => r?,
+            _ = declared_failed(failed) => return Err(ReadError::Io(server_failed_error())),
+            _ = expiry(limit) => return Err(ReadError::Io(timed_out(limit))),
+        };
+        self.next_seq = p.last_seq.wrapping_add(1);
+        Ok(p)
     }
 
     /// Reads more bytes of a response into `rbuf`; gives up when the server is declared
-    /// failed.
+    /// failed, or sends nothing for `[pool] read_timeout`.
     pub async fn read_more(&mut self) -> std::io::Result<usize> {
-        use tokio::io::AsyncReadExt;
+        let limit = self.read_timeout.get();
         tokio::select! {
+            biased;
             r = self.stream.read_buf(&mut self.rbuf) => r,
             _ = declared_failed(&mut self.failed) => Err(server_failed_error()),
+            _ = expiry(limit) => Err(timed_out(limit)),
         }
     }
 
@@ -433,14 +355,27 @@ impl BackendConn {
         }
     }
 
-    /// Sends `payload` as a packet starting at `seq`; returns the next sequence id.
+    /// Sends `payload` as a packet starting at `seq`; returns the next sequence id. A large
+    /// payload is written from where it is, not copied (a 64 MiB statement is not held twice).
     pub async fn send(&mut self, seq: u8, payload: &[u8]) -> Result<u8, std::io::Error> {
-        self.wbuf.clear();
-        let next = frame(&mut self.wbuf, seq, payload);
-        self.stream.write_all(&self.wbuf).await?;
-        if self.wbuf.capacity() > 1 << 20 {
-            self.wbuf = Vec::with_capacity(1024);
-        }
+        let limit = self.read_timeout.get();
+        let next = if payload.len() > COPY_AT_MOST {
+            tokio::select! {
+                biased;
+                r = write_framed(&mut self.stream, seq, payload) => r?,
+                _ = expiry(limit) => return Err(timed_out(limit)),
+            }
+        } else {
+            self.wbuf.clear();
+            let next = frame(&mut self.wbuf, seq, payload);
+            tokio::select! {
+                biased;
+                r = self.stream.write_all(&self.wbuf) => r?,
+                _ = expiry(limit) => return Err(timed_out(limit)),
+            }
+            next
+        };
+        self.next_seq = next;
         Ok(next)
     }
 
@@ -454,8 +389,13 @@ impl BackendConn {
             self.wbuf.push(0);
             self.wbuf.push(command);
             self.wbuf.extend_from_slice(arg);
-            self.stream.write_all(&self.wbuf).await?;
-            return Ok(());
+            self.next_seq = 1;
+            let limit = self.read_timeout.get();
+            return tokio::select! {
+                biased;
+                r = self.stream.write_all(&self.wbuf) => r,
+                _ = expiry(limit) => Err(timed_out(limit)),
+            };
         }
         let mut payload = Vec::with_capacity(len);
         payload.push(command);
@@ -689,11 +629,25 @@ impl From<&crate::wire::ok::OkPacket<'_>> for OkInfo {
     }
 }
 
-/// The plugin and response the proxy uses to answer a server's auth request.
-fn auth_response(plugin: &str, password: &[u8], nonce: &[u8]) -> (&'static str, Vec<u8>) {
-    match plugin {
-        CACHING_SHA2_PASSWORD => (CACHING_SHA2_PASSWORD, auth::sha2::scramble(password, nonce)),
-        _ => (NATIVE_PASSWORD, auth::native::scramble(password, nonce)),
+/// Writes `payload` as packets starting at `seq` without copying it; returns the next
+/// sequence id.
+async fn write_framed(
+    stream: &mut super::stream::BackendStream,
+    mut seq: u8,
+    payload: &[u8],
+) -> std::io::Result<u8> {
+    let mut rest = payload;
+    loop {
+        let n = rest.len().min(crate::wire::consts::MAX_PAYLOAD);
+        let mut header = (n as u32).to_le_bytes();
+        header[3] = seq;
+        stream.write_all(&header).await?;
+        stream.write_all(&rest[..n]).await?;
+        seq = seq.wrapping_add(1);
+        rest = &rest[n..];
+        if n < crate::wire::consts::MAX_PAYLOAD {
+            return Ok(seq);
+        }
     }
 }
 

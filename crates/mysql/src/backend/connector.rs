@@ -20,6 +20,8 @@ pub struct MysqlConnector {
     pub info: Arc<ServerInfo>,
     /// TLS to the servers (`[pool] tls`).
     pub tls: Option<super::BackendTls>,
+    /// `[pool] read_timeout`, shared by every connection it opens.
+    pub read_timeout: super::ReadTimeout,
 }
 
 impl Connector<Box<BackendConn>> for MysqlConnector {
@@ -61,6 +63,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
             };
             conn.failed = Some(server.failure_watch());
             server.set_version(&conn.server_version);
+            conn.read_timeout = self.read_timeout.clone();
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.
             if conn.server_stmt_limit > 0 {

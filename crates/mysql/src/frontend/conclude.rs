@@ -1,7 +1,7 @@
 //! After a statement: learning what the server reported (session-state changes, transaction
 //! status, pins, results of the statement), then keeping the connection or giving it back.
 
-use super::exec::Attached;
+use super::exec::{Attached, Lost};
 use super::pins::Pins;
 use super::scan::Outcome;
 use super::session::{Fatal, Session};
@@ -26,7 +26,9 @@ const EXPLAINS_STATE_CHANGE: Effects = Effects(
 );
 
 impl Session {
-    /// The backend broke before the client saw anything: tell the client.
+    /// A backend connection was lost under a statement (it broke, stayed silent longer than
+    /// `[pool] read_timeout`, or sent something malformed): tell the client, with an ERR
+    /// packet in place of the rest of the response.
     ///
     /// Losing the held connection loses the session's pinned state. When that state is only
     /// an open transaction, the transaction is over either way and the session goes on
@@ -35,29 +37,42 @@ impl Session {
     /// ER_LOCK_DEADLOCK (1213, SQLSTATE 40001, "restart the transaction"), as after a
     /// deadlock; if it could have (a COMMIT in flight), the client is told the outcome is
     /// unknown. Otherwise (temporary tables, locks, variables) the client is disconnected
-    /// after the error, as a server crash would disconnect it.
+    /// after the error, as a server crash would disconnect it. A client left in the middle of
+    /// a packet (a row larger than `scan::WHOLE_UP_TO` was being passed on) cannot take an
+    /// error at all: it is disconnected.
     pub(crate) async fn report_lost(
         &mut self,
         was_held: bool,
-        seq: u8,
-        server: &str,
+        lost: &Lost,
         effects: Effects,
     ) -> Result<(), Fatal> {
-        let why = self.failure_note(server);
+        let why = self.failure_note(&lost.server);
+        let what = lost.what();
+        let (when, incomplete) = if lost.partial {
+            (" in the middle of the result", "; the result is incomplete")
+        } else {
+            (" before the statement completed", "")
+        };
+        let Some(seq) = lost.seq else {
+            return Err(Fatal(format!(
+                "{what}{when}{why}: the client was inside a packet and cannot be sent an error ({})",
+                lost.error
+            )));
+        };
         let trx = Pins(Pins::TRANSACTION.0 | Pins::PREVIOUS_STATEMENT.0);
         let only_trx =
             self.st.pins.has(Pins::TRANSACTION) && Pins(self.st.pins.0 & !trx.0).is_empty();
         if was_held && only_trx {
             if effects.intersects(Effects::MAY_COMMIT) {
                 let msg = format!(
-                    "sluice: lost connection to backend {server} before the statement completed{why}; its outcome is unknown: the transaction may have been committed or rolled back"
+                    "sluice: {what}{when}{why}{incomplete}; its outcome is unknown: the transaction may have been committed or rolled back"
                 );
                 self.client
                     .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
                     .await?;
             } else {
                 let msg = format!(
-                    "sluice: the transaction was rolled back: lost connection to backend {server}{why}; restart the transaction"
+                    "sluice: the transaction was rolled back: {what}{when}{why}{incomplete}; restart the transaction"
                 );
                 self.client
                     .send_err(seq, err::LOCK_DEADLOCK, b"40001", &msg)
@@ -68,9 +83,11 @@ impl Session {
             self.publish_pins();
             return Ok(());
         }
-        let msg = format!(
-            "sluice: lost connection to backend {server} before the statement completed{why}; its outcome is unknown"
-        );
+        let msg = if lost.partial {
+            format!("sluice: {what}{when}{why}{incomplete}")
+        } else {
+            format!("sluice: {what}{when}{why}; its outcome is unknown")
+        };
         self.client
             .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
             .await?;

@@ -60,13 +60,50 @@ pub enum Target {
 
 /// A failure while forwarding.
 pub enum FwdError {
-    /// The backend connection broke; the client has been told when `reported`.
-    Backend {
-        /// Nothing reached the client: the command may be retried elsewhere if safe.
-        untouched: bool,
-    },
+    /// The backend connection was lost (it has been discarded); the client has not been told.
+    Backend(Lost),
     /// The session must end.
     Fatal(Fatal),
+}
+
+/// A backend connection lost under a command: it broke, stayed silent longer than
+/// `[pool] read_timeout`, or sent something that is not the protocol.
+pub struct Lost {
+    /// The server.
+    pub server: Arc<str>,
+    /// What happened (`TimedOut`: silent too long; `InvalidData`: malformed).
+    pub error: std::io::Error,
+    /// Nothing reached the client: the command may be retried elsewhere if safe.
+    pub untouched: bool,
+    /// Part of the response reached the client: the result it has is incomplete.
+    pub partial: bool,
+    /// Sequence id of the ERR packet the client can take now; `None` when it is in the
+    /// middle of a packet, where it can only be disconnected.
+    pub seq: Option<u8>,
+}
+
+impl Lost {
+    /// Lost before anything was sent to the client, which expects packet `seq`.
+    pub fn before_answer(server: Arc<str>, error: std::io::Error, seq: u8) -> Lost {
+        Lost {
+            server,
+            error,
+            untouched: true,
+            partial: false,
+            seq: Some(seq),
+        }
+    }
+
+    /// What happened, for the client and the logs (e.g. "backend 10.0.0.1:3306 sent a
+    /// malformed response: ...").
+    pub fn what(&self) -> String {
+        match self.error.kind() {
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::InvalidData => {
+                format!("backend {} {}", self.server, self.error)
+            }
+            _ => format!("lost connection to backend {}", self.server),
+        }
+    }
 }
 
 impl From<Fatal> for FwdError {
@@ -179,17 +216,32 @@ impl Session {
     ) -> Result<Outcome, FwdError> {
         let server = att.lease.server().clone();
         server.stats.queries.fetch_add(1, Relaxed);
+        // The client's answer starts after its command's packets.
+        let first_seq = (payload.len() / crate::wire::consts::MAX_PAYLOAD + 1) as u8;
         let conn = att.lease.conn();
         if conn.server_failed() {
             // Held across a failover: the server was declared failed since.
             att.lease.discard();
-            return Err(FwdError::Backend { untouched: true });
+            let e = std::io::Error::other("the server was declared failed");
+            return Err(FwdError::Backend(Lost::before_answer(
+                server.name.clone(),
+                e,
+                first_seq,
+            )));
         }
-        if let Err(e) = conn.send(0, payload).await {
-            att.lease.discard();
-            server.stats.errors.fetch_add(1, Relaxed);
-            tracing::debug!(server = %server.name, error = %e, "backend write failed");
-            return Err(FwdError::Backend { untouched: true });
+        let mut scanner = scanner;
+        match conn.send(0, payload).await {
+            Ok(next) => scanner.expect_first_seq(next),
+            Err(e) => {
+                att.lease.discard();
+                server.stats.errors.fetch_add(1, Relaxed);
+                tracing::debug!(server = %server.name, error = %e, "backend write failed");
+                return Err(FwdError::Backend(Lost::before_answer(
+                    server.name.clone(),
+                    e,
+                    first_seq,
+                )));
+            }
         }
         let sink = if to_client {
             Sink::Client(&mut self.client)
@@ -208,29 +260,27 @@ impl Session {
                 error,
                 clean,
                 next_seq,
+                partial,
             }) => {
                 att.lease.discard();
                 server.stats.errors.fetch_add(1, Relaxed);
-                let untouched = clean && next_seq == 1;
-                if untouched {
-                    return Err(FwdError::Backend { untouched: true });
+                let lost = Lost {
+                    server: server.name.clone(),
+                    error,
+                    untouched: !partial,
+                    partial,
+                    seq: clean.then_some(next_seq),
+                };
+                if matches!(
+                    lost.error.kind(),
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::InvalidData
+                ) {
+                    // A server that hangs or talks nonsense: its connection is closed.
+                    tracing::warn!(session = self.id, server = %server.name, error = %lost.error, partial, "backend connection closed");
+                } else {
+                    tracing::debug!(session = self.id, server = %server.name, error = %lost.error, partial, "backend connection lost");
                 }
-                if clean && to_client {
-                    let msg = format!(
-                        "sluice: lost connection to backend {} during the statement: {error}{}",
-                        server.name,
-                        self.failure_note(&server.name)
-                    );
-                    self.client
-                        .send_err(next_seq, err::BACKEND_LOST, b"08S01", &msg)
-                        .await
-                        .map_err(Fatal::from)?;
-                    return Err(FwdError::Backend { untouched: false });
-                }
-                Err(FwdError::Fatal(Fatal(format!(
-                    "backend {} failed mid-response: {error}",
-                    server.name
-                ))))
+                Err(FwdError::Backend(lost))
             }
         }
     }
@@ -269,27 +319,28 @@ impl Session {
             }
             let deprecate = !att.lease.conn_ref().uses_eof();
             let scanner = Scanner::new(expect, deprecate, self.client.has(cap::SESSION_TRACK));
-            let server_name = att.lease.server().name.clone();
             match self.forward(&mut att, payload, scanner, true).await {
                 Ok(out) => {
                     self.conclude(att, from_held, effects, sql, out, read).await;
                     return Ok(());
                 }
                 Err(FwdError::Fatal(f)) => return Err(f),
-                Err(FwdError::Backend { untouched }) => {
+                Err(FwdError::Backend(lost)) => {
                     drop(att);
-                    let retry =
-                        untouched && attempt == 0 && read && !from_held && !self.st.in_trans;
+                    // A server that stayed silent for read_timeout is not waited for twice.
+                    let retry = lost.untouched
+                        && lost.error.kind() != std::io::ErrorKind::TimedOut
+                        && attempt == 0
+                        && read
+                        && !from_held
+                        && !self.st.in_trans;
                     if retry {
                         if let Target::Group(d) = &target {
                             target = Target::Group(d.clone());
                             continue;
                         }
                     }
-                    if untouched {
-                        return self.report_lost(from_held, 1, &server_name, effects).await;
-                    }
-                    return Ok(());
+                    return self.report_lost(from_held, &lost, effects).await;
                 }
             }
         }
@@ -353,9 +404,7 @@ impl Session {
                 Ok(err.map_or(Ok(()), Err))
             }
             Err(FwdError::Fatal(f)) => Err(f),
-            Err(FwdError::Backend { .. }) => {
-                Ok(Err(hidden_err("sluice: lost connection to backend".into())))
-            }
+            Err(FwdError::Backend(lost)) => Ok(Err(hidden_err(format!("sluice: {}", lost.what())))),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod pins;
 mod query;
 pub mod registry;
 pub mod relay;
+pub mod request;
 pub mod scan;
 pub mod session;
 pub mod stmt;

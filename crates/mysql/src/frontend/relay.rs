@@ -16,8 +16,9 @@ const CHUNK: usize = 16 * 1024;
 /// Why a relay stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
-    /// The backend connection broke. `clean` tells whether the client can still be sent an
-    /// ERR packet with sequence id `next_seq` (nothing, or only whole rows, were forwarded).
+    /// The backend connection broke, stayed silent too long (`TimedOut`) or sent something
+    /// that is not the protocol (`InvalidData`). `clean` tells whether the client can still
+    /// be sent an ERR packet with sequence id `next_seq` (it is between two packets).
     #[error("lost connection to backend during the statement: {error}")]
     Backend {
         /// The I/O error.
@@ -26,6 +27,8 @@ pub enum RelayError {
         clean: bool,
         /// Sequence id for that ERR packet.
         next_seq: u8,
+        /// Part of the response was passed on already.
+        partial: bool,
     },
     /// The client connection broke.
     #[error("client connection lost: {0}")]
@@ -99,7 +102,8 @@ pub async fn relay(
                     pos = 0;
                     fwd = 0;
                     let c = client.as_deref_mut().expect("allowed implies a client");
-                    pump_infile(c, conn).await?;
+                    let next = pump_infile(c, conn).await?;
+                    scanner.infile_done(next);
                 } else {
                     // Do not show the request; answer the server with an empty file.
                     flush(
@@ -121,8 +125,31 @@ pub async fn relay(
                         .write_all(&empty)
                         .await
                         .map_err(|e| backend_err(e, &scanner, false))?;
+                    scanner.infile_done(seq.wrapping_add(2));
                 }
-                scanner.infile_done();
+            }
+            Step::Malformed(what) => {
+                // The packets before it were good: they go on; the rest is not forwarded.
+                if refused_infile.is_none() {
+                    if pos > fwd || !pending.is_empty() {
+                        forwarded_any = true;
+                    }
+                    flush(
+                        conn,
+                        client.as_deref_mut(),
+                        buffer.as_deref_mut(),
+                        &mut pending,
+                        fwd,
+                        pos,
+                    )
+                    .await?;
+                }
+                conn.rbuf.clear();
+                let error = std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("sent a malformed response: {what}"),
+                );
+                return Err(backend_err(error, &scanner, forwarded_any));
             }
             Step::NeedMore | Step::Done => {
                 let done = step == Step::Done;
@@ -179,11 +206,8 @@ fn backend_err(error: std::io::Error, scanner: &Scanner, forwarded_any: bool) ->
     RelayError::Backend {
         error,
         clean: !forwarded_any || scanner.at_error_point(),
-        next_seq: if forwarded_any {
-            scanner.last_seq.wrapping_add(1)
-        } else {
-            1
-        },
+        next_seq: scanner.next_seq(),
+        partial: forwarded_any,
     }
 }
 
@@ -223,8 +247,9 @@ async fn flush(
     r.map_err(RelayError::Client)
 }
 
-/// Copies LOCAL INFILE data packets from the client to the server, up to the empty packet.
-async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<(), RelayError> {
+/// Copies LOCAL INFILE data packets from the client to the server, up to the empty packet;
+/// returns the sequence id of the server's answer.
+async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<u8, RelayError> {
     let mut out = Vec::new();
     loop {
         let p = read_packet(
@@ -243,9 +268,10 @@ async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<
                 error: e,
                 clean: false,
                 next_seq: 0,
+                partial: true,
             })?;
         if p.payload.is_empty() {
-            return Ok(());
+            return Ok(p.seq.wrapping_add(1));
         }
     }
 }

@@ -8,6 +8,12 @@ use crate::wire::consts::MAX_PAYLOAD;
 use crate::wire::ok::{parse_eof, parse_err, parse_ok, write_ok};
 use crate::wire::status;
 
+/// Packets up to this size (header included) are passed on only once complete, so that a
+/// server lost in the middle of a response almost always leaves the client between two
+/// packets, where it can be sent an error instead of being disconnected. Larger ones stream
+/// through as they arrive.
+pub const WHOLE_UP_TO: usize = 16 * 1024;
+
 /// What kind of response is expected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
@@ -110,6 +116,9 @@ pub enum Step {
     Infile(usize),
     /// The response is complete.
     Done,
+    /// The bytes at the front are not what the protocol allows here (what was wrong): the
+    /// server is broken, or something else answered.
+    Malformed(String),
 }
 
 /// The state machine.
@@ -130,6 +139,10 @@ pub struct Scanner {
     pub out: Outcome,
     /// Rewrite PREPARE_OK's statement id to this one.
     stmt_id_for_client: Option<u32>,
+    /// Sequence id the response's first packet must carry, when known.
+    first_seq: Option<u8>,
+    /// A packet of this response was consumed (later ones follow `last_seq`).
+    started: bool,
 }
 
 impl Scanner {
@@ -151,6 +164,24 @@ impl Scanner {
             last_seq: 0,
             out: Outcome::default(),
             stmt_id_for_client: None,
+            first_seq: None,
+            started: false,
+        }
+    }
+
+    /// The response's first packet must carry sequence id `seq` (the one after the
+    /// command's last packet).
+    pub fn expect_first_seq(&mut self, seq: u8) {
+        self.first_seq = Some(seq);
+    }
+
+    /// Sequence id the client's next packet of this exchange carries: after the last packet
+    /// passed on, or the response's first.
+    pub fn next_seq(&self) -> u8 {
+        if self.started {
+            self.last_seq.wrapping_add(1)
+        } else {
+            self.first_seq.unwrap_or(1)
         }
     }
 
@@ -165,16 +196,19 @@ impl Scanner {
         self.phase == Phase::Done && self.passing == 0
     }
 
-    /// True when the client could take an ERR packet now (between rows, or before anything).
+    /// True when the client could take an ERR packet now: between two packets (clients
+    /// accept an error in place of any packet of a response: a row, a terminator, a column
+    /// or parameter definition), not inside one.
     pub fn at_error_point(&self) -> bool {
-        self.passing == 0
-            && !self.continued
-            && matches!(self.phase, Phase::First | Phase::Rows | Phase::AfterInfile)
+        self.passing == 0 && !self.continued
     }
 
-    /// The LOCAL INFILE transfer ended; the server's OK/ERR comes next.
-    pub fn infile_done(&mut self) {
+    /// The LOCAL INFILE transfer ended; the server's OK/ERR comes next, with sequence id
+    /// `next` (it follows the data packets, which this scanner did not see).
+    pub fn infile_done(&mut self, next: u8) {
         self.phase = Phase::AfterInfile;
+        self.started = false;
+        self.first_seq = Some(next);
     }
 
     /// Decides what to do with `buf`, which starts at a packet boundary (or inside a packet
@@ -196,6 +230,45 @@ impl Scanner {
         }
         let len = u32::from_le_bytes([buf[0], buf[1], buf[2], 0]) as usize;
         let seq = buf[3];
+        if let Some(problem) = self.out_of_sequence(buf, len, seq) {
+            return problem;
+        }
+        if buf.len() < 4 + len && 4 + len <= WHOLE_UP_TO {
+            return Step::NeedMore;
+        }
+        let step = self.header(buf, len, seq);
+        if matches!(step, Step::Forward(_) | Step::Replace(..) | Step::Infile(_)) {
+            self.started = true;
+        }
+        step
+    }
+
+    /// A packet that is not the next of the exchange: garbage, or a server that lost track.
+    /// (A first packet that is an error is let through whatever its sequence id: a server
+    /// refusing an oversized command answers before reading all of it.)
+    fn out_of_sequence(&self, buf: &[u8], len: usize, seq: u8) -> Option<Step> {
+        let expected = if self.started {
+            self.last_seq.wrapping_add(1)
+        } else {
+            self.first_seq?
+        };
+        if seq == expected {
+            return None;
+        }
+        if !self.started {
+            match buf.get(4) {
+                Some(0xff) => return None,
+                None if len > 0 => return Some(Step::NeedMore),
+                _ => {}
+            }
+        }
+        Some(Step::Malformed(format!(
+            "a packet with sequence id {seq} where {expected} was expected"
+        )))
+    }
+
+    /// Decides about the packet whose header is at the front of `buf`.
+    fn header(&mut self, buf: &mut [u8], len: usize, seq: u8) -> Step {
         let continuation = self.continued;
         self.continued = len == MAX_PAYLOAD;
         if continuation {
@@ -303,6 +376,11 @@ impl Scanner {
                     Step::Forward(total)
                 }
                 (Expect::Prepare, Some(0x00)) => self.prepare_ok(buf, len),
+                (Expect::Prepare | Expect::Simple, Some(b)) if b != 0xfe && b != 0x00 => {
+                    Step::Malformed(format!(
+                        "a packet starting with {b:#04x} where OK or ERR was expected"
+                    ))
+                }
                 (_, Some(0x00)) => self.ok(buf, len),
                 (_, Some(0xfe)) if self.expect == Expect::Simple || payload.len() < 9 => {
                     // EOF answer (COM_SET_OPTION, COM_DEBUG) or an OK with a 0xFE header.
@@ -310,7 +388,16 @@ impl Scanner {
                 }
                 (Expect::Query, Some(0xfb)) if self.phase == Phase::First => Step::Infile(total),
                 (Expect::Query | Expect::Execute, Some(_)) if self.phase == Phase::First => {
-                    let n = Reader::new(payload).lenenc().unwrap_or(0);
+                    let mut r = Reader::new(payload);
+                    let n = match r.lenenc() {
+                        Some(n) if n > 0 && r.rest().is_empty() => n,
+                        _ => {
+                            return Step::Malformed(format!(
+                                "a packet starting with {:#04x} where OK, ERR, a LOCAL INFILE request or a column count was expected",
+                                payload[0]
+                            ))
+                        }
+                    };
                     self.out.result_sets += 1;
                     self.phase = if n == 0 {
                         Phase::Rows
@@ -362,8 +449,7 @@ impl Scanner {
     fn ok(&mut self, buf: &mut [u8], len: usize) -> Step {
         let total = 4 + len;
         let Some(ok) = parse_ok(&buf[4..total]) else {
-            self.phase = Phase::Done;
-            return Step::Forward(total);
+            return Step::Malformed("an OK packet that does not parse".into());
         };
         self.note_ok(&ok);
         self.phase = if ok.status & status::MORE_RESULTS_EXISTS != 0 {
@@ -441,8 +527,7 @@ impl Scanner {
         let total = 4 + len;
         let mut r = Reader::new(&buf[5..total]);
         let (Some(id), Some(columns), Some(params)) = (r.u32(), r.u16(), r.u16()) else {
-            self.phase = Phase::Done;
-            return Step::Forward(total);
+            return Step::Malformed("a PREPARE_OK packet that does not parse".into());
         };
         r.u8();
         let warnings = r.u16().unwrap_or(0);

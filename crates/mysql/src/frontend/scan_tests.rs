@@ -78,6 +78,7 @@ fn run(mut s: Scanner, wire: &[u8], chunk: usize) -> (Vec<u8>, Scanner) {
                 buf.drain(..n);
             }
             Step::Infile(_) => panic!("unexpected infile"),
+            Step::Malformed(why) => panic!("unexpected malformed response: {why}"),
             Step::Done => {
                 assert!(
                     buf.is_empty() && fed == wire.len(),
@@ -309,4 +310,116 @@ fn field_list_until_terminator() {
         assert_eq!(out, wire);
         assert_eq!(s.out.rows, 0);
     }
+}
+
+/// Feeds `wire` in chunks of `chunk` bytes until the scanner finds it malformed; returns why
+/// and how many bytes were forwarded before.
+fn malformed(mut s: Scanner, wire: &[u8], chunk: usize) -> (String, usize) {
+    let mut buf: Vec<u8> = Vec::new();
+    let (mut fed, mut forwarded) = (0, 0);
+    loop {
+        match s.step(&mut buf) {
+            Step::NeedMore => {
+                assert!(fed < wire.len(), "waits for more instead of seeing garbage");
+                let n = chunk.min(wire.len() - fed);
+                buf.extend_from_slice(&wire[fed..fed + n]);
+                fed += n;
+            }
+            Step::Forward(n) | Step::Replace(n, _) => {
+                forwarded += n;
+                buf.drain(..n);
+            }
+            Step::Malformed(why) => return (why, forwarded),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn small_packets_pass_whole_so_a_broken_response_can_end_with_an_error() {
+    let rows: Vec<Vec<u8>> = (0..50)
+        .map(|i| text_row(&[format!("{i}").as_bytes(), &vec![b'r'; 300 * i]]))
+        .collect();
+    let mut wire = Vec::new();
+    resultset(&mut wire, 1, &rows, 0, true);
+    let mut s = Scanner::new(Expect::Query, true, true);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut fed = 0;
+    loop {
+        match s.step(&mut buf) {
+            Step::NeedMore => {
+                // Whatever was passed on so far ends between two packets.
+                assert!(s.at_error_point(), "mid-packet after {fed} bytes");
+                let n = 1000.min(wire.len() - fed);
+                buf.extend_from_slice(&wire[fed..fed + n]);
+                fed += n;
+            }
+            Step::Forward(n) => {
+                buf.drain(..n);
+            }
+            Step::Done => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(s.out.rows, 50);
+    // A row larger than that streams through: in the middle of it, no error can be sent.
+    let mut s = Scanner::new(Expect::Fetch, true, true);
+    let mut big = Vec::new();
+    pkt(&mut big, 1, &text_row(&[&vec![b'x'; WHOLE_UP_TO]]));
+    let mut part = big[..WHOLE_UP_TO / 2].to_vec();
+    assert_eq!(s.step(&mut part), Step::Forward(WHOLE_UP_TO / 2));
+    assert!(!s.at_error_point());
+}
+
+#[test]
+fn garbage_is_told_from_a_response() {
+    // Rows whose terminator is replaced by a packet out of sequence (something else took
+    // over the connection): the rows pass, the stranger does not.
+    let mut wire = Vec::new();
+    let mut n = Vec::new();
+    put_lenenc(&mut n, 1);
+    let mut seq = pkt(&mut wire, 1, &n);
+    seq = pkt(&mut wire, seq, &coldef("a"));
+    seq = pkt(&mut wire, seq, &text_row(&[b"1"]));
+    let rows_end = wire.len();
+    pkt(&mut wire, seq + 3, b"garbage");
+    let mut s = Scanner::new(Expect::Query, true, true);
+    s.expect_first_seq(1);
+    let (why, forwarded) = malformed(s.clone(), &wire, 7);
+    assert!(why.contains("sequence id"), "{why}");
+    assert_eq!(forwarded, rows_end);
+
+    // Text where the response should start: refused at its header, not waited for.
+    let http = b"HTTP/1.1 400 Bad Request\r\n\r\n";
+    let (why, forwarded) = malformed(s.clone(), http, 64);
+    assert!(why.contains("sequence id 80 where 1 was expected"), "{why}");
+    assert_eq!(forwarded, 0);
+
+    // A first packet that is neither OK, ERR, LOCAL INFILE nor a column count.
+    let mut wire = Vec::new();
+    pkt(&mut wire, 1, &[3, 1, 2]);
+    let (why, _) = malformed(s.clone(), &wire, 64);
+    assert!(why.contains("column count"), "{why}");
+    // An OK that does not parse, an answer to COM_PING that is not OK.
+    let mut wire = Vec::new();
+    pkt(&mut wire, 1, &[0, 0xfc]);
+    assert!(malformed(s.clone(), &wire, 64).0.contains("OK packet"));
+    let mut wire = Vec::new();
+    pkt(&mut wire, 1, b"hello");
+    let mut simple = Scanner::new(Expect::Simple, true, true);
+    simple.expect_first_seq(1);
+    assert!(malformed(simple, &wire, 64).0.contains("OK or ERR"));
+
+    // An error answering the command is taken whatever its sequence id.
+    let mut wire = Vec::new();
+    write_err(
+        &mut wire,
+        3,
+        1153,
+        b"08S01",
+        "Got a packet bigger than 'max_allowed_packet'",
+    );
+    let (out, s) = run(s, &wire, 64);
+    assert_eq!(out, wire);
+    assert_eq!(s.out.error.map(|e| e.code), Some(1153));
 }

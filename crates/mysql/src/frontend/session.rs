@@ -8,6 +8,7 @@ use super::handshake::{self, HandshakeContext};
 use super::login::{self, Admission};
 use super::pins::Pins;
 use super::registry::SessionHandle;
+use super::request::RequestError;
 use super::stmt::Statements;
 use crate::proxy::Proxy;
 use crate::state::TrackedState;
@@ -294,11 +295,21 @@ impl Session {
                     _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
                 }
             }
-            let read = self.client.read_command().await;
-            let pkt = match read {
-                Ok(p) => p,
-                Err(ReadError::Closed) => return Ok(()),
-                Err(ReadError::TooLarge { size, max }) => {
+            let read = self.client.read_request(&self.proxy.request_memory).await;
+            // A large request's charge against max_request_memory is held until its command
+            // is done.
+            let (pkt, _charge) = match read {
+                Ok(r) => r,
+                Err(RequestError::OverBudget {
+                    over,
+                    received,
+                    next_seq,
+                }) => {
+                    self.refuse_over_budget(over, received, next_seq).await?;
+                    continue;
+                }
+                Err(RequestError::Read(ReadError::Closed)) => return Ok(()),
+                Err(RequestError::Read(ReadError::TooLarge { size, max })) => {
                     let msg = format!(
                         "Got a packet bigger than 'max_allowed_packet' bytes ({size} > {max})"
                     );
@@ -308,7 +319,7 @@ impl Session {
                         .await;
                     return Err(Fatal(msg));
                 }
-                Err(e) => return Err(Fatal(e.to_string())),
+                Err(RequestError::Read(e)) => return Err(Fatal(e.to_string())),
             };
             if pkt.payload.is_empty() || pkt.seq != 0 {
                 let msg = if pkt.payload.is_empty() {

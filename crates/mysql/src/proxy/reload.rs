@@ -129,6 +129,18 @@ impl Proxy {
             self.apply_login(&new);
             changes.push("[login] settings".into());
         }
+        if old.pool.read_timeout != new.pool.read_timeout {
+            self.connector.read_timeout.set(new.pool.read_timeout.get());
+            changes.push(format!("[pool] read_timeout {}", new.pool.read_timeout));
+        }
+        if old.proxy.max_request_memory != new.proxy.max_request_memory {
+            let limit = usize::try_from(new.proxy.max_request_memory).unwrap_or(usize::MAX);
+            self.request_memory.set_limit(limit);
+            changes.push(format!(
+                "[proxy] max_request_memory {}",
+                new.proxy.max_request_memory
+            ));
+        }
         if old.users != new.users {
             let users = self.users.load().reloaded(&new.users);
             self.users.store(Arc::new(users));

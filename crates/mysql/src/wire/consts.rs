@@ -92,6 +92,8 @@ pub mod track {
 pub mod err {
     /// ER_CON_COUNT_ERROR: too many connections.
     pub const TOO_MANY_CONNECTIONS: u16 = 1040;
+    /// ER_OUT_OF_RESOURCES: a request does not fit in `[proxy] max_request_memory` now.
+    pub const OUT_OF_RESOURCES: u16 = 1041;
     /// ER_HANDSHAKE_ERROR: bad handshake.
     pub const HANDSHAKE: u16 = 1043;
     /// ER_DBACCESS_DENIED_ERROR.

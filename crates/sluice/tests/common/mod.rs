@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod fault;
 pub mod http;
 pub mod load;
 pub mod raw;

@@ -16,7 +16,7 @@ enum HeldRun {
     Ran(Box<(Attached, Outcome)>),
     /// The held connection does not have the statement (nothing was sent).
     NotThere,
-    /// The connection broke (the client has been told when nothing reached it).
+    /// The connection was lost (the client has been told).
     Lost,
 }
 
@@ -45,12 +45,9 @@ impl Session {
         {
             Ok(out) => Ok(HeldRun::Ran(Box::new((att, out)))),
             Err(FwdError::Fatal(f)) => Err(f),
-            Err(FwdError::Backend { untouched }) => {
-                let name = att.lease.server().name.clone();
+            Err(FwdError::Backend(lost)) => {
                 drop(att);
-                if untouched {
-                    self.report_lost(true, 1, &name, Effects::default()).await?;
-                }
+                self.report_lost(true, &lost, Effects::default()).await?;
                 Ok(HeldRun::Lost)
             }
         }

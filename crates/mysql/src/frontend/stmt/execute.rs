@@ -77,7 +77,6 @@ impl Session {
             _ => with_backend_id(&payload, b.id),
         };
         let scanner = self.scanner_for(&att, Expect::Execute);
-        let server_name = att.lease.server().name.clone();
         let result = self.forward(&mut att, &out_payload, scanner, true).await;
         self.handle.set_statement(None);
         let stmt_state = |s: &mut Self, cursor: bool| {
@@ -100,13 +99,10 @@ impl Session {
                 Ok(())
             }
             Err(FwdError::Fatal(f)) => Err(f),
-            Err(FwdError::Backend { untouched }) => {
+            Err(FwdError::Backend(lost)) => {
                 drop(att);
                 stmt_state(self, false);
-                if untouched {
-                    return self.report_lost(from_held, 1, &server_name, effects).await;
-                }
-                Ok(())
+                self.report_lost(from_held, &lost, effects).await
             }
         }
     }

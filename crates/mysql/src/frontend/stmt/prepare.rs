@@ -3,8 +3,8 @@
 use super::{close_all, make_room, ClientStmt, MAX_STATEMENTS_PER_SESSION};
 use crate::backend::stmt_cache::{BackendStmt, StmtKey};
 use crate::backend::BackendConn;
-use crate::frontend::exec::{Attached, Target};
-use crate::frontend::relay::{relay, Sink};
+use crate::frontend::exec::{Attached, Lost, Target};
+use crate::frontend::relay::{relay, RelayError, Sink};
 use crate::frontend::scan::{Expect, Outcome, Scanner, ServerError};
 use crate::frontend::session::{Fatal, Session};
 use crate::wire::consts::{com, err};
@@ -71,12 +71,10 @@ impl Session {
             Ok(out) => out,
             Err(e) => {
                 att.lease.discard();
-                let name = att.lease.server().name.clone();
+                let lost = Lost::before_answer(att.lease.server().name.clone(), e, 1);
                 drop(att);
-                tracing::debug!(session = self.id, error = %e, "backend lost while preparing");
-                return self
-                    .report_lost(from_held, 1, &name, Effects::default())
-                    .await;
+                tracing::debug!(session = self.id, error = %lost.error, "backend lost while preparing");
+                return self.report_lost(from_held, &lost, Effects::default()).await;
             }
         };
         self.client.stream_write(&answer).await?;
@@ -142,7 +140,7 @@ impl Session {
         }
         let out = match result {
             Ok(out) => out,
-            Err(e) => return Err(lost(e, att)),
+            Err(e) => return Err(lost(e.to_string(), att)),
         };
         if let Some(e) = out.error {
             return Err(PrepareError::Server(e));
@@ -181,25 +179,30 @@ impl Session {
 
 /// Sends COM_STMT_PREPARE for `key` and relays the answer into `sink`; when the server's
 /// statement table is full, closes this connection's cached statements and tries once more.
-/// Err means the connection broke.
+/// Err means the connection was lost (see [`Lost`]).
 async fn prepare_raw(
     conn: &mut BackendConn,
     key: &StmtKey,
     mut sink: Sink<'_>,
     scanner: Scanner,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, std::io::Error> {
     let mut payload = Vec::with_capacity(key.sql.len() + 1);
     payload.push(com::STMT_PREPARE);
     payload.extend_from_slice(&key.sql);
     for attempt in 0..2 {
         make_room(conn).await;
-        conn.send(0, &payload).await.map_err(|e| e.to_string())?;
+        let next = conn.send(0, &payload).await?;
         if let Sink::Buffer(b) = &mut sink {
             b.clear();
         }
-        let out = relay(conn, sink.reborrow(), scanner.clone())
+        let mut scanner = scanner.clone();
+        scanner.expect_first_seq(next);
+        let out = relay(conn, sink.reborrow(), scanner)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| match e {
+                RelayError::Backend { error, .. } => error,
+                RelayError::Client(e) => e,
+            })?;
         let full = out
             .error
             .as_ref()

@@ -1,0 +1,348 @@
+//! Reading a client's request within the process-wide memory budget
+//! (`[proxy] max_request_memory`).
+//!
+//! Small requests are read through the session's buffer as always. A larger one (its first
+//! packet announces [`SMALL`] bytes or more) is assembled in a buffer of its own, sized exactly,
+//! and charged to the budget as its bytes arrive — not as its header claims, so a client that
+//! announces 64 MiB and sends nothing holds nothing. The charge lasts until the command is
+//! done. A request the budget cannot hold is read to its end and thrown away, so the client
+//! can be told why and go on: the budget protects the process; only the client that would
+//! exceed it is refused.
+
+use super::client::ClientConn;
+use super::session::{Fatal, Session};
+use crate::wire::consts::err;
+use crate::wire::consts::MAX_PAYLOAD;
+use crate::wire::packet::{read_packet, Packet, ReadError};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use sluice_core::{Charge, MemoryBudget, OverBudget};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Requests below this size are not charged (each session may hold this much on its own).
+pub const SMALL: usize = 16 * 1024;
+
+/// Bytes read (and charged) at a time while a large request arrives.
+const STEP: usize = 256 * 1024;
+
+/// Why no request could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The connection broke, closed, or the request exceeds `max_packet_size`.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The budget could not hold the request. It was read to its end and dropped: the client
+    /// expects an answer with sequence id `next_seq`.
+    #[error("{over}")]
+    OverBudget {
+        /// Why.
+        over: OverBudget,
+        /// Bytes of the request received before it was refused.
+        received: usize,
+        /// The sequence id of the answer.
+        next_seq: u8,
+    },
+}
+
+impl ClientConn {
+    /// Reads the next command (see [`ClientConn::read_command`]); a large one comes with its
+    /// charge against `budget`, to be held until the command is done.
+    pub async fn read_request(
+        &mut self,
+        budget: &Arc<MemoryBudget>,
+    ) -> Result<(Packet, Option<Charge>), RequestError> {
+        if self.rbuf.is_empty() {
+            // Like read_command: no buffer while waiting.
+            self.release_buffers();
+            self.stream.readable().await.map_err(ReadError::Io)?;
+            self.rbuf = crate::wire::spare::read_buffer();
+            if self.wbuf.capacity() == 0 {
+                self.wbuf = crate::wire::spare::write_buffer();
+            }
+        }
+        read_budgeted(&mut self.stream, &mut self.rbuf, self.max_packet, budget).await
+    }
+}
+
+impl Session {
+    /// Tells the client its request did not fit in the budget (it was read to its end and
+    /// dropped: the session goes on).
+    pub(crate) async fn refuse_over_budget(
+        &mut self,
+        over: OverBudget,
+        received: usize,
+        seq: u8,
+    ) -> Result<(), Fatal> {
+        tracing::warn!(
+            session = self.id,
+            peer = %self.handle.peer,
+            received,
+            in_use = over.used,
+            limit = over.limit,
+            "request refused: max_request_memory exhausted"
+        );
+        let msg = format!(
+            "sluice: out of memory for requests: this request was refused after {received} bytes because the requests of all clients may hold at most {} bytes ([proxy] max_request_memory) and {} are in use; retry later",
+            over.limit, over.used
+        );
+        Ok(self
+            .client
+            .send_err(seq, err::OUT_OF_RESOURCES, b"HY000", &msg)
+            .await?)
+    }
+}
+
+/// Reads one logical packet of at most `max` bytes from `stream` through `buf`; one of
+/// [`SMALL`] bytes or more is charged to `budget` as it arrives.
+pub async fn read_budgeted<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+    max: usize,
+    budget: &Arc<MemoryBudget>,
+) -> Result<(Packet, Option<Charge>), RequestError> {
+    let Some((len, seq)) = peek_header(stream, buf).await? else {
+        return Err(ReadError::Closed.into());
+    };
+    if len < SMALL {
+        return Ok((read_packet(stream, buf, max).await?, None));
+    }
+    if len > max {
+        return Err(ReadError::TooLarge { size: len, max }.into());
+    }
+    buf.advance(4);
+    let mut charge = budget.charge();
+    let mut payload: Vec<u8> = Vec::new();
+    let (mut last_seq, mut fragment) = (seq, len);
+    loop {
+        // Exactly the room this fragment needs: the buffer never holds spare capacity that
+        // could be touched (and become resident) without being charged.
+        payload.reserve_exact(fragment);
+        let end = payload.len() + fragment;
+        while payload.len() < end {
+            let step = (end - payload.len()).min(STEP);
+            if let Err(over) = charge.cover(payload.len() + step) {
+                let received = payload.len();
+                drop(payload);
+                drop(charge);
+                let last = skip_rest(stream, buf, end - received, fragment, last_seq).await?;
+                return Err(RequestError::OverBudget {
+                    over,
+                    received,
+                    next_seq: last.wrapping_add(1),
+                });
+            }
+            take(stream, buf, &mut payload, step).await?;
+        }
+        if fragment < MAX_PAYLOAD {
+            break;
+        }
+        let (next, s) = read_next_header(stream, buf).await?;
+        if payload.len() + next > max {
+            return Err(ReadError::TooLarge {
+                size: payload.len() + next,
+                max,
+            }
+            .into());
+        }
+        (fragment, last_seq) = (next, s);
+    }
+    // Exactly sized, so this hands the allocation over without copying it.
+    let payload = BytesMut::from(Bytes::from(payload));
+    Ok((
+        Packet {
+            seq,
+            last_seq,
+            payload,
+        },
+        Some(charge),
+    ))
+}
+
+/// The length and sequence id of the next packet, left in `buf`; `None` if the peer closed
+/// cleanly before it.
+async fn peek_header<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+) -> Result<Option<(usize, u8)>, ReadError> {
+    while buf.len() < 4 {
+        if buf.capacity() - buf.len() < 64 {
+            buf.reserve(4096);
+        }
+        if stream.read_buf(buf).await? == 0 {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], 0]) as usize;
+    Ok(Some((len, buf[3])))
+}
+
+/// The header of a continuation packet, consumed.
+async fn read_next_header<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+) -> Result<(usize, u8), ReadError> {
+    let (len, seq) = peek_header(stream, buf)
+        .await?
+        .ok_or(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()))?;
+    buf.advance(4);
+    Ok((len, seq))
+}
+
+/// Appends `n` bytes of the stream to `out`: first those already in `buf`, then straight from
+/// the socket (never reading past them).
+async fn take<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+    out: &mut Vec<u8>,
+    n: usize,
+) -> Result<(), ReadError> {
+    let from_buf = n.min(buf.len());
+    out.extend_from_slice(&buf[..from_buf]);
+    buf.advance(from_buf);
+    let mut left = n - from_buf;
+    while left > 0 {
+        let mut room = (&mut *out).limit(left);
+        let got = stream.read_buf(&mut room).await?;
+        if got == 0 {
+            return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        left -= got;
+    }
+    Ok(())
+}
+
+/// Reads and drops the rest of a request: `left` bytes of the current fragment (of length
+/// `fragment`, sequence id `seq`), then any packets continuing it. Returns the last sequence
+/// id.
+async fn skip_rest<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+    mut left: usize,
+    mut fragment: usize,
+    mut seq: u8,
+) -> Result<u8, ReadError> {
+    let mut scratch = vec![0u8; 64 * 1024];
+    loop {
+        while left > 0 {
+            if !buf.is_empty() {
+                let n = left.min(buf.len());
+                buf.advance(n);
+                left -= n;
+                continue;
+            }
+            let want = left.min(scratch.len());
+            let got = stream.read(&mut scratch[..want]).await?;
+            if got == 0 {
+                return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            left -= got;
+        }
+        if fragment < MAX_PAYLOAD {
+            return Ok(seq);
+        }
+        (fragment, seq) = read_next_header(stream, buf).await?;
+        left = fragment;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::packet::frame;
+
+    fn wire(sizes: &[usize]) -> Vec<u8> {
+        let mut w = Vec::new();
+        for &n in sizes {
+            let payload: Vec<u8> = (0..n).map(|i| (i % 253) as u8).collect();
+            frame(&mut w, 0, &payload);
+        }
+        w
+    }
+
+    #[tokio::test]
+    async fn large_requests_are_charged_and_small_ones_are_not() {
+        let budget = MemoryBudget::new(64 << 20);
+        let sizes = [10, SMALL + 5, MAX_PAYLOAD + 100, 3];
+        let w = wire(&sizes);
+        let mut r = &w[..];
+        let mut buf = BytesMut::with_capacity(4096);
+        for &n in &sizes {
+            let (p, charge) = read_budgeted(&mut r, &mut buf, 32 << 20, &budget)
+                .await
+                .unwrap();
+            assert_eq!(p.payload.len(), n);
+            assert!(p
+                .payload
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i % 253) as u8));
+            assert_eq!(p.seq, 0);
+            assert_eq!(p.last_seq as usize, n / MAX_PAYLOAD);
+            match charge {
+                Some(c) => {
+                    assert!(n >= SMALL);
+                    assert_eq!(c.bytes(), n);
+                    assert_eq!(budget.used(), n);
+                    // Sized exactly: nothing was allocated beyond what was charged.
+                    assert_eq!(p.payload.capacity(), n);
+                }
+                None => assert!(n < SMALL),
+            }
+            assert_eq!(budget.used(), 0);
+        }
+        assert!(matches!(
+            read_budgeted(&mut r, &mut buf, 1 << 20, &budget).await,
+            Err(RequestError::Read(ReadError::Closed))
+        ));
+    }
+
+    #[test]
+    fn an_exactly_sized_vec_becomes_a_payload_without_a_copy() {
+        let mut v = Vec::with_capacity(1000);
+        v.resize(1000, 7u8);
+        let at = v.as_ptr();
+        let b = BytesMut::from(Bytes::from(v));
+        assert_eq!(b.as_ptr(), at);
+    }
+
+    #[tokio::test]
+    async fn over_budget_requests_are_skipped_and_the_next_one_is_read() {
+        let budget = MemoryBudget::new(1 << 20);
+        let held = {
+            let mut c = budget.charge();
+            c.grow(512 << 10).unwrap();
+            c
+        };
+        let w = wire(&[MAX_PAYLOAD + 10, 7]);
+        let mut r = &w[..];
+        let mut buf = BytesMut::new();
+        match read_budgeted(&mut r, &mut buf, 64 << 20, &budget).await {
+            Err(RequestError::OverBudget {
+                over,
+                received,
+                next_seq,
+            }) => {
+                assert_eq!(over.limit, 1 << 20);
+                assert!(received <= 512 << 10, "{received}");
+                assert_eq!(next_seq, 2);
+            }
+            other => panic!("expected over budget, got {other:?}"),
+        }
+        assert_eq!(budget.used(), 512 << 10);
+        let (p, c) = read_budgeted(&mut r, &mut buf, 64 << 20, &budget)
+            .await
+            .unwrap();
+        assert_eq!((p.payload.len(), c.is_none()), (7, true));
+        drop(held);
+        assert_eq!(budget.used(), 0);
+        // Larger than max_packet_size: refused by its header, as before.
+        let w = wire(&[SMALL * 4]);
+        assert!(matches!(
+            read_budgeted(&mut &w[..], &mut BytesMut::new(), SMALL, &budget).await,
+            Err(RequestError::Read(ReadError::TooLarge { .. }))
+        ));
+    }
+}
