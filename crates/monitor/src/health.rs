@@ -31,21 +31,25 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
         starved: Option<Duration>,
     ) {
         let settings = self.settings();
+        let mut st = self.state.lock();
         let r = match outcome {
             Outcome::Checked(r) => r,
-            Outcome::TimedOut if starved.is_some() => {
-                self.stats.starved_checks.fetch_add(1, Relaxed);
-                tracing::debug!(server = %s.name, starved_ms = starved.unwrap_or_default().as_millis() as u64,
-                    "check timed out while the monitor waited for a CPU; not counted");
-                return;
+            Outcome::TimedOut => {
+                let v = st.views.entry(s.name.clone()).or_default();
+                if starved.is_some() && v.inconclusive < settings.failure_threshold {
+                    v.inconclusive += 1;
+                    self.stats.starved_checks.fetch_add(1, Relaxed);
+                    tracing::debug!(server = %s.name, starved_ms = starved.unwrap_or_default().as_millis() as u64,
+                        "check timed out while the monitor waited for a CPU; not counted");
+                    return;
+                }
+                Err(AgentError::unreachable(format!(
+                    "no answer within {} ms",
+                    settings.timeout.as_millis()
+                )))
             }
-            Outcome::TimedOut => Err(AgentError::unreachable(format!(
-                "no answer within {} ms",
-                settings.timeout.as_millis()
-            ))),
         };
         let now = Instant::now();
-        let mut st = self.state.lock();
         let primary = st.primary.clone();
         let primary_up = primary.as_ref().is_some_and(|p| {
             matches!(
@@ -61,6 +65,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             Ok(rep) => {
                 v.first_fail = None;
                 v.failures = 0;
+                v.inconclusive = 0;
                 v.declared_failed = false;
                 o.reachable = true;
                 o.rtt = Some(rep.rtt);

@@ -93,6 +93,10 @@ struct View {
     /// Failed checks in a row (checks that timed out while the monitor itself was starved do
     /// not count).
     failures: u32,
+    /// Time-outs in a row not counted because the monitor was starved; after
+    /// `failure_threshold` of them they count anyway (an overloaded machine must not hide a
+    /// dead server for ever).
+    inconclusive: u32,
     declared_failed: bool,
 }
 

@@ -455,3 +455,19 @@ async fn one_failed_check_takes_nothing_out_of_service() {
         .unwrap_or_default()
         .contains("unreachable (2 checks failed)"));
 }
+
+#[tokio::test]
+async fn a_starved_monitor_does_not_hide_a_dead_server_for_ever() {
+    let (m, _agent) = cluster().await;
+    let r = server(&m, R1);
+    let starved = Some(Duration::from_millis(300));
+    // Up to the threshold (2), time-outs while starved are not counted.
+    for _ in 0..2 {
+        m.apply(&r, Outcome::TimedOut, Instant::now(), starved);
+    }
+    assert!(r.is_usable(), "{:?}", r.state());
+    // Then they count, starved or not.
+    m.apply(&r, Outcome::TimedOut, Instant::now(), starved);
+    m.apply(&r, Outcome::TimedOut, Instant::now(), starved);
+    assert!(!r.is_usable(), "{:?}", r.state());
+}

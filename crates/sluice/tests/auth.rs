@@ -166,7 +166,8 @@ async fn wrong_password_and_unknown_user_get_1045_without_hanging() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    // A hang guard (no login path may stall), not a speed limit.
+    assert!(started.elapsed() < std::time::Duration::from_secs(120));
     // An unknown initial database is refused like a server would.
     let out = common::cli_raw(env.port, "app", "app", Some("nosuchdb"), "SELECT 1", &[]);
     assert!(

@@ -13,6 +13,18 @@ fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
 }
 
+/// Runs `sluice` with `args` (no input), asserting it succeeds; returns what it printed.
+fn run_ok(args: &[&str]) -> String {
+    let out = sluice().args(args).stdin(Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn write_config(name: &str, text: &str) -> std::path::PathBuf {
     let p = std::env::temp_dir().join(format!("sluice-cli-{}-{name}.toml", std::process::id()));
     std::fs::write(&p, text).unwrap();
@@ -107,17 +119,7 @@ fn check_accepts_the_documented_config_and_names_bad_fields() {
 
 #[test]
 fn demo_runs_and_reports_per_server_reads_and_writes() {
-    let out = sluice()
-        .args(["demo", "--no-wait", "--port", "0"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_ok(&["demo", "--no-wait", "--port", "0"]);
     assert!(stdout.contains("mariadb -h127.0.0.1 -P"), "{stdout}");
     assert!(dashboard_addr(&stdout).is_some(), "{stdout}");
     // One line per server: writer with writes, readers with reads.
@@ -269,25 +271,15 @@ fn demo_serves_its_dashboard_until_ctrl_c() {
 
 #[test]
 fn demo_failover_promotes_a_replica_and_loses_no_acknowledged_write() {
-    let out = sluice()
-        .args([
-            "demo",
-            "--failover",
-            "--no-wait",
-            "--port",
-            "0",
-            "--admin-port",
-            "0",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_ok(&[
+        "demo",
+        "--failover",
+        "--no-wait",
+        "--port",
+        "0",
+        "--admin-port",
+        "0",
+    ]);
     assert!(dashboard_addr(&stdout).is_some(), "{stdout}");
     // `  replica  ADDR  (server_id N)` at the start; `killed: ADDR (server_id N)...` and
     // `promoted: ADDR (server_id N)...` after the workload.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::load::{ids_on, Writer};
-use common::{wait_for, Env, Managed};
+use common::{Env, Managed};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use sluice_core::Role;
@@ -57,14 +57,6 @@ fn source_port(env: &Env, i: usize) -> Option<u16> {
     env.topo.servers[i].source_port().unwrap()
 }
 
-fn read_only(env: &Env, i: usize) -> bool {
-    env.topo.servers[i]
-        .sql("SELECT @@read_only")
-        .unwrap()
-        .trim()
-        == "1"
-}
-
 /// Reads through the proxy in a loop; counts failures.
 fn reader(
     env: &Env,
@@ -97,7 +89,7 @@ fn reader(
 /// acknowledged row is there.
 fn check_after_failover(env: &Env, old: usize, new: usize, acked: &BTreeSet<u32>) {
     assert_ne!(new, old);
-    assert!(!read_only(env, new), "the new primary is writable");
+    assert!(!env.read_only(new), "the new primary is writable");
     assert_eq!(
         source_port(env, new),
         None,
@@ -110,7 +102,7 @@ fn check_after_failover(env: &Env, old: usize, new: usize, acked: &BTreeSet<u32>
             "replica {i} follows the new primary\n{}",
             env.events()
         );
-        assert!(read_only(env, i));
+        assert!(env.read_only(i));
     }
     let on_new = ids_on(env, new);
     let lost: Vec<_> = acked.difference(&on_new).collect();
@@ -156,7 +148,7 @@ async fn simplest_config_discovers_roles_and_splits() {
     assert!(o.rtt.is_some());
     // No failover without [failover] enabled: a dead primary stays the primary.
     env.topo.primary().kill().unwrap();
-    wait_for("the dead primary taken out of service", LONG, || {
+    env.wait_for("the dead primary taken out of service", LONG, || {
         env.server(0)
             .state_text()
             .starts_with("SHUNNED (unreachable")
@@ -188,7 +180,8 @@ async fn failover_when_the_primary_is_killed() {
     let w = Writer::start(env.url("test"), 1);
     let stop = Arc::new(AtomicBool::new(false));
     let (reads_ok, reads_failed, rtask) = reader(&env, stop.clone());
-    wait_for("some writes", LONG, || w.acked_ids().len() > 50).await;
+    env.wait_for("some writes", LONG, || w.acked_ids().len() > 50)
+        .await;
     // Two mariadb CLI sessions (libmariadb) with a statement in flight on the primary: an
     // autocommit write (its outcome unknown when the primary dies) and a transaction.
     let port = env.port;
@@ -200,7 +193,7 @@ async fn failover_when_the_primary_is_killed() {
     };
     let autocommit = in_flight("INSERT INTO w SELECT 900001, SLEEP(30)");
     let trx = in_flight("BEGIN; INSERT INTO w VALUES (900002, 0); SELECT SLEEP(30)");
-    wait_for("both statements running on the primary", LONG, || {
+    env.wait_for("both statements running on the primary", LONG, || {
         env.topo
             .primary()
             .sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%SLEEP(30)%' AND INFO NOT LIKE '%PROCESSLIST%'")
@@ -210,7 +203,7 @@ async fn failover_when_the_primary_is_killed() {
 
     env.topo.primary().kill().unwrap();
     let killed = Instant::now();
-    wait_for("a write after the kill", LONG, || {
+    env.wait_for("a write after the kill", LONG, || {
         w.first_ack_after(killed).is_some()
     })
     .await;
@@ -363,16 +356,16 @@ async fn failover_when_the_primary_hangs_then_it_rejoins() {
 
     // Thawed: fenced (read-only) and rejoined as a replica of the new primary.
     env.topo.primary().resume().unwrap();
-    wait_for("the old primary to rejoin", LONG, || {
+    env.wait_for("the old primary to rejoin", LONG, || {
         env.role(0) == Role::Replica
     })
     .await;
-    assert!(read_only(&env, 0));
+    assert!(env.read_only(0));
     assert_eq!(source_port(&env, 0), Some(env.topo.servers[new].port));
     let ev = env.events();
     assert!(ev.contains("rejoined as a replica"), "{ev}");
     // It catches up, and takes reads again.
-    wait_for("the old primary to replicate row 2000", LONG, || {
+    env.wait_for("the old primary to replicate row 2000", LONG, || {
         ids_on(&env, 0).contains(&2000)
     })
     .await;
@@ -408,7 +401,8 @@ async fn failover_when_the_primary_hangs_then_it_rejoins() {
 async fn failover_when_the_primary_refuses_connections() {
     let env = managed(true).await;
     let w = Writer::start(env.url("test"), 1);
-    wait_for("some writes", LONG, || w.acked_ids().len() > 20).await;
+    env.wait_for("some writes", LONG, || w.acked_ids().len() > 20)
+        .await;
     let (mut acked, errors) = w.finish().await;
     assert!(errors.is_empty(), "{errors:?}");
     env.sync();
@@ -422,12 +416,12 @@ async fn failover_when_the_primary_refuses_connections() {
     check_after_failover(&env, 0, new, &acked);
 
     env.topo.primary().restart().unwrap();
-    wait_for("the old primary to rejoin", LONG, || {
+    env.wait_for("the old primary to rejoin", LONG, || {
         env.role(0) == Role::Replica
     })
     .await;
     assert_eq!(source_port(&env, 0), Some(env.topo.servers[new].port));
-    wait_for("it to catch up", LONG, || {
+    env.wait_for("it to catch up", LONG, || {
         ids_on(&env, 0) == ids_on(&env, new)
     })
     .await;
@@ -502,7 +496,7 @@ async fn in_doubt_commit_and_old_primary_with_errant_transactions_is_fenced() {
         after_temp.is_err(),
         "a session whose temporary table is lost is closed"
     );
-    wait_for("a failover", LONG, || {
+    env.wait_for("a failover", LONG, || {
         env.primary_index().is_some_and(|p| p != 0)
     })
     .await;
@@ -512,11 +506,11 @@ async fn in_doubt_commit_and_old_primary_with_errant_transactions_is_fenced() {
     // Thawed, the old primary runs the COMMIT that was waiting in its socket.
     env.topo.primary().resume().unwrap();
 
-    wait_for("the old primary to be fenced", LONG, || {
+    env.wait_for("the old primary to be fenced", LONG, || {
         env.role(0) == Role::Fenced
     })
     .await;
-    assert!(read_only(&env, 0), "fenced: read-only");
+    assert!(env.read_only(0), "fenced: read-only");
     assert!(
         ids_on(&env, 0).contains(&99),
         "the old primary committed the in-doubt transaction"

@@ -7,7 +7,8 @@
 
 mod common;
 
-use common::{wait_for, Env, Managed};
+use common::load::ids_on;
+use common::{Env, Managed};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use sluice_core::Role;
@@ -81,14 +82,6 @@ fn replication(env: &Env, i: usize) -> (Option<u16>, String, String) {
     )
 }
 
-fn read_only(env: &Env, i: usize) -> bool {
-    env.topo.servers[i]
-        .sql("SELECT @@read_only")
-        .unwrap()
-        .trim()
-        == "1"
-}
-
 /// Replica `i` replicates from server `source` as before: configured, both threads running
 /// (the receiver reconnecting to a dead source counts), read-only, a replica for sluice.
 fn replicates_as_before(env: &Env, i: usize, source: usize) {
@@ -105,7 +98,7 @@ fn replicates_as_before(env: &Env, i: usize, source: usize) {
         env.events()
     );
     assert_eq!(sql, "Yes", "replica {i}: applier running\n{}", env.events());
-    assert!(read_only(env, i), "replica {i} is read-only");
+    assert!(env.read_only(i), "replica {i} is read-only");
     assert_eq!(env.role(i), Role::Replica, "{}", env.events());
 }
 
@@ -121,17 +114,8 @@ async fn reads_served_by(env: &Env, ids: &[u32]) {
     );
 }
 
-fn ids_on(env: &Env, i: usize) -> BTreeSet<u32> {
-    env.topo.servers[i]
-        .sql("SELECT id FROM test.w")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
 async fn wait_event(env: &Env, what: &str) {
-    wait_for(&format!("event {what:?}"), LONG, || {
+    env.wait_for(&format!("event {what:?}"), LONG, || {
         env.events().contains(what)
     })
     .await;
@@ -161,7 +145,7 @@ async fn failed_promotion_is_undone_and_completes_once_granted() {
     assert!(env.server(0).monitor_block().is_some() || !env.server(0).is_usable());
     reads_served_by(&env, &[2, 3]).await;
     // The preflight check ran again after the failure: failover is now refused, and said.
-    wait_for("failover refused after the failure", LONG, || {
+    env.wait_for("failover refused after the failure", LONG, || {
         m.status().failover_refused.is_some()
     })
     .await;
@@ -171,15 +155,15 @@ async fn failed_promotion_is_undone_and_completes_once_granted() {
     // Fixed: the next attempt completes.
     grant(&env, 1, "READ_ONLY ADMIN");
     grant(&env, 2, "READ_ONLY ADMIN");
-    wait_for("failover after the grant", LONG, || {
+    env.wait_for("failover after the grant", LONG, || {
         env.primary_index()
             .is_some_and(|p| p != 0 && env.role(p) == Role::Primary)
     })
     .await;
     let new = env.primary_index().unwrap();
     let other = 3 - new;
-    assert!(!read_only(&env, new));
-    wait_for("the other replica follows the new primary", LONG, || {
+    assert!(!env.read_only(new));
+    env.wait_for("the other replica follows the new primary", LONG, || {
         replication(&env, other).0 == Some(env.topo.servers[new].port)
     })
     .await;
@@ -193,15 +177,11 @@ async fn failed_promotion_is_undone_and_completes_once_granted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_is_refused_when_the_monitor_user_cannot_complete_it() {
     // The monitor's user lacks READ_ONLY ADMIN everywhere before sluice starts.
-    let topo = tokio::task::spawn_blocking(|| {
-        sluice_testkit::Topology::start(sluice_testkit::TopologyOptions {
-            replicas: 2,
-            ..Default::default()
-        })
+    let topo = common::topology(sluice_testkit::TopologyOptions {
+        replicas: 2,
+        ..Default::default()
     })
-    .await
-    .unwrap()
-    .expect("MariaDB topology starts");
+    .await;
     topo.primary()
         .sql("REVOKE READ_ONLY ADMIN ON *.* FROM 'monitor'@'%'; FLUSH PRIVILEGES")
         .unwrap();
@@ -278,7 +258,7 @@ async fn candidate_dying_while_it_catches_up_hands_over_to_the_other_replica() {
         .await
         .unwrap();
     let pos = env.topo.primary().sql("SELECT @@gtid_binlog_pos").unwrap();
-    wait_for("both replicas received the new rows", LONG, || {
+    env.wait_for("both replicas received the new rows", LONG, || {
         (1..=2).all(|i| {
             let got = env.topo.servers[i]
                 .query_named("SHOW SLAVE STATUS")
@@ -303,12 +283,12 @@ async fn candidate_dying_while_it_catches_up_hands_over_to_the_other_replica() {
     locks[cand - 1] = None;
     drop(locks[other - 1].take());
     wait_event(&env, "failed at step catch_up").await;
-    wait_for("the other replica promoted", LONG, || {
+    env.wait_for("the other replica promoted", LONG, || {
         env.primary_index() == Some(other) && env.role(other) == Role::Primary
     })
     .await;
     assert!(env.monitor().stats.failover_failures(FailoverStep::CatchUp) >= 1);
-    assert!(!read_only(&env, other));
+    assert!(!env.read_only(other));
     // Everything the primary had reached the new primary.
     assert_eq!(ids_on(&env, other), (1..=40).collect());
     let mut c = conn(&env).await;
@@ -325,14 +305,14 @@ async fn replica_that_cannot_be_repointed_takes_no_reads_until_it_follows() {
     c.query_drop("INSERT INTO w SELECT seq FROM seq_21_to_30")
         .await
         .unwrap();
-    wait_for("server 1 applied the new rows", LONG, || {
+    env.wait_for("server 1 applied the new rows", LONG, || {
         ids_on(&env, 1).len() == 30
     })
     .await;
     revoke(&env, 2, "REPLICATION SLAVE ADMIN");
 
     env.topo.primary().kill().unwrap();
-    wait_for("server 1 promoted", LONG, || {
+    env.wait_for("server 1 promoted", LONG, || {
         env.primary_index() == Some(1) && env.role(1) == Role::Primary
     })
     .await;
@@ -357,13 +337,14 @@ async fn replica_that_cannot_be_repointed_takes_no_reads_until_it_follows() {
     reads_served_by(&env, &[2]).await; // the new primary (reads fall back to the writer)
 
     grant(&env, 2, "REPLICATION SLAVE ADMIN");
-    wait_for(
+    env.wait_for(
         "server 2 follows the new primary and takes reads",
         LONG,
         || replication(&env, 2).0 == Some(env.topo.servers[1].port) && env.server(2).is_usable(),
     )
     .await;
-    wait_for("server 2 caught up", LONG, || ids_on(&env, 2).len() == 30).await;
+    env.wait_for("server 2 caught up", LONG, || ids_on(&env, 2).len() == 30)
+        .await;
     assert!(env.monitor().status().repairs.is_empty());
     assert_eq!(env.role(2), Role::Replica);
 }
@@ -388,7 +369,7 @@ async fn switchover_whose_promotion_fails_is_undone() {
     );
     // As before: the old primary writable and taking writes, the target replicating again.
     assert_eq!(env.primary_index(), Some(0));
-    assert!(!read_only(&env, 0), "the old primary is writable again");
+    assert!(!env.read_only(0), "the old primary is writable again");
     replicates_as_before(&env, 1, 0);
     replicates_as_before(&env, 2, 0);
     let mut c = conn(&env).await;

@@ -12,7 +12,7 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use sluice_mysql::wire::consts::NATIVE_PASSWORD;
 use sluice_mysql::{Proxy, Running};
-use sluice_testkit::{Topology, TopologyOptions};
+use sluice_testkit::Topology;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,16 +34,7 @@ struct Setup {
 }
 
 async fn setup(extra: &str) -> Setup {
-    common::init_tracing();
-    let topo = tokio::task::spawn_blocking(|| {
-        Topology::start(TopologyOptions {
-            replicas: 0,
-            ..Default::default()
-        })
-    })
-    .await
-    .unwrap()
-    .expect("MariaDB");
+    let topo = common::one_primary().await;
     let relay = FaultRelay::start(topo.primary().addr()).await;
     let text = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n{extra}",
@@ -152,8 +143,9 @@ async fn garbage_instead_of_a_greeting_is_named_not_taken_for_a_timeout() {
     .await
     .expect("starts");
     let server = proxy.topology.all()[0].clone();
+    // Taken out of service after `[monitor] failure_threshold` failed checks.
     common::wait_for("the monitor's verdict", HANG, || {
-        server.observed().error.is_some()
+        server.monitor_block().is_some()
     })
     .await;
     let seen = server.observed().error.unwrap_or_default();
@@ -166,16 +158,7 @@ async fn garbage_instead_of_a_greeting_is_named_not_taken_for_a_timeout() {
 /// the reason it is shunned, which the client sees, says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_during_the_login_exchange_is_named_not_taken_for_a_timeout() {
-    common::init_tracing();
-    let topo = tokio::task::spawn_blocking(|| {
-        Topology::start(TopologyOptions {
-            replicas: 0,
-            ..Default::default()
-        })
-    })
-    .await
-    .unwrap()
-    .expect("MariaDB");
+    let topo = common::one_primary().await;
     let (port, _server) = lying_server(topo.primary().addr(), HTTP).await;
     let text = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\nconnect_timeout = \"20s\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"127.0.0.1:{port}\"\nhostgroup = \"writer\"\n"

@@ -4,7 +4,7 @@
 mod common;
 
 use common::raw::{err_text, Raw};
-use sluice_testkit::{Topology, TopologyOptions};
+use sluice_testkit::Topology;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -74,21 +74,9 @@ impl Drop for Child {
     }
 }
 
-async fn one_primary() -> Topology {
-    tokio::task::spawn_blocking(|| {
-        Topology::start(TopologyOptions {
-            replicas: 0,
-            ..Default::default()
-        })
-    })
-    .await
-    .unwrap()
-    .expect("MariaDB")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_reader_of_a_1gib_result_does_not_grow_the_proxy() {
-    let topo = one_primary().await;
+    let topo = common::one_primary().await;
     let sluice = Child::start(&topo, "");
     let (pid, port) = (sluice.pid, sluice.port);
 
@@ -175,7 +163,7 @@ fn big_query(size: usize) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_large_requests_stay_within_max_request_memory() {
     const MIB: usize = 1 << 20;
-    let topo = one_primary().await;
+    let topo = common::one_primary().await;
     let budget = 96 * MIB;
     let sluice = Child::start(
         &topo,

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{wait_for, Managed};
+use common::Managed;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use std::time::Duration;
@@ -54,7 +54,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     c.query_drop("INSERT INTO w VALUES (1, @@server_id)")
         .await
         .unwrap();
-    wait_for("replica 1 to be shunned for lag", LONG, || {
+    env.wait_for("replica 1 to be shunned for lag", LONG, || {
         env.server(1).state_text().contains("lag")
     })
     .await;
@@ -75,7 +75,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     c.query_drop("INSERT INTO w VALUES (2, @@server_id)")
         .await
         .unwrap();
-    wait_for("replica 2 to be shunned as broken", LONG, || {
+    env.wait_for("replica 2 to be shunned as broken", LONG, || {
         env.server(2).state_text().contains("replication broken")
     })
     .await;
@@ -93,7 +93,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     );
     // ...or, configured so, fail with a clear error.
 
-    wait_for("the strict proxy to see both replicas out", LONG, || {
+    env.wait_for("the strict proxy to see both replicas out", LONG, || {
         _strict.topology.all()[1].monitor_block().is_some()
             && _strict.topology.all()[2].monitor_block().is_some()
     })
@@ -120,7 +120,7 @@ async fn lagging_or_broken_replicas_take_no_reads() {
     lagging
         .sql("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY=0; START SLAVE")
         .unwrap();
-    wait_for("both replicas back online", LONG, || {
+    env.wait_for("both replicas back online", LONG, || {
         env.server(1).state_text() == "ONLINE" && env.server(2).state_text() == "ONLINE"
     })
     .await;

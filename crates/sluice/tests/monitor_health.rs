@@ -4,8 +4,7 @@
 
 mod common;
 
-use common::relay::Relay;
-use common::wait_for;
+use common::fault::{Fault, FaultRelay};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -28,7 +27,7 @@ async fn missed_checks_below_the_threshold_keep_the_server_in_service() {
                 .nth(1)
                 .and_then(|p| p.trim_end_matches('"').parse().ok())
                 .expect("replica address");
-            let r = Relay::start(port);
+            let r = FaultRelay::start_now(format!("127.0.0.1:{port}"), Duration::ZERO);
             *text = text.replace(
                 &format!("127.0.0.1:{port}\""),
                 &format!("127.0.0.1:{}\"", r.port),
@@ -46,7 +45,7 @@ async fn missed_checks_below_the_threshold_keep_the_server_in_service() {
         .find(|s| s.address.ends_with(&format!(":{}", relay.port)))
         .cloned()
         .expect("the relayed replica");
-    wait_for("the relayed replica checked", LONG, || {
+    env.wait_for("the relayed replica checked", LONG, || {
         server.observed().reachable
     })
     .await;
@@ -64,13 +63,16 @@ async fn missed_checks_below_the_threshold_keep_the_server_in_service() {
         }
         blocked
     });
-    relay.stall_answers_to("monitor", 2);
-    wait_for("the monitor gave up on two checks", LONG, || {
-        relay.controls.stalled_and_closed.load(SeqCst) == 2
+    relay.arm(Fault::StallAnswersTo {
+        user: "monitor".into(),
+        connections: 2,
+    });
+    env.wait_for("the monitor gave up on two checks", LONG, || {
+        relay.stalled_and_closed.load(SeqCst) == 2
     })
     .await;
     let failed_at = Instant::now();
-    wait_for("a check succeeded after that", LONG, || {
+    env.wait_for("a check succeeded after that", LONG, || {
         let o = server.observed();
         o.reachable && o.checked.is_some_and(|t| t > failed_at)
     })

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::slow_link::SlowLink;
+use common::fault::FaultRelay;
 use mysql_async::prelude::*;
-use sluice_testkit::{Topology, TopologyOptions};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,20 +25,11 @@ async fn a_short_statement_behind_200_long_ones_is_served_while_they_all_still_r
     // rounds_to_serve(201, 4) = 6 rounds: 3 s plus the logins, which a busy machine may
     // stretch by 17 s before this test fails.
     assert_eq!(sluice_core::pool_growth::rounds_to_serve(201, 4), 6);
-    common::init_tracing();
-    let topo = tokio::task::spawn_blocking(|| {
-        Topology::start(TopologyOptions {
-            replicas: 0,
-            ..Default::default()
-        })
-    })
-    .await
-    .unwrap()
-    .expect("MariaDB topology must start (is mariadb-server installed?)");
-    let link = SlowLink::start(topo.primary().addr(), CONNECT).await;
+    let topo = common::one_primary().await;
+    let link = FaultRelay::slow(topo.primary().addr(), CONNECT).await;
     let cfg = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\nmax_connections = 400\nmax_connecting = 4\nqueue_timeout = \"300s\"\nconnect_timeout = \"60s\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
-        link.addr
+        link.addr()
     );
     let (proxy, running) = common::start_proxy(&cfg).await;
     let url = format!(

@@ -5,77 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 /// A self-signed certificate for 127.0.0.1 and its key (openssl CLI), named `name`.
 fn make_cert_named(dir: &Path, name: &str) -> (String, String) {
-    make_cert_cn(dir, name, "127.0.0.1")
-}
-
-/// Like [`make_cert_named`], with the subject's common name `cn`.
-fn make_cert_cn(dir: &Path, name: &str, cn: &str) -> (String, String) {
-    common::certs::self_signed(dir, name, cn)
-}
-
-/// A CA, and a certificate for 127.0.0.1 it signed (rustls, rightly, refuses a CA
-/// certificate used as a server's own): (ca, cert, key).
-fn make_signed(dir: &Path, name: &str) -> (String, String, String) {
-    let (ca, _) = make_cert_named(dir, &format!("{name}-ca"));
-    let ca_key = dir.join(format!("{name}-ca-key.pem"));
-    let (cert, key, csr, ext) = (
-        dir.join(format!("{name}-cert.pem")),
-        dir.join(format!("{name}-key.pem")),
-        dir.join(format!("{name}.csr")),
-        dir.join(format!("{name}.ext")),
-    );
-    std::fs::write(
-        &ext,
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    let openssl = sluice_testkit::find_program("openssl", "openssl").expect("openssl");
-    let run = |args: &[&std::ffi::OsStr]| {
-        let out = Command::new(&openssl)
-            .args(args)
-            .output()
-            .expect("run openssl");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let s = |x: &'static str| std::ffi::OsStr::new(x);
-    run(&[
-        s("req"),
-        s("-newkey"),
-        s("rsa:2048"),
-        s("-nodes"),
-        s("-subj"),
-        s("/CN=127.0.0.1"),
-        s("-keyout"),
-        key.as_os_str(),
-        s("-out"),
-        csr.as_os_str(),
-    ]);
-    run(&[
-        s("x509"),
-        s("-req"),
-        s("-in"),
-        csr.as_os_str(),
-        s("-CA"),
-        std::ffi::OsStr::new(&ca),
-        s("-CAkey"),
-        ca_key.as_os_str(),
-        s("-CAcreateserial"),
-        s("-days"),
-        s("1"),
-        s("-extfile"),
-        ext.as_os_str(),
-        s("-out"),
-        cert.as_os_str(),
-    ]);
-    (ca, cert.display().to_string(), key.display().to_string())
+    common::certs::self_signed(dir, name, "127.0.0.1")
 }
 
 /// The certificate sluice offers its clients.
@@ -195,7 +128,7 @@ c.close()
 
     // Certificate rotation: a reload re-reads the files; new connections get the new one.
     let subject = || {
-        let out = Command::new("openssl")
+        let out = std::process::Command::new("openssl")
             .args(["s_client", "-starttls", "mysql", "-connect"])
             .arg(format!("127.0.0.1:{port}"))
             .stdin(std::process::Stdio::null())
@@ -208,7 +141,7 @@ c.close()
             .to_string()
     };
     assert!(subject().contains("CN = 127.0.0.1"), "{}", subject());
-    let (cert2, key2) = make_cert_cn(dir.path(), "rotated", "rotated.example");
+    let (cert2, key2) = common::certs::self_signed(dir.path(), "rotated", "rotated.example");
     let mut cfg = (*env.proxy.loaded.load_full()).clone();
     cfg.proxy.tls_cert = Some(cert2);
     cfg.proxy.tls_key = Some(key2);
@@ -226,23 +159,19 @@ c.close()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_connections_use_verified_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let (ca, cert, key) = make_signed(dir.path(), "server");
-    let (other_ca, _, _) = make_signed(dir.path(), "other");
+    let (ca, cert, key) = common::certs::signed(dir.path(), "server");
+    let (other_ca, _, _) = common::certs::signed(dir.path(), "other");
     let extra = vec![
         format!("--ssl-cert={cert}"),
         format!("--ssl-key={key}"),
         format!("--ssl-ca={ca}"),
     ];
-    let topo = tokio::task::spawn_blocking(move || {
-        sluice_testkit::Topology::start(sluice_testkit::TopologyOptions {
-            replicas: 1,
-            extra,
-            ..Default::default()
-        })
+    let topo = common::topology(sluice_testkit::TopologyOptions {
+        replicas: 1,
+        extra,
+        ..Default::default()
     })
-    .await
-    .unwrap()
-    .expect("MariaDB with TLS");
+    .await;
     topo.primary()
         .sql("ALTER USER 'app'@'%' REQUIRE SSL")
         .unwrap();

@@ -70,7 +70,7 @@ impl MariaDbAgent {
 
     async fn connect(&self, server: &Server) -> AgentResult<BackendConn> {
         let c = self.creds.lock().clone();
-        BackendConn::connect_with(
+        BackendConn::login_only(
             &server.address,
             &c.user,
             &c.password,

@@ -156,6 +156,28 @@ impl BackendConn {
         stmts: StmtCache,
         tls: Option<&super::stream::BackendTls>,
     ) -> Result<BackendConn, ConnectError> {
+        let mut conn = Self::login_only(address, user, password, flavour_caps, stmts, tls).await?;
+        conn.setup_tracking().await.map_err(|e| match e {
+            BackendError::Server {
+                code,
+                sqlstate,
+                message,
+            } => ConnectError::refused(code, sqlstate, message),
+            other => ConnectError::down(format!("{address}: {other}")),
+        })?;
+        Ok(conn)
+    }
+
+    /// Connects and logs in, without the session tracking that connections serving clients
+    /// need (the monitor's connections: two round trips fewer per connection).
+    pub async fn login_only(
+        address: &str,
+        user: &str,
+        password: &str,
+        flavour_caps: u64,
+        stmts: StmtCache,
+        tls: Option<&super::stream::BackendTls>,
+    ) -> Result<BackendConn, ConnectError> {
         let stream = TcpStream::connect(address)
             .await
             .map_err(|e| ConnectError::down(format!("cannot connect to {address}: {e}")))?;
@@ -182,14 +204,6 @@ impl BackendConn {
         // The multi-statement option starts as negotiated and then changes only with
         // COM_SET_OPTION (it survives COM_RESET_CONNECTION and COM_CHANGE_USER).
         conn.state.tracked.multi_statements = conn.caps & cap::MULTI_STATEMENTS != 0;
-        conn.setup_tracking().await.map_err(|e| match e {
-            BackendError::Server {
-                code,
-                sqlstate,
-                message,
-            } => ConnectError::refused(code, sqlstate, message),
-            other => ConnectError::down(format!("{address}: {other}")),
-        })?;
         Ok(conn)
     }
 

@@ -62,15 +62,19 @@ pub async fn relay(
     sink: Sink<'_>,
     mut scanner: Scanner,
 ) -> Result<Outcome, RelayError> {
-    let (mut client, mut buffer) = match sink {
+    let (client, buffer) = match sink {
         Sink::Client(c) => (Some(c), None),
         Sink::Buffer(b) => (None, Some(b)),
         Sink::Discard => (None, None),
     };
+    let mut out = Out {
+        client,
+        buffer,
+        pending: Vec::new(),
+        forwarded_any: false,
+    };
     let mut pos = 0usize;
     let mut fwd = 0usize;
-    let mut pending: Vec<u8> = Vec::new();
-    let mut forwarded_any = false;
     // LOCAL INFILE refused on the client's behalf: swallow the server's answer, then say why.
     let mut refused_infile: Option<u8> = None;
     loop {
@@ -78,43 +82,27 @@ pub async fn relay(
         match step {
             Step::Forward(n) => pos += n,
             Step::Replace(n, bytes) => {
-                pending.extend_from_slice(&conn.rbuf[fwd..pos]);
-                pending.extend_from_slice(&bytes);
+                out.pending.extend_from_slice(&conn.rbuf[fwd..pos]);
+                out.pending.extend_from_slice(&bytes);
                 pos += n;
                 fwd = pos;
             }
             Step::Infile(n) => {
                 let seq = conn.rbuf[pos + 3];
-                let allowed = client.as_ref().is_some_and(|c| c.has(cap::LOCAL_FILES));
+                let allowed = out.client.as_ref().is_some_and(|c| c.has(cap::LOCAL_FILES));
                 if allowed {
                     pos += n;
-                    flush(
-                        conn,
-                        client.as_deref_mut(),
-                        buffer.as_deref_mut(),
-                        &mut pending,
-                        fwd,
-                        pos,
-                    )
-                    .await?;
-                    forwarded_any = true;
+                    out.flush(conn, fwd, pos).await?;
+                    out.forwarded_any = true;
                     conn.rbuf.advance(pos);
                     pos = 0;
                     fwd = 0;
-                    let c = client.as_deref_mut().expect("allowed implies a client");
+                    let c = out.client.as_deref_mut().expect("allowed implies a client");
                     let next = pump_infile(c, conn).await?;
                     scanner.infile_done(next);
                 } else {
                     // Do not show the request; answer the server with an empty file.
-                    flush(
-                        conn,
-                        client.as_deref_mut(),
-                        buffer.as_deref_mut(),
-                        &mut pending,
-                        fwd,
-                        pos,
-                    )
-                    .await?;
+                    out.flush(conn, fwd, pos).await?;
                     conn.rbuf.advance(pos + n);
                     pos = 0;
                     fwd = 0;
@@ -131,47 +119,25 @@ pub async fn relay(
             Step::Malformed(what) => {
                 // The packets before it were good: they go on; the rest is not forwarded.
                 if refused_infile.is_none() {
-                    if pos > fwd || !pending.is_empty() {
-                        forwarded_any = true;
-                    }
-                    flush(
-                        conn,
-                        client.as_deref_mut(),
-                        buffer.as_deref_mut(),
-                        &mut pending,
-                        fwd,
-                        pos,
-                    )
-                    .await?;
+                    out.pass_on(conn, fwd, pos).await?;
                 }
                 conn.rbuf.clear();
                 let error = std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("sent a malformed response: {what}"),
                 );
-                return Err(backend_err(error, &scanner, forwarded_any));
+                return Err(backend_err(error, &scanner, out.forwarded_any));
             }
             Step::NeedMore | Step::Done => {
                 let done = step == Step::Done;
                 if refused_infile.is_none() {
-                    if pos > fwd || !pending.is_empty() {
-                        forwarded_any = true;
-                    }
-                    flush(
-                        conn,
-                        client.as_deref_mut(),
-                        buffer.as_deref_mut(),
-                        &mut pending,
-                        fwd,
-                        pos,
-                    )
-                    .await?;
+                    out.pass_on(conn, fwd, pos).await?;
                 }
                 conn.rbuf.advance(pos);
                 pos = 0;
                 fwd = 0;
                 if done {
-                    if let (Some(seq), Some(c)) = (refused_infile, client.as_deref_mut()) {
+                    if let (Some(seq), Some(c)) = (refused_infile, out.client.as_deref_mut()) {
                         c.send_err(
                             seq,
                             err::NOT_ALLOWED_COMMAND,
@@ -191,11 +157,11 @@ pub async fn relay(
                         return Err(backend_err(
                             std::io::ErrorKind::UnexpectedEof.into(),
                             &scanner,
-                            forwarded_any,
+                            out.forwarded_any,
                         ))
                     }
                     Ok(_) => {}
-                    Err(e) => return Err(backend_err(e, &scanner, forwarded_any)),
+                    Err(e) => return Err(backend_err(e, &scanner, out.forwarded_any)),
                 }
             }
         }
@@ -211,40 +177,65 @@ fn backend_err(error: std::io::Error, scanner: &Scanner, forwarded_any: bool) ->
     }
 }
 
-async fn flush(
-    conn: &BackendConn,
-    client: Option<&mut ClientConn>,
-    buffer: Option<&mut Vec<u8>>,
-    pending: &mut Vec<u8>,
-    fwd: usize,
-    pos: usize,
-) -> Result<(), RelayError> {
-    if let Some(b) = buffer {
-        if pending.is_empty() {
-            b.extend_from_slice(&conn.rbuf[fwd..pos]);
-        } else {
-            b.extend_from_slice(pending);
-            b.extend_from_slice(&conn.rbuf[fwd..pos]);
-            pending.clear();
+/// Where relayed bytes go, and what went.
+struct Out<'a> {
+    client: Option<&'a mut ClientConn>,
+    buffer: Option<&'a mut Vec<u8>>,
+    /// Bytes replacing part of the response (rewritten packets), not sent yet.
+    pending: Vec<u8>,
+    /// Part of the response was passed on already.
+    forwarded_any: bool,
+}
+
+impl Out<'_> {
+    /// Passes on `pending` and the read buffer's bytes `fwd..pos`, noting that something went.
+    async fn pass_on(
+        &mut self,
+        conn: &BackendConn,
+        fwd: usize,
+        pos: usize,
+    ) -> Result<(), RelayError> {
+        if pos > fwd || !self.pending.is_empty() {
+            self.forwarded_any = true;
         }
-        return Ok(());
+        self.flush(conn, fwd, pos).await
     }
-    let Some(c) = client else {
-        pending.clear();
-        return Ok(());
-    };
-    let r = if pending.is_empty() {
-        if pos == fwd {
+
+    /// Passes on `pending` and the read buffer's bytes `fwd..pos`.
+    async fn flush(
+        &mut self,
+        conn: &BackendConn,
+        fwd: usize,
+        pos: usize,
+    ) -> Result<(), RelayError> {
+        let pending = &mut self.pending;
+        if let Some(b) = self.buffer.as_deref_mut() {
+            if pending.is_empty() {
+                b.extend_from_slice(&conn.rbuf[fwd..pos]);
+            } else {
+                b.extend_from_slice(pending);
+                b.extend_from_slice(&conn.rbuf[fwd..pos]);
+                pending.clear();
+            }
             return Ok(());
         }
-        c.stream.write_all(&conn.rbuf[fwd..pos]).await
-    } else {
-        pending.extend_from_slice(&conn.rbuf[fwd..pos]);
-        let r = c.stream.write_all(pending).await;
-        pending.clear();
-        r
-    };
-    r.map_err(RelayError::Client)
+        let Some(c) = self.client.as_deref_mut() else {
+            pending.clear();
+            return Ok(());
+        };
+        let r = if pending.is_empty() {
+            if pos == fwd {
+                return Ok(());
+            }
+            c.stream.write_all(&conn.rbuf[fwd..pos]).await
+        } else {
+            pending.extend_from_slice(&conn.rbuf[fwd..pos]);
+            let r = c.stream.write_all(pending).await;
+            pending.clear();
+            r
+        };
+        r.map_err(RelayError::Client)
+    }
 }
 
 /// Copies LOCAL INFILE data packets from the client to the server, up to the empty packet;

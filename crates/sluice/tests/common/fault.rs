@@ -1,9 +1,12 @@
-//! Hostile servers for tests: a relay in front of a real MariaDB server that misbehaves on
-//! command (cuts, stalls or garbles what the server sends), and a listener that answers with
-//! garbage instead of a greeting.
+//! Hostile or slow servers for tests: a relay in front of a real MariaDB server that
+//! misbehaves on command (cuts, stalls or garbles what the server sends, holds back the
+//! answers to one user, or opens every connection late, as over a long network path), and
+//! listeners that answer with garbage instead of a greeting or a login.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -20,6 +23,14 @@ pub enum Fault {
     StallAfter(usize),
     /// Send these bytes instead of the server's, then pass nothing more on that connection.
     Garbage(Vec<u8>),
+    /// Hold back the next answer on connections logged in as `user` until the client closes
+    /// the connection; so for the next `connections` such connections.
+    StallAnswersTo {
+        /// The user name in the handshake response.
+        user: String,
+        /// How many connections.
+        connections: u32,
+    },
 }
 
 /// A TCP relay to a server.
@@ -27,28 +38,51 @@ pub struct FaultRelay {
     pub port: u16,
     fault: Arc<Mutex<Fault>>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Connections held back by [`Fault::StallAnswersTo`] that their client then closed.
+    pub stalled_and_closed: Arc<AtomicU64>,
 }
 
 impl FaultRelay {
     /// Relays connections on a free port to `target` (`host:port`).
     pub async fn start(target: String) -> FaultRelay {
-        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        FaultRelay::start_now(target, Duration::ZERO)
+    }
+
+    /// Like [`FaultRelay::start`], each connection to `target` opened `delay` after it was
+    /// accepted (a connect through it takes at least `delay`, on any machine).
+    pub async fn slow(target: String, delay: Duration) -> FaultRelay {
+        FaultRelay::start_now(target, delay)
+    }
+
+    /// Like [`FaultRelay::start`], from synchronous code running inside a tokio runtime.
+    pub fn start_now(target: String, delay: Duration) -> FaultRelay {
+        let std = std::net::TcpListener::bind("127.0.0.1:0").expect("bind relay");
+        std.set_nonblocking(true).unwrap();
+        let l = TcpListener::from_std(std).expect("relay listener");
         let port = l.local_addr().unwrap().port();
         let fault = Arc::new(Mutex::new(Fault::None));
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let (f, t) = (fault.clone(), tasks.clone());
+        let stalled = Arc::new(AtomicU64::new(0));
+        let (f, t, st) = (fault.clone(), tasks.clone(), stalled.clone());
         let accept = tokio::spawn(async move {
             while let Ok((client, _)) = l.accept().await {
-                let Ok(server) = TcpStream::connect(&target).await else {
-                    continue;
-                };
-                let (f2, t2) = (f.clone(), t.clone());
-                let h = tokio::spawn(relay(client, server, f2, t2));
+                let (f2, t2, st2, target) = (f.clone(), t.clone(), st.clone(), target.clone());
+                let h = tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    if let Ok(server) = TcpStream::connect(&target).await {
+                        relay(client, server, f2, t2, st2).await;
+                    }
+                });
                 t.lock().unwrap().push(h);
             }
         });
         tasks.lock().unwrap().push(accept);
-        FaultRelay { port, fault, tasks }
+        FaultRelay {
+            port,
+            fault,
+            tasks,
+            stalled_and_closed: stalled,
+        }
     }
 
     /// The relay's address, for `[[servers]] address`.
@@ -75,17 +109,39 @@ impl Drop for FaultRelay {
     }
 }
 
+/// The user name in a MySQL handshake response (the client's first packet).
+fn handshake_user(packet: &[u8]) -> Option<String> {
+    // 4-byte header, capabilities (4), max packet (4), collation (1), 23 zero bytes.
+    let body = packet.get(4 + 32..)?;
+    let end = body.iter().position(|b| *b == 0)?;
+    Some(String::from_utf8_lossy(&body[..end]).into_owned())
+}
+
 async fn relay(
     client: TcpStream,
     server: TcpStream,
     fault: Arc<Mutex<Fault>>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    stalled: Arc<AtomicU64>,
 ) {
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
+    let user: Arc<Mutex<Option<String>>> = Arc::default();
+    let (client_gone_tx, mut client_gone) = tokio::sync::watch::channel(false);
+    let u = user.clone();
     let up = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+        // The first packet names the user; then plain copying.
+        let mut first = vec![0u8; 16 * 1024];
+        if let Ok(n) = cr.read(&mut first).await {
+            if n > 0 {
+                *u.lock().unwrap() = handshake_user(&first[..n]);
+                if sw.write_all(&first[..n]).await.is_ok() {
+                    let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                }
+            }
+        }
         let _ = sw.shutdown().await;
+        let _ = client_gone_tx.send(true);
     });
     tasks.lock().unwrap().push(up);
     let mut buf = vec![0u8; 64 * 1024];
@@ -95,6 +151,7 @@ async fn relay(
             Ok(n) => n,
         };
         let (pass, then) = {
+            let me = user.lock().unwrap().clone();
             let mut f = fault.lock().unwrap();
             match &mut *f {
                 Fault::None => (n, None),
@@ -107,6 +164,18 @@ async fn relay(
                     (pass, Some(std::mem::replace(&mut *f, Fault::None)))
                 }
                 Fault::Garbage(_) => (0, Some(std::mem::replace(&mut *f, Fault::None))),
+                Fault::StallAnswersTo { user, connections } if me.as_ref() == Some(user) => {
+                    *connections -= 1;
+                    let this = Fault::StallAnswersTo {
+                        user: user.clone(),
+                        connections: 1,
+                    };
+                    if *connections == 0 {
+                        *f = Fault::None;
+                    }
+                    (0, Some(this))
+                }
+                Fault::StallAnswersTo { .. } => (n, None),
             }
         };
         if cw.write_all(&buf[..pass]).await.is_err() {
@@ -118,6 +187,16 @@ async fn relay(
             Some(Fault::Garbage(g)) => {
                 let _ = cw.write_all(&g).await;
                 return hold(cw, sr).await;
+            }
+            Some(Fault::StallAnswersTo { .. }) => {
+                // Until the client gives up and closes.
+                while !*client_gone.borrow() {
+                    if client_gone.changed().await.is_err() {
+                        break;
+                    }
+                }
+                stalled.fetch_add(1, SeqCst);
+                return;
             }
             Some(_) => return hold(cw, sr).await,
         }

@@ -7,8 +7,6 @@ pub mod fault;
 pub mod http;
 pub mod load;
 pub mod raw;
-pub mod relay;
-pub mod slow_link;
 
 use sluice_config::Config;
 use sluice_mysql::{Proxy, Running};
@@ -43,21 +41,30 @@ pub struct Managed {
     pub extra: String,
 }
 
+/// Starts a MariaDB primary with `options.replicas` replicas (off the async runtime), failing
+/// loudly when MariaDB cannot start.
+pub async fn topology(options: TopologyOptions) -> Topology {
+    init_tracing();
+    tokio::task::spawn_blocking(move || Topology::start(options))
+        .await
+        .unwrap()
+        .expect("MariaDB topology must start (is mariadb-server installed?)")
+}
+
+/// A MariaDB primary alone.
+pub async fn one_primary() -> Topology {
+    topology(TopologyOptions::default()).await
+}
+
 /// Starts a primary and replicas, and sluice with the simplest configuration: servers
 /// listed without hostgroups, a monitor user, failover on or off, plus `extra`.
 pub async fn start_managed(m: Managed) -> Env {
-    init_tracing();
-    let (replicas, semi_sync) = (m.replicas, m.semi_sync);
-    let topo = tokio::task::spawn_blocking(move || {
-        Topology::start(TopologyOptions {
-            replicas,
-            semi_sync,
-            ..Default::default()
-        })
+    let topo = topology(TopologyOptions {
+        replicas: m.replicas,
+        semi_sync: m.semi_sync,
+        ..Default::default()
     })
-    .await
-    .unwrap()
-    .expect("MariaDB topology must start (is mariadb-server installed?)");
+    .await;
     let (proxy, running) =
         start_proxy(&managed_config(&topo, m.failover, &m.proxy_keys, &m.extra)).await;
     let port = running.addrs[0].port();
@@ -111,16 +118,11 @@ pub async fn start(replicas: usize, extra: &str) -> Env {
 
 /// Like [`start`], with a hook to edit the generated config text.
 pub async fn start_with(replicas: usize, extra: &str, edit: impl FnOnce(&mut String)) -> Env {
-    init_tracing();
-    let topo = tokio::task::spawn_blocking(move || {
-        Topology::start(TopologyOptions {
-            replicas,
-            ..Default::default()
-        })
+    let topo = topology(TopologyOptions {
+        replicas,
+        ..Default::default()
     })
-    .await
-    .unwrap()
-    .expect("MariaDB topology must start (is mariadb-server installed?)");
+    .await;
     let mut text = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
         topo.primary().addr()
@@ -232,6 +234,29 @@ impl Env {
             .map(|e| format!("[{}] {}", e.kind, e.message))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Like [`wait_for`], saying what the monitor did when the wait times out.
+    pub async fn wait_for(&self, what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+        let start = std::time::Instant::now();
+        while !cond() {
+            if start.elapsed() > limit {
+                panic!(
+                    "timed out after {limit:?} waiting for {what}; the monitor's events:\n{}",
+                    self.events()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// True if server `i` has `read_only` on.
+    pub fn read_only(&self, i: usize) -> bool {
+        self.topo.servers[i]
+            .sql("SELECT @@read_only")
+            .unwrap()
+            .trim()
+            == "1"
     }
 
     /// Waits for replicas to catch up.
