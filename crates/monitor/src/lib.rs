@@ -205,6 +205,14 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     async fn round(self: &Arc<Self>) {
         use std::sync::atomic::Ordering::Relaxed;
         self.stats.rounds.fetch_add(1, Relaxed);
+        self.check_all(true).await;
+        self.decide().await;
+    }
+
+    /// Checks every server once, concurrently, and records the results. `on_own_thread`: this
+    /// runs on the monitor's thread, whose run-queue wait tells whether a time-out is the
+    /// monitor's own starvation (elsewhere the task may move between threads).
+    async fn check_all(&self, on_own_thread: bool) {
         let servers = self.topology.servers();
         let settings = self.settings();
         let started = Instant::now();
@@ -221,11 +229,12 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             }
         });
         let results = join_all(checks).await;
-        let starved = starvation.starved(settings.timeout);
+        let starved = starvation
+            .starved(settings.timeout)
+            .filter(|_| on_own_thread);
         for (s, r) in results {
             self.apply(&s, r, started, starved);
         }
-        self.decide().await;
     }
 
     /// Decides roles, failovers, fencing and rejoins from the latest checks.

@@ -17,6 +17,8 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// primary. Returns a summary, or why it could not.
     pub async fn switchover(&self, to: Option<&str>) -> Result<String, String> {
         let _guard = self.changing.lock().await;
+        // Decide on what the servers say now (a switchover just done changed them).
+        self.check_all(false).await;
         let started = Instant::now();
         let old = self.primary().ok_or("no primary is known")?;
         if !self.reachable(&old) {
