@@ -67,7 +67,7 @@ pub struct ServerError {
 }
 
 /// What the proxy learned from a response.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// Status flags of the last OK/EOF seen.
     pub status: u16,

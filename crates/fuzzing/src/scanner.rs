@@ -1,0 +1,129 @@
+//! Target `scanner`: the state machine that follows a server's response. Input: `[flags]
+//! [chunk seed][server bytes...]`; the flags pick the expected response kind (bits 0-2), the
+//! connection's CLIENT_DEPRECATE_EOF (bit 3), whether the client tracks session state (bit 4)
+//! and whether PREPARE_OK's statement id is rewritten (bit 5).
+//!
+//! The scanner is driven the way `frontend::relay` drives it. Checked: every step moves
+//! forward and never past the bytes given (it cannot claim a response ended beyond them),
+//! replaced packets are well formed, and the bytes passed on and everything learned are the
+//! same whether the bytes arrive at once or in the pieces the chunk seed says.
+
+use crate::chunks::Chunks;
+use sluice_mysql::frontend::scan::{Expect, Outcome, Scanner, Step};
+use sluice_mysql::wire::ok::parse_ok;
+use sluice_mysql::wire::status;
+
+const EXPECTS: [Expect; 7] = [
+    Expect::Query,
+    Expect::Execute,
+    Expect::Fetch,
+    Expect::FieldList,
+    Expect::Simple,
+    Expect::Statistics,
+    Expect::Prepare,
+];
+
+/// The harness body.
+pub fn run(data: &[u8]) {
+    let [flags, seed, stream @ ..] = data else {
+        return;
+    };
+    let whole = drive(*flags, stream, 0);
+    let pieces = drive(*flags, stream, *seed);
+    assert_eq!(whole, pieces, "the outcome depends on how the bytes were split");
+}
+
+/// The scanner as configured by `flags`.
+pub fn scanner(flags: u8) -> Scanner {
+    let expect = EXPECTS[usize::from(flags & 7) % EXPECTS.len()];
+    let s = Scanner::new(expect, flags & 8 != 0, flags & 16 != 0);
+    if flags & 32 != 0 {
+        s.with_client_stmt_id(0x0102_0304)
+    } else {
+        s
+    }
+}
+
+/// What a relay of `stream` produced.
+#[derive(Debug, PartialEq, Eq)]
+struct Relayed {
+    /// Bytes sent on to the client.
+    sent: Vec<u8>,
+    /// Bytes of the stream consumed.
+    consumed: usize,
+    /// The scanner said the response was complete.
+    done: bool,
+    /// LOCAL INFILE requests seen.
+    infiles: u32,
+    out: Outcome,
+    last_seq: u8,
+}
+
+fn drive(flags: u8, stream: &[u8], seed: u8) -> Relayed {
+    let mut s = scanner(flags);
+    let mut chunks = Chunks::new(seed);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut fed = 0usize;
+    let mut pos = 0usize;
+    let mut r = Relayed {
+        sent: Vec::new(),
+        consumed: 0,
+        done: false,
+        infiles: 0,
+        out: Outcome::default(),
+        last_seq: 0,
+    };
+    // Each step consumes at least one byte or asks for more; a stall is a hang.
+    let mut steps_left = 2 * stream.len() + 16;
+    loop {
+        assert!(steps_left > 0, "the scanner makes no progress");
+        steps_left -= 1;
+        let avail = buf.len() - pos;
+        let _ = s.at_error_point();
+        match s.step(&mut buf[pos..]) {
+            Step::Forward(n) => {
+                assert!(n > 0 && n <= avail, "forward {n} of {avail} bytes");
+                r.sent.extend_from_slice(&buf[pos..pos + n]);
+                pos += n;
+            }
+            Step::Replace(n, bytes) => {
+                assert!(n > 4 && n <= avail, "replace {n} of {avail} bytes");
+                assert_eq!(buf[pos + 3], bytes[3], "replacement keeps the sequence id");
+                let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], 0]) as usize;
+                assert_eq!(len + 4, bytes.len(), "replacement is one whole packet");
+                let ok = parse_ok(&bytes[4..]).expect("replacement is an OK packet");
+                assert_eq!(ok.status & status::SESSION_STATE_CHANGED, 0);
+                r.sent.extend_from_slice(&bytes);
+                pos += n;
+            }
+            Step::Infile(n) => {
+                assert!(n >= 4 && n <= avail, "infile {n} of {avail} bytes");
+                r.sent.extend_from_slice(&buf[pos..pos + n]);
+                pos += n;
+                r.infiles += 1;
+                s.infile_done();
+            }
+            Step::Done => {
+                assert!(s.is_done());
+                r.done = true;
+                break;
+            }
+            Step::NeedMore => {
+                if fed == stream.len() {
+                    break;
+                }
+                r.consumed += pos;
+                buf.drain(..pos);
+                pos = 0;
+                let n = chunks.next(stream.len() - fed);
+                buf.extend_from_slice(&stream[fed..fed + n]);
+                fed += n;
+            }
+        }
+    }
+    r.consumed += pos;
+    assert!(r.consumed <= stream.len());
+    r.last_seq = s.last_seq;
+    r.out = s.out;
+    r
+}
