@@ -195,10 +195,19 @@ impl Scanner {
             return Step::NeedMore;
         }
         let len = u32::from_le_bytes([buf[0], buf[1], buf[2], 0]) as usize;
+        let step = self.packet(buf, len);
+        // Only a packet taken on tells whether the next one continues it: after NeedMore the
+        // same header is read again.
+        if step != Step::NeedMore {
+            self.continued = len == MAX_PAYLOAD;
+        }
+        step
+    }
+
+    /// [`Scanner::step`] at the start of a packet of `len` bytes.
+    fn packet(&mut self, buf: &mut [u8], len: usize) -> Step {
         let seq = buf[3];
-        let continuation = self.continued;
-        self.continued = len == MAX_PAYLOAD;
-        if continuation {
+        if self.continued {
             self.last_seq = seq;
             return self.pass(buf.len(), len);
         }
@@ -230,13 +239,16 @@ impl Scanner {
                 return self.pass(buf.len(), len);
             }
             Phase::Rows | Phase::Columns(_) => {
-                // A row unless it is a terminator (0xFE, short) or an error (0xFF).
-                if buf.len() < 5 {
-                    if len == 0 {
-                        self.last_seq = seq;
+                // A row unless it is a terminator (0xFE, short) or an error (0xFF). An empty
+                // packet has no first byte: buf[4] would belong to the next packet.
+                if len == 0 {
+                    self.last_seq = seq;
+                    if self.phase == Phase::Rows {
                         self.out.rows += 1;
-                        return Step::Forward(4);
                     }
+                    return Step::Forward(4);
+                }
+                if buf.len() < 5 {
                     return Step::NeedMore;
                 }
                 let b = buf[4];
