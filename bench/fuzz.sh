@@ -101,17 +101,21 @@ run() {
 record() {
     apt_install sysbench
     ensure_mariadb
-    local raw
-    raw="$(mktemp -d)"
-    trap 'rm -rf "$raw"' EXIT
+    RAW="$(mktemp -d)"
+    trap 'rm -rf "$RAW"' EXIT
+    local raw="$RAW"
     echo "==> recording real traffic"
     cargo build -q -p sluice-fuzzing --bin fuzz-record
     "${CARGO_TARGET_DIR:-$ROOT/target}/debug/fuzz-record" "$raw/seeds"
     echo "==> minimising with afl-cmin"
+    # AFL++'s shell afl-cmin (its Python one keeps nothing of a persistent-mode Rust target).
+    local afl_bin
+    afl_bin="$(dirname "$( (cargo afl fuzz -h 2>&1 || true) | grep -o '/[^ ]*/afl-fuzz' | head -1)")"
     for t in "${TARGETS[@]}"; do
         rm -rf "$raw/min-$t"
-        AFL_NO_AFFINITY=1 cargo afl cmin -i "$raw/seeds/$t" -o "$raw/min-$t" -m "$MEMORY_MB" \
-            -t "$TIMEOUT_MS" -- "$BIN" "$t" >"$raw/cmin-$t.log" 2>&1 || {
+        AFL_NO_AFFINITY=1 AFL_PATH="$afl_bin" PATH="$afl_bin:$PATH" "$afl_bin/afl-cmin.bash" \
+            -i "$raw/seeds/$t" -o "$raw/min-$t" -m "$MEMORY_MB" -t "$TIMEOUT_MS" \
+            -- "$BIN" "$t" >"$raw/cmin-$t.log" 2>&1 || {
             tail -20 "$raw/cmin-$t.log" >&2
             exit 1
         }
