@@ -6,11 +6,14 @@
 //! The scanner is driven the way `frontend::relay` drives it. Checked: every step moves
 //! forward and never past the bytes given (it cannot claim a response ended beyond them),
 //! replaced packets are well formed, and the bytes passed on and everything learned are the
-//! same whether the bytes arrive at once or in the pieces the chunk seed says.
+//! same whether the bytes arrive at once or in the pieces the chunk seed says; a response said
+//! to be complete ends on a packet boundary. A result set written by the proxy itself (values
+//! taken from the input) is followed to its end with every row counted.
 
 use crate::chunks::Chunks;
 use sluice_mysql::frontend::scan::{Expect, Outcome, Scanner, Step};
 use sluice_mysql::wire::ok::parse_ok;
+use sluice_mysql::wire::resultset::{column_type, write_resultset, Column};
 use sluice_mysql::wire::status;
 
 const EXPECTS: [Expect; 7] = [
@@ -31,6 +34,58 @@ pub fn run(data: &[u8]) {
     let whole = drive(*flags, stream, 0);
     let pieces = drive(*flags, stream, *seed);
     assert_eq!(whole, pieces, "the outcome depends on how the bytes were split");
+    if whole.done {
+        assert!(
+            whole_packets(&stream[..whole.consumed]),
+            "the response ended inside a packet"
+        );
+    }
+    own_resultset(*flags, *seed, stream);
+}
+
+/// True if `bytes` is a sequence of whole packets.
+fn whole_packets(mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        let Some(h) = bytes.get(..4) else {
+            return false;
+        };
+        let len = u32::from_le_bytes([h[0], h[1], h[2], 0]) as usize;
+        let Some(rest) = bytes.get(4 + len..) else {
+            return false;
+        };
+        bytes = rest;
+    }
+    true
+}
+
+/// A result set the proxy writes itself (`wire::resultset`), with values taken from the
+/// input, is followed to its end by the scanner, every row counted.
+fn own_resultset(flags: u8, seed: u8, data: &[u8]) {
+    let ncols = 1 + usize::from(seed % 4);
+    let values: Vec<Option<String>> = data
+        .split(|&b| b == 0)
+        .take(4 * ncols)
+        .map(|v| (!v.is_empty()).then(|| String::from_utf8_lossy(v).into_owned()))
+        .collect();
+    let rows: Vec<Vec<Option<String>>> = values
+        .chunks_exact(ncols)
+        .map(<[Option<String>]>::to_vec)
+        .collect();
+    let names = ["a", "b", "c", "d"];
+    let columns: Vec<Column<'_>> = names[..ncols]
+        .iter()
+        .map(|name| Column {
+            name,
+            kind: column_type::VAR_STRING,
+        })
+        .collect();
+    let (deprecate_eof, tracks) = (flags & 8 != 0, flags & 16 != 0);
+    let mut wire = Vec::new();
+    write_resultset(&mut wire, &columns, &rows, status::AUTOCOMMIT, deprecate_eof, tracks);
+    let r = drive(if deprecate_eof { 8 } else { 0 } | if tracks { 16 } else { 0 }, &wire, seed);
+    assert!(r.done && r.consumed == wire.len() && r.sent == wire, "own result set");
+    assert_eq!((r.out.rows, r.out.result_sets), (rows.len() as u64, 1));
+    assert_eq!(r.out.status, status::AUTOCOMMIT);
 }
 
 /// The scanner as configured by `flags`.
