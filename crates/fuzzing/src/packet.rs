@@ -161,7 +161,10 @@ impl Reference<'_> {
     fn header(&mut self) -> Result<(usize, u8), Want> {
         let h = self.data.get(self.pos..self.pos + 4).ok_or(Want::Eof)?;
         self.pos += 4;
-        Ok((usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16, h[3]))
+        Ok((
+            usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16,
+            h[3],
+        ))
     }
 
     fn body(&mut self, len: usize) -> Result<&[u8], Want> {
@@ -216,7 +219,10 @@ fn payload_round_trips(payload: &[u8]) {
         wire.clear();
         write_ok(&mut wire, 1, &ok, header, false);
         let plain = parse_ok(&wire[4..]).expect("stripped OK decodes");
-        assert_eq!(plain.status, ok.status & !sluice_mysql::wire::status::SESSION_STATE_CHANGED);
+        assert_eq!(
+            plain.status,
+            ok.status & !sluice_mysql::wire::status::SESSION_STATE_CHANGED
+        );
         assert!(plain.session_state.is_empty() && plain.info == ok.info);
         session_state(ok.session_state);
     }

@@ -27,7 +27,9 @@ pub fn run(data: &[u8]) {
     // COM_STMT_SEND_LONG_DATA and the other COM_STMT_* commands: only the id changes.
     let renamed = with_backend_id(payload, BACKEND_ID);
     assert_eq!(stmt_id(&renamed), Some(BACKEND_ID));
-    assert!(renamed.len() == payload.len() && renamed[5..] == payload[5..] && renamed[0] == payload[0]);
+    assert!(
+        renamed.len() == payload.len() && renamed[5..] == payload[5..] && renamed[0] == payload[0]
+    );
 
     let layout = ExecuteTypes::read(payload, params);
     let n = usize::from(params);

@@ -33,7 +33,10 @@ pub fn run(data: &[u8]) {
     };
     let whole = drive(*flags, stream, 0);
     let pieces = drive(*flags, stream, *seed);
-    assert_eq!(whole, pieces, "the outcome depends on how the bytes were split");
+    assert_eq!(
+        whole, pieces,
+        "the outcome depends on how the bytes were split"
+    );
     if whole.done {
         assert!(
             whole_packets(&stream[..whole.consumed]),
@@ -81,9 +84,23 @@ fn own_resultset(flags: u8, seed: u8, data: &[u8]) {
         .collect();
     let (deprecate_eof, tracks) = (flags & 8 != 0, flags & 16 != 0);
     let mut wire = Vec::new();
-    write_resultset(&mut wire, &columns, &rows, status::AUTOCOMMIT, deprecate_eof, tracks);
-    let r = drive(if deprecate_eof { 8 } else { 0 } | if tracks { 16 } else { 0 }, &wire, seed);
-    assert!(r.done && r.consumed == wire.len() && r.sent == wire, "own result set");
+    write_resultset(
+        &mut wire,
+        &columns,
+        &rows,
+        status::AUTOCOMMIT,
+        deprecate_eof,
+        tracks,
+    );
+    let r = drive(
+        if deprecate_eof { 8 } else { 0 } | if tracks { 16 } else { 0 },
+        &wire,
+        seed,
+    );
+    assert!(
+        r.done && r.consumed == wire.len() && r.sent == wire,
+        "own result set"
+    );
     assert_eq!((r.out.rows, r.out.result_sets), (rows.len() as u64, 1));
     assert_eq!(r.out.status, status::AUTOCOMMIT);
 }

@@ -32,16 +32,29 @@ pub fn run(data: &[u8]) {
         let _ = lx.take_comment();
     }
 
-    let s = scan_with(sql, Options { no_backslash_escapes: nbe });
+    let s = scan_with(
+        sql,
+        Options {
+            no_backslash_escapes: nbe,
+        },
+    );
     assert!(s.statements as usize <= tokens);
     if let Some((a, b)) = s.hint {
-        assert!(a <= b && b <= sql.len(), "hint {a}..{b} in {} bytes", sql.len());
+        assert!(
+            a <= b && b <= sql.len(),
+            "hint {a}..{b} in {} bytes",
+            sql.len()
+        );
     }
     let _ = s.hint(sql);
     let _ = s.route();
 
     let d = digest(sql, nbe);
-    assert!(d.text.len() <= MAX_TEXT, "digest text of {} bytes", d.text.len());
+    assert!(
+        d.text.len() <= MAX_TEXT,
+        "digest text of {} bytes",
+        d.text.len()
+    );
     let mut out = Vec::new();
     assert_eq!(normalize_into(sql, nbe, &mut out), d.id);
     assert!(out.len() <= MAX_TEXT);
@@ -59,7 +72,10 @@ pub fn run(data: &[u8]) {
         ("ROW_COUNT", "-1".to_string()),
     ];
     if let Some(r) = rewrite::replace_calls(sql, &values) {
-        assert!(rewrite::replace_calls(&r, &values).is_none(), "calls left after a rewrite");
+        assert!(
+            rewrite::replace_calls(&r, &values).is_none(),
+            "calls left after a rewrite"
+        );
     }
 
     let _ = names::created_temp_table(sql);

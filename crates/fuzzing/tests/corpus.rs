@@ -19,7 +19,10 @@ fn replay(kind: &str) -> usize {
         let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
         files.sort();
         for f in files {
-            if !f.is_file() || f.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+            if !f.is_file()
+                || f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            {
                 continue;
             }
             let data = std::fs::read(&f).expect("readable corpus file");

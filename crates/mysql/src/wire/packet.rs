@@ -193,7 +193,11 @@ mod tests {
         // The body never comes: the read stays pending, holding what it reserved.
         let pending = tokio::time::timeout(std::time::Duration::from_millis(50), read).await;
         assert!(pending.is_err());
-        assert!(buf.capacity() <= 2 * GROW_MIN, "reserved {}", buf.capacity());
+        assert!(
+            buf.capacity() <= 2 * GROW_MIN,
+            "reserved {}",
+            buf.capacity()
+        );
     }
 
     #[tokio::test]

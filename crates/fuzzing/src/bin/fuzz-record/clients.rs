@@ -163,10 +163,7 @@ async fn external(program: &str, args: &[&str], input: Option<&str>) {
         }
         let out = child.wait_with_output()?;
         if !out.status.success() {
-            eprintln!(
-                "{program}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+            eprintln!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim());
         }
         Ok::<_, std::io::Error>(())
     })

@@ -16,7 +16,11 @@ mod seeds;
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let out = PathBuf::from(std::env::args().nth(1).ok_or("usage: fuzz-record <out-dir>")?);
+    let out = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .ok_or("usage: fuzz-record <out-dir>")?,
+    );
     let db = sluice_testkit::MariaDb::start(sluice_testkit::ServerOptions::default())?;
     db.sql(
         "CREATE USER 'app'@'%' IDENTIFIED BY 'app'; \

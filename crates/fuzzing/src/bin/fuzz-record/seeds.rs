@@ -86,7 +86,11 @@ impl Seeds {
         if ccaps & CLIENT_PROTOCOL_41 == 0 || response.payload().len() == 32 {
             return; // pre-4.1 or TLS: nothing more to read in clear
         }
-        self.add("handshake", format!("response-{ccaps:x}"), response.payload().to_vec());
+        self.add(
+            "handshake",
+            format!("response-{ccaps:x}"),
+            response.payload().to_vec(),
+        );
         // The server's answers during authentication end with its first OK or ERR.
         let auth_end = server
             .iter()
@@ -130,7 +134,9 @@ impl Seeds {
                     self.add("sqlscan", format!("{shape:x}"), seed);
                 }
                 0x17 | 0x18 => {
-                    let id = payload.get(1..5).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                    let id = payload
+                        .get(1..5)
+                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
                     let params = id.and_then(|i| params_of.get(&i).copied()).unwrap_or(0);
                     let mut seed = params.to_le_bytes().to_vec();
                     seed.extend_from_slice(payload);

@@ -21,9 +21,9 @@ use super::session::{Fatal, Session};
 use crate::backend::stmt_cache::StmtKey;
 use crate::backend::BackendConn;
 use crate::wire::consts::{com, err};
+use params::{stmt_id, with_backend_id};
 use sluice_sqlscan::Scan;
 use std::collections::BTreeMap;
-use params::{stmt_id, with_backend_id};
 use std::sync::Arc;
 
 /// Most statements one session may hold (the server's default max_prepared_stmt_count).

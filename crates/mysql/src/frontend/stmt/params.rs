@@ -107,7 +107,10 @@ mod tests {
         let p = [0x17, 1, 0, 0, 0];
         let layout = ExecuteTypes::read(&p, 3);
         assert!(!layout.bound_here && !layout.has_flag(&p));
-        assert_eq!(execute_for_backend(&p, &layout, Some(&[0; 6]), 2), [0x17, 2, 0, 0, 0]);
+        assert_eq!(
+            execute_for_backend(&p, &layout, Some(&[0; 6]), 2),
+            [0x17, 2, 0, 0, 0]
+        );
         assert_eq!(stmt_id(&p[..4]), None);
     }
 }
