@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
         record) MODE=record ;;
         --seconds) SECONDS_PER_TARGET="$2"; shift ;;
         --seconds=*) SECONDS_PER_TARGET="${1#*=}" ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) TARGETS+=("$1") ;;
     esac
     shift
@@ -99,8 +99,12 @@ run() {
 }
 
 record() {
-    apt_install sysbench
+    apt_install sysbench python3 python3-venv
     ensure_mariadb
+    # The Python drivers, in the virtualenv the test suite uses (the recorder looks there).
+    local venv="${CARGO_TARGET_DIR:-$ROOT/target}/pyenv"
+    [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check PyMySQL mysql-connector-python
     RAW="$(mktemp -d)"
     trap 'rm -rf "$RAW"' EXIT
     local raw="$RAW"
