@@ -103,10 +103,16 @@ pub fn normalize_into(sql: &[u8], no_backslash_escapes: bool, out: &mut Vec<u8>)
 pub fn digest(sql: &[u8], no_backslash_escapes: bool) -> Digest {
     let mut out = Vec::with_capacity(sql.len().min(MAX_TEXT));
     let id = normalize_into(sql, no_backslash_escapes, &mut out);
-    Digest {
-        id,
-        text: String::from_utf8_lossy(&out).into_owned(),
+    // Invalid UTF-8 becomes U+FFFD, three bytes for one: cut again to keep the bound.
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    if text.len() > MAX_TEXT {
+        let mut cut = MAX_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
     }
+    Digest { id, text }
 }
 
 /// Common keywords and function names, written in upper case in digests whatever the case
@@ -386,6 +392,17 @@ mod tests {
 
     fn d(sql: &str) -> String {
         digest(sql.as_bytes(), false).text
+    }
+
+    /// Found by fuzzing (target `sqlscan`): text that is not UTF-8 grew threefold in the
+    /// digest text (U+FFFD for each byte), past [`MAX_TEXT`].
+    #[test]
+    fn invalid_utf8_keeps_the_text_bound() {
+        let mut sql = b"SELECT ".to_vec();
+        sql.extend(std::iter::repeat_n(0xfd, 3 * MAX_TEXT));
+        let t = digest(&sql, false).text;
+        assert!(t.len() <= MAX_TEXT, "{} bytes", t.len());
+        assert!(t.starts_with("SELECT \u{fffd}"));
     }
 
     #[test]

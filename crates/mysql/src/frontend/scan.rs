@@ -73,7 +73,7 @@ pub struct ServerError {
 }
 
 /// What the proxy learned from a response.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// Status flags of the last OK/EOF seen.
     pub status: u16,
@@ -269,9 +269,18 @@ impl Scanner {
 
     /// Decides about the packet whose header is at the front of `buf`.
     fn header(&mut self, buf: &mut [u8], len: usize, seq: u8) -> Step {
-        let continuation = self.continued;
-        self.continued = len == MAX_PAYLOAD;
-        if continuation {
+        let step = self.packet(buf, len, seq);
+        // Only a packet taken on tells whether the next one continues it: after NeedMore the
+        // same header is read again.
+        if step != Step::NeedMore {
+            self.continued = len == MAX_PAYLOAD;
+        }
+        step
+    }
+
+    /// [`Scanner::header`] without the continuation bookkeeping.
+    fn packet(&mut self, buf: &mut [u8], len: usize, seq: u8) -> Step {
+        if self.continued {
             self.last_seq = seq;
             return self.pass(buf.len(), len);
         }
@@ -303,13 +312,16 @@ impl Scanner {
                 return self.pass(buf.len(), len);
             }
             Phase::Rows | Phase::Columns(_) => {
-                // A row unless it is a terminator (0xFE, short) or an error (0xFF).
-                if buf.len() < 5 {
-                    if len == 0 {
-                        self.last_seq = seq;
+                // A row unless it is a terminator (0xFE, short) or an error (0xFF). An empty
+                // packet has no first byte: buf[4] would belong to the next packet.
+                if len == 0 {
+                    self.last_seq = seq;
+                    if self.phase == Phase::Rows {
                         self.out.rows += 1;
-                        return Step::Forward(4);
                     }
+                    return Step::Forward(4);
+                }
+                if buf.len() < 5 {
                     return Step::NeedMore;
                 }
                 let b = buf[4];

@@ -423,3 +423,53 @@ fn garbage_is_told_from_a_response() {
     assert_eq!(out, wire);
     assert_eq!(s.out.error.map(|e| e.code), Some(1153));
 }
+
+/// Found by fuzzing (target `scanner`): a packet header that arrived without its body was,
+/// when read again with more bytes, taken for the continuation of itself.
+#[test]
+fn a_header_read_twice_is_not_its_own_continuation() {
+    let mut s = Scanner::new(Expect::Query, true, true);
+    let mut wire = vec![0xff, 0xff, 0xff, 1];
+    assert_eq!(s.step(&mut wire), Step::NeedMore);
+    wire.extend_from_slice(&[0; 10]);
+    // Still the first packet and still incomplete: nothing may pass yet.
+    assert_eq!(s.step(&mut wire), Step::NeedMore);
+}
+
+/// The same with a 16 MiB row whose header arrives alone: the row is counted once.
+#[test]
+fn a_big_row_whose_header_arrives_alone_is_counted() {
+    let mut wire = Vec::new();
+    let seq = pkt(&mut wire, 1, &vec![0u8; MAX_PAYLOAD + 3]);
+    let ok = OkPacket::default();
+    write_ok(&mut wire, seq, &ok, 0xfe, true);
+    let mut s = Scanner::new(Expect::Fetch, true, true);
+    assert_eq!(s.step(&mut wire[..4].to_vec()), Step::NeedMore);
+    let (out, s) = run(s, &wire, 1 << 20);
+    assert_eq!(out.len(), wire.len());
+    assert_eq!(s.out.rows, 1);
+}
+
+/// Found by fuzzing (target `scanner`): an empty packet among rows was judged by the first
+/// byte of the packet after it. When that byte (the next packet's length) was 0xFE, the
+/// response was taken to end there; and the answer depended on how the bytes arrived.
+#[test]
+fn an_empty_packet_is_judged_by_itself() {
+    let mut wire = Vec::new();
+    let mut seq = pkt(&mut wire, 1, &[]);
+    seq = pkt(&mut wire, seq, &[b'x'; 0xfe]);
+    write_ok(&mut wire, seq, &OkPacket::default(), 0xfe, true);
+    for chunk in [1, 3, 4, 5, wire.len()] {
+        let (out, s) = run(Scanner::new(Expect::Fetch, true, true), &wire, chunk);
+        assert_eq!(out, wire, "chunk {chunk}");
+        assert_eq!(s.out.rows, 2, "chunk {chunk}");
+    }
+    // Column definitions of COM_FIELD_LIST are not rows, however they arrive.
+    let mut wire = Vec::new();
+    let seq = pkt(&mut wire, 1, &[]);
+    write_eof(&mut wire, seq, 0, 2);
+    for chunk in [1, 4, wire.len()] {
+        let (_, s) = run(Scanner::new(Expect::FieldList, false, true), &wire, chunk);
+        assert_eq!(s.out.rows, 0, "chunk {chunk}");
+    }
+}

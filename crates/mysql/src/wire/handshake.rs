@@ -40,10 +40,16 @@ impl Greeting {
         out.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
         out.push(21); // auth plugin data length: 20 + NUL
         out.extend_from_slice(&[0; 10]);
-        out.extend_from_slice(&self.scramble[8..]);
-        out.push(0);
-        out.extend_from_slice(self.auth_plugin.as_bytes());
-        out.push(0);
+        // As decode reads them: the second part of the nonce and the plugin name exist only
+        // with these capabilities.
+        if caps & cap::SECURE_CONNECTION != 0 {
+            out.extend_from_slice(&self.scramble[8..]);
+            out.push(0);
+        }
+        if caps & cap::PLUGIN_AUTH != 0 {
+            out.extend_from_slice(self.auth_plugin.as_bytes());
+            out.push(0);
+        }
     }
 
     /// Parses a greeting payload.
@@ -182,9 +188,13 @@ impl HandshakeResponse {
         out.push(0);
         if caps & cap::PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
             put_lenenc_bytes(out, &self.auth_response);
-        } else {
+        } else if caps & cap::SECURE_CONNECTION != 0 {
             out.push(self.auth_response.len() as u8);
             out.extend_from_slice(&self.auth_response);
+        } else {
+            // Without CLIENT_SECURE_CONNECTION the response is NUL-terminated, as decode reads it.
+            out.extend_from_slice(&self.auth_response);
+            out.push(0);
         }
         if caps & cap::CONNECT_WITH_DB != 0 {
             out.extend_from_slice(self.database.as_deref().unwrap_or("").as_bytes());
@@ -273,6 +283,37 @@ mod tests {
         h.encode(&mut v);
         assert_eq!(HandshakeResponse::decode(&v), Some(h));
         assert_eq!(HandshakeResponse::decode(&v[..10]), None);
+    }
+
+    /// Found by fuzzing (target `handshake`): without CLIENT_SECURE_CONNECTION the encoders
+    /// wrote what the decoders do not read (a second nonce part and plugin name in the
+    /// greeting, a length-prefixed auth response), so a decoded packet did not survive being
+    /// written again.
+    #[test]
+    fn encoders_follow_the_capabilities_like_the_decoders() {
+        let g = Greeting {
+            server_version: "10.11".into(),
+            connection_id: 1,
+            scramble: *b"abcdefgh\0\0\0\0\0\0\0\0\0\0\0\0",
+            capabilities: cap::PROTOCOL_41,
+            collation: 8,
+            status: 2,
+            auth_plugin: super::super::consts::NATIVE_PASSWORD.into(),
+        };
+        let mut v = Vec::new();
+        g.encode(&mut v);
+        assert_eq!(Greeting::decode(&v), Some(g));
+
+        let h = HandshakeResponse {
+            capabilities: cap::PROTOCOL_41 | cap::CONNECT_WITH_DB,
+            user: "app".into(),
+            auth_response: b"secret".to_vec(),
+            database: Some("test".into()),
+            ..HandshakeResponse::default()
+        };
+        let mut v = Vec::new();
+        h.encode(&mut v);
+        assert_eq!(HandshakeResponse::decode(&v), Some(h));
     }
 
     #[test]

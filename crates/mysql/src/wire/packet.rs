@@ -95,15 +95,22 @@ async fn read_header<S: AsyncRead + Unpin>(
     Ok((seq, len))
 }
 
+/// Room reserved at least when a packet body does not fit the buffer yet.
+const GROW_MIN: usize = 64 * 1024;
+
 async fn fill<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut BytesMut,
     len: usize,
 ) -> Result<(), ReadError> {
-    if buf.len() < len {
-        buf.reserve(len - buf.len());
-    }
     while buf.len() < len {
+        // The buffer grows with the bytes that arrived (doubling), never ahead of them on the
+        // strength of a length field alone: a peer announcing 16 MiB and sending nothing more
+        // must not make the proxy reserve 16 MiB.
+        let step = (len - buf.len()).min(buf.len().max(GROW_MIN));
+        if buf.capacity() - buf.len() < step {
+            buf.reserve(step);
+        }
         let n = stream.read_buf(buf).await?;
         if n == 0 {
             return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
@@ -171,6 +178,26 @@ mod tests {
             assert!(p.payload[..] == payload[..], "size {size}");
             assert!(buf.is_empty());
         }
+    }
+
+    /// Found by fuzzing (target `packet`): a bare header announcing 3 MiB made the reader
+    /// reserve 3 MiB before any of it arrived.
+    #[tokio::test]
+    async fn a_length_field_alone_reserves_no_memory() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"0000")
+            .await
+            .unwrap();
+        let mut buf = BytesMut::new();
+        let read = read_packet(&mut server, &mut buf, 1 << 30);
+        // The body never comes: the read stays pending, holding what it reserved.
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), read).await;
+        assert!(pending.is_err());
+        assert!(
+            buf.capacity() <= 2 * GROW_MIN,
+            "reserved {}",
+            buf.capacity()
+        );
     }
 
     #[tokio::test]

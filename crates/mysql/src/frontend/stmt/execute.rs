@@ -1,5 +1,6 @@
 //! COM_STMT_EXECUTE and COM_STMT_SEND_LONG_DATA.
 
+use super::params::{execute_for_backend, ExecuteTypes};
 use super::{with_backend_id, Session};
 use crate::frontend::exec::{FwdError, Target};
 use crate::frontend::scan::Expect;
@@ -22,12 +23,10 @@ impl Session {
         }
         // Where the parameter types are, and whether this execute carries them.
         let params = stmt.params as usize;
-        let flag_at = 10 + params.div_ceil(8);
-        let bound_here = params > 0 && payload.get(flag_at) == Some(&1);
-        if bound_here {
-            if let Some(t) = payload.get(flag_at + 1..flag_at + 1 + 2 * params) {
-                stmt.types = Some(t.into());
-            }
+        let layout = ExecuteTypes::read(&payload, stmt.params);
+        let bound_here = layout.bound_here;
+        if let Some(t) = layout.types {
+            stmt.types = Some(t.into());
         }
         let key = stmt.key.clone();
         let scan = stmt.scan.clone();
@@ -64,18 +63,9 @@ impl Session {
         };
         // A connection that never saw this statement's types needs them, even when the
         // client (rightly, from its point of view) does not send them again.
-        let send_types = params > 0 && !bound_here && !b.types_bound && payload.len() > flag_at;
-        let out_payload = match types.as_deref() {
-            Some(t) if send_types => {
-                let mut p = Vec::with_capacity(payload.len() + t.len());
-                p.extend_from_slice(&payload[..flag_at]);
-                p.push(1);
-                p.extend_from_slice(t);
-                p.extend_from_slice(&payload[flag_at + 1..]);
-                with_backend_id(&p, b.id)
-            }
-            _ => with_backend_id(&payload, b.id),
-        };
+        let send_types = params > 0 && !bound_here && !b.types_bound && layout.has_flag(&payload);
+        let resend = types.as_deref().filter(|_| send_types);
+        let out_payload = execute_for_backend(&payload, &layout, resend, b.id);
         let scanner = self.scanner_for(&att, Expect::Execute);
         let result = self.forward(&mut att, &out_payload, scanner, true).await;
         self.handle.set_statement(None);

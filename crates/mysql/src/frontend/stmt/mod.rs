@@ -8,18 +8,20 @@
 //!
 //! - `prepare.rs`: COM_STMT_PREPARE, and preparing lazily on a backend connection;
 //! - `execute.rs`: COM_STMT_EXECUTE and COM_STMT_SEND_LONG_DATA;
-//! - `cursor.rs`: COM_STMT_FETCH, COM_STMT_RESET, COM_STMT_CLOSE.
+//! - `cursor.rs`: COM_STMT_FETCH, COM_STMT_RESET, COM_STMT_CLOSE;
+//! - `params.rs`: the statement id and parameter types inside those commands' payloads.
 
 mod cursor;
 mod execute;
+pub mod params;
 mod prepare;
 
 use super::pins::Pins;
 use super::session::{Fatal, Session};
 use crate::backend::stmt_cache::StmtKey;
 use crate::backend::BackendConn;
-use crate::wire::buf::Reader;
 use crate::wire::consts::{com, err};
+use params::{stmt_id, with_backend_id};
 use sluice_sqlscan::Scan;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -80,18 +82,6 @@ impl Statements {
             }
         }
     }
-}
-
-/// The statement id of a COM_STMT_* command.
-fn stmt_id(payload: &[u8]) -> Option<u32> {
-    Reader::new(payload.get(1..)?).u32()
-}
-
-/// The command payload with the client's statement id replaced by the backend's.
-fn with_backend_id(payload: &[u8], backend_id: u32) -> Vec<u8> {
-    let mut out = payload.to_vec();
-    out[1..5].copy_from_slice(&backend_id.to_le_bytes());
-    out
 }
 
 impl Session {
