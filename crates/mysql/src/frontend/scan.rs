@@ -255,10 +255,11 @@ impl Scanner {
         if seq == expected {
             return None;
         }
-        if !self.started {
+        // (An empty packet has no first byte: buf[4] would belong to the next packet.)
+        if !self.started && len > 0 {
             match buf.get(4) {
                 Some(0xff) => return None,
-                None if len > 0 => return Some(Step::NeedMore),
+                None => return Some(Step::NeedMore),
                 _ => {}
             }
         }

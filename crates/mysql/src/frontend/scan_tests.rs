@@ -473,3 +473,23 @@ fn an_empty_packet_is_judged_by_itself() {
         assert_eq!(s.out.rows, 0, "chunk {chunk}");
     }
 }
+
+/// Found by fuzzing the merged scanner (target `scanner`): an empty packet out of sequence
+/// where an answer starts was taken for an error packet when the next header's first byte
+/// (a length of 255: 0xFF) arrived with it, and refused when it did not.
+#[test]
+fn an_empty_packet_out_of_sequence_is_refused_however_it_arrives() {
+    let mut wire = Vec::new();
+    pkt(&mut wire, 7, &[]);
+    pkt(&mut wire, 8, &[b'x'; 255]);
+    for chunk in [1, 4, 5, wire.len()] {
+        let mut s = Scanner::new(Expect::Query, true, true);
+        s.expect_first_seq(1);
+        let (why, forwarded) = malformed(s, &wire, chunk);
+        assert!(
+            why.contains("sequence id 7 where 1"),
+            "chunk {chunk}: {why}"
+        );
+        assert_eq!(forwarded, 0);
+    }
+}
