@@ -23,11 +23,7 @@ async fn show_commands_answer_with_the_proxy_state() {
         "\n[[rules]]\nname = \"pinned_reads\"\nmatch = \"^SELECT 7\"\nhostgroup = \"writer\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\nsql_listen = \"127.0.0.1:0\"\nsql_password = \"adm1n\"\n",
     )
     .await;
-    let port = env
-        .running
-        .admin_sql_addr
-        .expect("admin SQL listener")
-        .port();
+    let port = env.admin_sql_port();
     let mut c = Conn::new(Opts::from_url(&env.url("test")).unwrap())
         .await
         .unwrap();

@@ -71,11 +71,7 @@ async fn silent_sockets_never_lock_out_a_real_login() {
         },
     )
     .await;
-    let admin_port = env
-        .running
-        .admin_sql_addr
-        .expect("admin SQL listener")
-        .port();
+    let admin_port = env.admin_sql_port();
     // More silent sockets than either port's limit (50 clients, 64 admin sessions).
     let _clients = silent(env.port, 300).await;
     let _admins = silent(admin_port, 200).await;
@@ -114,11 +110,7 @@ async fn a_full_connection_phase_budget_closes_the_oldest() {
         "\n[login]\nmax_connecting = 16\nhandshake_timeout = \"5m\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\nsql_listen = \"127.0.0.1:0\"\nsql_password = \"adm1n\"\nsql_max_connections = 2\n",
     )
     .await;
-    let admin_port = env
-        .running
-        .admin_sql_addr
-        .expect("admin SQL listener")
-        .port();
+    let admin_port = env.admin_sql_port();
     let mut clients = silent(env.port, 100).await;
     let mut admins = silent(admin_port, 40).await;
     closed_by_server(&mut clients[0], "the oldest silent client").await;

@@ -250,6 +250,14 @@ impl Env {
         }
     }
 
+    /// The port of the MySQL-protocol admin listener (`[admin] sql_listen`).
+    pub fn admin_sql_port(&self) -> u16 {
+        self.running
+            .admin_sql_addr
+            .expect("admin SQL listener")
+            .port()
+    }
+
     /// True if server `i` has `read_only` on.
     pub fn read_only(&self, i: usize) -> bool {
         self.topo.servers[i]
