@@ -378,14 +378,16 @@ impl Proxy {
     /// the writer first, logging in as the monitor or as any configured user; clients
     /// connecting before that see built-in defaults. Says why when no server could be used.
     async fn learn_servers(self: &Arc<Self>) {
-        let users = self.users.load_full();
+        // The monitor's login first, then the users in the file's order (at most
+        // `LEARN_LOGINS` of them: a user the servers refuse costs one round trip).
+        const LEARN_LOGINS: usize = 16;
         let mut logins: Vec<(String, String)> = Vec::new();
         if self.config.monitor.enabled {
             logins.push(self.config.monitor_credentials());
         }
-        for u in users.all() {
-            let l = (u.name.to_string(), u.password.clone());
-            if !logins.contains(&l) {
+        for u in &self.config.users {
+            let l = (u.name.clone(), u.password.clone());
+            if !logins.contains(&l) && logins.len() < LEARN_LOGINS {
                 logins.push(l);
             }
         }
@@ -398,7 +400,7 @@ impl Proxy {
         servers.sort_by_key(|s| !writer.iter().any(|w| Arc::ptr_eq(w, s)));
         let mut failures = Vec::new();
         for server in servers {
-            for (user, password) in logins.iter().take(3) {
+            for (user, password) in &logins {
                 let attempt = tokio::time::timeout(
                     self.config.pool.connect_timeout.get(),
                     BackendConn::connect_with(
@@ -540,12 +542,15 @@ impl Handler for AdminSqlHandler {
         peer: SocketAddr,
         _listener: Arc<ListenerInfo>,
     ) -> HandlerFuture {
+        // Entered here, in the accept loop: places follow the order of acceptance.
+        let place = self.admission.connecting.enter();
         Box::pin(crate::frontend::admin_sql::serve(
             self.proxy.clone(),
             self.users.clone(),
             stream,
             peer,
             self.admission.clone(),
+            place,
         ))
     }
 }
@@ -557,12 +562,15 @@ impl Handler for MysqlHandler {
         peer: SocketAddr,
         listener: Arc<ListenerInfo>,
     ) -> HandlerFuture {
+        // Entered here, in the accept loop: places follow the order of acceptance.
+        let place = self.admission.connecting.enter();
         Box::pin(session::serve(
             self.proxy.clone(),
             stream,
             peer,
             listener,
             self.admission.clone(),
+            place,
         ))
     }
 }

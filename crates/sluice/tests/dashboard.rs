@@ -55,6 +55,7 @@ async fn dashboard_shows_the_topology_in_a_real_browser() {
         .await
         .unwrap();
     c.query_drop("INSERT INTO d VALUES (1), (2)").await.unwrap();
+    env.sync(); // the reads below go to the replicas
     for _ in 0..20 {
         c.query_drop("SELECT * FROM d WHERE id = 1").await.unwrap();
     }

@@ -102,6 +102,7 @@ async fn switchover_under_load_without_client_errors() {
     c.query_drop("CREATE TABLE w (id INT PRIMARY KEY, sid INT)")
         .await
         .unwrap();
+    env.sync(); // the clients read from the replicas
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(Mutex::new(Vec::new()));
     let acked = Arc::new(Mutex::new(BTreeSet::new()));

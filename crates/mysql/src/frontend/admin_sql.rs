@@ -11,6 +11,7 @@ use crate::users::Users;
 use crate::wire::consts::{cap, status};
 use crate::wire::resultset::column_type;
 use crate::wire::resultset::{write_resultset, Column};
+use sluice_core::connecting::Connecting;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     admission: Arc<Admission>,
+    place: Connecting,
 ) {
     let mut client = ClientConn::new(stream, 1 << 20);
     let version = proxy.announced_version();
@@ -54,7 +56,7 @@ pub async fn serve(
         throttle: &proxy.throttle,
     };
     let timeout = proxy.effective.load().login.handshake_timeout.get();
-    let (auth, _permit) = match login::admit(&mut client, &cx, &admission, timeout).await {
+    let (auth, _permit) = match login::admit(&mut client, &cx, &admission, place, timeout).await {
         Ok(a) => a,
         Err(e) => {
             tracing::debug!(%peer, error = %e, "admin SQL client not admitted");

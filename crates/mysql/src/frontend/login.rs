@@ -7,7 +7,7 @@
 use super::client::ClientConn;
 use super::handshake::{self, Authenticated, HandshakeContext};
 use crate::wire::consts::err;
-use sluice_core::connecting::ConnectingGate;
+use sluice_core::connecting::{Connecting, ConnectingGate};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -55,11 +55,14 @@ pub enum Refused {
 }
 
 /// Runs the connection phase for `client` under `admission` and the proxy's `[login]`
-/// settings. On success the client holds a place under the client limit.
+/// settings, holding `place` in the connection-phase budget (taken when the connection was
+/// accepted, so that "oldest" means first accepted). On success the client holds a place
+/// under the client limit.
 pub async fn admit(
     client: &mut ClientConn,
     cx: &HandshakeContext<'_>,
     admission: &Admission,
+    place: Connecting,
     timeout: std::time::Duration,
 ) -> Result<(Authenticated, OwnedSemaphorePermit), Refused> {
     let ip = cx.peer.ip();
@@ -73,7 +76,6 @@ pub async fn admit(
             .await;
         return Err(Refused::Blocked);
     }
-    let place = admission.connecting.enter();
     let auth = tokio::select! {
         r = tokio::time::timeout(timeout, handshake::accept(client, cx)) => match r {
             Ok(r) => r?,

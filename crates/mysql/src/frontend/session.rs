@@ -15,6 +15,7 @@ use crate::state::TrackedState;
 use crate::users::User;
 use crate::wire::consts::{cap, com, err, status};
 use crate::wire::packet::ReadError;
+use sluice_core::connecting::Connecting;
 use sluice_core::listener::ListenerInfo;
 use sluice_core::PoolKey;
 use std::net::SocketAddr;
@@ -123,13 +124,14 @@ pub async fn serve(
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
     admission: Arc<Admission>,
+    place: Connecting,
 ) {
     // The connection phase, the initial schema and the goodbye are boxed: their state lives
     // on the heap only while they run, so an idle session's task holds little more than the
     // `Session` itself (see docs/benchmarks.md, memory per idle client).
     // (Two statements: a temporary of the `.await` statement would keep its storage in this
     // future.)
-    let opening = Box::pin(open(proxy, stream, peer, listener, &admission));
+    let opening = Box::pin(open(proxy, stream, peer, listener, &admission, place));
     let Some((mut session, started, _permit)) = opening.await else {
         return;
     };
@@ -159,6 +161,7 @@ async fn open(
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
     admission: &Admission,
+    place: Connecting,
 ) -> Option<(Box<Session>, Result<bool, Fatal>, OwnedSemaphorePermit)> {
     let id = proxy.sessions.next_id();
     let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
@@ -175,7 +178,7 @@ async fn open(
         throttle: &proxy.throttle,
     };
     let timeout = proxy.effective.load().login.handshake_timeout.get();
-    let (auth, permit) = match login::admit(&mut client, &cx, admission, timeout).await {
+    let (auth, permit) = match login::admit(&mut client, &cx, admission, place, timeout).await {
         Ok(a) => a,
         Err(e) => {
             tracing::debug!(%peer, error = %e, "client not admitted");
