@@ -6,7 +6,6 @@
 
 use arc_swap::ArcSwap;
 use sluice_config::RuleConfig;
-use sluice_sqlscan::{Route, Scan};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -95,12 +94,31 @@ pub struct Decision {
     pub reason: Reason,
 }
 
+/// What a statement can do, as the protocol's own scanner classified it (each dialect has
+/// its scanner; the router knows none of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Cannot write anything: a replica may answer it.
+    Read,
+    /// May write, lock, or depend on the primary: it goes to the writer.
+    Write,
+}
+
+/// A statement as the router sees it: its route and the target a comment hint names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Classified<'a> {
+    /// Read or write.
+    pub route: Route,
+    /// `sluice:<target>` from a comment, if any.
+    pub hint: Option<&'a str>,
+}
+
 /// What the router looks at.
 pub struct RouteInput<'a> {
-    /// Statement text.
+    /// Statement text (rules match it).
     pub sql: &'a [u8],
-    /// Its scan.
-    pub scan: &'a Scan,
+    /// Its classification.
+    pub class: Classified<'a>,
     /// Client user.
     pub user: &'a str,
     /// Current schema.
@@ -188,7 +206,7 @@ impl Router {
         if input.in_transaction {
             return decide(&self.writer, Reason::Transaction);
         }
-        if let Some(hint) = input.scan.hint(input.sql) {
+        if let Some(hint) = input.class.hint {
             let target = self
                 .resolve(hint)
                 .ok_or_else(|| UnknownHint(hint.to_string()))?;
@@ -206,7 +224,7 @@ impl Router {
                 return decide(&rule.hostgroup, Reason::Rule(i));
             }
         }
-        match input.scan.route() {
+        match input.class.route {
             Route::Read => decide(&self.reader, Reason::Read),
             Route::Write => decide(&self.writer, Reason::Write),
         }
@@ -233,7 +251,21 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_sqlscan::scan;
+
+    /// A toy classification for these tests: reads start with SELECT; a hint is
+    /// `/* sluice:<target> */`.
+    fn classify(sql: &str) -> Classified<'_> {
+        let route = if sql.trim_start().to_ascii_uppercase().starts_with("SELECT") {
+            Route::Read
+        } else {
+            Route::Write
+        };
+        let hint = sql
+            .split("/* sluice:")
+            .nth(1)
+            .and_then(|rest| rest.split(" */").next());
+        Classified { route, hint }
+    }
 
     fn router(rules: &[(&str, &str)]) -> Router {
         let rules: Vec<RuleConfig> = rules
@@ -255,10 +287,9 @@ mod tests {
     }
 
     fn route(r: &Router, sql: &str, in_trx: bool) -> Result<Decision, UnknownHint> {
-        let s = scan(sql.as_bytes());
         r.route(&RouteInput {
             sql: sql.as_bytes(),
-            scan: &s,
+            class: classify(sql),
             user: "app",
             schema: None,
             in_transaction: in_trx,
@@ -308,12 +339,11 @@ mod tests {
     #[test]
     fn pinned_listener_wins() {
         let r = router(&[]);
-        let s = scan(b"UPDATE t SET a=1");
         let hg: Arc<str> = Arc::from("reader");
         let d = r
             .route(&RouteInput {
                 sql: b"UPDATE t SET a=1",
-                scan: &s,
+                class: classify("UPDATE t SET a=1"),
                 user: "app",
                 schema: None,
                 in_transaction: true,

@@ -13,7 +13,7 @@ use super::sync::SyncError;
 use crate::backend::BackendConn;
 use crate::state;
 use crate::wire::consts::{cap, err};
-use sluice_core::router::{Decision, Reason, RouteInput};
+use sluice_core::router::{Classified, Decision, Reason, Route, RouteInput};
 use sluice_core::{AcquireError, Lease};
 use sluice_sqlscan::{Effects, Scan};
 use std::sync::atomic::Ordering::Relaxed;
@@ -126,6 +126,17 @@ const PIN_CREATING: Effects = Effects(
         | Effects::UNTRACKED.0,
 );
 
+/// The router's view of a MySQL statement's scan.
+pub(crate) fn classified<'a>(scan: &Scan, sql: &'a [u8]) -> Classified<'a> {
+    Classified {
+        route: match scan.route() {
+            sluice_sqlscan::Route::Read => Route::Read,
+            sluice_sqlscan::Route::Write => Route::Write,
+        },
+        hint: scan.hint(sql),
+    }
+}
+
 impl Session {
     /// Decides where a statement runs.
     pub(crate) fn target(&self, scan: &Scan, sql: &[u8]) -> Result<Target, String> {
@@ -160,7 +171,7 @@ impl Session {
             .router
             .route(&RouteInput {
                 sql,
-                scan,
+                class: classified(scan, sql),
                 user: &self.user.name,
                 schema,
                 in_transaction: self.st.in_trans || !self.st.autocommit,
