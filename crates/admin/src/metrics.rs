@@ -399,7 +399,7 @@ impl Collector for ProxyCollector {
 /// Failed failovers by the step that failed, and what the monitor is still repairing.
 fn monitor_failures(
     enc: &mut DescriptorEncoder<'_>,
-    m: &sluice_mysql::proxy::MysqlMonitor,
+    m: &sluice_monitor::Monitor,
 ) -> Result<(), Error> {
     use sluice_monitor::FailoverStep;
     family(

@@ -7,6 +7,7 @@
 
 pub mod balance;
 pub mod budget;
+pub mod cluster;
 pub mod connecting;
 pub mod digest;
 mod error;
@@ -20,6 +21,7 @@ pub mod stats;
 pub mod topology;
 
 pub use budget::{Charge, MemoryBudget, OverBudget};
+pub use cluster::Cluster;
 pub use digest::{DigestKey, DigestSample, DigestStats, DigestTable};
 pub use error::{AcquireError, ConnectError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};

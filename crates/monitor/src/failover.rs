@@ -8,7 +8,7 @@
 //! the promotion, a replica that cannot be repointed is retried (see `repair.rs`) and takes no
 //! reads while it follows the old primary.
 
-use crate::agent::{Agent, AgentError, Threads};
+use crate::agent::{AgentError, Threads};
 use crate::backoff::Schedule;
 use crate::coordinator::Proposal;
 use crate::journal::{Journal, Undo};
@@ -29,12 +29,12 @@ pub(crate) struct Attempts {
     pub last_error: Option<String>,
 }
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// The replicas that could take over from `old`, best first: most received, then least lag.
     pub(crate) fn candidates(&self, old: &Arc<Server>) -> Vec<(Arc<Server>, String)> {
         let mut c: Vec<(Arc<Server>, String, Option<Duration>)> = self
-            .topology
-            .all()
+            .cluster
+            .servers()
             .iter()
             .filter(|s| s.managed && !Arc::ptr_eq(s, old))
             .filter(|s| s.observed().role == Role::Replica)
@@ -127,9 +127,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
 
     /// What statements waiting for a writer are told if none turns up.
     fn say_why_no_writer(&self, why: Option<String>) {
-        if let Some(w) = self.topology.writer() {
-            w.set_vacancy_reason(why);
-        }
+        self.cluster.say_why_no_writer(why);
     }
 
     /// Steps 1 and 2: the candidate applies everything it received (never restarting its

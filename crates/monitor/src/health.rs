@@ -5,7 +5,7 @@
 //! own thread was starved of CPU does not count at all (it says nothing about the server).
 
 use crate::agent::{self, AgentError, ReplicaStatus, Report};
-use crate::{Agent, Monitor};
+use crate::Monitor;
 use sluice_core::{Role, Server};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub(crate) enum Outcome {
     TimedOut,
 }
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// Records a check's result. A failed check counts from when its round started (a hung
     /// server is silent from then on). `starved`: the monitor's thread waited this long for a
     /// CPU during the round, so time-outs are inconclusive.
@@ -94,7 +94,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
                 // Following another server sluice knows (a former primary), not the primary.
                 let follows_other = rep.replica.as_ref().is_some_and(|rs| {
                     primary.is_some_and(|p| !agent::same_endpoint(&rs.source, &p.address))
-                        && self.topology.all().iter().any(|o| {
+                        && self.cluster.servers().iter().any(|o| {
                             o.managed
                                 && !std::ptr::eq(&**o, &**s)
                                 && agent::same_endpoint(&rs.source, &o.address)
@@ -129,9 +129,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
                 if !v.declared_failed && now.duration_since(since) >= settings.detection_time {
                     v.declared_failed = true;
                     s.fail_in_flight();
-                    for hg in self.topology.hostgroups().iter() {
-                        hg.drop_idle(s);
-                    }
+                    self.cluster.drop_idle(s);
                 }
             }
         }

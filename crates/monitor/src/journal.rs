@@ -4,7 +4,7 @@
 
 use crate::agent::Threads;
 use crate::repair::Action;
-use crate::{Agent, Monitor};
+use crate::Monitor;
 use sluice_core::Server;
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ impl Journal {
     }
 }
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// Undoes everything in `journal`, newest first. Returns a sentence saying what was put
     /// back and what will be retried.
     pub(crate) async fn roll_back(&self, journal: Journal) -> String {

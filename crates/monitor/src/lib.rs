@@ -33,12 +33,13 @@ mod tests;
 
 pub use status::{FailoverStep, MonitorStats, MonitorStatus, RepairView};
 
-use agent::{Agent, AgentError, Report};
+pub use agent::Agent;
+use agent::{AgentError, Report};
 use coordinator::Coordinator;
 use events::Events;
 use parking_lot::Mutex;
 use sluice_config::Config;
-use sluice_core::{Observed, Role, Server, Topology};
+use sluice_core::{Cluster, Observed, Role, Server};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,9 +118,9 @@ struct State {
 }
 
 /// The monitor.
-pub struct Monitor<A, C> {
-    agent: Arc<A>,
-    topology: Arc<Topology<C>>,
+pub struct Monitor {
+    agent: Arc<dyn Agent>,
+    cluster: Arc<dyn Cluster>,
     settings: parking_lot::Mutex<Settings>,
     coordinator: Arc<dyn Coordinator>,
     state: Mutex<State>,
@@ -134,29 +135,19 @@ pub struct Monitor<A, C> {
     pub stats: MonitorStats,
 }
 
-/// With servers the monitor places, statements wait up to `write_wait` for a writer while it
-/// is replaced (failover, switchover) instead of failing at once.
-fn hold_writes<C>(topology: &Topology<C>, write_wait: Duration) {
-    if topology.all().iter().any(|s| s.managed) {
-        if let Some(w) = topology.writer() {
-            w.set_hold_when_empty(Some(write_wait));
-        }
-    }
-}
-
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
-    /// A monitor over `topology`.
+impl Monitor {
+    /// A monitor over `cluster`, reaching its servers through `agent`.
     pub fn new(
-        agent: Arc<A>,
-        topology: Arc<Topology<C>>,
+        agent: Arc<dyn Agent>,
+        cluster: Arc<dyn Cluster>,
         settings: Settings,
         coordinator: Arc<dyn Coordinator>,
     ) -> Arc<Self> {
-        let configured_primary = topology.primary();
-        hold_writes(&topology, settings.write_wait);
+        let configured_primary = cluster.configured_primary();
+        cluster.hold_writes(settings.write_wait);
         Arc::new(Monitor {
             agent,
-            topology,
+            cluster,
             settings: parking_lot::Mutex::new(settings),
             coordinator,
             state: Mutex::new(State::default()),
@@ -165,11 +156,6 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
             events: Events::default(),
             stats: MonitorStats::default(),
         })
-    }
-
-    /// The agent that talks to the servers.
-    pub fn agent(&self) -> &Arc<A> {
-        &self.agent
     }
 
     /// The settings in force.
@@ -181,7 +167,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// next round on; the monitor's privileges are checked again.
     pub fn set_settings(&self, s: Settings) {
         *self.settings.lock() = s;
-        hold_writes(&self.topology, s.write_wait);
+        self.cluster.hold_writes(s.write_wait);
         self.state.lock().preflight.recheck_now();
     }
 
@@ -213,7 +199,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// runs on the monitor's thread, whose run-queue wait tells whether a time-out is the
     /// monitor's own starvation (elsewhere the task may move between threads).
     async fn check_all(&self, on_own_thread: bool) {
-        let servers = self.topology.servers();
+        let servers = self.cluster.servers().to_vec();
         let settings = self.settings();
         let started = Instant::now();
         let starvation = starvation::Meter::start();
@@ -239,7 +225,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
 
     /// Decides roles, failovers, fencing and rejoins from the latest checks.
     async fn decide(self: &Arc<Self>) {
-        if !self.topology.all().iter().any(|s| s.managed) {
+        if !self.cluster.servers().iter().any(|s| s.managed) {
             return;
         }
         let Ok(_guard) = self.changing.try_lock() else {
@@ -301,7 +287,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
         }
         o.role = role;
         s.set_observed(o);
-        self.topology.place(s, role);
+        self.cluster.place(s, role);
     }
 
     fn set_primary(&self, s: Option<Arc<Server>>) {

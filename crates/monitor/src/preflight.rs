@@ -2,7 +2,7 @@
 //! again before a failover attempt; while a privilege is missing, failover is refused (said
 //! at start, in the API and in events) instead of being discovered half-way through.
 
-use crate::{Agent, Monitor};
+use crate::Monitor;
 use std::time::{Duration, Instant};
 
 /// A check older than this is repeated before a failover attempt.
@@ -31,7 +31,7 @@ impl Preflight {
     }
 }
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// Runs the check at the first round, and when asked to.
     pub(crate) async fn preflight_if_due(&self) {
         let s = self.settings();
@@ -71,8 +71,8 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     /// Reads the monitor user's privileges on every reachable managed server.
     async fn check_privileges(&self) {
         let servers: Vec<_> = self
-            .topology
-            .all()
+            .cluster
+            .servers()
             .iter()
             .filter(|s| s.managed && self.reachable(s))
             .cloned()

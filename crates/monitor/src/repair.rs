@@ -5,7 +5,7 @@
 
 use crate::backoff::Schedule;
 use crate::status::RepairView;
-use crate::{Agent, Monitor};
+use crate::Monitor;
 use sluice_core::Server;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -120,7 +120,7 @@ impl Repairs {
     }
 }
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// Records that `action` on `s` failed; it is retried with backoff. Reported as an event
     /// the first time and whenever the error changes.
     pub(crate) fn repair_failed(&self, s: &Arc<Server>, action: Action, error: &str) {

@@ -5,20 +5,20 @@
 //! Only a reachable server is given the primary role: a primary that stops answering keeps
 //! being "the primary to replace" for failover, but leaves the writer hostgroup.
 
-use crate::agent::{Agent, Threads};
+use crate::agent::Threads;
 use crate::repair::Action;
 use crate::Monitor;
 use sluice_core::{Health, Role, Server};
 use std::sync::Arc;
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// With no primary known: the writable, non-replicating server that replicas follow (or
     /// the only writable one); failing that, the unreachable server the replicas follow (a
     /// primary that is down at start, for failover to replace).
     pub(crate) fn discover_primary(&self) {
         let managed: Vec<Arc<Server>> = self
-            .topology
-            .all()
+            .cluster
+            .servers()
             .iter()
             .filter(|s| s.managed)
             .cloned()
@@ -110,8 +110,8 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
         };
         let primary_up = self.reachable(&primary);
         let others: Vec<Arc<Server>> = self
-            .topology
-            .all()
+            .cluster
+            .servers()
             .iter()
             .filter(|s| s.managed && !Arc::ptr_eq(s, &primary))
             .cloned()

@@ -118,7 +118,7 @@ pub struct MonitorStatus {
     pub repairs: Vec<RepairView>,
 }
 
-impl<A: crate::Agent, C: Send + Sync + 'static> crate::Monitor<A, C> {
+impl crate::Monitor {
     /// The monitor's own state, for the admin API.
     pub fn status(&self) -> MonitorStatus {
         let settings = self.settings();

@@ -3,7 +3,7 @@
 //! so clients see no errors. If a step fails before the target is writable, everything is put
 //! back (the old primary writable and in service, the target replicating again).
 
-use crate::agent::{Agent, Threads};
+use crate::agent::Threads;
 use crate::journal::{Journal, Undo};
 use crate::repair::Action;
 use crate::Monitor;
@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// Makes `to` (an address or server name; by default the most advanced replica) the
     /// primary. Returns a summary, or why it could not.
     pub async fn switchover(&self, to: Option<&str>) -> Result<String, String> {
@@ -154,14 +154,7 @@ impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
     async fn wait_drained(&self, server: &Arc<Server>, timeout: Duration) -> Result<(), u32> {
         let deadline = Instant::now() + timeout;
         loop {
-            let busy: u32 = self
-                .topology
-                .hostgroups()
-                .iter()
-                .flat_map(|h| h.pool_stats())
-                .filter(|p| Arc::ptr_eq(&p.server, server))
-                .map(|p| p.in_use)
-                .sum();
+            let busy = self.cluster.in_use(server);
             if busy == 0 {
                 return Ok(());
             }

@@ -201,7 +201,7 @@ const P: &str = "10.0.0.1:3306";
 const R1: &str = "10.0.0.2:3306";
 const R2: &str = "10.0.0.3:3306";
 
-type TestMonitor = Monitor<FakeAgent, ()>;
+type TestMonitor = Monitor;
 
 /// A primary and two replicas, the monitor over them with failover on and no waiting.
 async fn cluster() -> (Arc<TestMonitor>, Arc<FakeAgent>) {
@@ -238,8 +238,8 @@ async fn cluster() -> (Arc<TestMonitor>, Arc<FakeAgent>) {
 }
 
 fn server(m: &TestMonitor, addr: &str) -> Arc<Server> {
-    m.topology
-        .all()
+    m.cluster
+        .servers()
         .iter()
         .find(|s| *s.address == *addr)
         .cloned()

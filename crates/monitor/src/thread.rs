@@ -2,11 +2,11 @@
 //! client traffic that keeps the proxy's worker threads busy cannot delay its checks (a check
 //! that times out because the monitor itself waited would take healthy servers out).
 
-use crate::{Agent, Monitor};
+use crate::Monitor;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
-impl<A: Agent, C: Send + Sync + 'static> Monitor<A, C> {
+impl Monitor {
     /// Starts the monitor on its own thread: one first round of checks and decisions (the
     /// returned receiver fires when it is done, so that clients find roles placed), then a
     /// round every `interval` until `shutdown` turns true.

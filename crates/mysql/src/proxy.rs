@@ -80,7 +80,9 @@ pub struct Proxy {
     /// The `[[listeners]]` being served now (a reload adds and removes them).
     extra_listeners: parking_lot::Mutex<Vec<ListenerSlot>>,
     /// Health checks, replication state, failover (unless `[monitor] enabled = false`).
-    pub monitor: Option<Arc<MysqlMonitor>>,
+    pub monitor: Option<Arc<Monitor>>,
+    /// The monitor's MariaDB agent (a reload changes its credentials).
+    monitor_agent: Option<Arc<MariaDbAgent>>,
     /// Bytes of large client requests all sessions may hold at once
     /// (`[proxy] max_request_memory`).
     pub request_memory: Arc<sluice_core::MemoryBudget>,
@@ -89,9 +91,6 @@ pub struct Proxy {
 /// Character-set variables by collation id.
 pub type CharsetVars =
     std::collections::HashMap<u16, Arc<std::collections::BTreeMap<String, String>>>;
-
-/// The monitor over MariaDB servers.
-pub type MysqlMonitor = Monitor<MariaDbAgent, Box<BackendConn>>;
 
 /// Startup failures.
 #[derive(Debug, thiserror::Error)]
@@ -182,16 +181,18 @@ impl Proxy {
         });
         let throttle = LoginThrottle::new(ThrottleSettings::from_config(&config.login));
         let topology = Arc::new(Topology::from_config(&config));
-        let monitor = config.monitor.enabled.then(|| {
+        let monitor_agent = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
-            let agent = MariaDbAgent::new(
+            Arc::new(MariaDbAgent::new(
                 user,
                 password,
                 config.replication_credentials(),
                 backend_tls.clone(),
-            );
+            ))
+        });
+        let monitor = monitor_agent.clone().map(|agent| {
             Monitor::new(
-                Arc::new(agent),
+                agent,
                 topology.clone(),
                 Settings::from_config(&config),
                 Arc::new(Local),
@@ -211,6 +212,7 @@ impl Proxy {
         Ok(Arc::new(Proxy {
             topology,
             monitor,
+            monitor_agent,
             config,
             users,
             throttle,

@@ -115,7 +115,9 @@ impl Proxy {
             let creds = |c: &Config| (c.monitor_credentials(), c.replication_credentials());
             if creds(&old) != creds(&new) {
                 let ((user, password), replication) = creds(&new);
-                m.agent().set_credentials(user, password, replication);
+                if let Some(agent) = &self.monitor_agent {
+                    agent.set_credentials(user, password, replication);
+                }
                 m.recheck_privileges();
                 changes.push("monitor credentials".into());
             }

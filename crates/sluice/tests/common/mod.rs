@@ -195,7 +195,7 @@ impl Env {
     }
 
     /// The monitor.
-    pub fn monitor(&self) -> &Arc<sluice_mysql::proxy::MysqlMonitor> {
+    pub fn monitor(&self) -> &Arc<sluice_monitor::Monitor> {
         self.proxy.monitor.as_ref().expect("monitor enabled")
     }
 
