@@ -135,14 +135,14 @@ pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
         .iter()
         .map(|h| {
             let cur = h.current();
-            let pins = h.pins();
+            let pins = h.pin_reasons();
             SessionView {
                 id: h.id,
                 user: h.user.to_string(),
                 client: h.peer.to_string(),
                 connected_s: h.connected.elapsed().as_secs(),
                 pinned: !pins.is_empty(),
-                pinned_by: pins.labels(),
+                pinned_by: pins,
                 backend: cur.backend.as_ref().map(|(s, _)| s.name.to_string()),
                 backend_thread: cur.backend.as_ref().map(|(_, t)| *t),
                 statement: cur.statement.as_ref().map(|(s, _)| s.clone()),

@@ -6,12 +6,10 @@ pub mod agent;
 pub mod auth;
 pub mod backend;
 pub mod frontend;
-pub mod maybe_tls;
 pub mod proxy;
 pub mod schemas;
 pub mod server_info;
 pub mod state;
-pub mod users;
 pub mod wire;
 
 pub use proxy::{Proxy, Running, StartError};

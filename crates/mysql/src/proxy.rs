@@ -4,10 +4,8 @@ use crate::agent::MariaDbAgent;
 use crate::backend::stmt_cache::StmtCache;
 use crate::backend::{BackendConn, MysqlConnector};
 use crate::frontend::login::Admission;
-use crate::frontend::registry::Registry;
 use crate::frontend::session;
 use crate::server_info::ServerInfo;
-use crate::users::Users;
 use arc_swap::ArcSwap;
 use sluice_config::Config;
 use sluice_core::connecting::ConnectingGate;
@@ -16,6 +14,8 @@ use sluice_core::login_throttle::{LoginThrottle, ThrottleSettings};
 use sluice_core::{DigestTable, Topology};
 use sluice_monitor::coordinator::Local;
 use sluice_monitor::{Monitor, Settings};
+use sluice_runtime::registry::Registry;
+use sluice_runtime::users::Users;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -115,7 +115,7 @@ pub enum StartError {
 fn tls_acceptor(cfg: &Config) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
     match (&cfg.proxy.tls_cert, &cfg.proxy.tls_key) {
         (Some(c), Some(k)) => {
-            crate::frontend::stream::acceptor(std::path::Path::new(c), std::path::Path::new(k))
+            sluice_runtime::tls::acceptor(std::path::Path::new(c), std::path::Path::new(k))
                 .map(Some)
         }
         _ => Ok(None),

@@ -34,8 +34,7 @@ async fn pins_of(env: &common::Env, r: &mut Raw) -> Vec<&'static str> {
         .sessions
         .get(r.greeting.connection_id)
         .expect("session")
-        .pins()
-        .labels()
+        .pin_reasons()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,7 +102,7 @@ impl BackendError {
 /// A logged-in backend connection.
 pub struct BackendConn {
     /// The socket (TLS with `[pool] tls`).
-    pub stream: super::stream::BackendStream,
+    pub stream: sluice_runtime::tls::backend::BackendStream,
     /// Read buffer (bytes received but not yet consumed).
     pub rbuf: BytesMut,
     /// Scratch buffer for outgoing packets.
@@ -154,7 +154,7 @@ impl BackendConn {
         password: &str,
         flavour_caps: u64,
         stmts: StmtCache,
-        tls: Option<&super::stream::BackendTls>,
+        tls: Option<&sluice_runtime::tls::backend::BackendTls>,
     ) -> Result<BackendConn, ConnectError> {
         let mut conn = Self::login_only(address, user, password, flavour_caps, stmts, tls).await?;
         conn.setup_tracking().await.map_err(|e| match e {
@@ -176,14 +176,14 @@ impl BackendConn {
         password: &str,
         flavour_caps: u64,
         stmts: StmtCache,
-        tls: Option<&super::stream::BackendTls>,
+        tls: Option<&sluice_runtime::tls::backend::BackendTls>,
     ) -> Result<BackendConn, ConnectError> {
         let stream = TcpStream::connect(address)
             .await
             .map_err(|e| ConnectError::down(format!("cannot connect to {address}: {e}")))?;
         let _ = stream.set_nodelay(true);
         let mut conn = BackendConn {
-            stream: super::stream::BackendStream::Plain(stream),
+            stream: sluice_runtime::tls::backend::BackendStream::Plain(stream),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: Vec::with_capacity(1024),
             thread_id: 0,
@@ -646,7 +646,7 @@ impl From<&crate::wire::ok::OkPacket<'_>> for OkInfo {
 /// Writes `payload` as packets starting at `seq` without copying it; returns the next
 /// sequence id.
 async fn write_framed(
-    stream: &mut super::stream::BackendStream,
+    stream: &mut sluice_runtime::tls::backend::BackendStream,
     mut seq: u8,
     payload: &[u8],
 ) -> std::io::Result<u8> {

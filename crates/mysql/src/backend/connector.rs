@@ -3,9 +3,9 @@
 use super::stmt_cache::StmtCache;
 use super::BackendConn;
 use crate::server_info::ServerInfo;
-use crate::users::Users;
 use arc_swap::ArcSwap;
 use sluice_core::{ConnectError, Connector, PoolKey, Server};
+use sluice_runtime::users::Users;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -20,7 +20,7 @@ impl BackendConn {
         user: &str,
         password: &str,
         flavour_caps: u64,
-        tls: Option<&super::stream::BackendTls>,
+        tls: Option<&sluice_runtime::tls::backend::BackendTls>,
     ) -> Result<(), ConnectError> {
         let down = |what: String| ConnectError::down(format!("{address}: {what}"));
         let p = self.read_greeting().await.map_err(down)?;

@@ -6,12 +6,11 @@ mod greeting;
 mod login;
 pub mod state;
 pub mod stmt_cache;
-pub mod stream;
 pub mod timeout;
 
 pub use conn::{
     BackendConn, BackendError, OkInfo, Rows, BACKEND_CAPS, BACKEND_COLLATION, TRACKING_SETUP,
 };
 pub use connector::MysqlConnector;
-pub use stream::BackendTls;
+pub use sluice_runtime::tls::BackendTls;
 pub use timeout::ReadTimeout;

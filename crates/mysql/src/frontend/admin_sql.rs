@@ -7,11 +7,11 @@ use super::client::ClientConn;
 use super::handshake::HandshakeContext;
 use super::login::{self, Admission};
 use crate::proxy::Proxy;
-use crate::users::Users;
 use crate::wire::consts::{cap, status};
 use crate::wire::resultset::column_type;
 use crate::wire::resultset::{write_resultset, Column};
 use sluice_core::connecting::Connecting;
+use sluice_runtime::users::Users;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -252,7 +252,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
                             s(&h.user),
                             s(&h.peer),
                             s(&h.connected.elapsed().as_secs()),
-                            Some(h.pins().labels().join(",")),
+                            Some(h.pin_reasons().join(",")),
                             cur.backend.as_ref().map(|(b, _)| b.name.to_string()),
                             cur.backend.as_ref().map(|(_, t)| t.to_string()),
                             cur.statement.as_ref().map(|(q, _)| q.clone()),

@@ -1,13 +1,13 @@
 //! The client's connection: framing, buffers that are only held while a command is being
-//! served (see `wire::spare`), and helpers to send OK/ERR/EOF packets in the form the client
+//! served (see `sluice_runtime::buffers`), and helpers to send OK/ERR/EOF packets in the form the client
 //! negotiated.
 
-use super::stream::ClientStream;
 use crate::wire::consts::cap;
 use crate::wire::ok::{write_eof, write_err, write_ok, OkPacket};
 use crate::wire::packet::{frame, read_packet, Packet, ReadError};
-use crate::wire::spare;
 use bytes::BytesMut;
+use sluice_runtime::buffers as spare;
+use sluice_runtime::tls::ClientStream;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

@@ -7,11 +7,11 @@
 use super::client::ClientConn;
 use crate::auth::plugin::{plan, Plan};
 use crate::auth::{self};
-use crate::users::{User, Users};
 use crate::wire::consts::{cap, err, status, CACHING_SHA2_PASSWORD, NATIVE_PASSWORD};
 use crate::wire::handshake::{encode_auth_switch, Greeting, HandshakeResponse, SSL_REQUEST_LEN};
 use crate::wire::packet::{read_packet, Packet, ReadError};
 use sluice_core::login_throttle::LoginThrottle;
+use sluice_runtime::users::{User, Users};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;

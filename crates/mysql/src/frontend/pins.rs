@@ -92,6 +92,11 @@ impl Pins {
             .map(|(_, l)| *l)
             .collect()
     }
+
+    /// Names the reasons in `bits` (what the session registry shows).
+    pub fn labels_of(bits: u32) -> Vec<&'static str> {
+        Pins(bits).labels()
+    }
 }
 
 impl fmt::Display for Pins {

@@ -55,9 +55,9 @@ impl ClientConn {
             // Like read_command: no buffer while waiting.
             self.release_buffers();
             self.stream.readable().await.map_err(ReadError::Io)?;
-            self.rbuf = crate::wire::spare::read_buffer();
+            self.rbuf = sluice_runtime::buffers::read_buffer();
             if self.wbuf.capacity() == 0 {
-                self.wbuf = crate::wire::spare::write_buffer();
+                self.wbuf = sluice_runtime::buffers::write_buffer();
             }
         }
         read_budgeted(&mut self.stream, &mut self.rbuf, self.max_packet, budget).await

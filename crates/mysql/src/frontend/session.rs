@@ -7,17 +7,17 @@ use super::exec::Attached;
 use super::handshake::{self, HandshakeContext};
 use super::login::{self, Admission};
 use super::pins::Pins;
-use super::registry::SessionHandle;
 use super::request::RequestError;
 use super::stmt::Statements;
 use crate::proxy::Proxy;
 use crate::state::TrackedState;
-use crate::users::User;
 use crate::wire::consts::{cap, com, err, status};
 use crate::wire::packet::ReadError;
 use sluice_core::connecting::Connecting;
 use sluice_core::listener::ListenerInfo;
 use sluice_core::PoolKey;
+use sluice_runtime::registry::SessionHandle;
+use sluice_runtime::users::User;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -199,7 +199,14 @@ async fn open(
             .await;
         return None;
     }
-    let handle = proxy.sessions.add(id, user.name.clone(), peer);
+    let key = sluice_runtime::registry::SessionKey { id, secret: 0 };
+    let handle = proxy.sessions.add(
+        key,
+        sluice_core::Protocol::Mysql,
+        super::pins::Pins::labels_of,
+        user.name.clone(),
+        peer,
+    );
     let mut session = Box::new(Session::new(proxy.clone(), client, &auth, listener, handle));
     let started = session.start(auth.database.as_deref(), auth.next_seq).await;
     Some((session, started, permit))
@@ -451,7 +458,7 @@ impl Session {
     /// Publishes pins to the registry (and, while user-level locks may be held, the backend
     /// connection they live on).
     pub(crate) fn publish_pins(&self) {
-        self.handle.set_pins(self.st.pins);
+        self.handle.set_pins(self.st.pins.0);
         let holder = self
             .held
             .as_ref()

@@ -6,6 +6,5 @@ pub mod handshake;
 pub mod ok;
 pub mod packet;
 pub mod resultset;
-pub mod spare;
 
 pub use consts::{cap, com, status};

@@ -1,9 +1,9 @@
-//! Live sessions, by the connection id the proxy gave each client: for KILL, and for the
-//! admin views (who is connected, pinned or not and why, what they are running).
+//! Live sessions of every protocol, by the id the proxy gave each client: for KILL and
+//! cancel requests, and for the admin views (who is connected, pinned or not and why, what
+//! they are running).
 
-use super::pins::Pins;
 use parking_lot::Mutex;
-use sluice_core::Server;
+use sluice_core::{Protocol, Server};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -11,11 +11,29 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Notify;
 
+/// Names the reasons set in a session's pin bits (each protocol has its own).
+pub type PinLabels = fn(u32) -> Vec<&'static str>;
+
+/// What identifies a session from outside it: its id (MySQL's connection id, PostgreSQL's
+/// process id) and, where the protocol has one, the secret a cancel request must quote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    /// The id given to the client.
+    pub id: u32,
+    /// The cancel secret (0 for protocols without one).
+    pub secret: u32,
+}
+
 /// The shared view of one session.
 #[derive(Debug)]
 pub struct SessionHandle {
     /// Connection id given to the client.
     pub id: u32,
+    /// The protocol the client speaks.
+    pub protocol: Protocol,
+    /// The cancel secret given to the client (0 for protocols without one).
+    pub secret: u32,
+    pin_labels: PinLabels,
     /// User name.
     pub user: Arc<str>,
     /// Client address.
@@ -38,13 +56,20 @@ pub struct Current {
 }
 
 impl SessionHandle {
-    /// Pin reasons now.
-    pub fn pins(&self) -> Pins {
-        Pins(self.pins.load(Relaxed))
+    /// Pin reasons now, as the protocol names them.
+    pub fn pin_reasons(&self) -> Vec<&'static str> {
+        (self.pin_labels)(self.pins.load(Relaxed))
     }
-    /// Publishes the pin reasons.
-    pub fn set_pins(&self, p: Pins) {
-        self.pins.store(p.0, Relaxed)
+    /// Publishes the pin reasons (the protocol's bits).
+    pub fn set_pins(&self, bits: u32) {
+        self.pins.store(bits, Relaxed)
+    }
+    /// Its key, as a kill or cancel request names it.
+    pub fn key(&self) -> SessionKey {
+        SessionKey {
+            id: self.id,
+            secret: self.secret,
+        }
     }
     /// What it is doing.
     pub fn current(&self) -> Current {
@@ -110,10 +135,21 @@ impl Registry {
         }
     }
 
-    /// Registers a session.
-    pub fn add(&self, id: u32, user: Arc<str>, peer: SocketAddr) -> Arc<SessionHandle> {
+    /// Registers a session of `protocol`, whose pin bits `pin_labels` names.
+    pub fn add(
+        &self,
+        key: SessionKey,
+        protocol: Protocol,
+        pin_labels: PinLabels,
+        user: Arc<str>,
+        peer: SocketAddr,
+    ) -> Arc<SessionHandle> {
+        let id = key.id;
         let h = Arc::new(SessionHandle {
             id,
+            protocol,
+            secret: key.secret,
+            pin_labels,
             user,
             peer,
             connected: Instant::now(),
@@ -163,6 +199,11 @@ impl Registry {
     /// Looks a session up.
     pub fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
         self.sessions.lock().get(&id).cloned()
+    }
+
+    /// Looks a session up by the key a cancel request quotes: the secret must match.
+    pub fn by_key(&self, key: SessionKey) -> Option<Arc<SessionHandle>> {
+        self.get(key.id).filter(|h| h.secret == key.secret)
     }
 
     /// Every session.

@@ -1,7 +1,7 @@
 //! The byte stream to a server: plain TCP, or TLS (`[pool] tls`), verified against
 //! `[pool] tls_ca` and the server's address.
 
-use crate::maybe_tls::MaybeTls;
+use super::MaybeTls;
 use std::io;
 use std::sync::Arc;
 use tokio::net::TcpStream;
@@ -49,7 +49,7 @@ impl BackendTls {
 
     /// Runs the TLS handshake with the server at `address` (`host:port`); its certificate
     /// must name `host`.
-    pub(crate) async fn connect(&self, address: &str, tcp: TcpStream) -> io::Result<BackendStream> {
+    pub async fn connect(&self, address: &str, tcp: TcpStream) -> io::Result<BackendStream> {
         let host = address
             .rsplit_once(':')
             .map_or(address, |(h, _)| h)

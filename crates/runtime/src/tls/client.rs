@@ -1,7 +1,7 @@
 //! The client's byte stream: plain TCP, or TLS after the client asked for it with an
 //! SSLRequest packet (rustls, certificate and key from `[proxy] tls_cert` / `tls_key`).
 
-use crate::maybe_tls::MaybeTls;
+use super::MaybeTls;
 use bytes::{Buf, BytesMut};
 use std::io;
 use std::pin::Pin;

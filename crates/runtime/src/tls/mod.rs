@@ -1,5 +1,12 @@
-//! A TCP stream that may have been upgraded to TLS (clients and servers alike: MySQL asks for
-//! TLS in the protocol, after the connection is open).
+//! TLS for clients and servers alike: a TCP stream that may have been upgraded to TLS after
+//! the connection opened (both MySQL and PostgreSQL ask for TLS inside their protocol), the
+//! acceptor for clients and the verified connector for servers.
+
+pub mod backend;
+pub mod client;
+
+pub use backend::{BackendStream, BackendTls};
+pub use client::{acceptor, ClientStream, Rewound};
 
 use std::io;
 use std::pin::Pin;
