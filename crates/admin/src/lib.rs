@@ -21,7 +21,9 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use sluice_config::AdminConfig;
 use sluice_core::Server;
-use sluice_mysql::Proxy;
+use sluice_core::{Cluster, HostgroupView};
+use sluice_monitor::Monitor;
+use sluice_runtime::{Process, Runtime};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -30,9 +32,49 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+impl Ctx {
+    /// The process's shared state.
+    pub(crate) fn rt(&self) -> &Runtime {
+        &self.process.runtime
+    }
+
+    /// Every front end's topology.
+    pub(crate) fn clusters(&self) -> Vec<Arc<dyn Cluster>> {
+        self.process
+            .frontends()
+            .iter()
+            .map(|f| f.cluster())
+            .collect()
+    }
+
+    /// Every server of every protocol, each front end's in configuration order.
+    pub(crate) fn servers(&self) -> Vec<Arc<Server>> {
+        self.clusters()
+            .iter()
+            .flat_map(|c| c.servers().iter().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Every hostgroup of every protocol.
+    pub(crate) fn hostgroups(&self) -> Vec<Arc<dyn HostgroupView>> {
+        self.clusters()
+            .iter()
+            .flat_map(|c| c.hostgroup_views())
+            .collect()
+    }
+
+    /// The monitor (of the first front end that has one).
+    pub(crate) fn monitor(&self) -> Option<Arc<Monitor>> {
+        self.process
+            .frontends()
+            .iter()
+            .find_map(|f| f.monitor().cloned())
+    }
+}
+
 #[derive(Clone)]
 pub(crate) struct Ctx {
-    proxy: Arc<Proxy>,
+    process: Arc<Process>,
     token: Option<auth::Token>,
     metrics: Arc<prometheus_client::registry::Registry>,
 }
@@ -48,14 +90,14 @@ pub struct Admin {
 /// Binds `cfg.listen` and serves the API, within `cfg`'s bounds, until `shutdown` turns true.
 pub async fn serve(
     cfg: &AdminConfig,
-    proxy: Arc<Proxy>,
+    process: Arc<Process>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<Admin> {
     let listener = TcpListener::bind(&cfg.listen).await?;
     let addr = listener.local_addr()?;
     let ctx = Ctx {
-        metrics: Arc::new(metrics::registry(proxy.clone())),
-        proxy,
+        metrics: Arc::new(metrics::registry(process.clone())),
+        process,
         token: auth::Token::new(cfg.token.as_deref()),
     };
     let max_body = cfg.max_body_size as usize;
@@ -162,10 +204,10 @@ pub struct ServerView {
     errors: u64,
 }
 
-fn server_view(proxy: &Proxy, s: &Arc<Server>) -> ServerView {
+fn server_view(ctx: &Ctx, s: &Arc<Server>) -> ServerView {
     let o = s.observed();
     let (mut in_use, mut idle) = (0, 0);
-    for hg in proxy.topology.hostgroups().iter() {
+    for hg in ctx.hostgroups().iter() {
         for p in hg.pool_stats() {
             if Arc::ptr_eq(&p.server, s) {
                 in_use += p.in_use;
@@ -196,8 +238,7 @@ fn server_view(proxy: &Proxy, s: &Arc<Server>) -> ServerView {
 }
 
 async fn servers(State(ctx): State<Ctx>) -> Json<Vec<ServerView>> {
-    let p = &ctx.proxy;
-    Json(p.topology.all().iter().map(|s| server_view(p, s)).collect())
+    Json(ctx.servers().iter().map(|s| server_view(&ctx, s)).collect())
 }
 
 #[derive(Serialize)]
@@ -209,7 +250,7 @@ struct EventView {
 }
 
 async fn events(State(ctx): State<Ctx>) -> Response {
-    let Some(m) = &ctx.proxy.monitor else {
+    let Some(m) = ctx.monitor() else {
         return error(StatusCode::NOT_FOUND, "the monitor is disabled".into());
     };
     let list: Vec<EventView> = m
@@ -262,7 +303,7 @@ struct DigestView {
 }
 
 async fn digests(State(ctx): State<Ctx>, Query(q): Query<DigestParams>) -> Response {
-    let table = &ctx.proxy.digests;
+    let table = &ctx.rt().digests;
     let mut all = table.snapshot();
     let sort = q.sort.as_deref().unwrap_or("count");
     match sort {
@@ -323,7 +364,7 @@ struct SwitchoverParams {
 }
 
 async fn switchover(State(ctx): State<Ctx>, Query(q): Query<SwitchoverParams>) -> Response {
-    let Some(m) = &ctx.proxy.monitor else {
+    let Some(m) = ctx.monitor() else {
         return error(StatusCode::CONFLICT, "the monitor is disabled".into());
     };
     match m.switchover(q.to.as_deref()).await {

@@ -11,13 +11,13 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use sluice_core::HistogramSnapshot;
-use sluice_mysql::Proxy;
+use sluice_runtime::Process;
 use std::fmt::Error;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Reads the proxy's state on each scrape.
-struct ProxyCollector(Arc<Proxy>);
+struct ProxyCollector(Arc<Process>);
 
 impl std::fmt::Debug for ProxyCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,10 +80,14 @@ fn histograms(
 
 impl Collector for ProxyCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), Error> {
-        let p = &self.0;
-        let topo = &p.topology;
-        let all = topo.all();
-        let groups = topo.hostgroups();
+        let p = &*self.0.runtime;
+        let clusters: Vec<_> = self.0.frontends().iter().map(|f| f.cluster()).collect();
+        let all: Vec<_> = clusters
+            .iter()
+            .flat_map(|c| c.servers().iter().cloned().collect::<Vec<_>>())
+            .collect();
+        let groups: Vec<_> = clusters.iter().flat_map(|c| c.hostgroup_views()).collect();
+        let monitor = self.0.frontends().iter().find_map(|f| f.monitor().cloned());
         family(
             &mut enc,
             "sluice_client_connections",
@@ -126,7 +130,10 @@ impl Collector for ProxyCollector {
             MetricType::Counter,
             [(vec![], counter(p.stats.statements.load(Relaxed)))],
         )?;
-        let routes = topo.router.stats.snapshot();
+        let routes: Vec<_> = clusters
+            .iter()
+            .flat_map(|c| c.router().stats.snapshot())
+            .collect();
         family(
             &mut enc,
             "sluice_routing_decisions",
@@ -136,9 +143,10 @@ impl Collector for ProxyCollector {
                 .iter()
                 .map(|(d, n)| (vec![("decision", *d)], counter(*n))),
         )?;
-        let rule_list = topo.router.rules();
-        let rules: Vec<_> = rule_list
+        let rule_lists: Vec<_> = clusters.iter().map(|c| c.router().rules()).collect();
+        let rules: Vec<_> = rule_lists
             .iter()
+            .flat_map(|l| l.iter())
             .map(|r| {
                 (
                     vec![("rule", r.name.as_str()), ("hostgroup", &*r.hostgroup)],
@@ -160,7 +168,7 @@ impl Collector for ProxyCollector {
             .flat_map(|hg| {
                 hg.pool_stats()
                     .into_iter()
-                    .map(move |s| (hg.name.clone(), s))
+                    .map(move |s| (hg.name().clone(), s))
             })
             .collect();
         let pool_samples = |f: fn(&sluice_core::PoolStats) -> u32| {
@@ -207,7 +215,7 @@ impl Collector for ProxyCollector {
             MetricType::Gauge,
             groups
                 .iter()
-                .map(|h| (vec![("hostgroup", &*h.name)], gauge(h.waiting() as i64))),
+                .map(|h| (vec![("hostgroup", &**h.name())], gauge(h.waiting() as i64))),
         )?;
         family(
             &mut enc,
@@ -216,14 +224,14 @@ impl Collector for ProxyCollector {
             MetricType::Counter,
             groups.iter().map(|h| {
                 (
-                    vec![("hostgroup", &*h.name)],
-                    counter(h.queue_timeouts.load(Relaxed)),
+                    vec![("hostgroup", &**h.name())],
+                    counter(h.queue_timeouts()),
                 )
             }),
         )?;
         let latency: Vec<_> = groups
             .iter()
-            .map(|h| (vec![("hostgroup", &*h.name)], h.latency.snapshot()))
+            .map(|h| (vec![("hostgroup", &**h.name())], h.latency().snapshot()))
             .collect();
         histograms(
             &mut enc,
@@ -361,7 +369,7 @@ impl Collector for ProxyCollector {
         )?;
 
         // The monitor.
-        if let Some(m) = &p.monitor {
+        if let Some(m) = &monitor {
             family(
                 &mut enc,
                 "sluice_failovers",
@@ -450,9 +458,9 @@ fn monitor_failures(
 }
 
 /// The registry `/metrics` encodes.
-pub fn registry(proxy: Arc<Proxy>) -> Registry {
+pub fn registry(process: Arc<Process>) -> Registry {
     let mut r = Registry::default();
-    r.register_collector(Box::new(ProxyCollector(proxy)));
+    r.register_collector(Box::new(ProxyCollector(process)));
     r
 }
 

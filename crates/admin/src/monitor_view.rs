@@ -35,7 +35,7 @@ struct MonitorView {
 
 pub(crate) async fn monitor(State(ctx): State<Ctx>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
-    let Some(m) = &ctx.proxy.monitor else {
+    let Some(m) = ctx.monitor() else {
         return error(StatusCode::NOT_FOUND, "the monitor is disabled".into());
     };
     let s = m.status();

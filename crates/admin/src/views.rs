@@ -31,15 +31,13 @@ pub(crate) struct HostgroupView {
 
 pub(crate) async fn hostgroups(State(ctx): State<Ctx>) -> Json<Vec<HostgroupView>> {
     let views = ctx
-        .proxy
-        .topology
         .hostgroups()
         .iter()
         .map(|h| {
             let pools = h.pool_stats();
-            let lat = h.latency.snapshot();
+            let lat = h.latency().snapshot();
             HostgroupView {
-                name: h.name.to_string(),
+                name: h.name().to_string(),
                 balance: match h.balance() {
                     Balance::Weighted => "weighted",
                     Balance::LeastOutstanding => "least_outstanding",
@@ -48,7 +46,7 @@ pub(crate) async fn hostgroups(State(ctx): State<Ctx>) -> Json<Vec<HostgroupView
                 pool_in_use: pools.iter().map(|p| p.in_use).sum(),
                 pool_idle: pools.iter().map(|p| p.idle).sum(),
                 waiting: h.waiting(),
-                queue_timeouts: h.queue_timeouts.load(Relaxed),
+                queue_timeouts: h.queue_timeouts(),
                 statements: lat.count,
                 latency_avg_ms: if lat.count == 0 {
                     0.0
@@ -73,22 +71,18 @@ pub(crate) struct RuleView {
 }
 
 pub(crate) async fn rules(State(ctx): State<Ctx>) -> Json<Vec<RuleView>> {
-    Json(
-        ctx.proxy
-            .topology
-            .router
-            .rules()
-            .iter()
-            .map(|r| RuleView {
-                name: r.name.clone(),
-                pattern: r.pattern.clone(),
-                hostgroup: r.hostgroup.to_string(),
-                user: r.user.clone(),
-                schema: r.schema.clone(),
-                hits: r.hits.load(Relaxed),
-            })
-            .collect(),
-    )
+    let mut views = Vec::new();
+    for cluster in ctx.clusters() {
+        views.extend(cluster.router().rules().iter().map(|r| RuleView {
+            name: r.name.clone(),
+            pattern: r.pattern.clone(),
+            hostgroup: r.hostgroup.to_string(),
+            user: r.user.clone(),
+            schema: r.schema.clone(),
+            hits: r.hits.load(Relaxed),
+        }));
+    }
+    Json(views)
 }
 
 #[derive(Serialize)]
@@ -99,7 +93,7 @@ pub(crate) struct UserView {
 }
 
 pub(crate) async fn users(State(ctx): State<Ctx>) -> Json<Vec<UserView>> {
-    let users = ctx.proxy.users.load();
+    let users = ctx.rt().users.load();
     let mut v: Vec<UserView> = users
         .all()
         .map(|u| UserView {
@@ -115,6 +109,7 @@ pub(crate) async fn users(State(ctx): State<Ctx>) -> Json<Vec<UserView>> {
 #[derive(Serialize)]
 pub(crate) struct SessionView {
     id: u32,
+    protocol: &'static str,
     user: String,
     client: String,
     connected_s: u64,
@@ -129,7 +124,7 @@ pub(crate) struct SessionView {
 
 pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
     let mut v: Vec<SessionView> = ctx
-        .proxy
+        .rt()
         .sessions
         .all()
         .iter()
@@ -138,6 +133,7 @@ pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
             let pins = h.pin_reasons();
             SessionView {
                 id: h.id,
+                protocol: h.protocol.as_str(),
                 user: h.user.to_string(),
                 client: h.peer.to_string(),
                 connected_s: h.connected.elapsed().as_secs(),
@@ -158,9 +154,7 @@ pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
 }
 
 fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Box<Response>> {
-    ctx.proxy
-        .topology
-        .all()
+    ctx.servers()
         .iter()
         .find(|s| &*s.name == name || &*s.address == name)
         .cloned()
@@ -236,17 +230,17 @@ pub(crate) async fn online(State(ctx): State<Ctx>, Path(name): Path<String>) -> 
 
 /// `POST /api/reload`: re-reads the configuration file and applies it.
 pub(crate) async fn reload(State(ctx): State<Ctx>) -> Response {
-    match ctx.proxy.reload_from_file().await {
+    match ctx.process.reload_from_file().await {
         Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
-        Err(e) => error(StatusCode::CONFLICT, e),
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }
 
 /// `GET /api/config`: the effective configuration as TOML: the file as last applied, with
 /// the runtime weights folded in (so that writing it back ends the drift).
 pub(crate) async fn config(State(ctx): State<Ctx>) -> Response {
-    let mut cfg = (*ctx.proxy.effective.load_full()).clone();
-    for (s, server) in cfg.servers.iter_mut().zip(ctx.proxy.topology.all().iter()) {
+    let mut cfg = (*ctx.rt().effective.load_full()).clone();
+    for (s, server) in cfg.servers.iter_mut().zip(ctx.servers().iter()) {
         s.weight = server.weight();
     }
     (
@@ -298,7 +292,7 @@ fn hostgroup_refusal(c: &sluice_config::Config, hostgroup: Option<&str>) -> Opti
 pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer>) -> Response {
     let mut refused = None;
     let result = ctx
-        .proxy
+        .process
         .change_servers(|c| {
             if let Some(why) = hostgroup_refusal(c, q.hostgroup.as_deref()) {
                 refused = Some(why.clone());
@@ -322,8 +316,8 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
         .await;
     match result {
         Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
-        Err(e) if refused.is_some() => error(StatusCode::BAD_REQUEST, e),
-        Err(e) => error(StatusCode::CONFLICT, e),
+        Err(e) if refused.is_some() => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }
 
@@ -331,7 +325,7 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
 /// taking the writes cannot be removed).
 pub(crate) async fn remove_server(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
     let result = ctx
-        .proxy
+        .process
         .change_servers(|c| {
             let before = c.servers.len();
             c.servers.retain(|s| s.address != name);
@@ -343,15 +337,17 @@ pub(crate) async fn remove_server(State(ctx): State<Ctx>, Path(name): Path<Strin
         .await;
     match result {
         Ok(changes) => Json(serde_json::json!({ "result": changes })).into_response(),
-        Err(e) if e.starts_with("no server") => error(StatusCode::NOT_FOUND, e),
-        Err(e) => error(StatusCode::CONFLICT, e),
+        Err(e @ sluice_runtime::ReloadError::Refused(_)) => {
+            error(StatusCode::NOT_FOUND, e.to_string())
+        }
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }
 
 /// `GET /api/drift`: runtime changes not in the configuration file.
 pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
-    let file = ctx.proxy.loaded.load_full();
-    let cfg = ctx.proxy.effective.load_full();
+    let file = ctx.rt().loaded.load_full();
+    let cfg = ctx.rt().effective.load_full();
     let key = |s: &sluice_config::ServerConfig| (s.address.clone(), s.hostgroup.clone());
     let mut out = Vec::new();
     for s in &cfg.servers {
@@ -375,7 +371,7 @@ pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
         .iter()
         .map(|s| (s.address.as_str(), s.weight))
         .collect();
-    for s in ctx.proxy.topology.all().iter() {
+    for s in ctx.servers().iter() {
         if let Some(w) = configured.get(&*s.address) {
             if *w != s.weight() {
                 out.push(format!("{}: weight {} (file: {w})", s.name, s.weight()));

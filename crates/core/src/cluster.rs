@@ -1,12 +1,61 @@
-//! What the monitor needs of the running topology, whatever protocol its pools speak: the
-//! servers, where each one serves (its role), and a few things done to a server's pools.
-//! [`Topology`] implements it for every connection type, so the monitor holds a
-//! `dyn Cluster` and is generic over nothing.
+//! A running topology seen through a trait object, whatever protocol its pools speak: what
+//! the monitor needs (the servers, where each one serves, a few things done to a server's
+//! pools), and what the runtime's upkeep and the admin views read. [`Topology`] and
+//! [`Hostgroup`] implement it for every connection type, so the monitor, the runtime and the
+//! admin hold a `dyn Cluster` and are generic over nothing.
 
+use crate::balance::Balance;
+use crate::hostgroup::{Hostgroup, PoolStats};
+use crate::router::Router;
 use crate::server::{Role, Server};
+use crate::stats::LatencyHistogram;
 use crate::topology::Topology;
+use sluice_config::Config;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// A hostgroup, whatever its connections are.
+pub trait HostgroupView: Send + Sync {
+    /// Its name.
+    fn name(&self) -> &Arc<str>;
+    /// How it balances.
+    fn balance(&self) -> Balance;
+    /// Its servers.
+    fn servers(&self) -> Vec<Arc<Server>>;
+    /// A snapshot of each server's pool.
+    fn pool_stats(&self) -> Vec<PoolStats>;
+    /// Statements waiting for a connection now.
+    fn waiting(&self) -> usize;
+    /// Statements that gave up waiting.
+    fn queue_timeouts(&self) -> u64;
+    /// Latency of the statements it served.
+    fn latency(&self) -> &LatencyHistogram;
+}
+
+impl<C: Send + 'static> HostgroupView for Hostgroup<C> {
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+    fn balance(&self) -> Balance {
+        Hostgroup::balance(self)
+    }
+    fn servers(&self) -> Vec<Arc<Server>> {
+        Hostgroup::servers(self)
+    }
+    fn pool_stats(&self) -> Vec<PoolStats> {
+        Hostgroup::pool_stats(self)
+    }
+    fn waiting(&self) -> usize {
+        Hostgroup::waiting(self)
+    }
+    fn queue_timeouts(&self) -> u64 {
+        self.queue_timeouts
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn latency(&self) -> &LatencyHistogram {
+        &self.latency
+    }
+}
 
 /// The monitor's view of the topology.
 pub trait Cluster: Send + Sync + 'static {
@@ -26,6 +75,15 @@ pub trait Cluster: Send + Sync + 'static {
     /// What statements waiting for a writer are told when none turns up (`None`: nothing
     /// particular).
     fn say_why_no_writer(&self, why: Option<String>);
+    /// Its hostgroups, in configuration order.
+    fn hostgroup_views(&self) -> Vec<Arc<dyn HostgroupView>>;
+    /// The query rules and routing.
+    fn router(&self) -> &Router;
+    /// Closes idle connections past their idle timeout; how many per hostgroup.
+    fn close_idle(&self, now: Instant) -> Vec<(Arc<str>, usize)>;
+    /// Applies a reloaded configuration (servers, weights, hostgroups, rules, pool settings);
+    /// what changed.
+    fn apply(&self, old: &Config, new: &Config) -> Vec<String>;
 }
 
 impl<C: Send + 'static> Cluster for Topology<C> {
@@ -68,5 +126,28 @@ impl<C: Send + 'static> Cluster for Topology<C> {
         if let Some(w) = self.writer() {
             w.set_vacancy_reason(why);
         }
+    }
+
+    fn hostgroup_views(&self) -> Vec<Arc<dyn HostgroupView>> {
+        self.hostgroups()
+            .iter()
+            .map(|h| h.clone() as Arc<dyn HostgroupView>)
+            .collect()
+    }
+
+    fn router(&self) -> &Router {
+        &self.router
+    }
+
+    fn close_idle(&self, now: Instant) -> Vec<(Arc<str>, usize)> {
+        self.hostgroups()
+            .iter()
+            .map(|h| (h.name.clone(), h.close_idle(now)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    fn apply(&self, old: &Config, new: &Config) -> Vec<String> {
+        Topology::apply(self, old, new)
     }
 }

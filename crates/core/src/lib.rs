@@ -1,5 +1,5 @@
 //! The protocol-agnostic core of sluice: servers and their health, hostgroups with pooled
-//! connections and a fair wait queue, balancing, query routing and client listeners.
+//! connections and a fair wait queue, balancing and query routing.
 //!
 //! The MySQL crate (and later PostgreSQL) plugs in a connection type and a [`Connector`];
 //! everything here is shared.
@@ -12,7 +12,6 @@ pub mod connecting;
 pub mod digest;
 mod error;
 pub mod hostgroup;
-pub mod listener;
 pub mod login_throttle;
 pub mod pool_growth;
 mod protocol;
@@ -22,7 +21,7 @@ pub mod stats;
 pub mod topology;
 
 pub use budget::{Charge, MemoryBudget, OverBudget};
-pub use cluster::Cluster;
+pub use cluster::{Cluster, HostgroupView};
 pub use digest::{DigestKey, DigestSample, DigestStats, DigestTable};
 pub use error::{AcquireError, ConnectError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};

@@ -5,11 +5,11 @@
 pub mod agent;
 pub mod auth;
 pub mod backend;
+pub mod front;
 pub mod frontend;
-pub mod proxy;
 pub mod schemas;
 pub mod server_info;
 pub mod state;
 pub mod wire;
 
-pub use proxy::{Proxy, Running, StartError};
+pub use front::MysqlFrontend;

@@ -5,9 +5,20 @@
 #![forbid(unsafe_code)]
 
 pub mod buffers;
+pub mod errors;
+pub mod frontend;
+pub mod listener;
+pub mod process;
 pub mod registry;
+pub mod runtime;
+pub mod stats;
 pub mod tls;
 pub mod users;
 
-pub use registry::{Registry, SessionHandle};
+pub use errors::{ReloadError, StartError};
+pub use frontend::{Frontend, Started};
+pub use process::{Process, Running};
+pub use registry::{Registry, SessionHandle, SessionKey};
+pub use runtime::Runtime;
+pub use stats::ProcessStats;
 pub use users::{User, Users};

@@ -63,16 +63,17 @@ pub async fn run(o: Options) -> ExitCode {
         split_config(&topo, &listen)
     };
     let cfg = Config::from_toml(&text).expect("demo config is valid");
-    let proxy = match sluice_mysql::Proxy::new(cfg) {
+    let (process, proxy) = match sluice_mysql::MysqlFrontend::process(cfg) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let running = match proxy.start().await {
+    let running = match process.start().await {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
     let admin = AdminConfig::new(format!("127.0.0.1:{}", free_or_any(o.admin_port)));
-    let admin = match sluice_admin::serve(&admin, proxy.clone(), running.shutdown_signal()).await {
+    let admin = match sluice_admin::serve(&admin, process.clone(), running.shutdown_signal()).await
+    {
         Ok(a) => a,
         Err(e) => return fail(format!("admin API: {e}")),
     };
@@ -140,7 +141,7 @@ fn split_config(topo: &Topology, listen: &str) -> String {
 }
 
 /// Reads and writes per server.
-fn print_servers(proxy: &Arc<sluice_mysql::Proxy>) {
+fn print_servers(proxy: &Arc<sluice_mysql::MysqlFrontend>) {
     println!(
         "{:<22} {:<9} {:>8} {:>8}",
         "server", "hostgroup", "reads", "writes"

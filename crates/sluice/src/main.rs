@@ -240,22 +240,23 @@ fn raise_file_limit(cfg: &Config) {
 }
 
 async fn run(cfg: Config, path: PathBuf) -> ExitCode {
-    let proxy = match sluice_mysql::Proxy::new(cfg) {
+    // The runtime and its protocol front ends (MySQL).
+    let (process, _mysql) = match sluice_mysql::MysqlFrontend::process(cfg) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("sluice: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let _ = proxy.config_path.set(path);
+    let _ = process.runtime.config_path.set(path);
     // SIGHUP: re-read the configuration file.
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let proxy = proxy.clone();
+        let process = process.clone();
         let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                match proxy.reload_from_file().await {
+                match process.reload_from_file().await {
                     Ok(changes) => {
                         tracing::info!(changes = changes.len(), "SIGHUP: configuration reloaded")
                     }
@@ -264,15 +265,15 @@ async fn run(cfg: Config, path: PathBuf) -> ExitCode {
             }
         });
     }
-    let running = match proxy.start().await {
+    let running = match process.start().await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sluice: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let _admin = match &proxy.config.admin {
-        Some(a) => match sluice_admin::serve(a, proxy.clone(), running.shutdown_signal()).await {
+    let _admin = match &process.runtime.config.admin {
+        Some(a) => match sluice_admin::serve(a, process.clone(), running.shutdown_signal()).await {
             Ok(admin) => Some(admin),
             Err(e) => {
                 eprintln!("sluice: cannot listen on {} (admin): {e}", a.listen);

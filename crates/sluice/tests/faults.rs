@@ -11,7 +11,8 @@ use common::raw::{err_text, Raw, CLIENT_CAPS};
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use sluice_mysql::wire::consts::NATIVE_PASSWORD;
-use sluice_mysql::{Proxy, Running};
+use sluice_mysql::MysqlFrontend as Proxy;
+use sluice_runtime::Running;
 use sluice_testkit::Topology;
 use std::sync::Arc;
 use std::time::Duration;
@@ -371,7 +372,8 @@ async fn read_timeout_and_request_memory_are_reloaded() {
             .replace("[proxy]\n", "[proxy]\nmax_request_memory = 134217728\n")
     );
     let changes = s
-        .proxy
+        ._running
+        .process
         .reload(sluice_config::Config::from_toml(&text).unwrap())
         .await
         .expect("applied without a restart");
@@ -382,7 +384,7 @@ async fn read_timeout_and_request_memory_are_reloaded() {
                 .any(|c| c == "[proxy] max_request_memory 134217728"),
         "{changes:?}"
     );
-    assert_eq!(s.proxy.request_memory.limit(), 134217728);
+    assert_eq!(s.proxy.rt.request_memory.limit(), 134217728);
     let r = tokio::time::timeout(HANG, c.query_drop("SELECT SLEEP(3)"))
         .await
         .expect("no hang");

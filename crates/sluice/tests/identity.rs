@@ -154,7 +154,7 @@ async fn startup_learns_from_healthy_servers_whoever_the_first_user_is() {
         );
     })
     .await;
-    assert_eq!(env.proxy.config.users[0].name, "ghost");
+    assert_eq!(env.proxy.rt.config.users[0].name, "ghost");
     assert!(
         env.proxy.info.learned(),
         "version and collations read from a healthy server at start"

@@ -45,8 +45,8 @@ async fn repeated_failures_block_the_address_until_the_block_expires() {
     );
     // Other addresses are not affected.
     assert_eq!(login_from(other, env.port, "app").await, (0, "OK".into()));
-    assert_eq!(env.proxy.throttle.failures.load(Relaxed), 3);
-    assert!(env.proxy.throttle.refused.load(Relaxed) >= 1);
+    assert_eq!(env.proxy.rt.throttle.failures.load(Relaxed), 3);
+    assert!(env.proxy.rt.throttle.refused.load(Relaxed) >= 1);
     let admin = env.admin(None).await;
     let addr = admin.addr;
     let (_, metrics) =
@@ -87,9 +87,9 @@ async fn repeated_failures_block_the_address_until_the_block_expires() {
     }
 
     // A reload applies [login]: without blocking, failures no longer block.
-    let mut cfg = (*env.proxy.loaded.load_full()).clone();
+    let mut cfg = (*env.proxy.rt.loaded.load_full()).clone();
     cfg.login.max_failures = 0;
-    let changes = env.proxy.reload(cfg).await.expect("reload");
+    let changes = env.running.process.reload(cfg).await.expect("reload");
     assert!(
         changes.iter().any(|c| c == "[login] settings"),
         "{changes:?}"

@@ -81,7 +81,7 @@ async fn two_hundred_clients_share_a_few_backend_connections() {
         .sum();
     println!("{clients} clients, {opened} backend connections opened");
     assert_eq!(
-        env.proxy.sessions.len(),
+        env.proxy.rt.sessions.len(),
         clients,
         "all client sessions are alive"
     );

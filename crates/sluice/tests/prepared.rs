@@ -31,6 +31,7 @@ async fn prepare(r: &mut Raw, sql: &str) -> (u32, u16, u16) {
 async fn pins_of(env: &common::Env, r: &mut Raw) -> Vec<&'static str> {
     assert_eq!(r.command(&[com::PING]).await.payload[0], 0);
     env.proxy
+        .rt
         .sessions
         .get(r.greeting.connection_id)
         .expect("session")

@@ -394,6 +394,7 @@ async fn procedures_errors_and_kill() {
     .await;
     let victim = env
         .proxy
+        .rt
         .sessions
         .all()
         .into_iter()
@@ -413,7 +414,7 @@ async fn procedures_errors_and_kill() {
     assert_eq!(one, 1);
     // KILL CONNECTION ends that session.
     c.query_drop(format!("KILL {victim}")).await.unwrap();
-    let sessions = &env.proxy.sessions;
+    let sessions = &env.proxy.rt.sessions;
     common::wait_for(
         "the killed session to end",
         std::time::Duration::from_secs(60),

@@ -142,10 +142,10 @@ c.close()
     };
     assert!(subject().contains("CN = 127.0.0.1"), "{}", subject());
     let (cert2, key2) = common::certs::self_signed(dir.path(), "rotated", "rotated.example");
-    let mut cfg = (*env.proxy.loaded.load_full()).clone();
+    let mut cfg = (*env.proxy.rt.loaded.load_full()).clone();
     cfg.proxy.tls_cert = Some(cert2);
     cfg.proxy.tls_key = Some(key2);
-    let changes = env.proxy.reload(cfg).await.expect("reload");
+    let changes = env.running.process.reload(cfg).await.expect("reload");
     assert!(
         changes.iter().any(|c| c.contains("TLS certificate")),
         "{changes:?}"

@@ -6,7 +6,7 @@
 use super::client::ClientConn;
 use super::handshake::HandshakeContext;
 use super::login::{self, Admission};
-use crate::proxy::Proxy;
+use crate::front::MysqlFrontend;
 use crate::wire::consts::{cap, status};
 use crate::wire::resultset::column_type;
 use crate::wire::resultset::{write_resultset, Column};
@@ -37,7 +37,7 @@ struct Table {
 
 /// Serves one admin client.
 pub async fn serve(
-    proxy: Arc<Proxy>,
+    proxy: Arc<MysqlFrontend>,
     users: Arc<Users>,
     stream: TcpStream,
     peer: SocketAddr,
@@ -50,12 +50,12 @@ pub async fn serve(
         tls: None,
         users: &users,
         server_version: &version,
-        connection_id: proxy.sessions.next_id(),
+        connection_id: proxy.rt.sessions.next_id(),
         peer,
-        default_plugin: proxy.config.proxy.default_auth_plugin.name(),
-        throttle: &proxy.throttle,
+        default_plugin: proxy.rt.config.proxy.default_auth_plugin.name(),
+        throttle: &proxy.rt.throttle,
     };
-    let timeout = proxy.effective.load().login.handshake_timeout.get();
+    let timeout = proxy.rt.effective.load().login.handshake_timeout.get();
     let (auth, _permit) = match login::admit(&mut client, &cx, &admission, place, timeout).await {
         Ok(a) => a,
         Err(e) => {
@@ -131,7 +131,7 @@ fn normalise(sql: &[u8]) -> String {
         .to_ascii_uppercase()
 }
 
-fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
+fn table(proxy: &MysqlFrontend, sql: &[u8]) -> Result<Table, String> {
     let s = |v: &dyn ToString| Some(v.to_string());
     let topo = &proxy.topology;
     Ok(match normalise(sql).as_str() {
@@ -228,7 +228,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
                 .collect(),
         },
         "SHOW SESSIONS" => {
-            let mut all = proxy.sessions.all();
+            let mut all = proxy.rt.sessions.all();
             all.sort_by_key(|h| h.id);
             Table {
                 columns: vec![
@@ -265,7 +265,7 @@ fn table(proxy: &Proxy, sql: &[u8]) -> Result<Table, String> {
             }
         }
         "SHOW DIGESTS" => {
-            let mut all = proxy.digests.snapshot();
+            let mut all = proxy.rt.digests.snapshot();
             all.sort_by_key(|e| std::cmp::Reverse(e.sum_us));
             all.truncate(100);
             let ms = |us: u64| format!("{:.3}", us as f64 / 1000.0);

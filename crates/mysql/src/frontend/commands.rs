@@ -171,7 +171,7 @@ impl Session {
             NATIVE_PASSWORD.to_string()
         };
         self.reset_session(self.collation).await;
-        let users = self.proxy.users.load_full();
+        let users = self.proxy.rt.users.load_full();
         let facts = self.proxy.info.get();
         let cx = super::handshake::HandshakeContext {
             tls: None,
@@ -179,8 +179,8 @@ impl Session {
             server_version: &facts.version,
             connection_id: self.id,
             peer: self.handle.peer,
-            default_plugin: self.proxy.config.proxy.default_auth_plugin.name(),
-            throttle: &self.proxy.throttle,
+            default_plugin: self.proxy.rt.config.proxy.default_auth_plugin.name(),
+            throttle: &self.proxy.rt.throttle,
         };
         let nonce = self.nonce;
         let authed =
@@ -259,7 +259,7 @@ impl Session {
     pub(crate) async fn kill(&mut self, id: u64, query_only: bool) -> Result<(), Fatal> {
         let target = u32::try_from(id)
             .ok()
-            .and_then(|i| self.proxy.sessions.get(i));
+            .and_then(|i| self.proxy.rt.sessions.get(i));
         let Some(target) = target else {
             let msg = format!("Unknown thread id: {id}");
             return Ok(self
@@ -289,7 +289,7 @@ impl Session {
         if let Some((server, thread)) = target.current().backend {
             let sql = format!("KILL {}{thread}", if query_only { "QUERY " } else { "" });
             let user = self.user.clone();
-            let timeout = self.proxy.config.pool.connect_timeout.get();
+            let timeout = self.proxy.rt.config.pool.connect_timeout.get();
             let killed = tokio::time::timeout(timeout, async {
                 let mut c = BackendConn::connect_with(
                     &server.address,

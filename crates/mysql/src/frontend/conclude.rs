@@ -102,7 +102,7 @@ impl Session {
 
     /// Adds a statement to the digest table (schema as it was when the statement ran).
     fn count_digest(&mut self, sql: &[u8], hostgroup: &str, elapsed: Duration, out: &Outcome) {
-        if self.proxy.digests.capacity() == 0 {
+        if self.proxy.rt.digests.capacity() == 0 {
             return;
         }
         thread_local! {
@@ -122,7 +122,7 @@ impl Session {
         buf: &mut Vec<u8>,
     ) {
         let id = sluice_sqlscan::digest::normalize_into(sql, self.st.no_backslash_escapes, buf);
-        self.proxy.digests.record(
+        self.proxy.rt.digests.record(
             DigestKey {
                 id,
                 user: &self.user.name,

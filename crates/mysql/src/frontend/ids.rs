@@ -44,7 +44,12 @@ impl Session {
         let mut ids = vec![("CONNECTION_ID()".to_string(), u64::from(self.id))];
         if let Some(target) = target {
             let servers = self.lock_servers(target);
-            for (thread, session) in self.proxy.sessions.lock_holders_on(&servers, MAX_HOLDERS) {
+            for (thread, session) in self
+                .proxy
+                .rt
+                .sessions
+                .lock_holders_on(&servers, MAX_HOLDERS)
+            {
                 if session != self.id {
                     ids.push((thread.to_string(), u64::from(session)));
                 }

@@ -9,13 +9,13 @@ use super::login::{self, Admission};
 use super::pins::Pins;
 use super::request::RequestError;
 use super::stmt::Statements;
-use crate::proxy::Proxy;
+use crate::front::MysqlFrontend;
 use crate::state::TrackedState;
 use crate::wire::consts::{cap, com, err, status};
 use crate::wire::packet::ReadError;
 use sluice_core::connecting::Connecting;
-use sluice_core::listener::ListenerInfo;
 use sluice_core::PoolKey;
+use sluice_runtime::listener::ListenerInfo;
 use sluice_runtime::registry::SessionHandle;
 use sluice_runtime::users::User;
 use std::net::SocketAddr;
@@ -93,7 +93,7 @@ impl SessionState {
 /// A client session.
 pub struct Session {
     pub(crate) id: u32,
-    pub(crate) proxy: Arc<Proxy>,
+    pub(crate) proxy: Arc<MysqlFrontend>,
     pub(crate) client: ClientConn,
     pub(crate) user: Arc<User>,
     pub(crate) nonce: [u8; 20],
@@ -119,7 +119,7 @@ pub struct Session {
 
 /// Serves one accepted client from handshake to goodbye.
 pub async fn serve(
-    proxy: Arc<Proxy>,
+    proxy: Arc<MysqlFrontend>,
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
@@ -137,7 +137,12 @@ pub async fn serve(
     };
     let result = match started {
         Ok(true) => {
-            session.proxy.stats.clients_connected.fetch_add(1, Relaxed);
+            session
+                .proxy
+                .rt
+                .stats
+                .clients_connected
+                .fetch_add(1, Relaxed);
             session.run().await
         }
         Ok(false) => Ok(()),
@@ -149,46 +154,46 @@ pub async fn serve(
     let finishing = Box::pin(session.finish());
     finishing.await;
     session.user.connections.fetch_sub(1, Relaxed);
-    session.proxy.sessions.remove(session.id);
+    session.proxy.rt.sessions.remove(session.id);
 }
 
 /// Authenticates the client and selects its initial schema. `None` if it was turned away
 /// before a session existed; otherwise the session, whether it may go on (`Ok(false)`:
 /// refused, already told why) and its place under the client limit.
 async fn open(
-    proxy: Arc<Proxy>,
+    proxy: Arc<MysqlFrontend>,
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
     admission: &Admission,
     place: Connecting,
 ) -> Option<(Box<Session>, Result<bool, Fatal>, OwnedSemaphorePermit)> {
-    let id = proxy.sessions.next_id();
-    let mut client = ClientConn::new(stream, proxy.config.proxy.max_packet_size as usize);
-    let users = proxy.users.load_full();
+    let id = proxy.rt.sessions.next_id();
+    let mut client = ClientConn::new(stream, proxy.rt.config.proxy.max_packet_size as usize);
+    let users = proxy.rt.users.load_full();
     let version = proxy.announced_version();
-    let tls = proxy.tls.load_full();
+    let tls = proxy.rt.tls.load_full();
     let cx = HandshakeContext {
         tls: (*tls).as_ref(),
         users: &users,
         server_version: &version,
         connection_id: id,
         peer,
-        default_plugin: proxy.config.proxy.default_auth_plugin.name(),
-        throttle: &proxy.throttle,
+        default_plugin: proxy.rt.config.proxy.default_auth_plugin.name(),
+        throttle: &proxy.rt.throttle,
     };
-    let timeout = proxy.effective.load().login.handshake_timeout.get();
+    let timeout = proxy.rt.effective.load().login.handshake_timeout.get();
     let (auth, permit) = match login::admit(&mut client, &cx, admission, place, timeout).await {
         Ok(a) => a,
         Err(e) => {
             tracing::debug!(%peer, error = %e, "client not admitted");
-            proxy.refused();
+            proxy.rt.refused();
             return None;
         }
     };
     let user = auth.user.clone();
     if let Err(msg) = user_connection_added(&user) {
-        proxy.refused();
+        proxy.rt.refused();
         let _ = client
             .send_err(
                 auth.next_seq,
@@ -200,7 +205,7 @@ async fn open(
         return None;
     }
     let key = sluice_runtime::registry::SessionKey { id, secret: 0 };
-    let handle = proxy.sessions.add(
+    let handle = proxy.rt.sessions.add(
         key,
         sluice_core::Protocol::Mysql,
         super::pins::Pins::labels_of,
@@ -227,7 +232,7 @@ pub(crate) fn user_connection_added(user: &User) -> Result<(), String> {
 
 impl Session {
     fn new(
-        proxy: Arc<Proxy>,
+        proxy: Arc<MysqlFrontend>,
         client: ClientConn,
         auth: &handshake::Authenticated,
         listener: Arc<ListenerInfo>,
@@ -271,7 +276,7 @@ impl Session {
                 // Checked moments ago for this user: no round trip (see `schemas`).
                 self.st.tracked.schema = Some(db.to_string());
             } else if let Err(e) = self.select_schema(db).await? {
-                self.proxy.refused();
+                self.proxy.rt.refused();
                 self.client
                     .send_err(seq, e.code, &e.sqlstate, &e.message)
                     .await?;
@@ -305,7 +310,10 @@ impl Session {
                     _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
                 }
             }
-            let read = self.client.read_request(&self.proxy.request_memory).await;
+            let read = self
+                .client
+                .read_request(&self.proxy.rt.request_memory)
+                .await;
             // A large request's charge against max_request_memory is held until its command
             // is done.
             let (pkt, _charge) = match read {
@@ -348,7 +356,7 @@ impl Session {
                     .await;
                 return Err(Fatal(msg.into()));
             }
-            self.proxy.stats.statements.fetch_add(1, Relaxed);
+            self.proxy.rt.stats.statements.fetch_add(1, Relaxed);
             self.cmd_started = Instant::now();
             // Boxed so the idle session future stays small: only the loop's state lives
             // across the wait for the next command.
@@ -464,14 +472,14 @@ impl Session {
             .as_ref()
             .filter(|_| self.st.pins.has(super::pins::Pins::USER_LOCKS))
             .map(|h| (h.lease.server().name.clone(), h.lease.conn_ref().thread_id));
-        self.proxy.sessions.set_lock_holder(self.id, holder);
+        self.proxy.rt.sessions.set_lock_holder(self.id, holder);
     }
 }
 
 /// The character-set variables of a fresh direct connection with collation `id`, shared by
-/// every session that logged in with it (see `Proxy::charset_vars`).
+/// every session that logged in with it (see `MysqlFrontend::charset_vars`).
 pub(crate) fn initial_charset_vars(
-    proxy: &Proxy,
+    proxy: &MysqlFrontend,
     id: u16,
 ) -> Arc<std::collections::BTreeMap<String, String>> {
     let facts = proxy.info.get();

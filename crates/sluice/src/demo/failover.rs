@@ -5,7 +5,7 @@
 
 use super::acked_writes::{AckedWriter, TABLE};
 use mysql_async::prelude::*;
-use sluice_mysql::Proxy;
+use sluice_mysql::MysqlFrontend as Proxy;
 use sluice_testkit::Topology;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering::Relaxed;
@@ -100,7 +100,7 @@ pub async fn run(proxy: &Arc<Proxy>, topo: &Topology, port: u16) -> Result<(), S
     );
     println!(
         "sluice declared the primary failed after [failover] detection_time = {} of failed checks,",
-        proxy.config.failover.detection_time
+        proxy.rt.config.failover.detection_time
     );
     println!(
         "then took {} ms from its decision to writes rerouted (failovers so far: {})",

@@ -9,7 +9,8 @@ pub mod load;
 pub mod raw;
 
 use sluice_config::Config;
-use sluice_mysql::{Proxy, Running};
+use sluice_mysql::MysqlFrontend as Proxy;
+use sluice_runtime::Running;
 use sluice_testkit::{find_program, Topology, TopologyOptions};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -95,8 +96,8 @@ pub fn managed_config(topo: &Topology, failover: bool, proxy_keys: &str, extra: 
 pub async fn start_proxy(text: &str) -> (Arc<Proxy>, Running) {
     let cfg =
         Config::from_toml(text).unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
-    let proxy = Proxy::new(cfg).expect("proxy");
-    let running = proxy.start().await.expect("proxy starts");
+    let (process, proxy) = Proxy::process(cfg).expect("proxy");
+    let running = process.start().await.expect("proxy starts");
     (proxy, running)
 }
 
@@ -137,8 +138,8 @@ pub async fn start_with(replicas: usize, extra: &str, edit: impl FnOnce(&mut Str
     edit(&mut text);
     let cfg =
         Config::from_toml(&text).unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
-    let proxy = Proxy::new(cfg).expect("proxy");
-    let running = proxy.start().await.expect("proxy starts");
+    let (process, proxy) = Proxy::process(cfg).expect("proxy");
+    let running = process.start().await.expect("proxy starts");
     let port = running.addrs[0].port();
     let extra_ports = running.addrs[1..].iter().map(|a| a.port()).collect();
     Env {
@@ -189,9 +190,13 @@ impl Env {
     /// Serves the admin API for this proxy as `cfg` says (bounds, token).
     #[allow(dead_code)]
     pub async fn admin_with(&self, cfg: &sluice_config::AdminConfig) -> sluice_admin::Admin {
-        sluice_admin::serve(cfg, self.proxy.clone(), self.running.shutdown_signal())
-            .await
-            .expect("admin API listens")
+        sluice_admin::serve(
+            cfg,
+            self.running.process.clone(),
+            self.running.shutdown_signal(),
+        )
+        .await
+        .expect("admin API listens")
     }
 
     /// The monitor.
@@ -253,7 +258,7 @@ impl Env {
     /// The port of the MySQL-protocol admin listener (`[admin] sql_listen`).
     pub fn admin_sql_port(&self) -> u16 {
         self.running
-            .admin_sql_addr
+            .own_listener(sluice_mysql::front::ADMIN_SQL)
             .expect("admin SQL listener")
             .port()
     }

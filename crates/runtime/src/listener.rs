@@ -63,7 +63,7 @@ pub fn bind(addr: &str, reuse_port: bool) -> io::Result<TcpListener> {
 }
 
 /// Accepts clients until `shutdown` turns true.
-pub async fn serve<H: Handler>(
+pub async fn serve<H: Handler + ?Sized>(
     listener: TcpListener,
     info: Arc<ListenerInfo>,
     handler: Arc<H>,
