@@ -20,9 +20,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use sluice_config::AdminConfig;
+use sluice_core::Cluster;
 use sluice_core::Server;
-use sluice_core::{Cluster, HostgroupView};
 use sluice_monitor::Monitor;
+use sluice_runtime::tables::{self, DigestOrder};
 use sluice_runtime::{Process, Runtime};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -52,14 +53,6 @@ impl Ctx {
         self.clusters()
             .iter()
             .flat_map(|c| c.servers().iter().cloned().collect::<Vec<_>>())
-            .collect()
-    }
-
-    /// Every hostgroup of every protocol.
-    pub(crate) fn hostgroups(&self) -> Vec<Arc<dyn HostgroupView>> {
-        self.clusters()
-            .iter()
-            .flat_map(|c| c.hostgroup_views())
             .collect()
     }
 
@@ -184,6 +177,7 @@ pub(crate) fn error(status: StatusCode, message: String) -> Response {
 #[derive(Serialize)]
 pub struct ServerView {
     name: String,
+    protocol: &'static str,
     address: String,
     hostgroup: String,
     role: &'static str,
@@ -204,19 +198,11 @@ pub struct ServerView {
     errors: u64,
 }
 
-fn server_view(ctx: &Ctx, s: &Arc<Server>) -> ServerView {
-    let o = s.observed();
-    let (mut in_use, mut idle) = (0, 0);
-    for hg in ctx.hostgroups().iter() {
-        for p in hg.pool_stats() {
-            if Arc::ptr_eq(&p.server, s) {
-                in_use += p.in_use;
-                idle += p.idle;
-            }
-        }
-    }
+fn server_view(row: sluice_runtime::tables::ServerRow) -> ServerView {
+    let (s, o) = (&row.server, row.observed);
     ServerView {
         name: s.name.to_string(),
+        protocol: row.protocol.as_str(),
         address: s.address.to_string(),
         hostgroup: s.hostgroup().to_string(),
         role: o.role.as_str(),
@@ -230,15 +216,16 @@ fn server_view(ctx: &Ctx, s: &Arc<Server>) -> ServerView {
         replication_running: o.replication_running,
         gtid_position: o.position,
         error: o.error,
-        pool_in_use: in_use,
-        pool_idle: idle,
+        pool_in_use: row.pool_in_use,
+        pool_idle: row.pool_idle,
         queries: s.stats.queries.load(Relaxed),
         errors: s.stats.errors.load(Relaxed),
     }
 }
 
 async fn servers(State(ctx): State<Ctx>) -> Json<Vec<ServerView>> {
-    Json(ctx.servers().iter().map(|s| server_view(&ctx, s)).collect())
+    let rows = sluice_runtime::tables::servers(&ctx.process.clusters());
+    Json(rows.into_iter().map(server_view).collect())
 }
 
 #[derive(Serialize)]
@@ -303,23 +290,15 @@ struct DigestView {
 }
 
 async fn digests(State(ctx): State<Ctx>, Query(q): Query<DigestParams>) -> Response {
-    let table = &ctx.rt().digests;
-    let mut all = table.snapshot();
     let sort = q.sort.as_deref().unwrap_or("count");
-    match sort {
-        "count" => all.sort_by_key(|e| std::cmp::Reverse(e.count)),
-        "time" => all.sort_by_key(|e| std::cmp::Reverse(e.sum_us)),
-        "errors" => all.sort_by_key(|e| std::cmp::Reverse(e.errors)),
-        "rows" => all.sort_by_key(|e| std::cmp::Reverse(e.rows_sent)),
-        "p99" => all.sort_by_key(|e| std::cmp::Reverse(e.quantile(0.99))),
-        other => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("sort must be count, time, errors, rows or p99, not {other:?}"),
-            )
-        }
-    }
-    all.truncate(q.limit.unwrap_or(100));
+    let Some(order) = DigestOrder::parse(sort) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("sort must be count, time, errors, rows or p99, not {sort:?}"),
+        );
+    };
+    let table = &ctx.rt().digests;
+    let all = tables::digests(table, order, q.limit.unwrap_or(100));
     let ms = |us: u64| us as f64 / 1000.0;
     let epoch_ms = |t: std::time::SystemTime| {
         t.duration_since(UNIX_EPOCH)

@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use sluice_config::Balance;
 use sluice_core::{Health, Server};
+use sluice_runtime::tables;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ pub const DRAINED: &str = "drained by operator";
 #[derive(Serialize)]
 pub(crate) struct HostgroupView {
     name: String,
+    protocol: &'static str,
     balance: &'static str,
     servers: Vec<String>,
     pool_in_use: u32,
@@ -30,30 +31,24 @@ pub(crate) struct HostgroupView {
 }
 
 pub(crate) async fn hostgroups(State(ctx): State<Ctx>) -> Json<Vec<HostgroupView>> {
-    let views = ctx
-        .hostgroups()
-        .iter()
-        .map(|h| {
-            let pools = h.pool_stats();
-            let lat = h.latency().snapshot();
-            HostgroupView {
-                name: h.name().to_string(),
-                balance: match h.balance() {
-                    Balance::Weighted => "weighted",
-                    Balance::LeastOutstanding => "least_outstanding",
-                },
-                servers: h.servers().iter().map(|s| s.name.to_string()).collect(),
-                pool_in_use: pools.iter().map(|p| p.in_use).sum(),
-                pool_idle: pools.iter().map(|p| p.idle).sum(),
-                waiting: h.waiting(),
-                queue_timeouts: h.queue_timeouts(),
-                statements: lat.count,
-                latency_avg_ms: if lat.count == 0 {
-                    0.0
-                } else {
-                    lat.sum * 1000.0 / lat.count as f64
-                },
-            }
+    let rows = tables::hostgroups(&ctx.process.clusters());
+    let views = rows
+        .into_iter()
+        .map(|h| HostgroupView {
+            name: h.name.to_string(),
+            protocol: h.protocol.as_str(),
+            balance: tables::balance_name(h.balance),
+            servers: h.servers,
+            pool_in_use: h.pool_in_use,
+            pool_idle: h.pool_idle,
+            waiting: h.waiting,
+            queue_timeouts: h.queue_timeouts,
+            statements: h.latency.count,
+            latency_avg_ms: if h.latency.count == 0 {
+                0.0
+            } else {
+                h.latency.sum * 1000.0 / h.latency.count as f64
+            },
         })
         .collect();
     Json(views)
@@ -62,6 +57,7 @@ pub(crate) async fn hostgroups(State(ctx): State<Ctx>) -> Json<Vec<HostgroupView
 #[derive(Serialize)]
 pub(crate) struct RuleView {
     name: String,
+    protocol: &'static str,
     #[serde(rename = "match")]
     pattern: String,
     hostgroup: String,
@@ -71,18 +67,20 @@ pub(crate) struct RuleView {
 }
 
 pub(crate) async fn rules(State(ctx): State<Ctx>) -> Json<Vec<RuleView>> {
-    let mut views = Vec::new();
-    for cluster in ctx.clusters() {
-        views.extend(cluster.router().rules().iter().map(|r| RuleView {
-            name: r.name.clone(),
-            pattern: r.pattern.clone(),
-            hostgroup: r.hostgroup.to_string(),
-            user: r.user.clone(),
-            schema: r.schema.clone(),
-            hits: r.hits.load(Relaxed),
-        }));
-    }
-    Json(views)
+    let rows = tables::rules(&ctx.process.clusters());
+    Json(
+        rows.into_iter()
+            .map(|r| RuleView {
+                name: r.name,
+                protocol: r.protocol.as_str(),
+                pattern: r.pattern,
+                hostgroup: r.hostgroup,
+                user: r.user,
+                schema: r.schema,
+                hits: r.hits,
+            })
+            .collect(),
+    )
 }
 
 #[derive(Serialize)]
@@ -123,34 +121,24 @@ pub(crate) struct SessionView {
 }
 
 pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
-    let mut v: Vec<SessionView> = ctx
-        .rt()
-        .sessions
-        .all()
-        .iter()
-        .map(|h| {
-            let cur = h.current();
-            let pins = h.pin_reasons();
-            SessionView {
+    let rows = tables::sessions(&ctx.rt().sessions);
+    Json(
+        rows.into_iter()
+            .map(|h| SessionView {
                 id: h.id,
                 protocol: h.protocol.as_str(),
-                user: h.user.to_string(),
-                client: h.peer.to_string(),
-                connected_s: h.connected.elapsed().as_secs(),
-                pinned: !pins.is_empty(),
-                pinned_by: pins,
-                backend: cur.backend.as_ref().map(|(s, _)| s.name.to_string()),
-                backend_thread: cur.backend.as_ref().map(|(_, t)| *t),
-                statement: cur.statement.as_ref().map(|(s, _)| s.clone()),
-                statement_ms: cur
-                    .statement
-                    .as_ref()
-                    .map(|(_, t)| t.elapsed().as_millis() as u64),
-            }
-        })
-        .collect();
-    v.sort_by_key(|s| s.id);
-    Json(v)
+                user: h.user,
+                client: h.client,
+                connected_s: h.connected_s,
+                pinned: !h.pinned_by.is_empty(),
+                pinned_by: h.pinned_by,
+                backend: h.backend,
+                backend_thread: h.backend_thread,
+                statement: h.statement,
+                statement_ms: h.statement_ms,
+            })
+            .collect(),
+    )
 }
 
 fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Box<Response>> {

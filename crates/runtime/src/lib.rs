@@ -12,6 +12,7 @@ pub mod process;
 pub mod registry;
 pub mod runtime;
 pub mod stats;
+pub mod tables;
 pub mod tls;
 pub mod users;
 

@@ -79,7 +79,16 @@ pub async fn serve<H: Handler + ?Sized>(
             Ok((stream, peer)) => {
                 backoff = Duration::from_millis(5);
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(handler.clone().handle(stream, peer, info.clone()));
+                // One span per client session: everything it logs carries its peer, and the
+                // id and user the front end records once it knows them.
+                let span = tracing::info_span!(
+                    "session",
+                    %peer,
+                    id = tracing::field::Empty,
+                    user = tracing::field::Empty
+                );
+                let session = handler.clone().handle(stream, peer, info.clone());
+                tokio::spawn(tracing::Instrument::instrument(session, span));
             }
             Err(e) => {
                 // EMFILE/ENFILE/ENOBUFS: wait for descriptors to free up instead of spinning.

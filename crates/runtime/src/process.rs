@@ -97,6 +97,14 @@ impl Process {
         &self.frontends
     }
 
+    /// Every front end's topology, with its protocol (what the admin tables read).
+    pub fn clusters(&self) -> Vec<crate::tables::ClusterOf> {
+        self.frontends
+            .iter()
+            .map(|f| (f.protocol(), f.cluster()))
+            .collect()
+    }
+
     /// The front end of `protocol`, if the process serves it.
     pub fn frontend(&self, protocol: Protocol) -> Option<&Arc<dyn Frontend>> {
         self.frontends.iter().find(|f| f.protocol() == protocol)

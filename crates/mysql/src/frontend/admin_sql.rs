@@ -1,6 +1,7 @@
 //! The MySQL-protocol admin listener (`[admin] sql_listen`), for people who live in the
 //! `mysql` client: `SHOW SERVERS`, `SHOW POOLS`, `SHOW SESSIONS`, `SHOW DIGESTS`,
-//! `SHOW RULES`, `SHOW HOSTGROUPS` answer with the same data as the HTTP API. Only the admin
+//! `SHOW RULES`, `SHOW HOSTGROUPS` answer with the same data as the HTTP API (both render
+//! the rows of `sluice_runtime::tables`). Only the admin
 //! user (`[admin] sql_user` / `sql_password`) logs in; no statement reaches a server.
 
 use super::client::ClientConn;
@@ -11,6 +12,8 @@ use crate::wire::consts::{cap, status};
 use crate::wire::resultset::column_type;
 use crate::wire::resultset::{write_resultset, Column};
 use sluice_core::connecting::Connecting;
+use sluice_core::{Cluster, Protocol};
+use sluice_runtime::tables;
 use sluice_runtime::users::Users;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -133,7 +136,7 @@ fn normalise(sql: &[u8]) -> String {
 
 fn table(proxy: &MysqlFrontend, sql: &[u8]) -> Result<Table, String> {
     let s = |v: &dyn ToString| Some(v.to_string());
-    let topo = &proxy.topology;
+    let clusters = [(Protocol::Mysql, proxy.topology.clone() as Arc<dyn Cluster>)];
     Ok(match normalise(sql).as_str() {
         "SHOW SERVERS" => Table {
             columns: vec![
@@ -152,11 +155,10 @@ fn table(proxy: &MysqlFrontend, sql: &[u8]) -> Result<Table, String> {
                 "errors",
             ],
             numeric: vec!["weight", "lag_s", "latency_us", "queries", "errors"],
-            rows: topo
-                .all()
-                .iter()
-                .map(|srv| {
-                    let o = srv.observed();
+            rows: tables::servers(&clusters)
+                .into_iter()
+                .map(|row| {
+                    let (srv, o) = (&row.server, row.observed);
                     vec![
                         s(&srv.name),
                         s(&srv.hostgroup()),
@@ -185,20 +187,18 @@ fn table(proxy: &MysqlFrontend, sql: &[u8]) -> Result<Table, String> {
                 "max_connections",
             ],
             numeric: vec!["in_use", "idle", "open", "max_connections"],
-            rows: topo
-                .hostgroups()
+            rows: tables::pools(&clusters)
                 .iter()
-                .flat_map(|h| {
-                    h.pool_stats().into_iter().map(move |p| {
-                        vec![
-                            s(&h.name),
-                            s(&p.server.name),
-                            s(&p.in_use),
-                            s(&p.idle),
-                            s(&p.open),
-                            s(&p.server.max_connections()),
-                        ]
-                    })
+                .map(|row| {
+                    let p = &row.stats;
+                    vec![
+                        s(&row.hostgroup),
+                        s(&p.server.name),
+                        s(&p.in_use),
+                        s(&p.idle),
+                        s(&p.open),
+                        s(&p.server.max_connections()),
+                    ]
                 })
                 .collect(),
         },
@@ -211,63 +211,51 @@ fn table(proxy: &MysqlFrontend, sql: &[u8]) -> Result<Table, String> {
                 "statements",
             ],
             numeric: vec!["waiting", "queue_timeouts", "statements"],
-            rows: topo
-                .hostgroups()
+            rows: tables::hostgroups(&clusters)
                 .iter()
                 .map(|h| {
-                    let names: Vec<String> =
-                        h.servers().iter().map(|s| s.name.to_string()).collect();
                     vec![
                         s(&h.name),
-                        Some(names.join(",")),
-                        s(&h.waiting()),
-                        s(&h.queue_timeouts.load(Relaxed)),
-                        s(&h.latency.snapshot().count),
+                        Some(h.servers.join(",")),
+                        s(&h.waiting),
+                        s(&h.queue_timeouts),
+                        s(&h.latency.count),
                     ]
                 })
                 .collect(),
         },
-        "SHOW SESSIONS" => {
-            let mut all = proxy.rt.sessions.all();
-            all.sort_by_key(|h| h.id);
-            Table {
-                columns: vec![
-                    "id",
-                    "user",
-                    "client",
-                    "connected_s",
-                    "pinned_by",
-                    "backend",
-                    "backend_thread",
-                    "statement",
-                    "statement_ms",
-                ],
-                numeric: vec!["id", "connected_s", "backend_thread", "statement_ms"],
-                rows: all
-                    .iter()
-                    .map(|h| {
-                        let cur = h.current();
-                        vec![
-                            s(&h.id),
-                            s(&h.user),
-                            s(&h.peer),
-                            s(&h.connected.elapsed().as_secs()),
-                            Some(h.pin_reasons().join(",")),
-                            cur.backend.as_ref().map(|(b, _)| b.name.to_string()),
-                            cur.backend.as_ref().map(|(_, t)| t.to_string()),
-                            cur.statement.as_ref().map(|(q, _)| q.clone()),
-                            cur.statement
-                                .as_ref()
-                                .map(|(_, t)| t.elapsed().as_millis().to_string()),
-                        ]
-                    })
-                    .collect(),
-            }
-        }
+        "SHOW SESSIONS" => Table {
+            columns: vec![
+                "id",
+                "user",
+                "client",
+                "connected_s",
+                "pinned_by",
+                "backend",
+                "backend_thread",
+                "statement",
+                "statement_ms",
+            ],
+            numeric: vec!["id", "connected_s", "backend_thread", "statement_ms"],
+            rows: tables::sessions(&proxy.rt.sessions)
+                .into_iter()
+                .map(|h| {
+                    vec![
+                        s(&h.id),
+                        Some(h.user),
+                        Some(h.client),
+                        s(&h.connected_s),
+                        Some(h.pinned_by.join(",")),
+                        h.backend,
+                        h.backend_thread.map(|t| t.to_string()),
+                        h.statement,
+                        h.statement_ms.map(|t| t.to_string()),
+                    ]
+                })
+                .collect(),
+        },
         "SHOW DIGESTS" => {
-            let mut all = proxy.rt.digests.snapshot();
-            all.sort_by_key(|e| std::cmp::Reverse(e.sum_us));
-            all.truncate(100);
+            let all = tables::digests(&proxy.rt.digests, tables::DigestOrder::Time, 100);
             let ms = |us: u64| format!("{:.3}", us as f64 / 1000.0);
             Table {
                 columns: vec![
@@ -314,18 +302,16 @@ fn table(proxy: &MysqlFrontend, sql: &[u8]) -> Result<Table, String> {
         "SHOW RULES" => Table {
             columns: vec!["rule", "match", "hostgroup", "user", "schema", "hits"],
             numeric: vec!["hits"],
-            rows: topo
-                .router
-                .rules()
-                .iter()
+            rows: tables::rules(&clusters)
+                .into_iter()
                 .map(|r| {
                     vec![
-                        s(&r.name),
-                        s(&r.pattern),
-                        s(&r.hostgroup),
-                        r.user.clone(),
-                        r.schema.clone(),
-                        s(&r.hits.load(Relaxed)),
+                        Some(r.name),
+                        Some(r.pattern),
+                        Some(r.hostgroup),
+                        r.user,
+                        r.schema,
+                        s(&r.hits),
                     ]
                 })
                 .collect(),

@@ -169,6 +169,7 @@ async fn open(
     place: Connecting,
 ) -> Option<(Box<Session>, Result<bool, Fatal>, OwnedSemaphorePermit)> {
     let id = proxy.rt.sessions.next_id();
+    tracing::Span::current().record("id", id);
     let mut client = ClientConn::new(stream, proxy.rt.config.proxy.max_packet_size as usize);
     let users = proxy.rt.users.load_full();
     let version = proxy.announced_version();
@@ -205,6 +206,7 @@ async fn open(
         return None;
     }
     let key = sluice_runtime::registry::SessionKey { id, secret: 0 };
+    tracing::Span::current().record("user", &*user.name);
     let handle = proxy.rt.sessions.add(
         key,
         sluice_core::Protocol::Mysql,
