@@ -24,12 +24,17 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// What a pooled connection is for: who it is logged in as, and a protocol-defined variant
-/// (for MySQL, the client capability flags the connection was opened with).
+/// What a pooled connection is for: who it is logged in as, the database it is bound to
+/// (PostgreSQL connects to one database for good; MySQL switches schemas per session and
+/// leaves it `None`), and a protocol-defined variant (for MySQL, the client capability flags
+/// the connection was opened with).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     /// The user the connection is authenticated as.
     pub user: Arc<str>,
+    /// The database the connection is bound to, for protocols whose connections cannot change
+    /// it.
+    pub database: Option<Arc<str>>,
     /// Protocol-specific variant; only connections with an equal key are interchangeable.
     pub variant: u64,
 }

@@ -58,6 +58,7 @@ fn settings(queue_ms: u64, limit: usize) -> PoolSettings {
 fn key(user: &str) -> PoolKey {
     PoolKey {
         user: Arc::from(user),
+        database: None,
         variant: 0,
     }
 }
@@ -81,6 +82,22 @@ async fn reuses_idle_connections() {
     assert_eq!(c.opened.load(SeqCst), 1);
     let st = &hg.pool_stats()[0];
     assert_eq!((st.idle, st.in_use, st.open), (1, 0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn connections_bound_to_another_database_are_not_reused() {
+    let hg = hostgroup(&[("a:1", 10)], settings(100, 10));
+    let c = Arc::new(FakeConnector::default());
+    let on = |db: &str| PoolKey {
+        database: Some(Arc::from(db)),
+        ..key("u")
+    };
+    drop(hg.acquire(&on("sales"), &c).await.unwrap());
+    drop(hg.acquire(&on("sales"), &c).await.unwrap());
+    assert_eq!(c.opened.load(SeqCst), 1, "same user and database: reused");
+    let lease = hg.acquire(&on("billing"), &c).await.unwrap();
+    assert_eq!(lease.key().database.as_deref(), Some("billing"));
+    assert_eq!(c.opened.load(SeqCst), 2, "another database: a connection of its own");
 }
 
 #[tokio::test(start_paused = true)]

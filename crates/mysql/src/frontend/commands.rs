@@ -244,6 +244,7 @@ impl Session {
         self.st.tracked.vars = initial_charset_vars(&self.proxy, collation);
         self.key = PoolKey {
             user: self.user.name.clone(),
+            database: None,
             variant: self.client.caps & FLAVOUR_CAPS,
         };
     }

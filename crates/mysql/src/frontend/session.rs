@@ -242,6 +242,7 @@ impl Session {
     ) -> Session {
         let key = PoolKey {
             user: auth.user.name.clone(),
+            database: None,
             variant: client.caps & FLAVOUR_CAPS,
         };
         let mut st = SessionState {
