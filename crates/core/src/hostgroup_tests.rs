@@ -97,7 +97,11 @@ async fn connections_bound_to_another_database_are_not_reused() {
     assert_eq!(c.opened.load(SeqCst), 1, "same user and database: reused");
     let lease = hg.acquire(&on("billing"), &c).await.unwrap();
     assert_eq!(lease.key().database.as_deref(), Some("billing"));
-    assert_eq!(c.opened.load(SeqCst), 2, "another database: a connection of its own");
+    assert_eq!(
+        c.opened.load(SeqCst),
+        2,
+        "another database: a connection of its own"
+    );
 }
 
 #[tokio::test(start_paused = true)]

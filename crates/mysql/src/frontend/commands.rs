@@ -1,6 +1,7 @@
 //! Commands other than queries and prepared statements.
 
 use super::handshake::HandshakeError;
+use super::pipeline::{Body, Stmt};
 use super::scan::{Expect, ServerError};
 use super::session::{
     initial_charset_vars, user_connection_added, Fatal, Flow, Session, FLAVOUR_CAPS,
@@ -18,8 +19,16 @@ impl Session {
     pub(crate) async fn init_db(&mut self, payload: &[u8]) -> Result<(), Fatal> {
         self.drop_previous_unless_needed(Effects::default()).await;
         let target = self.read_target();
-        self.run_routed(target, payload, Expect::Simple, Effects::USE_DB, None, true)
-            .await
+        self.run_stmt(Stmt {
+            target,
+            body: Body::Plain(payload),
+            expect: Expect::Simple,
+            effects: Effects::USE_DB,
+            sql: None,
+            read: true,
+            shown: true,
+        })
+        .await
     }
 
     /// Selects the schema a client asked for while logging in.
@@ -51,28 +60,30 @@ impl Session {
     pub(crate) async fn field_list(&mut self, payload: &[u8]) -> Result<(), Fatal> {
         self.drop_previous_unless_needed(Effects::default()).await;
         let target = self.read_target();
-        self.run_routed(
+        self.run_stmt(Stmt {
             target,
-            payload,
-            Expect::FieldList,
-            Effects::default(),
-            None,
-            true,
-        )
+            body: Body::Plain(payload),
+            expect: Expect::FieldList,
+            effects: Effects::default(),
+            sql: None,
+            read: true,
+            shown: true,
+        })
         .await
     }
 
     /// COM_STATISTICS.
     pub(crate) async fn statistics(&mut self, payload: &[u8]) -> Result<(), Fatal> {
         let target = self.read_target();
-        self.run_routed(
+        self.run_stmt(Stmt {
             target,
-            payload,
-            Expect::Statistics,
-            Effects::default(),
-            None,
-            true,
-        )
+            body: Body::Plain(payload),
+            expect: Expect::Statistics,
+            effects: Effects::default(),
+            sql: None,
+            read: true,
+            shown: true,
+        })
         .await
     }
 
@@ -80,14 +91,15 @@ impl Session {
     pub(crate) async fn forward_to_writer(&mut self, payload: &[u8]) -> Result<(), Fatal> {
         self.drop_previous_unless_needed(Effects::default()).await;
         let target = self.write_target();
-        self.run_routed(
+        self.run_stmt(Stmt {
             target,
-            payload,
-            Expect::Simple,
-            Effects::default(),
-            None,
-            false,
-        )
+            body: Body::Plain(payload),
+            expect: Expect::Simple,
+            effects: Effects::default(),
+            sql: None,
+            read: false,
+            shown: true,
+        })
         .await
     }
 

@@ -1,13 +1,14 @@
 //! After a statement: learning what the server reported (session-state changes, transaction
 //! status, pins, results of the statement), then keeping the connection or giving it back.
 
-use super::exec::{Attached, Lost};
+use super::exec::Attached;
 use super::pins::Pins;
 use super::scan::Outcome;
 use super::session::{Fatal, Session};
 use crate::state;
 use crate::wire::consts::err;
 use sluice_core::{DigestKey, DigestSample};
+use sluice_core::{Failure, Seen};
 use sluice_sqlscan::{names, Effects};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -43,17 +44,18 @@ impl Session {
     pub(crate) async fn report_lost(
         &mut self,
         was_held: bool,
-        lost: &Lost,
+        lost: &Failure,
         effects: Effects,
     ) -> Result<(), Fatal> {
-        let why = self.failure_note(&lost.server);
+        let why = self.failure_note(lost.server.as_deref().unwrap_or("?"));
         let what = lost.what();
-        let (when, incomplete) = if lost.partial {
+        let partial = lost.seen != Seen::Nothing;
+        let (when, incomplete) = if partial {
             (" in the middle of the result", "; the result is incomplete")
         } else {
             (" before the statement completed", "")
         };
-        let Some(seq) = lost.seq else {
+        let Some(seq) = lost.can_tell_client().then_some(lost.next_seq) else {
             return Err(Fatal(format!(
                 "{what}{when}{why}: the client was inside a packet and cannot be sent an error ({})",
                 lost.error
@@ -83,7 +85,7 @@ impl Session {
             self.publish_pins();
             return Ok(());
         }
-        let msg = if lost.partial {
+        let msg = if partial {
             format!("sluice: {what}{when}{why}{incomplete}")
         } else {
             format!("sluice: {what}{when}{why}; its outcome is unknown")

@@ -6,15 +6,13 @@
 //! it back to the pool).
 
 use super::pins::Pins;
-use super::relay::{relay, RelayError, Sink};
-use super::scan::{Expect, Outcome, Scanner, ServerError};
-use super::session::{Fatal, Session};
-use super::sync::SyncError;
+use super::relay::{relay, Sink};
+use super::scan::{Expect, Outcome, Scanner};
+use super::session::Session;
 use crate::backend::BackendConn;
-use crate::state;
-use crate::wire::consts::{cap, err};
+use crate::wire::consts::cap;
 use sluice_core::router::{Classified, Decision, Reason, Route, RouteInput};
-use sluice_core::{AcquireError, Lease};
+use sluice_core::{AcquireError, Failure, Lease, Seen, Side};
 use sluice_sqlscan::{Effects, Scan};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -56,60 +54,6 @@ pub enum Target {
     Previous,
     /// On a connection of this hostgroup.
     Group(Decision),
-}
-
-/// A failure while forwarding.
-pub enum FwdError {
-    /// The backend connection was lost (it has been discarded); the client has not been told.
-    Backend(Lost),
-    /// The session must end.
-    Fatal(Fatal),
-}
-
-/// A backend connection lost under a command: it broke, stayed silent longer than
-/// `[pool] read_timeout`, or sent something that is not the protocol.
-pub struct Lost {
-    /// The server.
-    pub server: Arc<str>,
-    /// What happened (`TimedOut`: silent too long; `InvalidData`: malformed).
-    pub error: std::io::Error,
-    /// Nothing reached the client: the command may be retried elsewhere if safe.
-    pub untouched: bool,
-    /// Part of the response reached the client: the result it has is incomplete.
-    pub partial: bool,
-    /// Sequence id of the ERR packet the client can take now; `None` when it is in the
-    /// middle of a packet, where it can only be disconnected.
-    pub seq: Option<u8>,
-}
-
-impl Lost {
-    /// Lost before anything was sent to the client, which expects packet `seq`.
-    pub fn before_answer(server: Arc<str>, error: std::io::Error, seq: u8) -> Lost {
-        Lost {
-            server,
-            error,
-            untouched: true,
-            partial: false,
-            seq: Some(seq),
-        }
-    }
-
-    /// What happened, for the client and the logs (e.g. "backend 10.0.0.1:3306 sent a
-    /// malformed response: ...").
-    pub fn what(&self) -> String {
-        match self.error.kind() {
-            std::io::ErrorKind::TimedOut | std::io::ErrorKind::InvalidData => {
-                format!("backend {} {}", self.server, self.error)
-            }
-            _ => format!("lost connection to backend {}", self.server),
-        }
-    }
-}
-
-impl From<Fatal> for FwdError {
-    fn from(f: Fatal) -> Self {
-        FwdError::Fatal(f)
-    }
 }
 
 /// Effects that create state tied to one connection: a statement with any of them runs on
@@ -187,44 +131,15 @@ impl Session {
         Ok(Target::Group(decision))
     }
 
-    /// Gets the connection for `target`. On failure the client has been sent an error and
-    /// `None` is returned.
-    pub(crate) async fn attach(
-        &mut self,
-        target: &Target,
-        seq: u8,
-    ) -> Result<Option<Attached>, Fatal> {
-        let decision = match target {
-            Target::Held => return Ok(self.held.take()),
-            Target::Previous => return Ok(self.prev.take()),
-            Target::Group(d) => d,
-        };
-        let result = self.lease_for(decision).await;
-        match result {
-            Ok(att) => Ok(Some(att)),
-            Err(AcquireError::Connect(e)) if e.code.is_some() => {
-                let code = e.code.unwrap_or(err::NO_BACKEND);
-                let state = e.sqlstate.unwrap_or(*b"HY000");
-                self.client.send_err(seq, code, &state, &e.message).await?;
-                Ok(None)
-            }
-            Err(e) => {
-                self.client
-                    .send_err(seq, err::NO_BACKEND, b"HY000", &format!("sluice: {e}"))
-                    .await?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Sends `payload` and relays the response to the client (or swallows it).
+    /// Sends `payload` and relays the response to the client (or swallows it). A failure
+    /// of either side is returned; a broken server connection has been discarded.
     pub(crate) async fn forward(
         &mut self,
         att: &mut Attached,
         payload: &[u8],
         scanner: Scanner,
         to_client: bool,
-    ) -> Result<Outcome, FwdError> {
+    ) -> Result<Outcome, Failure> {
         let server = att.lease.server().clone();
         server.stats.queries.fetch_add(1, Relaxed);
         // The client's answer starts after its command's packets.
@@ -234,11 +149,11 @@ impl Session {
             // Held across a failover: the server was declared failed since.
             att.lease.discard();
             let e = std::io::Error::other("the server was declared failed");
-            return Err(FwdError::Backend(Lost::before_answer(
+            return Err(Failure::server_before_answer(
                 server.name.clone(),
                 e,
                 first_seq,
-            )));
+            ));
         }
         let mut scanner = scanner;
         match conn.send(0, payload).await {
@@ -247,11 +162,11 @@ impl Session {
                 att.lease.discard();
                 server.stats.errors.fetch_add(1, Relaxed);
                 tracing::debug!(server = %server.name, error = %e, "backend write failed");
-                return Err(FwdError::Backend(Lost::before_answer(
+                return Err(Failure::server_before_answer(
                     server.name.clone(),
                     e,
                     first_seq,
-                )));
+                ));
             }
         }
         let sink = if to_client {
@@ -261,161 +176,24 @@ impl Session {
         };
         match relay(conn, sink, scanner).await {
             Ok(out) => Ok(out),
-            Err(RelayError::Client(e)) => {
+            Err(mut failure) => {
                 att.lease.discard();
-                Err(FwdError::Fatal(Fatal(format!(
-                    "client connection lost: {e}"
-                ))))
-            }
-            Err(RelayError::Backend {
-                error,
-                clean,
-                next_seq,
-                partial,
-            }) => {
-                att.lease.discard();
-                server.stats.errors.fetch_add(1, Relaxed);
-                let lost = Lost {
-                    server: server.name.clone(),
-                    error,
-                    untouched: !partial,
-                    partial,
-                    seq: clean.then_some(next_seq),
-                };
-                if matches!(
-                    lost.error.kind(),
-                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::InvalidData
-                ) {
-                    // A server that hangs or talks nonsense: its connection is closed.
-                    tracing::warn!(session = self.id, server = %server.name, error = %lost.error, partial, "backend connection closed");
-                } else {
-                    tracing::debug!(session = self.id, server = %server.name, error = %lost.error, partial, "backend connection lost");
-                }
-                Err(FwdError::Backend(lost))
-            }
-        }
-    }
-
-    /// The whole path for a command that the router can place: attach, sync, forward,
-    /// conclude, with one transparent retry for reads whose connection broke before any byte
-    /// reached the client.
-    pub(crate) async fn run_routed(
-        &mut self,
-        target: Target,
-        payload: &[u8],
-        expect: Expect,
-        effects: Effects,
-        sql: Option<&[u8]>,
-        read: bool,
-    ) -> Result<(), Fatal> {
-        let mut target = target;
-        for attempt in 0..2 {
-            let from_held = matches!(target, Target::Held);
-            let Some(mut att) = self.attach(&target, 1).await? else {
-                return Ok(());
-            };
-            if !self.sync(&mut att, effects, 1).await? {
-                self.settle(att, from_held, false).await;
-                return Ok(());
-            }
-            let foreign_diagnostics = effects.intersects(Effects::PREV_STATEMENT)
-                && !matches!(target, Target::Previous)
-                && !(from_held && self.prev_is_held);
-            if foreign_diagnostics {
-                // The connection's diagnostics area belongs to another statement (maybe another
-                // session's); the session's previous statement had none. Clear it.
-                if att.conn().exec("DO 0").await.is_err() {
-                    att.lease.discard();
-                }
-            }
-            let deprecate = !att.lease.conn_ref().uses_eof();
-            let scanner = Scanner::new(expect, deprecate, self.client.has(cap::SESSION_TRACK));
-            match self.forward(&mut att, payload, scanner, true).await {
-                Ok(out) => {
-                    self.conclude(att, from_held, effects, sql, out, read).await;
-                    return Ok(());
-                }
-                Err(FwdError::Fatal(f)) => return Err(f),
-                Err(FwdError::Backend(lost)) => {
-                    drop(att);
-                    // A server that stayed silent for read_timeout is not waited for twice.
-                    let retry = lost.untouched
-                        && lost.error.kind() != std::io::ErrorKind::TimedOut
-                        && attempt == 0
-                        && read
-                        && !from_held
-                        && !self.st.in_trans;
-                    if retry {
-                        if let Target::Group(d) = &target {
-                            target = Target::Group(d.clone());
-                            continue;
-                        }
+                if failure.side == Side::Server {
+                    server.stats.errors.fetch_add(1, Relaxed);
+                    failure.server = Some(server.name.clone());
+                    let partial = failure.seen != Seen::Nothing;
+                    if matches!(
+                        failure.error.kind(),
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::InvalidData
+                    ) {
+                        // A server that hangs or talks nonsense: its connection is closed.
+                        tracing::warn!(session = self.id, server = %server.name, error = %failure.error, partial, "backend connection closed");
+                    } else {
+                        tracing::debug!(session = self.id, server = %server.name, error = %failure.error, partial, "backend connection lost");
                     }
-                    return self.report_lost(from_held, &lost, effects).await;
                 }
+                Err(failure)
             }
-        }
-        Ok(())
-    }
-
-    /// Runs a command on a backend without showing the client its response (used to select
-    /// the schema while the client logs in). Returns the server's error, if any.
-    pub(crate) async fn run_hidden(
-        &mut self,
-        target: Target,
-        payload: &[u8],
-        expect: Expect,
-        effects: Effects,
-    ) -> Result<Result<(), ServerError>, Fatal> {
-        let from_held = matches!(target, Target::Held);
-        let hidden_err = |m: String| ServerError {
-            code: err::NO_BACKEND,
-            sqlstate: *b"HY000",
-            message: m,
-        };
-        let mut att = match &target {
-            // Keep the reason (a server refusing, a certificate not verifying, ...).
-            Target::Group(d) => match self.lease_for(d).await {
-                Ok(a) => a,
-                Err(e) => return Ok(Err(hidden_err(format!("sluice: {e}")))),
-            },
-            _ => match self.attach_quiet(&target).await {
-                Some(a) => a,
-                None => {
-                    return Ok(Err(hidden_err(
-                        "sluice: no backend connection available".into(),
-                    )))
-                }
-            },
-        };
-        let mut plan = state::plan(&self.st.tracked, &att.lease.conn_ref().state.tracked, None);
-        plan.init_db = None; // the command itself selects the schema
-        plan.needs_reset = false;
-        if let Err(e) = self.apply_plan(&mut att, plan).await {
-            drop(att);
-            return Ok(Err(match e {
-                SyncError::Server(e) => e,
-                SyncError::Io(e) => hidden_err(format!("sluice: {e}")),
-            }));
-        }
-        let deprecate = !att.lease.conn_ref().uses_eof();
-        match self
-            .forward(
-                &mut att,
-                payload,
-                Scanner::new(expect, deprecate, true),
-                false,
-            )
-            .await
-        {
-            Ok(out) => {
-                let err = out.error.clone();
-                self.conclude(att, from_held, effects, None, out, true)
-                    .await;
-                Ok(err.map_or(Ok(()), Err))
-            }
-            Err(FwdError::Fatal(f)) => Err(f),
-            Err(FwdError::Backend(lost)) => Ok(Err(hidden_err(format!("sluice: {}", lost.what())))),
         }
     }
 
@@ -430,7 +208,10 @@ impl Session {
 
     /// Leases a connection from the pool of the decision's hostgroup; reads fall back to the
     /// writer when no reader is usable (unless the listener is pinned to a hostgroup).
-    async fn lease_for(&mut self, decision: &Decision) -> Result<Attached, AcquireError> {
+    pub(crate) async fn lease_for(
+        &mut self,
+        decision: &Decision,
+    ) -> Result<Attached, AcquireError> {
         let topo = self.proxy.topology.clone();
         let mut result = self.acquire_in(&decision.hostgroup).await;
         let fallback = decision.reason != Reason::Listener

@@ -10,6 +10,7 @@ mod ids;
 mod local;
 pub mod login;
 pub mod pins;
+mod pipeline;
 mod query;
 pub mod relay;
 pub mod request;

@@ -1,6 +1,7 @@
 //! COM_QUERY.
 
 use super::exec::Target;
+use super::pipeline::{Body, Stmt};
 use super::scan::Expect;
 use super::session::{Fatal, Session};
 use crate::wire::consts::err;
@@ -80,14 +81,15 @@ impl Session {
         let read = scan.route() == Route::Read;
         let rewritten = self.session_function_values(scan.effects, sql, &target);
         let payload = rewritten.as_deref().unwrap_or(payload);
-        self.run_routed(
+        self.run_stmt(Stmt {
             target,
-            payload,
-            Expect::Query,
-            scan.effects,
-            Some(sql),
+            body: Body::Plain(payload),
+            expect: Expect::Query,
+            effects: scan.effects,
+            sql: Some(sql),
             read,
-        )
+            shown: true,
+        })
         .await
     }
 

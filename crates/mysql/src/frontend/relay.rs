@@ -8,32 +8,11 @@ use crate::backend::BackendConn;
 use crate::wire::consts::{cap, err};
 use crate::wire::packet::{frame, read_packet};
 use bytes::Buf;
+use sluice_core::{Failure, Seen, Side};
 use tokio::io::AsyncWriteExt;
 
 /// Read size for responses.
 const CHUNK: usize = 16 * 1024;
-
-/// Why a relay stopped early.
-#[derive(Debug, thiserror::Error)]
-pub enum RelayError {
-    /// The backend connection broke, stayed silent too long (`TimedOut`) or sent something
-    /// that is not the protocol (`InvalidData`). `clean` tells whether the client can still
-    /// be sent an ERR packet with sequence id `next_seq` (it is between two packets).
-    #[error("lost connection to backend during the statement: {error}")]
-    Backend {
-        /// The I/O error.
-        error: std::io::Error,
-        /// The client's protocol state allows an ERR packet now.
-        clean: bool,
-        /// Sequence id for that ERR packet.
-        next_seq: u8,
-        /// Part of the response was passed on already.
-        partial: bool,
-    },
-    /// The client connection broke.
-    #[error("client connection lost: {0}")]
-    Client(std::io::Error),
-}
 
 /// Where a relayed response goes.
 pub enum Sink<'a> {
@@ -61,7 +40,7 @@ pub async fn relay(
     conn: &mut BackendConn,
     sink: Sink<'_>,
     mut scanner: Scanner,
-) -> Result<Outcome, RelayError> {
+) -> Result<Outcome, Failure> {
     let (client, buffer) = match sink {
         Sink::Client(c) => (Some(c), None),
         Sink::Buffer(b) => (None, Some(b)),
@@ -145,7 +124,7 @@ pub async fn relay(
                             "The used command is not allowed because the client did not enable LOCAL INFILE",
                         )
                         .await
-                        .map_err(RelayError::Client)?;
+                        .map_err(Failure::client)?;
                     }
                     return Ok(scanner.out);
                 }
@@ -168,12 +147,22 @@ pub async fn relay(
     }
 }
 
-fn backend_err(error: std::io::Error, scanner: &Scanner, forwarded_any: bool) -> RelayError {
-    RelayError::Backend {
+/// The server's side failed (its connection broke, stayed silent too long — `TimedOut` — or
+/// sent something that is not the protocol — `InvalidData`); what the client has seen decides
+/// whether it can still be sent an ERR packet (between two packets) and whether its result
+/// is incomplete.
+fn backend_err(error: std::io::Error, scanner: &Scanner, forwarded_any: bool) -> Failure {
+    let clean = !forwarded_any || scanner.at_error_point();
+    Failure {
+        side: Side::Server,
+        server: None,
         error,
-        clean: !forwarded_any || scanner.at_error_point(),
+        seen: match (clean, forwarded_any) {
+            (false, _) => Seen::MidMessage,
+            (true, true) => Seen::Partial,
+            (true, false) => Seen::Nothing,
+        },
         next_seq: scanner.next_seq(),
-        partial: forwarded_any,
     }
 }
 
@@ -189,12 +178,7 @@ struct Out<'a> {
 
 impl Out<'_> {
     /// Passes on `pending` and the read buffer's bytes `fwd..pos`, noting that something went.
-    async fn pass_on(
-        &mut self,
-        conn: &BackendConn,
-        fwd: usize,
-        pos: usize,
-    ) -> Result<(), RelayError> {
+    async fn pass_on(&mut self, conn: &BackendConn, fwd: usize, pos: usize) -> Result<(), Failure> {
         if pos > fwd || !self.pending.is_empty() {
             self.forwarded_any = true;
         }
@@ -202,12 +186,7 @@ impl Out<'_> {
     }
 
     /// Passes on `pending` and the read buffer's bytes `fwd..pos`.
-    async fn flush(
-        &mut self,
-        conn: &BackendConn,
-        fwd: usize,
-        pos: usize,
-    ) -> Result<(), RelayError> {
+    async fn flush(&mut self, conn: &BackendConn, fwd: usize, pos: usize) -> Result<(), Failure> {
         let pending = &mut self.pending;
         if let Some(b) = self.buffer.as_deref_mut() {
             if pending.is_empty() {
@@ -234,13 +213,13 @@ impl Out<'_> {
             pending.clear();
             r
         };
-        r.map_err(RelayError::Client)
+        r.map_err(Failure::client)
     }
 }
 
 /// Copies LOCAL INFILE data packets from the client to the server, up to the empty packet;
 /// returns the sequence id of the server's answer.
-async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<u8, RelayError> {
+async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<u8, Failure> {
     let mut out = Vec::new();
     loop {
         let p = read_packet(
@@ -249,18 +228,16 @@ async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<
             client.max_packet.max(16 << 20),
         )
         .await
-        .map_err(|e| RelayError::Client(std::io::Error::other(e.to_string())))?;
+        .map_err(|e| Failure::client(std::io::Error::other(e.to_string())))?;
         out.clear();
         frame(&mut out, p.seq, &p.payload);
-        conn.stream
-            .write_all(&out)
-            .await
-            .map_err(|e| RelayError::Backend {
-                error: e,
-                clean: false,
-                next_seq: 0,
-                partial: true,
-            })?;
+        conn.stream.write_all(&out).await.map_err(|e| Failure {
+            side: Side::Server,
+            server: None,
+            error: e,
+            seen: Seen::MidMessage,
+            next_seq: 0,
+        })?;
         if p.payload.is_empty() {
             return Ok(p.seq.wrapping_add(1));
         }

@@ -3,45 +3,12 @@
 
 use super::exec::Attached;
 use super::scan::ServerError;
-use super::session::{Fatal, Session};
+use super::session::Session;
 use crate::state;
-use crate::wire::consts::{com, err};
+use crate::wire::consts::com;
 use sluice_sqlscan::Effects;
 
 impl Session {
-    /// Brings the connection's session state to the session's. On a server error the client
-    /// gets it (with sequence id `seq`) and false is returned.
-    pub(crate) async fn sync(
-        &mut self,
-        att: &mut Attached,
-        effects: Effects,
-        seq: u8,
-    ) -> Result<bool, Fatal> {
-        match self.sync_quiet(att, effects).await {
-            Ok(()) => Ok(true),
-            Err(SyncError::Server(e)) => {
-                let msg = format!(
-                    "sluice: cannot restore session state on {}: {}",
-                    att.lease.server().name,
-                    e.message
-                );
-                self.client.send_err(seq, e.code, &e.sqlstate, &msg).await?;
-                Ok(false)
-            }
-            Err(SyncError::Io(e)) => {
-                att.lease.discard();
-                let msg = format!(
-                    "sluice: lost connection to backend {}: {e}",
-                    att.lease.server().name
-                );
-                self.client
-                    .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
-                    .await?;
-                Ok(false)
-            }
-        }
-    }
-
     /// Brings the connection's session state to the session's, telling the client nothing.
     pub(crate) async fn sync_quiet(
         &mut self,

@@ -3,10 +3,11 @@
 
 use super::{with_backend_id, Session};
 use crate::backend::stmt_cache::StmtKey;
-use crate::frontend::exec::{Attached, FwdError};
+use crate::frontend::exec::Attached;
 use crate::frontend::scan::{Expect, Outcome};
 use crate::frontend::session::Fatal;
 use crate::wire::consts::com;
+use sluice_core::Side;
 use sluice_sqlscan::Effects;
 use std::sync::Arc;
 
@@ -44,8 +45,8 @@ impl Session {
             .await
         {
             Ok(out) => Ok(HeldRun::Ran(Box::new((att, out)))),
-            Err(FwdError::Fatal(f)) => Err(f),
-            Err(FwdError::Backend(lost)) => {
+            Err(f) if f.side == Side::Client => Err(Fatal(f.what())),
+            Err(lost) => {
                 drop(att);
                 self.report_lost(true, &lost, Effects::default()).await?;
                 Ok(HeldRun::Lost)

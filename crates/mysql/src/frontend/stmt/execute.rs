@@ -1,8 +1,9 @@
 //! COM_STMT_EXECUTE and COM_STMT_SEND_LONG_DATA.
 
-use super::params::{execute_for_backend, ExecuteTypes};
+use super::params::ExecuteTypes;
 use super::{with_backend_id, Session};
-use crate::frontend::exec::{FwdError, Target};
+use crate::frontend::exec::Target;
+use crate::frontend::pipeline::{Body, Execute, Stmt};
 use crate::frontend::scan::Expect;
 use crate::frontend::session::Fatal;
 use crate::wire::consts::err;
@@ -24,7 +25,6 @@ impl Session {
         // Where the parameter types are, and whether this execute carries them.
         let params = stmt.params as usize;
         let layout = ExecuteTypes::read(&payload, stmt.params);
-        let bound_here = layout.bound_here;
         if let Some(t) = layout.types {
             stmt.types = Some(t.into());
         }
@@ -49,52 +49,25 @@ impl Session {
                 }
             }
         };
-        let from_held = matches!(target, Target::Held);
-        let Some(mut att) = self.attach(&target, 1).await? else {
-            return Ok(());
+        let stmt = Stmt {
+            target,
+            body: Body::Execute(Execute {
+                id,
+                payload: &payload,
+                layout,
+                key: key.clone(),
+                types,
+                params,
+            }),
+            expect: Expect::Execute,
+            effects,
+            sql: Some(&key.sql),
+            read,
+            shown: true,
         };
-        if !self.sync(&mut att, effects, 1).await? {
-            self.settle(att, from_held, false).await;
-            return Ok(());
-        }
-        let Some(b) = self.ensure_prepared(&mut att, &key, 1).await? else {
-            self.settle(att, from_held, false).await;
-            return Ok(());
-        };
-        // A connection that never saw this statement's types needs them, even when the
-        // client (rightly, from its point of view) does not send them again.
-        let send_types = params > 0 && !bound_here && !b.types_bound && layout.has_flag(&payload);
-        let resend = types.as_deref().filter(|_| send_types);
-        let out_payload = execute_for_backend(&payload, &layout, resend, b.id);
-        let scanner = self.scanner_for(&att, Expect::Execute);
-        let result = self.forward(&mut att, &out_payload, scanner, true).await;
+        let result = self.run_stmt(stmt).await;
         self.handle.set_statement(None);
-        let stmt_state = |s: &mut Self, cursor: bool| {
-            if let Some(stmt) = s.stmts.map.get_mut(&id) {
-                stmt.long_data = false;
-                stmt.cursor = cursor;
-            }
-            s.refresh_stmt_pins();
-        };
-        match result {
-            Ok(out) => {
-                if out.error.is_none() && (bound_here || send_types) {
-                    if let Some(s) = att.conn().stmts.get(&key) {
-                        s.types_bound = true;
-                    }
-                }
-                stmt_state(self, out.cursor_open);
-                self.conclude(att, from_held, effects, Some(&key.sql), out, read)
-                    .await;
-                Ok(())
-            }
-            Err(FwdError::Fatal(f)) => Err(f),
-            Err(FwdError::Backend(lost)) => {
-                drop(att);
-                stmt_state(self, false);
-                self.report_lost(from_held, &lost, effects).await
-            }
-        }
+        result
     }
 
     /// COM_STMT_SEND_LONG_DATA (no response): delivered to the connection that will execute

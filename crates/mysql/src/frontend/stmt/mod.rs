@@ -16,6 +16,8 @@ mod execute;
 pub mod params;
 mod prepare;
 
+pub(crate) use prepare::PrepareError;
+
 use super::pins::Pins;
 use super::session::{Fatal, Session};
 use crate::backend::stmt_cache::StmtKey;
@@ -54,7 +56,7 @@ pub struct ClientStmt {
 #[derive(Default)]
 pub struct Statements {
     next_id: u32,
-    map: BTreeMap<u32, ClientStmt>,
+    pub(crate) map: BTreeMap<u32, ClientStmt>,
 }
 
 impl Statements {
@@ -86,7 +88,7 @@ impl Statements {
 
 impl Session {
     /// Recomputes the pins that prepared statements cause.
-    fn refresh_stmt_pins(&mut self) {
+    pub(crate) fn refresh_stmt_pins(&mut self) {
         let long = self.stmts.any(|s| s.long_data);
         let cursor = self.stmts.any(|s| s.cursor);
         self.st.pins.set(Pins::LONG_DATA, long);

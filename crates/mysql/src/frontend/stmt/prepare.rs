@@ -3,11 +3,12 @@
 use super::{close_all, make_room, ClientStmt, MAX_STATEMENTS_PER_SESSION};
 use crate::backend::stmt_cache::{BackendStmt, StmtKey};
 use crate::backend::BackendConn;
-use crate::frontend::exec::{Attached, Lost, Target};
-use crate::frontend::relay::{relay, RelayError, Sink};
+use crate::frontend::exec::{Attached, Target};
+use crate::frontend::relay::{relay, Sink};
 use crate::frontend::scan::{Expect, Outcome, Scanner, ServerError};
 use crate::frontend::session::{Fatal, Session};
 use crate::wire::consts::{com, err};
+use sluice_core::Failure;
 use sluice_sqlscan::{scan_with, Effects, Options};
 use std::sync::Arc;
 
@@ -46,12 +47,13 @@ impl Session {
             }
         };
         let from_held = matches!(target, Target::Held);
-        let Some(mut att) = self.attach(&target, 1).await? else {
-            return Ok(());
+        let mut att = match self.attach_for(&target, true).await {
+            Ok(att) => att,
+            Err(e) => return self.report(e, from_held, Effects::default()).await,
         };
-        if !self.sync(&mut att, Effects::default(), 1).await? {
+        if let Err(e) = self.sync_for(&mut att, Effects::default(), true).await {
             self.settle(att, from_held, false).await;
-            return Ok(());
+            return self.report(e, from_held, Effects::default()).await;
         }
         // Connection ids must be the id the proxy gave this client: bake it into this
         // session's copy of the statement (which then has its own backend statement).
@@ -71,7 +73,7 @@ impl Session {
             Ok(out) => out,
             Err(e) => {
                 att.lease.discard();
-                let lost = Lost::before_answer(att.lease.server().name.clone(), e, 1);
+                let lost = Failure::server_before_answer(att.lease.server().name.clone(), e, 1);
                 drop(att);
                 tracing::debug!(session = self.id, error = %lost.error, "backend lost while preparing");
                 return self.report_lost(from_held, &lost, Effects::default()).await;
@@ -150,36 +152,11 @@ impl Session {
             None => Err(lost("unexpected answer to COM_STMT_PREPARE".into(), att)),
         }
     }
-
-    /// [`Session::prepare_on`], telling the client (sequence id `seq`) when it fails.
-    pub(crate) async fn ensure_prepared(
-        &mut self,
-        att: &mut Attached,
-        key: &Arc<StmtKey>,
-        seq: u8,
-    ) -> Result<Option<BackendStmt>, Fatal> {
-        match self.prepare_on(att, key).await {
-            Ok(b) => Ok(Some(b)),
-            Err(PrepareError::Server(e)) => {
-                self.client
-                    .send_err(seq, e.code, &e.sqlstate, &e.message)
-                    .await?;
-                Ok(None)
-            }
-            Err(PrepareError::Lost(msg)) => {
-                let msg = format!("sluice: backend {}: {msg}", att.lease.server().name);
-                self.client
-                    .send_err(seq, err::BACKEND_LOST, b"08S01", &msg)
-                    .await?;
-                Ok(None)
-            }
-        }
-    }
 }
 
 /// Sends COM_STMT_PREPARE for `key` and relays the answer into `sink`; when the server's
 /// statement table is full, closes this connection's cached statements and tries once more.
-/// Err means the connection was lost (see [`Lost`]).
+/// Err means the connection was lost.
 async fn prepare_raw(
     conn: &mut BackendConn,
     key: &StmtKey,
@@ -199,10 +176,7 @@ async fn prepare_raw(
         scanner.expect_first_seq(next);
         let out = relay(conn, sink.reborrow(), scanner)
             .await
-            .map_err(|e| match e {
-                RelayError::Backend { error, .. } => error,
-                RelayError::Client(e) => e,
-            })?;
+            .map_err(|f| f.error)?;
         let full = out
             .error
             .as_ref()
