@@ -7,11 +7,13 @@
 
 mod duration;
 mod login;
+mod mysql;
 mod types;
 mod validate;
 
 pub use duration::{parse_duration, HumanDuration};
 pub use login::LoginConfig;
+pub use mysql::MysqlConfig;
 pub use types::*;
 
 use std::path::Path;
@@ -38,13 +40,21 @@ impl ConfigError {
 impl Config {
     /// Parses and validates a TOML document.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
             let field = e
                 .span()
                 .map(|s| field_at(text, s.start))
                 .unwrap_or_else(|| "file".to_string());
             ConfigError::new(field, e.message().trim().to_string())
         })?;
+        // Which [mysql] keys the file sets (the others may come from their first places).
+        let given: Vec<String> = toml::from_str::<toml::Table>(text)
+            .ok()
+            .and_then(|t| t.get("mysql").and_then(|m| m.as_table()).cloned())
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let given: Vec<&str> = given.iter().map(String::as_str).collect();
+        cfg.fold_mysql_legacy(&given)?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -238,3 +238,54 @@ fn read_timeout_and_request_memory_are_checked() {
     assert_eq!(e.field, "proxy.max_request_memory");
     assert!(e.message.contains("max_packet_size"), "{e}");
 }
+
+#[test]
+fn mysql_keys_live_in_their_section_and_are_still_accepted_where_they_were() {
+    let legacy = ISSUE_EXAMPLE.replace(
+        "listen = \"127.0.0.1:6033\"",
+        "listen = \"127.0.0.1:6033\"\nmax_packet_size = 4096\nserver_version = \"10.11.9-sluice\"\ndefault_auth_plugin = \"caching_sha2_password\"",
+    ) + "\n[pool]\nstmt_cache_size = 10\n";
+    let c = Config::from_toml(&legacy).expect("the first places are still accepted");
+    let expected = MysqlConfig {
+        max_packet_size: 4096,
+        server_version: Some("10.11.9-sluice".into()),
+        default_auth_plugin: AuthPlugin::CachingSha2Password,
+        stmt_cache_size: 10,
+    };
+    assert_eq!(c.mysql, expected);
+    assert_eq!(c.proxy.max_packet_size, None, "moved, not copied");
+
+    let section = format!(
+        "{ISSUE_EXAMPLE}\n[mysql]\nmax_packet_size = 4096\nserver_version = \"10.11.9-sluice\"\ndefault_auth_plugin = \"caching_sha2_password\"\nstmt_cache_size = 10\n"
+    );
+    let c = Config::from_toml(&section).expect("[mysql]");
+    assert_eq!(c.mysql, expected);
+    // Written back in its own section only, and read back the same.
+    let dumped = c.to_toml();
+    assert!(dumped.contains("[mysql]"), "{dumped}");
+    assert_eq!(
+        Config::from_toml(&dumped).expect("round trip").mysql,
+        expected
+    );
+
+    // The same value in both places is fine; different values name both places.
+    let both_same = format!("{legacy}\n[mysql]\nstmt_cache_size = 10\n");
+    assert_eq!(
+        Config::from_toml(&both_same)
+            .expect("same")
+            .mysql
+            .stmt_cache_size,
+        10
+    );
+    let both = format!("{legacy}\n[mysql]\nstmt_cache_size = 20\n");
+    let e = err_of(&both);
+    assert_eq!(e.field, "mysql.stmt_cache_size");
+    assert!(e.message.contains("pool.stmt_cache_size"), "{e}");
+
+    assert_eq!(
+        Config::from_toml(ISSUE_EXAMPLE).expect("defaults").mysql,
+        MysqlConfig::default()
+    );
+    let zero = format!("{ISSUE_EXAMPLE}\n[mysql]\nstmt_cache_size = 0\n");
+    assert_eq!(err_of(&zero).field, "mysql.stmt_cache_size");
+}

@@ -46,6 +46,9 @@ pub struct Config {
     /// The connection phase: handshake timeout and budget, failed-login throttling.
     #[serde(default)]
     pub login: crate::LoginConfig,
+    /// What only MySQL clients and servers have.
+    #[serde(default)]
+    pub mysql: crate::MysqlConfig,
 }
 
 /// `[digests]`: statistics per statement shape.
@@ -233,15 +236,15 @@ pub struct ProxyConfig {
     /// Maximum number of client connections across all listeners.
     #[serde(default = "default_max_clients")]
     pub max_client_connections: u32,
-    /// Largest client request (a whole, possibly split, packet) the proxy accepts, in bytes.
-    #[serde(default = "default_max_packet")]
-    pub max_packet_size: u32,
+    /// First place of `mysql.max_packet_size` (still accepted; moved there on load).
+    #[serde(default, skip_serializing)]
+    pub max_packet_size: Option<u32>,
     /// Bytes of large client requests (over 16 KiB) the whole process may hold at once while
     /// they arrive and run; a request that would go beyond it is refused (error 1041).
     #[serde(default = "default_max_request_memory")]
     pub max_request_memory: u64,
-    /// Server version string announced to clients; by default the writer's own version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// First place of `mysql.server_version` (still accepted; moved there on load).
+    #[serde(default, skip_serializing)]
     pub server_version: Option<String>,
     /// PEM certificate chain offered to clients that ask for TLS (with `tls_key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,10 +260,9 @@ pub struct ProxyConfig {
     /// idle threads and less CPU per query.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub worker_threads: u32,
-    /// Authentication plugin announced in the greeting. Clients may answer with either
-    /// plugin regardless; this only decides what a client that follows the server uses.
-    #[serde(default)]
-    pub default_auth_plugin: AuthPlugin,
+    /// First place of `mysql.default_auth_plugin` (still accepted; moved there on load).
+    #[serde(default, skip_serializing)]
+    pub default_auth_plugin: Option<AuthPlugin>,
 }
 
 /// A password authentication plugin.
@@ -399,9 +401,9 @@ pub struct PoolConfig {
     /// A server that failed to connect is skipped for this long before it is tried again.
     #[serde(default = "default_retry_after")]
     pub retry_after: HumanDuration,
-    /// Prepared statements cached per backend connection; the oldest is closed beyond this.
-    #[serde(default = "default_stmt_cache")]
-    pub stmt_cache_size: u32,
+    /// First place of `mysql.stmt_cache_size` (still accepted; moved there on load).
+    #[serde(default, skip_serializing)]
+    pub stmt_cache_size: Option<u32>,
     /// Backend connections being opened at the same time per server while connections come
     /// back: a burst of short statements is served by returns rather than each opening one.
     /// While none come back (long statements), the limit doubles every connect round, up to
@@ -441,7 +443,7 @@ impl Default for PoolConfig {
             queue_limit: default_queue_limit(),
             idle_timeout: default_idle_timeout(),
             retry_after: default_retry_after(),
-            stmt_cache_size: default_stmt_cache(),
+            stmt_cache_size: None,
             max_connecting: default_max_connecting(),
             tls: false,
             tls_ca: None,
@@ -562,9 +564,6 @@ fn default_reader() -> String {
 fn default_max_clients() -> u32 {
     10_000
 }
-fn default_max_packet() -> u32 {
-    64 << 20
-}
 fn default_max_request_memory() -> u64 {
     256 << 20
 }
@@ -593,9 +592,6 @@ fn default_idle_timeout() -> HumanDuration {
 }
 fn default_retry_after() -> HumanDuration {
     HumanDuration::from_millis(1_000)
-}
-fn default_stmt_cache() -> u32 {
-    256
 }
 fn default_max_connecting() -> u32 {
     4

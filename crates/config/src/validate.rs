@@ -23,25 +23,25 @@ impl Config {
                 "must be at least 1",
             ));
         }
-        if self.proxy.max_packet_size < 1024 {
+        if self.mysql.max_packet_size < 1024 {
             return Err(ConfigError::new(
-                "proxy.max_packet_size",
+                "mysql.max_packet_size",
                 "must be at least 1024 bytes",
             ));
         }
-        if self.proxy.max_request_memory < u64::from(self.proxy.max_packet_size) {
+        if self.proxy.max_request_memory < u64::from(self.mysql.max_packet_size) {
             return Err(ConfigError::new(
                 "proxy.max_request_memory",
                 format!(
-                    "must be at least proxy.max_packet_size ({} bytes): a request of the largest allowed size must fit",
-                    self.proxy.max_packet_size
+                    "must be at least mysql.max_packet_size ({} bytes): a request of the largest allowed size must fit",
+                    self.mysql.max_packet_size
                 ),
             ));
         }
-        if let Some(v) = &self.proxy.server_version {
+        if let Some(v) = &self.mysql.server_version {
             if v.is_empty() || v.contains('\0') {
                 return Err(ConfigError::new(
-                    "proxy.server_version",
+                    "mysql.server_version",
                     "must be a non-empty string without NUL",
                 ));
             }
@@ -218,9 +218,9 @@ impl Config {
                 "must be at least 1",
             ));
         }
-        if p.stmt_cache_size == 0 {
+        if self.mysql.stmt_cache_size == 0 {
             return Err(ConfigError::new(
-                "pool.stmt_cache_size",
+                "mysql.stmt_cache_size",
                 "must be at least 1",
             ));
         }

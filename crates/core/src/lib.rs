@@ -28,6 +28,6 @@ pub use error::{AcquireError, ConnectError};
 pub use failure::{ClientError, ErrorKind, Failure, Seen, Side, StmtError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};
 pub use protocol::Protocol;
-pub use server::{Health, Observed, Role, Server, ServerStats, StmtBudget};
+pub use server::{Health, Observed, Role, Server, ServerStats};
 pub use stats::{HistogramSnapshot, LatencyHistogram, RouteStats};
 pub use topology::Topology;

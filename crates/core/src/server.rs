@@ -78,44 +78,6 @@ pub enum Health {
     },
 }
 
-/// Prepared statements the proxy keeps open on one server, against a budget set below the
-/// server's own limit (MySQL's `max_prepared_stmt_count` counts every client together).
-#[derive(Debug, Default)]
-pub struct StmtBudget {
-    held: AtomicU64,
-    limit: AtomicU64,
-}
-
-impl StmtBudget {
-    /// Statements held now.
-    pub fn held(&self) -> u64 {
-        self.held.load(Relaxed)
-    }
-    /// The budget (0: not known yet, no limit).
-    pub fn limit(&self) -> u64 {
-        self.limit.load(Relaxed)
-    }
-    /// Sets the budget.
-    pub fn set_limit(&self, n: u64) {
-        self.limit.store(n, Relaxed)
-    }
-    /// Counts statements opened (positive) or closed (negative).
-    pub fn add(&self, n: i64) {
-        if n >= 0 {
-            self.held.fetch_add(n as u64, Relaxed);
-        } else {
-            let _ = self.held.fetch_update(Relaxed, Relaxed, |h| {
-                Some(h.saturating_sub(n.unsigned_abs()))
-            });
-        }
-    }
-    /// True when at or over the budget.
-    pub fn is_full(&self) -> bool {
-        let limit = self.limit();
-        limit > 0 && self.held() >= limit
-    }
-}
-
 /// A server in one hostgroup.
 #[derive(Debug)]
 pub struct Server {
@@ -134,8 +96,6 @@ pub struct Server {
     health: Mutex<Health>,
     /// Counters, updated without locks.
     pub stats: ServerStats,
-    /// Prepared statements held on this server by the proxy's connections.
-    pub stmt_budget: Arc<StmtBudget>,
     /// Why the monitor keeps it from taking traffic (lag, broken replication, unreachable).
     monitor_block: Mutex<Option<String>>,
     observed: Mutex<Observed>,
@@ -177,7 +137,6 @@ impl Server {
             max_connections: AtomicU32::new(max_connections.max(1)),
             health: Mutex::new(Health::Online),
             stats: ServerStats::default(),
-            stmt_budget: Arc::new(StmtBudget::default()),
             monitor_block: Mutex::new(None),
             observed: Mutex::new(Observed::default()),
             version: Mutex::new(None),

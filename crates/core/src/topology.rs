@@ -201,9 +201,8 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     );
 
     differs(
-        "[pool] stmt_cache_size, tls or tls_ca",
-        (old.pool.stmt_cache_size, old.pool.tls, &old.pool.tls_ca)
-            == (new.pool.stmt_cache_size, new.pool.tls, &new.pool.tls_ca),
+        "[pool] tls or tls_ca",
+        (old.pool.tls, &old.pool.tls_ca) == (new.pool.tls, &new.pool.tls_ca),
     );
     differs(
         "[monitor] enabled",

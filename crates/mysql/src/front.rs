@@ -15,7 +15,7 @@ use sluice_monitor::coordinator::Local;
 use sluice_monitor::{Monitor, Settings};
 use sluice_runtime::frontend::{BoxFuture, Started};
 use sluice_runtime::listener::{self, Handler, HandlerFuture, ListenerInfo};
-use sluice_runtime::{Frontend, Runtime, StartError, Users};
+use sluice_runtime::{Frontend, ReloadError, Runtime, StartError, Users};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpStream;
@@ -50,13 +50,14 @@ impl MysqlFrontend {
     /// The MySQL front end over `rt`, for its validated configuration.
     pub fn new(rt: Arc<Runtime>) -> Arc<MysqlFrontend> {
         let config = &rt.config;
-        let info = Arc::new(ServerInfo::new(config.proxy.server_version.clone()));
+        let info = Arc::new(ServerInfo::new(config.mysql.server_version.clone()));
         let connector = Arc::new(MysqlConnector {
             users: rt.users.clone(),
-            stmt_cache_size: config.pool.stmt_cache_size as usize,
+            stmt_cache_size: config.mysql.stmt_cache_size as usize,
             info: info.clone(),
             tls: rt.backend_tls.clone(),
             read_timeout: crate::backend::ReadTimeout::new(config.pool.read_timeout.get()),
+            budgets: Default::default(),
         });
         let topology = Arc::new(Topology::from_config(config));
         let monitor_agent = config.monitor.enabled.then(|| {
@@ -344,6 +345,14 @@ impl Frontend for MysqlFrontend {
         shutdown: watch::Receiver<bool>,
     ) -> BoxFuture<'static, Result<Started, StartError>> {
         Box::pin(self.start_mysql(shutdown))
+    }
+
+    fn check_reload(&self, old: &Config, new: &Config) -> Result<(), ReloadError> {
+        // The greeting, the packet limit and the statement caches are fixed at start.
+        if old.mysql != new.mysql {
+            return Err(ReloadError::NeedsRestart(vec!["[mysql]".into()]));
+        }
+        Ok(())
     }
 
     fn apply_reload(&self, old: &Config, new: &Config) -> Vec<String> {

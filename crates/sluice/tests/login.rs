@@ -42,7 +42,7 @@ async fn every_announced_plugin_logs_in_and_changes_user() {
     let env = start_with_other_user().await;
     // A second sluice on the same servers that announces caching_sha2_password.
     let mut cfg = (*env.proxy.rt.loaded.load_full()).clone();
-    cfg.proxy.default_auth_plugin = sluice_config::AuthPlugin::CachingSha2Password;
+    cfg.mysql.default_auth_plugin = sluice_config::AuthPlugin::CachingSha2Password;
     let (_sha2_proxy, sha2) = common::start_proxy(&cfg.to_toml()).await;
     for (port, default) in [
         (env.port, NATIVE_PASSWORD),

@@ -58,7 +58,7 @@ async fn c_extension_and_mariadb_cli_every_login_path() {
         .sql("CREATE USER 'other'@'%' IDENTIFIED BY 'other'; GRANT ALL ON *.* TO 'other'@'%'")
         .unwrap();
     let mut cfg = (*env.proxy.rt.loaded.load_full()).clone();
-    cfg.proxy.default_auth_plugin = sluice_config::AuthPlugin::CachingSha2Password;
+    cfg.mysql.default_auth_plugin = sluice_config::AuthPlugin::CachingSha2Password;
     let (_sha2_proxy, sha2) = common::start_proxy(&cfg.to_toml()).await;
 
     for (port, default) in [(env.port, "native"), (sha2.addrs[0].port(), "caching_sha2")] {

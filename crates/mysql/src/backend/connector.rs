@@ -1,11 +1,12 @@
 //! Opens backend connections for the core's pools.
 
-use super::stmt_cache::StmtCache;
+use super::stmt_cache::{StmtBudget, StmtCache};
 use super::BackendConn;
 use crate::server_info::ServerInfo;
 use arc_swap::ArcSwap;
 use sluice_core::{ConnectError, Connector, PoolKey, Server};
 use sluice_runtime::users::Users;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,6 +23,20 @@ pub struct MysqlConnector {
     pub tls: Option<super::BackendTls>,
     /// `[pool] read_timeout`, shared by every connection it opens.
     pub read_timeout: super::ReadTimeout,
+    /// Prepared statements the proxy's connections hold, per server address (bounded by
+    /// the servers ever configured).
+    pub budgets: parking_lot::Mutex<HashMap<Arc<str>, Arc<StmtBudget>>>,
+}
+
+impl MysqlConnector {
+    /// The prepared-statement budget of `server` (looked up once per connection opened).
+    pub fn budget_of(&self, server: &Server) -> Arc<StmtBudget> {
+        self.budgets
+            .lock()
+            .entry(server.address.clone())
+            .or_default()
+            .clone()
+    }
 }
 
 impl Connector<Box<BackendConn>> for MysqlConnector {
@@ -52,7 +67,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
                 &key.user,
                 &password,
                 key.variant,
-                StmtCache::new(self.stmt_cache_size, server.stmt_budget.clone()),
+                StmtCache::new(self.stmt_cache_size, self.budget_of(server)),
                 self.tls.as_ref(),
             );
             let mut conn = tokio::select! {
@@ -67,8 +82,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.
             if conn.server_stmt_limit > 0 {
-                server
-                    .stmt_budget
+                self.budget_of(server)
                     .set_limit((conn.server_stmt_limit / 2).max(1));
             }
             if !self.info.learned() {

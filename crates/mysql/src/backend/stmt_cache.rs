@@ -3,9 +3,47 @@
 //! also counts its statements in its server's [`StmtBudget`], which the session keeps below
 //! the server's own `max_prepared_stmt_count` (ProxySQL's long-standing bug is to exhaust it).
 
-use sluice_core::StmtBudget;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+
+/// Prepared statements the proxy keeps open on one server, against a budget set below the
+/// server's own limit (MySQL's `max_prepared_stmt_count` counts every client together).
+#[derive(Debug, Default)]
+pub struct StmtBudget {
+    held: AtomicU64,
+    limit: AtomicU64,
+}
+
+impl StmtBudget {
+    /// Statements held now.
+    pub fn held(&self) -> u64 {
+        self.held.load(Relaxed)
+    }
+    /// The budget (0: not known yet, no limit).
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Relaxed)
+    }
+    /// Sets the budget.
+    pub fn set_limit(&self, n: u64) {
+        self.limit.store(n, Relaxed)
+    }
+    /// Counts statements opened (positive) or closed (negative).
+    pub fn add(&self, n: i64) {
+        if n >= 0 {
+            self.held.fetch_add(n as u64, Relaxed);
+        } else {
+            let _ = self.held.fetch_update(Relaxed, Relaxed, |h| {
+                Some(h.saturating_sub(n.unsigned_abs()))
+            });
+        }
+    }
+    /// True when at or over the budget.
+    pub fn is_full(&self) -> bool {
+        let limit = self.limit();
+        limit > 0 && self.held() >= limit
+    }
+}
 
 /// Identity of a prepared statement's text: the schema it was prepared in and the SQL.
 #[derive(Debug, PartialEq, Eq, Hash)]

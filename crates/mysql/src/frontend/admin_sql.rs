@@ -55,7 +55,7 @@ pub async fn serve(
         server_version: &version,
         connection_id: proxy.rt.sessions.next_id(),
         peer,
-        default_plugin: proxy.rt.config.proxy.default_auth_plugin.name(),
+        default_plugin: proxy.rt.config.mysql.default_auth_plugin.name(),
         throttle: &proxy.rt.throttle,
     };
     let timeout = proxy.rt.effective.load().login.handshake_timeout.get();

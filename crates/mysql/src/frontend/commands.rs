@@ -191,7 +191,7 @@ impl Session {
             server_version: &facts.version,
             connection_id: self.id,
             peer: self.handle.peer,
-            default_plugin: self.proxy.rt.config.proxy.default_auth_plugin.name(),
+            default_plugin: self.proxy.rt.config.mysql.default_auth_plugin.name(),
             throttle: &self.proxy.rt.throttle,
         };
         let nonce = self.nonce;

@@ -170,7 +170,7 @@ async fn open(
 ) -> Option<(Box<Session>, Result<bool, Fatal>, OwnedSemaphorePermit)> {
     let id = proxy.rt.sessions.next_id();
     tracing::Span::current().record("id", id);
-    let mut client = ClientConn::new(stream, proxy.rt.config.proxy.max_packet_size as usize);
+    let mut client = ClientConn::new(stream, proxy.rt.config.mysql.max_packet_size as usize);
     let users = proxy.rt.users.load_full();
     let version = proxy.announced_version();
     let tls = proxy.rt.tls.load_full();
@@ -180,7 +180,7 @@ async fn open(
         server_version: &version,
         connection_id: id,
         peer,
-        default_plugin: proxy.rt.config.proxy.default_auth_plugin.name(),
+        default_plugin: proxy.rt.config.mysql.default_auth_plugin.name(),
         throttle: &proxy.rt.throttle,
     };
     let timeout = proxy.rt.effective.load().login.handshake_timeout.get();
