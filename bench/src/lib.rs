@@ -1,5 +1,8 @@
 //! Shared pieces of the benchmark programs: running sysbench, sampling a process's CPU time,
 //! starting sluice and HAProxy in front of a server.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod cgroup;
 pub mod client;

@@ -8,6 +8,9 @@
 //!
 //! Usage: cargo run --release -p sluice-bench --bin connect -- [--time SECS] [--clients 1,10,100]
 //!        [--db-cpu F]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query};

@@ -12,6 +12,9 @@
 //! Usage: cargo run --release -p sluice-bench --bin connections -- [--clients 100000]
 //!        [--proxies 8] [--generators 8] [--active 1000] [--active-time 10] [--think-ms 10]
 //!        [--pool 32]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::load::Report;
 use sluice_bench::*;

@@ -2,6 +2,9 @@
 //! statement in the digest table, per statement, on sysbench-like statements.
 //!
 //! Usage: cargo run --release -p sluice-bench --bin digest
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_core::{DigestKey, DigestSample, DigestTable};
 use std::hint::black_box;

@@ -8,6 +8,9 @@
 //!    clients saw, and throughput per second around the failover.
 //!
 //! Usage: cargo run --release -p sluice-bench --bin failover -- [--reps N] [--threads N] [--time SECS] [--semi-sync]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mysql_async::prelude::*;
 use sluice_bench::*;

@@ -12,6 +12,9 @@
 //! `--password`, `--db`, `--query 'SELECT … {id}'`, `--rows R`, `--concurrency C` (logins in
 //! flight at once). Results are printed as one `phase key=value…` line per phase
 //! (see `Report::line`), so that a driver can merge several processes.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query, Report};

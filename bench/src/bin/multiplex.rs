@@ -6,6 +6,9 @@
 //! directly against the primary show what the servers would otherwise carry.
 //!
 //! Usage: cargo run --release -p sluice-bench --bin multiplex -- [--clients N] [--rate TPS] [--time SECS] [--warmup SECS]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::*;
 use sluice_testkit::{Topology, TopologyOptions};

@@ -17,6 +17,9 @@
 //! Usage: cargo run --release -p sluice-bench --bin overload -- [--time SECS] [--clients N]
 //!        [--pool N] [--concurrency N] [--timeout-a 5s] [--timeout 1s] [--limit 20000]
 //!        [--limit-c 1000] [--sleep 0.01] [--only A,B,C]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query, Report};

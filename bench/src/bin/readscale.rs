@@ -22,6 +22,9 @@
 //! Usage: cargo run --release -p sluice-bench --bin readscale -- [--db-cpu F] [--db-shares N]
 //! [--bench-shares N] [--threads N] [--time SECS] [--warmup SECS] [--tables N]
 //! [--table-size ROWS] [--plots DIR]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::cgroup::{CpuCap, CpuStat};
 use sluice_bench::plot::{Chart, Series};

@@ -13,6 +13,9 @@
 //!
 //! Usage: cargo run --release -p sluice-bench --bin suite -- [--time SECS] [--threads 1,16,64,256]
 //!        [--workloads oltp_point_select,oltp_read_only,oltp_read_write] [--plots DIR] [--db-cpu F]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::cgroup::CpuCap;
 use sluice_bench::plot::{Chart, Series};

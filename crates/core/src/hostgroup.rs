@@ -748,6 +748,8 @@ impl<C> Hostgroup<C> {
     }
 }
 
+// `conn` is `None` only inside `Drop`, which takes it: a lease in use always holds one.
+#[allow(clippy::expect_used)]
 impl<C> Lease<C> {
     /// The connection.
     pub fn conn(&mut self) -> &mut C {

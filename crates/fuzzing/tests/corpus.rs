@@ -1,6 +1,9 @@
 //! Replays the committed seed corpus and every regression input through the harness bodies,
 //! so the harnesses build and pass with the ordinary test suite (the fuzzing itself is
 //! `fuzz/fuzz.sh`).
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

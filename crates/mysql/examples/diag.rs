@@ -1,4 +1,7 @@
 //! Does COM_PING clear the diagnostics area? (a probe for the proxy's error handling)
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use sluice_mysql::backend::stmt_cache::StmtCache;
 use sluice_mysql::backend::BackendConn;
 

@@ -1,5 +1,8 @@
 //! Prints what a server's session trackers report for each statement given on the command
 //! line: `cargo run -p sluice-mysql --example track -- 127.0.0.1:3306 user pass "SQL" ...`
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_mysql::backend::stmt_cache::StmtCache;
 use sluice_mysql::backend::BackendConn;

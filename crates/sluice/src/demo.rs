@@ -62,7 +62,10 @@ pub async fn run(o: Options) -> ExitCode {
     } else {
         split_config(&topo, &listen)
     };
-    let cfg = Config::from_toml(&text).expect("demo config is valid");
+    let cfg = match Config::from_toml(&text) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("the demo's configuration is invalid: {e}")),
+    };
     let (process, proxy) = match sluice_mysql::MysqlFrontend::process(cfg) {
         Ok(p) => p,
         Err(e) => return fail(e),

@@ -194,6 +194,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A runtime with `threads` workers (0: one per CPU).
+#[allow(clippy::expect_used)] // start-up: without a runtime there is nothing to run
 fn runtime_with(threads: u32) -> tokio::runtime::Runtime {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if threads > 0 {
@@ -239,6 +240,7 @@ fn raise_file_limit(cfg: &Config) {
     }
 }
 
+#[allow(clippy::expect_used)] // start-up: signal handlers are installed once, before serving
 async fn run(cfg: Config, path: PathBuf) -> ExitCode {
     // The runtime and its protocol front ends (MySQL).
     let (process, _mysql) = match sluice_mysql::MysqlFrontend::process(cfg) {
@@ -289,6 +291,7 @@ async fn run(cfg: Config, path: PathBuf) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+#[allow(clippy::expect_used)] // start-up: signal handlers are installed once, before serving
 async fn wait_for_shutdown() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");

@@ -1,5 +1,8 @@
 //! The admin API's views (hostgroups, rules, users, live sessions, drift) and actions on
 //! servers (weight, drain, online), against a real topology with real clients.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

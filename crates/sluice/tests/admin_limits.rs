@@ -3,6 +3,9 @@
 //! are answered 503 and closed at once), each is closed after `admin.header_timeout` or
 //! `admin.idle_timeout`, oversized bodies are refused, and database logins carry on.
 //! sluice runs in this process: its accepted admin sockets are read from /proc/self/fd.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

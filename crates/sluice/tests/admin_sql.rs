@@ -1,5 +1,8 @@
 //! The MySQL-protocol admin listener with the mariadb CLI: SHOW SERVERS, POOLS, HOSTGROUPS,
 //! SESSIONS, DIGESTS, RULES; only the admin user gets in.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

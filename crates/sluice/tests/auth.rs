@@ -1,5 +1,8 @@
 //! Client authentication: mysql_native_password, caching_sha2_password (always the fast
 //! path: sluice knows the passwords), wrong passwords.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

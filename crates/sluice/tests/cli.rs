@@ -1,5 +1,8 @@
 //! The `sluice` binary: `check`, `demo` (with its dashboard, and `--failover`), and running
 //! from a config file.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,9 @@
 //! topology, the page asks for the admin token, a person types it, and the page shows every
 //! server with its role; a token in the URL authenticates nothing. A screenshot is kept as a
 //! test artefact (target/test-artifacts/dashboard.png).
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -4,6 +4,9 @@
 //! procedures, large results and BLOBs, batches, errors, timeouts and cancel, LOAD DATA LOCAL,
 //! reset, concurrent sessions) against a primary and two replicas.
 //! Needs a JDK and the driver jar: `bash crates/sluice/tests/drivers/java/setup.sh`.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,6 +2,9 @@
 //! session variables, parameter types, temporary tables, user variables, LAST_INSERT_ID,
 //! multi-statements, large results, errors; text and binary protocol) against sluice in front
 //! of a primary and two replicas.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! Health monitoring and automatic failover against real MariaDB servers: roles discovered
 //! from replication state, a primary that is killed, hangs or refuses connections, the old
 //! primary coming back (rejoined, or fenced when it has errant transactions).
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

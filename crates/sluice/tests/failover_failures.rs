@@ -4,6 +4,9 @@
 //! switchover's promotion is refused — and failover is refused up front when the monitor's
 //! user cannot complete it. Replicas keep serving reads throughout, nobody is fenced for what
 //! sluice did, and the cluster heals once the cause is fixed.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

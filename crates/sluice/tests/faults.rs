@@ -3,6 +3,9 @@
 //! a server that stops sending mid-result is given up after `[pool] read_timeout`. Hostile
 //! servers are a relay in front of a real MariaDB server that misbehaves on command, or a
 //! listener that answers with garbage.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! What a session sees of "the server" through sluice is what the server itself shows: the
 //! handshake's version string (byte for byte, following the primary when it changes), and
 //! connection ids that agree with each other.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

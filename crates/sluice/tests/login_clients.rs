@@ -3,6 +3,9 @@
 //! COM_CHANGE_USER, re-authentication, a failed change of user, COM_RESET_CONNECTION,
 //! reconnect — over plain TCP and TLS, against sluice announcing either plugin; the mariadb
 //! CLI logs in with every plugin it has, over plain TCP and TLS.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

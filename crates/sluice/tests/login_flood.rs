@@ -2,6 +2,9 @@
 //! `max_client_connections` (nor the SQL admin port's `sql_max_connections`), and they have
 //! their own connection-phase budget, which makes room for new connections by closing the one
 //! that has been logging in the longest.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! Repeated failed logins from one address: counted per address (in the handshake and in
 //! COM_CHANGE_USER), then the address is blocked for `[login] block_time` with error 1129,
 //! while other addresses log in as usual; the block expires by itself.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,9 @@
 //! moments, round after round. After every failover each acknowledged row is on the new
 //! primary; at the end, the rows' writers (`@@server_id`) follow the succession of primaries
 //! in blocks, so no two servers ever accepted writes at the same time.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

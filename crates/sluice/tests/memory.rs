@@ -1,5 +1,8 @@
 //! Bounded memory per session: a client that reads a 1 GiB result slowly must not make the
 //! proxy buffer it. sluice runs as its own process here so its memory can be measured.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

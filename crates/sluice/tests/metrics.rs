@@ -1,5 +1,8 @@
 //! `GET /metrics` against a real topology, parsed by the reference Python parser
 //! (`prometheus_client`), and the shipped Grafana dashboard checked against it.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

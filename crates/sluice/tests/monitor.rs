@@ -1,6 +1,9 @@
 //! Lag-aware reads and broken replication: a replica above its lag limit, or whose
 //! replication stopped, takes no reads until it recovers; with no replica left, reads go to
 //! the primary, or fail with a clear error when the configuration says so.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

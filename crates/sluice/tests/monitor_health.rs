@@ -1,6 +1,9 @@
 //! The monitor under adverse conditions: one missed check takes no server out of service,
 //! and a proxy whose worker threads are all busy does not stop the monitor's checks (it runs
 //! on a thread of its own).
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -4,6 +4,9 @@
 //! statements overlap more), so the test asserts what the pool guarantees whatever the speed:
 //! a server never has more connections than its `max_connections`, nor more than the most
 //! statements its hostgroup had in flight at once.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,6 +2,9 @@
 //! served by connections opened while they all still run, after a few connect rounds
 //! (the limit doubles every round nothing comes back), not one round per `max_connecting`
 //! statements ahead of it.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! Binary-protocol prepared statements through sluice at the packet level: cursors
 //! (COM_STMT_FETCH), long data (COM_STMT_SEND_LONG_DATA), and the servers'
 //! max_prepared_stmt_count never being exhausted by the proxy.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

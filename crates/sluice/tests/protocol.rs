@@ -1,5 +1,8 @@
 //! Protocol coverage through sluice: split packets both ways, malformed input, commands,
 //! prepared statements, multi-statements, LOAD DATA LOCAL, pool limits.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

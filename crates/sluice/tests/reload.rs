@@ -1,6 +1,9 @@
 //! Reloading the configuration of a running `sluice` process (SIGHUP and `sluice reload`)
 //! while sysbench runs through it: the changes apply, bad files are refused whole with the
 //! reason, and the clients see no error and no reconnect.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,9 @@
 //! more of each), every connection logs in and runs a query, and both processes take a share.
 //! Each process raises its soft open-files limit to the hard limit and warns when the
 //! configuration allows more clients than that.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::client::Target;
 use sluice_bench::load::{self, Query};

@@ -1,5 +1,8 @@
 //! Switchover on request, from the command line (through the admin API) and in-process,
 //! under a steady read/write/transaction load: clients see no errors.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

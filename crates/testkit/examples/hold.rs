@@ -1,5 +1,8 @@
 //! Starts a primary with N replicas and keeps them until /tmp/sluice-hold is removed; prints
 //! the ports. For manual experiments: `cargo run -p sluice-testkit --example hold -- 2`.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 fn main() {
     let replicas = std::env::args()
         .nth(1)

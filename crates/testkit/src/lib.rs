@@ -4,6 +4,9 @@
 //!
 //! No mocks: these are the `mariadbd` binaries installed on the machine. When one is missing,
 //! the error says which Debian package to install.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod server;
 mod topology;

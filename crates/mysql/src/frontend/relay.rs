@@ -76,7 +76,12 @@ pub async fn relay(
                     conn.rbuf.advance(pos);
                     pos = 0;
                     fwd = 0;
-                    let c = out.client.as_deref_mut().expect("allowed implies a client");
+                    let Some(c) = out.client.as_deref_mut() else {
+                        // Allowed only when relaying to a client (checked above).
+                        return Err(Failure::client(std::io::Error::other(
+                            "LOCAL INFILE without a client",
+                        )));
+                    };
                     let next = pump_infile(c, conn).await?;
                     scanner.infile_done(next);
                 } else {

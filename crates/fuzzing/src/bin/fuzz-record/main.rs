@@ -8,6 +8,9 @@
 //! `fuzz/corpus/`.
 //!
 //! Usage: `fuzz-record <out-dir>`.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod clients;
 mod relay;

@@ -88,7 +88,10 @@ impl Session {
         let Some(id) = self.known_stmt(payload, "mysqld_stmt_reset").await? else {
             return Ok(());
         };
-        let stmt = self.stmts.map.get_mut(&id).expect("known statement");
+        // `known_stmt` found it.
+        let Some(stmt) = self.stmts.map.get_mut(&id) else {
+            return Ok(());
+        };
         let on_server = (stmt.long_data || stmt.cursor) && self.held.is_some();
         stmt.long_data = false;
         stmt.cursor = false;

@@ -16,7 +16,10 @@ impl Session {
         let Some(id) = self.known_stmt(&payload, "mysqld_stmt_execute").await? else {
             return Ok(());
         };
-        let stmt = self.stmts.map.get_mut(&id).expect("known statement");
+        // `known_stmt` found it.
+        let Some(stmt) = self.stmts.map.get_mut(&id) else {
+            return Ok(());
+        };
         if let Some(msg) = stmt.deferred_error.take() {
             stmt.long_data = false;
             self.refresh_stmt_pins();
