@@ -1,6 +1,7 @@
 //! Retry schedules: each failed attempt doubles the wait, up to a ceiling.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Longest wait between two attempts.
 pub(crate) const CEILING: Duration = Duration::from_secs(30);

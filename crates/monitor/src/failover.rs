@@ -20,7 +20,8 @@ use sluice_core::{Role, Server};
 use std::cmp::Ordering;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Failed failover attempts since the primary was last seen, and when the next may start.
 #[derive(Default)]

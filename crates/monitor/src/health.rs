@@ -9,7 +9,8 @@ use crate::Monitor;
 use sluice_core::{Role, Server};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// What one check produced.
 pub(crate) enum Outcome {
@@ -60,7 +61,7 @@ impl Monitor {
         let ours_stopped = st.repairs.restarting(&s.name);
         let v = st.views.entry(s.name.clone()).or_default();
         let mut o = s.observed();
-        o.checked = Some(now);
+        o.checked = Some(now.into_std());
         match &r {
             Ok(rep) => {
                 v.first_fail = None;

@@ -42,7 +42,8 @@ use sluice_config::Config;
 use sluice_core::{Cluster, Observed, Role, Server};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Monitor and failover settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 //! at start, in the API and in events) instead of being discovered half-way through.
 
 use crate::Monitor;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// A check older than this is repeated before a failover attempt.
 const FRESH: Duration = Duration::from_secs(10);

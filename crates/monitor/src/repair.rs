@@ -10,7 +10,8 @@ use sluice_core::Server;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Shortest wait before a failed repair is tried again.
 const BASE: Duration = Duration::from_secs(1);

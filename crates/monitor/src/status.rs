@@ -124,7 +124,7 @@ impl crate::Monitor {
         let settings = self.settings();
         let refused = self.failover_refusal();
         let st = self.state.lock();
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         MonitorStatus {
             failover_enabled: settings.failover,
             failover_refused: refused.filter(|_| settings.failover),

@@ -10,7 +10,8 @@ use crate::Monitor;
 use sluice_core::{Role, Server};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 impl Monitor {
     /// Makes `to` (an address or server name; by default the most advanced replica) the

@@ -11,7 +11,8 @@ use sluice_config::Config;
 use sluice_core::{Role, Server, Topology};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// One fake server.
 #[derive(Clone, Debug)]
@@ -279,7 +280,7 @@ fn replicating(m: &TestMonitor, agent: &FakeAgent, replicas: &[&str], source: &s
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn failover_promotes_and_repoints() {
     let (m, agent) = cluster().await;
     agent.with(P, |f| f.up = false);
@@ -297,7 +298,7 @@ async fn failover_promotes_and_repoints() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn failed_promotion_is_undone_and_retried() {
     let (m, agent) = cluster().await;
     for r in [R1, R2] {
@@ -334,7 +335,7 @@ async fn failed_promotion_is_undone_and_retried() {
     assert!(m.status().last_failover_error.is_none());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn candidate_dying_during_catch_up_hands_over_to_the_other() {
     let (m, agent) = cluster().await;
     let first = m.candidates(&server(&m, P))[0].0.address.to_string();
@@ -359,7 +360,7 @@ async fn candidate_dying_during_catch_up_hands_over_to_the_other() {
     assert!(!agent.get(second).read_only);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn failed_repoint_is_retried_and_keeps_the_replica_out_of_reads() {
     let (m, agent) = cluster().await;
     let first = m.candidates(&server(&m, P))[0].0.address.to_string();
@@ -396,7 +397,7 @@ async fn failed_repoint_is_retried_and_keeps_the_replica_out_of_reads() {
     assert!(m.status().repairs.is_empty(), "{:?}", m.status());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn missing_privileges_refuse_failover_before_it_starts() {
     let (m, agent) = cluster().await;
     agent.missing.lock().insert(
@@ -427,7 +428,7 @@ async fn missing_privileges_refuse_failover_before_it_starts() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_failed_check_takes_nothing_out_of_service() {
     let (m, _agent) = cluster().await;
     let r = server(&m, R1);
@@ -456,7 +457,7 @@ async fn one_failed_check_takes_nothing_out_of_service() {
         .contains("unreachable (2 checks failed)"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_starved_monitor_does_not_hide_a_dead_server_for_ever() {
     let (m, _agent) = cluster().await;
     let r = server(&m, R1);
