@@ -161,16 +161,20 @@ pub fn plan(desired: &TrackedState, actual: &TrackedState, extra_set: Option<Str
             None => sql.push_str("DEFAULT"),
         }
     };
-    // Variables are applied in name order, which puts collation_connection after
-    // character_set_connection (setting the latter resets the former).
-    for (name, value) in desired.vars.iter() {
-        if actual.vars.get(name) != Some(value) {
-            add(name, Some(value));
+    // The same map (the usual case: syncing shares the session's map with the connection,
+    // and sessions that never set a variable share one per collation): nothing to compare.
+    if !Arc::ptr_eq(&desired.vars, &actual.vars) {
+        // Variables are applied in name order, which puts collation_connection after
+        // character_set_connection (setting the latter resets the former).
+        for (name, value) in desired.vars.iter() {
+            if actual.vars.get(name) != Some(value) {
+                add(name, Some(value));
+            }
         }
-    }
-    for name in actual.vars.keys() {
-        if !desired.vars.contains_key(name) {
-            add(name, None);
+        for name in actual.vars.keys() {
+            if !desired.vars.contains_key(name) {
+                add(name, None);
+            }
         }
     }
     if let Some(extra) = extra_set {

@@ -54,6 +54,19 @@ fn alias(sql: &[u8], rest: &[Token], default: String) -> Option<String> {
 
 /// Recognises statements the proxy answers itself.
 pub fn recognise(sql: &[u8]) -> Option<Local> {
+    // Every statement answered here starts with SHOW, or with SELECT and a system variable
+    // or one of the functions: two tokens tell, without allocating (most statements are not).
+    let mut first = Lexer::new(sql);
+    let candidate = match (first.next(), first.next()) {
+        (Some(a), _) if a.is_word(sql, "SHOW") => true,
+        (Some(a), Some(b)) if a.is_word(sql, "SELECT") => {
+            b.kind == Kind::SysVar || LOCAL_FUNCTIONS.iter().any(|(f, _)| b.is_word(sql, f))
+        }
+        _ => false,
+    };
+    if !candidate {
+        return None;
+    }
     let toks: Vec<Token> = Lexer::new(sql).take(8).collect();
     let toks: &[Token] = match toks.last() {
         Some(t) if t.is_punct(b';') => &toks[..toks.len() - 1],
