@@ -203,6 +203,11 @@ pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
 
 /// CPU time (user + system) a process has used, in microseconds.
 pub fn cpu_micros(pid: u32) -> Option<u64> {
+    cpu_split_micros(pid).map(|(user, system)| user + system)
+}
+
+/// CPU time a process has used in user space and in the kernel, in microseconds.
+pub fn cpu_split_micros(pid: u32) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 2..];
     let f: Vec<&str> = after.split_whitespace().collect();
@@ -210,7 +215,8 @@ pub fn cpu_micros(pid: u32) -> Option<u64> {
     let stime: u64 = f.get(12)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Some((utime + stime) * 1_000_000 / hz.max(1))
+    let us = |ticks: u64| ticks * 1_000_000 / hz.max(1);
+    Some((us(utime), us(stime)))
 }
 
 /// A child process killed on drop.

@@ -187,6 +187,8 @@ struct Row {
     target: &'static str,
     result: Result<SysbenchResult, String>,
     cpu_us_per_query: Option<f64>,
+    /// The user-space part of it.
+    user_us_per_query: Option<f64>,
 }
 
 fn main() {
@@ -388,20 +390,22 @@ fn run(o: &Opts) -> Result<(), String> {
             for target in targets.iter_mut() {
                 let args = run_args(workload, t, o.time);
                 let pid = target.pid();
-                let before = pid.and_then(cpu_micros);
+                let before = pid.and_then(cpu_split_micros);
                 let stat_before = cap.as_ref().and_then(|c| c.stat().ok());
                 let result = match target.exited() {
                     Some(e) => Err(e),
                     None => sysbench(target.port, "sbtest", &args).map_err(|e| condense(&e)),
                 };
-                let after = pid.and_then(cpu_micros);
+                let after = pid.and_then(cpu_split_micros);
                 let stat_after = cap.as_ref().and_then(|c| c.stat().ok());
-                let cpu = match (&result, before, after) {
+                let per_query = |f: fn((u64, u64)) -> u64| match (&result, before, after) {
                     (Ok(r), Some(b), Some(a)) if r.queries > 0 => {
-                        Some(a.saturating_sub(b) as f64 / r.queries as f64)
+                        Some(f(a).saturating_sub(f(b)) as f64 / r.queries as f64)
                     }
                     _ => None,
                 };
+                let cpu = per_query(|(u, s)| u + s);
+                let user = per_query(|(u, _)| u);
                 let throttle = match (stat_before, stat_after) {
                     (Some(b), Some(a)) => format!(
                         "  db throttled {}/{} periods",
@@ -432,6 +436,7 @@ fn run(o: &Opts) -> Result<(), String> {
                     target: target.name,
                     result,
                     cpu_us_per_query: cpu,
+                    user_us_per_query: user,
                 });
             }
         }
@@ -473,14 +478,14 @@ fn qps_of(rows: &[Row], workload: &str, threads: u32, target: &str) -> Option<f6
 
 fn print_table(rows: &[Row]) {
     println!();
-    println!("| workload | threads | target | qps | vs direct | p50 ms | p99 ms | proxy CPU µs/query | errors |");
-    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| workload | threads | target | qps | vs direct | p50 ms | p99 ms | proxy CPU µs/query | of which user | errors |");
+    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for row in rows {
         let r = match &row.result {
             Ok(r) => r,
             Err(_) => {
                 println!(
-                    "| {} | {} | {} | failed | — | — | — | — | run failed |",
+                    "| {} | {} | {} | failed | — | — | — | — | — | run failed |",
                     row.workload, row.threads, row.target
                 );
                 continue;
@@ -500,7 +505,7 @@ fn print_table(rows: &[Row]) {
             r.errors.to_string()
         };
         println!(
-            "| {} | {} | {} | {:.0} | {vs} | {:.3} | {:.2} | {} | {errors} |",
+            "| {} | {} | {} | {:.0} | {vs} | {:.3} | {:.2} | {} | {} | {errors} |",
             row.workload,
             row.threads,
             row.target,
@@ -508,6 +513,9 @@ fn print_table(rows: &[Row]) {
             r.p50_ms,
             r.p99_ms,
             row.cpu_us_per_query
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_else(|| "—".into()),
+            row.user_us_per_query
                 .map(|c| format!("{c:.1}"))
                 .unwrap_or_else(|| "—".into()),
         );

@@ -4,8 +4,9 @@
 //! the server's own `max_prepared_stmt_count` (ProxySQL's long-standing bug is to exhaust it).
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Prepared statements the proxy keeps open on one server, against a budget set below the
 /// server's own limit (MySQL's `max_prepared_stmt_count` counts every client together).
@@ -46,12 +47,79 @@ impl StmtBudget {
 }
 
 /// Identity of a prepared statement's text: the schema it was prepared in and the SQL.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// Its hash is computed once, so that looking it up in a connection's cache at every
+/// execution does not rehash the text; its digest is computed at its first execution.
+#[derive(Debug)]
 pub struct StmtKey {
     /// Schema at prepare time (unqualified names resolve there).
     pub schema: Option<String>,
     /// Statement text.
     pub sql: Box<[u8]>,
+    hash: u64,
+    /// Digest id and normalised text, with the escaping mode they were computed in.
+    digest: OnceLock<StmtDigest>,
+}
+
+/// A prepared statement's digest.
+#[derive(Debug)]
+pub struct StmtDigest {
+    /// Computed with `NO_BACKSLASH_ESCAPES` on.
+    pub no_backslash_escapes: bool,
+    /// The digest id.
+    pub id: u64,
+    /// The normalised text (at most `sluice_sqlscan::digest::MAX_TEXT` bytes).
+    pub text: Box<[u8]>,
+}
+
+impl StmtKey {
+    /// The key of `sql` prepared in `schema`.
+    pub fn new(schema: Option<String>, sql: Box<[u8]>) -> StmtKey {
+        let mut h = std::hash::DefaultHasher::new();
+        (&schema, &sql).hash(&mut h);
+        StmtKey {
+            schema,
+            sql,
+            hash: h.finish(),
+            digest: OnceLock::new(),
+        }
+    }
+
+    /// Its digest in escaping mode `no_backslash_escapes`: computed once (the mode rarely
+    /// changes; when it does, computed again without being kept).
+    pub fn digest<R>(&self, no_backslash_escapes: bool, use_it: impl FnOnce(u64, &[u8]) -> R) -> R {
+        let compute = || {
+            let mut text = Vec::new();
+            let id =
+                sluice_sqlscan::digest::normalize_into(&self.sql, no_backslash_escapes, &mut text);
+            StmtDigest {
+                no_backslash_escapes,
+                id,
+                text: text.into_boxed_slice(),
+            }
+        };
+        let d = self.digest.get_or_init(compute);
+        if d.no_backslash_escapes == no_backslash_escapes {
+            use_it(d.id, &d.text)
+        } else {
+            let d = compute();
+            use_it(d.id, &d.text)
+        }
+    }
+}
+
+impl PartialEq for StmtKey {
+    fn eq(&self, other: &StmtKey) -> bool {
+        std::ptr::eq(self, other)
+            || (self.hash == other.hash && self.sql == other.sql && self.schema == other.schema)
+    }
+}
+
+impl Eq for StmtKey {}
+
+impl Hash for StmtKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 /// A statement prepared on this connection.
@@ -174,10 +242,7 @@ mod tests {
     use super::*;
 
     fn key(s: &str) -> Arc<StmtKey> {
-        Arc::new(StmtKey {
-            schema: None,
-            sql: s.as_bytes().into(),
-        })
+        Arc::new(StmtKey::new(None, s.as_bytes().into()))
     }
 
     fn stmt(id: u32) -> BackendStmt {

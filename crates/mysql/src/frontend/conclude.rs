@@ -2,6 +2,28 @@
 //! status, pins, results of the statement), then keeping the connection or giving it back.
 
 use super::exec::Attached;
+
+/// What a statement's digest is computed from.
+#[derive(Clone, Copy)]
+pub(crate) enum DigestOf<'a> {
+    /// Not counted (commands without a statement, hidden commands).
+    Nothing,
+    /// A text statement.
+    Text(&'a [u8]),
+    /// A prepared statement (its digest is kept with it).
+    Prepared(&'a crate::backend::stmt_cache::StmtKey),
+}
+
+impl<'a> DigestOf<'a> {
+    /// The statement's text, if it has one.
+    pub(crate) fn text(self) -> Option<&'a [u8]> {
+        match self {
+            DigestOf::Nothing => None,
+            DigestOf::Text(sql) => Some(sql),
+            DigestOf::Prepared(key) => Some(&key.sql),
+        }
+    }
+}
 use super::pins::Pins;
 use super::scan::Outcome;
 use super::session::{Fatal, Session};
@@ -103,27 +125,45 @@ impl Session {
     }
 
     /// Adds a statement to the digest table (schema as it was when the statement ran).
-    fn count_digest(&mut self, sql: &[u8], hostgroup: &str, elapsed: Duration, out: &Outcome) {
+    fn count_digest(
+        &mut self,
+        of: DigestOf<'_>,
+        hostgroup: &str,
+        elapsed: Duration,
+        out: &Outcome,
+    ) {
         if self.proxy.rt.digests.capacity() == 0 {
             return;
         }
-        thread_local! {
-            // One normalisation buffer per worker thread, not per session: the work below
-            // never waits, so no other session can interleave.
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        let nbe = self.st.no_backslash_escapes;
+        match of {
+            DigestOf::Nothing => {}
+            // A prepared statement's digest is computed once, not at every execution.
+            DigestOf::Prepared(key) => key.digest(nbe, |id, text| {
+                self.record_digest(id, text, hostgroup, elapsed, out)
+            }),
+            DigestOf::Text(sql) => {
+                thread_local! {
+                    // One normalisation buffer per worker thread, not per session: the work
+                    // below never waits, so no other session can interleave.
+                    static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+                }
+                BUF.with_borrow_mut(|buf| {
+                    let id = sluice_sqlscan::digest::normalize_into(sql, nbe, buf);
+                    self.record_digest(id, buf, hostgroup, elapsed, out)
+                });
+            }
         }
-        BUF.with_borrow_mut(|buf| self.record_digest(sql, hostgroup, elapsed, out, buf));
     }
 
     fn record_digest(
         &self,
-        sql: &[u8],
+        id: u64,
+        text: &[u8],
         hostgroup: &str,
         elapsed: Duration,
         out: &Outcome,
-        buf: &mut Vec<u8>,
     ) {
-        let id = sluice_sqlscan::digest::normalize_into(sql, self.st.no_backslash_escapes, buf);
         self.proxy.rt.digests.record(
             DigestKey {
                 id,
@@ -131,7 +171,7 @@ impl Session {
                 schema: self.st.tracked.schema.as_deref().unwrap_or(""),
                 hostgroup,
             },
-            buf,
+            text,
             DigestSample {
                 elapsed,
                 rows_sent: out.rows,
@@ -170,16 +210,14 @@ impl Session {
         mut att: Attached,
         from_held: bool,
         effects: Effects,
-        sql: Option<&[u8]>,
+        sql: DigestOf<'_>,
         mut out: Outcome,
         read: bool,
     ) {
         let server = att.lease.server().clone();
         let elapsed = self.cmd_started.elapsed();
         att.lease.group().latency.observe(elapsed);
-        if let Some(sql) = sql {
-            self.count_digest(sql, att.lease.hostgroup(), elapsed, &out);
-        }
+        self.count_digest(sql, att.lease.hostgroup(), elapsed, &out);
         tracing::debug!(
             session = self.id,
             ?effects,
@@ -257,7 +295,7 @@ impl Session {
         if effects.intersects(Effects::LAST_INSERT_ID_SET) {
             att.lid_explicit = true;
         }
-        self.update_pins(effects, sql, &out, &ev);
+        self.update_pins(effects, sql.text(), &out, &ev);
         self.note_results(effects, &out);
         // Keep the connection for the next statement when it may ask about this one: warnings,
         // errors, found rows; and across diagnostic statements themselves, which do not clear

@@ -5,6 +5,7 @@
 //! (the schema a client logs in with) all go through [`Session::pipeline`]; whatever stops a
 //! statement is one type, [`StmtError`], which says who failed and whether a retry is safe.
 
+use super::conclude::DigestOf;
 use super::exec::{Attached, Target};
 use super::scan::{Expect, Scanner, ServerError};
 use super::session::{Fatal, Session};
@@ -55,7 +56,7 @@ pub(crate) struct Stmt<'a> {
     pub expect: Expect,
     /// What it does to session state.
     pub effects: Effects,
-    /// Its text, for the digest table.
+    /// Its text, for the digest table (a prepared statement's digest is kept with it).
     pub sql: Option<&'a [u8]>,
     /// A read (may be retried once, and balanced).
     pub read: bool,
@@ -186,7 +187,12 @@ impl Session {
                     let ran = Ran {
                         error: out.error.clone(),
                     };
-                    self.conclude(att, held, stmt.effects, stmt.sql, out, stmt.read)
+                    let digest = match (&stmt.body, stmt.sql) {
+                        (Body::Execute(x), _) => DigestOf::Prepared(&x.key),
+                        (Body::Plain(_), Some(sql)) => DigestOf::Text(sql),
+                        (Body::Plain(_), None) => DigestOf::Nothing,
+                    };
+                    self.conclude(att, held, stmt.effects, digest, out, stmt.read)
                         .await;
                     return Ok(ran);
                 }

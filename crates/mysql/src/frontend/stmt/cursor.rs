@@ -3,6 +3,7 @@
 
 use super::{with_backend_id, Session};
 use crate::backend::stmt_cache::StmtKey;
+use crate::frontend::conclude::DigestOf;
 use crate::frontend::exec::Attached;
 use crate::frontend::scan::{Expect, Outcome};
 use crate::frontend::session::Fatal;
@@ -74,7 +75,7 @@ impl Session {
         self.refresh_stmt_pins();
         match run {
             HeldRun::Ran(r) => {
-                self.conclude(r.0, true, Effects::default(), None, r.1, true)
+                self.conclude(r.0, true, Effects::default(), DigestOf::Nothing, r.1, true)
                     .await
             }
             HeldRun::NotThere => return self.reply_err(NO_OPEN_CURSOR, b"HY000", &no_cursor).await,
@@ -101,7 +102,7 @@ impl Session {
         if on_server {
             match self.on_held_stmt(&key, payload, Expect::Simple).await? {
                 HeldRun::Ran(r) => {
-                    self.conclude(r.0, true, Effects::default(), None, r.1, true)
+                    self.conclude(r.0, true, Effects::default(), DigestOf::Nothing, r.1, true)
                         .await;
                     return Ok(());
                 }

@@ -3,6 +3,7 @@
 use super::{close_all, make_room, ClientStmt, MAX_STATEMENTS_PER_SESSION};
 use crate::backend::stmt_cache::{BackendStmt, StmtKey};
 use crate::backend::BackendConn;
+use crate::frontend::conclude::DigestOf;
 use crate::frontend::exec::{Attached, Target};
 use crate::frontend::relay::{relay, Sink};
 use crate::frontend::scan::{Expect, Outcome, Scanner, ServerError};
@@ -58,10 +59,10 @@ impl Session {
         // Connection ids must be the id the proxy gave this client: bake it into this
         // session's copy of the statement (which then has its own backend statement).
         let own_sql = self.own_ids(scan.effects, sql, None);
-        let key = Arc::new(StmtKey {
-            schema: self.st.tracked.schema.clone(),
-            sql: own_sql.as_deref().unwrap_or(sql).into(),
-        });
+        let key = Arc::new(StmtKey::new(
+            self.st.tracked.schema.clone(),
+            own_sql.as_deref().unwrap_or(sql).into(),
+        ));
         let id = self.stmts.new_id();
         // The answer is buffered: if the server's statement table is full, the proxy makes
         // room and retries before the client sees anything.
@@ -96,8 +97,15 @@ impl Session {
                 },
             );
         }
-        self.conclude(att, from_held, Effects::default(), None, out, true)
-            .await;
+        self.conclude(
+            att,
+            from_held,
+            Effects::default(),
+            DigestOf::Nothing,
+            out,
+            true,
+        )
+        .await;
         Ok(())
     }
 
