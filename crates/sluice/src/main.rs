@@ -193,13 +193,20 @@ fn runtime() -> tokio::runtime::Runtime {
     runtime_with(0)
 }
 
-/// A runtime with `threads` workers (0: one per CPU).
+/// A runtime with `threads` workers (0: one per CPU). One worker is a current-thread
+/// runtime: every task runs on the thread that started it, with no hand-offs between a
+/// worker and the I/O driver (the monitor has a thread of its own either way).
 #[allow(clippy::expect_used)] // start-up: without a runtime there is nothing to run
 fn runtime_with(threads: u32) -> tokio::runtime::Runtime {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if threads > 0 {
-        b.worker_threads(threads as usize);
-    }
+    let mut b = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if threads > 0 {
+            b.worker_threads(threads as usize);
+        }
+        b
+    };
     b.enable_all().build().expect("tokio runtime")
 }
 

@@ -51,11 +51,13 @@ fn two_processes_share_a_port_and_every_client_can_query() {
     let mut procs = Vec::new();
     for i in 0..2 {
         let path = dir.path().join(format!("sluice{i}.toml"));
-        // More clients allowed than the open-files limit: sluice must say so.
+        // More clients allowed than the open-files limit: sluice must say so. The second
+        // process runs one worker (a current-thread runtime), the first one per CPU.
+        let threads = if i == 1 { 1 } else { 0 };
         std::fs::write(
             &path,
             format!(
-                "[proxy]\nlisten = \"127.0.0.1:{port}\"\nreuse_port = true\nmax_client_connections = 1000000\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\nmax_connections = 8\n[monitor]\nuser = \"mon\"\npassword = \"mon\"\n[log]\nlevel = \"warn\"\n",
+                "[proxy]\nlisten = \"127.0.0.1:{port}\"\nreuse_port = true\nworker_threads = {threads}\nmax_client_connections = 1000000\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\nmax_connections = 8\n[monitor]\nuser = \"mon\"\npassword = \"mon\"\n[log]\nlevel = \"warn\"\n",
                 topo.primary().addr()
             ),
         )
