@@ -2,8 +2,10 @@
 
 mod conn;
 mod connector;
+mod control;
 mod greeting;
 mod login;
+mod open;
 pub mod state;
 pub mod stmt_cache;
 pub mod timeout;
