@@ -5,7 +5,7 @@
 //! (the schema a client logs in with) all go through [`Session::pipeline`]; whatever stops a
 //! statement is one type, [`StmtError`], which says who failed and whether a retry is safe.
 
-use super::conclude::DigestOf;
+use super::digest::DigestOf;
 use super::exec::{Attached, Target};
 use super::scan::{Expect, Scanner, ServerError};
 use super::session::{Fatal, Session};

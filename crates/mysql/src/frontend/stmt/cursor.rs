@@ -3,7 +3,7 @@
 
 use super::{with_backend_id, Session};
 use crate::backend::stmt_cache::StmtKey;
-use crate::frontend::conclude::DigestOf;
+use crate::frontend::digest::DigestOf;
 use crate::frontend::exec::Attached;
 use crate::frontend::scan::{Expect, Outcome};
 use crate::frontend::session::Fatal;

@@ -3,7 +3,7 @@
 use super::{close_all, make_room, ClientStmt, MAX_STATEMENTS_PER_SESSION};
 use crate::backend::stmt_cache::{BackendStmt, StmtKey};
 use crate::backend::BackendConn;
-use crate::frontend::conclude::DigestOf;
+use crate::frontend::digest::DigestOf;
 use crate::frontend::exec::{Attached, Target};
 use crate::frontend::relay::{relay, Sink};
 use crate::frontend::scan::{Expect, Outcome, Scanner, ServerError};
