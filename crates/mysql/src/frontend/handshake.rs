@@ -177,7 +177,7 @@ pub async fn authenticate(
     plugin: &str,
     response: &[u8],
     nonce: &[u8; 20],
-    mut seq: u8,
+    seq: u8,
 ) -> Result<(Arc<User>, u8), HandshakeError> {
     let user = cx.users.get(user_name).cloned();
     // An unknown user goes through the same exchange as a known one with a password.
@@ -185,57 +185,100 @@ pub async fn authenticate(
         .as_ref()
         .map(|u| u.password.as_bytes())
         .unwrap_or(b"\x00unknown-user");
-    let mut nonce: [u8; 20] = *nonce;
-    let mut response = response.to_vec();
-    let plugin = match plan(
+    let mut answer = Answer {
+        plugin: "",
+        nonce: *nonce,
+        response: response.to_vec(),
+        seq,
+    };
+    answer.plugin = settle_plugin(client, cx, plugin, password, &mut answer).await?;
+    let ok = verify(client, password, &mut answer);
+    admit(client, cx, user_name, user.filter(|_| ok), &answer).await
+}
+
+/// The client's answer to the proxy's challenge, and where the exchange is.
+struct Answer {
+    /// The plugin that verifies it.
+    plugin: &'static str,
+    /// The challenge it answers.
+    nonce: [u8; 20],
+    /// The client's scramble.
+    response: Vec<u8>,
+    /// The sequence id of the proxy's next packet.
+    seq: u8,
+}
+
+/// Decides which plugin verifies the client (see `auth::plugin::plan`), switching the client
+/// to another one (with a fresh challenge) when its own cannot be verified here.
+async fn settle_plugin(
+    client: &mut ClientConn,
+    cx: &HandshakeContext<'_>,
+    plugin: &str,
+    password: &[u8],
+    a: &mut Answer,
+) -> Result<&'static str, HandshakeError> {
+    match plan(
         plugin,
-        !response.is_empty(),
+        !a.response.is_empty(),
         !password.is_empty(),
         cx.default_plugin,
     ) {
-        Plan::Verify(p) => p,
+        Plan::Verify(p) => Ok(p),
         Plan::Switch(p) => {
-            nonce = auth::new_scramble();
+            a.nonce = auth::new_scramble();
             let mut sw = Vec::with_capacity(64);
-            encode_auth_switch(&mut sw, p, &nonce);
-            client.push_packet(seq, &sw);
+            encode_auth_switch(&mut sw, p, &a.nonce);
+            client.push_packet(a.seq, &sw);
             client.flush().await?;
-            response = read_answer(client, seq.wrapping_add(1))
+            a.response = read_answer(client, a.seq.wrapping_add(1))
                 .await?
                 .payload
                 .to_vec();
-            seq = seq.wrapping_add(2);
-            p
+            a.seq = a.seq.wrapping_add(2);
+            Ok(p)
         }
-    };
-    let ok = match plugin {
-        CACHING_SHA2_PASSWORD if response.is_empty() => password.is_empty(),
+    }
+}
+
+/// Checks the scramble against the password (caching_sha2_password's fast path is told
+/// its success, as a server does).
+fn verify(client: &mut ClientConn, password: &[u8], a: &mut Answer) -> bool {
+    match a.plugin {
+        CACHING_SHA2_PASSWORD if a.response.is_empty() => password.is_empty(),
         CACHING_SHA2_PASSWORD => {
-            let ok = auth::sha2::verify_fast(password, &nonce, &response);
+            let ok = auth::sha2::verify_fast(password, &a.nonce, &a.response);
             if ok {
-                client.push_packet(seq, &[0x01, auth::sha2::FAST_AUTH_SUCCESS]);
-                seq = seq.wrapping_add(1);
+                client.push_packet(a.seq, &[0x01, auth::sha2::FAST_AUTH_SUCCESS]);
+                a.seq = a.seq.wrapping_add(1);
             }
             ok
         }
-        _ => auth::native::verify(password, &nonce, &response),
-    };
+        _ => auth::native::verify(password, &a.nonce, &a.response),
+    }
+}
+
+/// Lets a verified user in (`None`: unknown or wrong password), unless it must use TLS and
+/// does not; a refusal is counted against the address and answered with error 1045.
+async fn admit(
+    client: &mut ClientConn,
+    cx: &HandshakeContext<'_>,
+    user_name: &str,
+    user: Option<Arc<User>>,
+    a: &Answer,
+) -> Result<(Arc<User>, u8), HandshakeError> {
     // A name longer than any configured one is cut in messages and logs.
     let user_name = shown(user_name);
-    let user = match user {
-        Some(u) if ok => u,
-        _ => {
-            let using = if response.is_empty() { "NO" } else { "YES" };
-            let msg = format!(
-                "Access denied for user '{user_name}'@'{}' (using password: {using})",
-                cx.peer.ip()
-            );
-            failed_login(cx, user_name).await;
-            client
-                .send_err(seq, err::ACCESS_DENIED, b"28000", &msg)
-                .await?;
-            return Err(HandshakeError::Denied(user_name.to_string()));
-        }
+    let Some(user) = user else {
+        let using = if a.response.is_empty() { "NO" } else { "YES" };
+        let msg = format!(
+            "Access denied for user '{user_name}'@'{}' (using password: {using})",
+            cx.peer.ip()
+        );
+        failed_login(cx, user_name).await;
+        client
+            .send_err(a.seq, err::ACCESS_DENIED, b"28000", &msg)
+            .await?;
+        return Err(HandshakeError::Denied(user_name.to_string()));
     };
     if user.require_tls && !client.stream.is_tls() {
         let msg = format!(
@@ -243,12 +286,12 @@ pub async fn authenticate(
             cx.peer.ip()
         );
         client
-            .send_err(seq, err::ACCESS_DENIED, b"28000", &msg)
+            .send_err(a.seq, err::ACCESS_DENIED, b"28000", &msg)
             .await?;
         return Err(HandshakeError::Denied(user_name.to_string()));
     }
     cx.throttle.succeeded(cx.peer.ip());
-    Ok((user, seq))
+    Ok((user, a.seq))
 }
 
 /// `name`, cut to the longest user name a configuration may hold (80 characters).
