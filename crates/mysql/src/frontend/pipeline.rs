@@ -130,13 +130,10 @@ impl Session {
         };
         match self.pipeline(stmt).await {
             Ok(ran) => Ok(ran.error.map_or(Ok(()), Err)),
-            Err(StmtError::Told(e)) => Ok(Err(ServerError {
-                code: e.code,
-                sqlstate: e.sqlstate,
-                message: e.message,
-            })),
+            Err(StmtError::Told(e)) => Ok(Err(e)),
             Err(StmtError::Failed(f)) if f.side == Side::Client => Err(Fatal(f.what())),
             Err(StmtError::Failed(f)) => Ok(Err(ServerError {
+                kind: ErrorKind::ServerLost,
                 code: err::NO_BACKEND,
                 sqlstate: *b"HY000",
                 message: format!("sluice: {}", f.what()),

@@ -61,16 +61,9 @@ pub struct Prepared {
     pub warnings: u16,
 }
 
-/// An error packet, owned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerError {
-    /// Code.
-    pub code: u16,
-    /// SQL state.
-    pub sqlstate: [u8; 5],
-    /// Message.
-    pub message: String,
-}
+/// An error packet, owned: the protocol-neutral form every error a client is sent takes
+/// (kind [`sluice_core::ErrorKind::Server`] when the server sent it).
+pub type ServerError = sluice_core::ClientError;
 
 /// What the proxy learned from a response.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -374,6 +367,7 @@ impl Scanner {
         if first == Some(0xff) && self.expect != Expect::Statistics {
             if let Some(e) = parse_err(payload) {
                 self.out.error = Some(ServerError {
+                    kind: sluice_core::ErrorKind::Server,
                     code: e.code,
                     sqlstate: e.sqlstate,
                     message: e.message_str(),

@@ -83,6 +83,7 @@ impl From<crate::backend::BackendError> for SyncError {
                 sqlstate,
                 message,
             } => SyncError::Server(ServerError {
+                kind: sluice_core::ErrorKind::Server,
                 code,
                 sqlstate,
                 message,
