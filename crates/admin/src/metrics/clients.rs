@@ -3,9 +3,9 @@
 use super::*;
 
 /// Clients, statements and routing: connections, logins, routing decisions, rule hits.
-pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<(), Error> {
-    let p = s.rt;
-    let clusters = s.clusters;
+pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result<(), Error> {
+    let p = sc.rt;
+    let clusters = sc.clusters;
     family(
         enc,
         "sluice_client_connections",
@@ -50,7 +50,14 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
     )?;
     let routes: Vec<_> = clusters
         .iter()
-        .flat_map(|c| c.router().stats.snapshot())
+        .zip(&sc.protocols)
+        .flat_map(|(c, p)| {
+            c.router()
+                .stats
+                .snapshot()
+                .into_iter()
+                .map(move |(d, n)| (p.as_str(), d, n))
+        })
         .collect();
     family(
         enc,
@@ -59,15 +66,23 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         MetricType::Counter,
         routes
             .iter()
-            .map(|(d, n)| (vec![("decision", *d)], counter(*n))),
+            .map(|(p, d, n)| (vec![("decision", *d), ("protocol", *p)], counter(*n))),
     )?;
-    let rule_lists: Vec<_> = clusters.iter().map(|c| c.router().rules()).collect();
+    let rule_lists: Vec<_> = clusters
+        .iter()
+        .zip(&sc.protocols)
+        .map(|(c, p)| (p.as_str(), c.router().rules()))
+        .collect();
     let rules: Vec<_> = rule_lists
         .iter()
-        .flat_map(|l| l.iter())
-        .map(|r| {
+        .flat_map(|(p, l)| l.iter().map(move |r| (*p, r)))
+        .map(|(p, r)| {
             (
-                vec![("rule", r.name.as_str()), ("hostgroup", &*r.hostgroup)],
+                vec![
+                    ("rule", r.name.as_str()),
+                    ("hostgroup", &*r.hostgroup),
+                    ("protocol", p),
+                ],
                 counter(r.hits.load(Relaxed)),
             )
         })

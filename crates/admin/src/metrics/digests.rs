@@ -3,8 +3,8 @@
 use super::*;
 
 /// The digest table.
-pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<(), Error> {
-    let p = s.rt;
+pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result<(), Error> {
+    let p = sc.rt;
     family(
         enc,
         "sluice_digest_entries",

@@ -88,11 +88,36 @@ mod servers;
 
 /// What one scrape reads, gathered once.
 pub(super) struct Scrape<'a> {
+    protocols: Vec<sluice_core::Protocol>,
     rt: &'a Runtime,
     clusters: &'a [Arc<dyn Cluster>],
     all: &'a [Arc<Server>],
     groups: &'a [Arc<dyn HostgroupView>],
     monitor: Option<&'a Arc<Monitor>>,
+}
+
+impl Scrape<'_> {
+    /// The protocol of the topology `server` belongs to (the `protocol` label).
+    fn protocol_of(&self, server: &Arc<Server>) -> &'static str {
+        self.clusters
+            .iter()
+            .zip(&self.protocols)
+            .find(|(c, _)| c.servers().iter().any(|s| Arc::ptr_eq(s, server)))
+            .map_or("", |(_, p)| p.as_str())
+    }
+
+    /// The protocol of the topology hostgroup `group` belongs to (hostgroup names are
+    /// resolved within a protocol, so the same name may exist in two).
+    fn protocol_of_group(&self, group: &Arc<dyn HostgroupView>) -> &'static str {
+        let same = |h: &Arc<dyn HostgroupView>| {
+            std::ptr::eq(Arc::as_ptr(h) as *const (), Arc::as_ptr(group) as *const ())
+        };
+        self.clusters
+            .iter()
+            .zip(&self.protocols)
+            .find(|(c, _)| c.hostgroup_views().iter().any(same))
+            .map_or("", |(_, p)| p.as_str())
+    }
 }
 
 impl Collector for ProxyCollector {
@@ -105,6 +130,7 @@ impl Collector for ProxyCollector {
         let groups: Vec<_> = clusters.iter().flat_map(|c| c.hostgroup_views()).collect();
         let monitor = self.0.frontends().iter().find_map(|f| f.monitor().cloned());
         let s = Scrape {
+            protocols: self.0.frontends().iter().map(|f| f.protocol()).collect(),
             rt: &self.0.runtime,
             clusters: &clusters,
             all: &all,

@@ -3,8 +3,8 @@
 use super::*;
 
 /// The monitor's families, when there is a monitor.
-pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<(), Error> {
-    let monitor = s.monitor;
+pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result<(), Error> {
+    let monitor = sc.monitor;
     // The monitor.
     if let Some(m) = &monitor {
         family(

@@ -3,24 +3,28 @@
 use super::*;
 
 /// Hostgroups: pools, waiting statements, latency.
-pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<(), Error> {
-    let all = s.all;
-    let groups = s.groups;
+pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result<(), Error> {
+    let all = sc.all;
+    let groups = sc.groups;
     // Hostgroups: pools and latency.
     let pools: Vec<_> = groups
         .iter()
         .flat_map(|hg| {
             hg.pool_stats()
                 .into_iter()
-                .map(move |s| (hg.name().clone(), s))
+                .map(move |s| (hg.name().clone(), sc.protocol_of_group(hg), s))
         })
         .collect();
     let pool_samples = |f: fn(&sluice_core::PoolStats) -> u32| {
         pools
             .iter()
-            .map(move |(hg, s)| {
+            .map(move |(hg, protocol, s)| {
                 (
-                    vec![("hostgroup", &**hg), ("server", &*s.server.name)],
+                    vec![
+                        ("hostgroup", &**hg),
+                        ("server", &*s.server.name),
+                        ("protocol", *protocol),
+                    ],
                     gauge(i64::from(f(s))),
                 )
             })
@@ -47,7 +51,7 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         MetricType::Gauge,
         all.iter().map(|s| {
             (
-                vec![("server", &*s.name)],
+                vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
                 gauge(i64::from(s.max_connections())),
             )
         }),
@@ -57,9 +61,15 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         "sluice_hostgroup_waiting",
         "Statements waiting for a backend connection now.",
         MetricType::Gauge,
-        groups
-            .iter()
-            .map(|h| (vec![("hostgroup", &**h.name())], gauge(h.waiting() as i64))),
+        groups.iter().map(|h| {
+            (
+                vec![
+                    ("hostgroup", &**h.name()),
+                    ("protocol", sc.protocol_of_group(h)),
+                ],
+                gauge(h.waiting() as i64),
+            )
+        }),
     )?;
     family(
         enc,
@@ -68,14 +78,25 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         MetricType::Counter,
         groups.iter().map(|h| {
             (
-                vec![("hostgroup", &**h.name())],
+                vec![
+                    ("hostgroup", &**h.name()),
+                    ("protocol", sc.protocol_of_group(h)),
+                ],
                 counter(h.queue_timeouts()),
             )
         }),
     )?;
     let latency: Vec<_> = groups
         .iter()
-        .map(|h| (vec![("hostgroup", &**h.name())], h.latency().snapshot()))
+        .map(|h| {
+            (
+                vec![
+                    ("hostgroup", &**h.name()),
+                    ("protocol", sc.protocol_of_group(h)),
+                ],
+                h.latency().snapshot(),
+            )
+        })
         .collect();
     histograms(
         enc,

@@ -3,12 +3,17 @@
 use super::*;
 
 /// Servers: traffic, health, what the monitor observed.
-pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<(), Error> {
-    let all = s.all;
+pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result<(), Error> {
+    let all = sc.all;
     // Servers: traffic, health, what the monitor observed.
     let per_server = |f: fn(&sluice_core::ServerStats) -> u64| {
         all.iter()
-            .map(move |s| (vec![("server", &*s.name)], counter(f(&s.stats))))
+            .map(move |s| {
+                (
+                    vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
+                    counter(f(&s.stats)),
+                )
+            })
             .collect::<Vec<_>>()
     };
     family(
@@ -65,7 +70,11 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         states.iter().flat_map(|(s, state)| {
             ["online", "shunned", "offline"].into_iter().map(move |k| {
                 (
-                    vec![("server", &*s.name), ("state", k)],
+                    vec![
+                        ("server", &*s.name),
+                        ("protocol", sc.protocol_of(s)),
+                        ("state", k),
+                    ],
                     gauge(i64::from(*state == k)),
                 )
             })
@@ -82,7 +91,11 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
                 .into_iter()
                 .map(move |r| {
                     (
-                        vec![("server", &*s.name), ("role", r)],
+                        vec![
+                            ("server", &*s.name),
+                            ("protocol", sc.protocol_of(s)),
+                            ("role", r),
+                        ],
                         gauge(i64::from(o.role.as_str() == r)),
                     )
                 })
@@ -93,9 +106,12 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         "sluice_server_up",
         "1 if the monitor's last check of the server succeeded.",
         MetricType::Gauge,
-        observed
-            .iter()
-            .map(|(s, o)| (vec![("server", &*s.name)], gauge(i64::from(o.reachable)))),
+        observed.iter().map(|(s, o)| {
+            (
+                vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
+                gauge(i64::from(o.reachable)),
+            )
+        }),
     )?;
     family(
         enc,
@@ -103,8 +119,12 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         "Replication lag (Seconds_Behind_Master) of each replica, when known.",
         MetricType::Gauge,
         observed.iter().filter_map(|(s, o)| {
-            o.lag
-                .map(|l| (vec![("server", &*s.name)], gauge(l.as_secs() as i64)))
+            o.lag.map(|l| {
+                (
+                    vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
+                    gauge(l.as_secs() as i64),
+                )
+            })
         }),
     )?;
     family(
@@ -113,8 +133,12 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, s: &Scrape<'_>) -> Result<
         "Round-trip time of the monitor's last successful check.",
         MetricType::Gauge,
         observed.iter().filter_map(|(s, o)| {
-            o.rtt
-                .map(|d| (vec![("server", &*s.name)], gauge(d.as_micros() as i64)))
+            o.rtt.map(|d| {
+                (
+                    vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
+                    gauge(d.as_micros() as i64),
+                )
+            })
         }),
     )?;
 
