@@ -4,6 +4,7 @@
 //! plug in through [`Frontend`]; nothing here knows a wire format.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod buffers;
 pub mod errors;
 pub mod frontend;

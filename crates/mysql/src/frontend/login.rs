@@ -7,32 +7,11 @@
 use super::client::ClientConn;
 use super::handshake::{self, Authenticated, HandshakeContext};
 use crate::wire::consts::err;
-use sluice_core::connecting::{Connecting, ConnectingGate};
-use std::sync::Arc;
+use sluice_core::connecting::Connecting;
 use std::time::Instant;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
-/// What one listener group admits: connections logging in, then logged-in clients.
-pub struct Admission {
-    /// Connections in the connection phase.
-    pub connecting: Arc<ConnectingGate>,
-    /// Logged-in clients.
-    pub clients: Arc<Semaphore>,
-    /// Error message for a client over the limit.
-    pub too_many: &'static str,
-}
-
-impl Admission {
-    /// A group with `clients` places for logged-in clients and `connecting` for connections
-    /// logging in.
-    pub fn new(clients: usize, connecting: usize, too_many: &'static str) -> Admission {
-        Admission {
-            connecting: ConnectingGate::new(connecting),
-            clients: Arc::new(Semaphore::new(clients)),
-            too_many,
-        }
-    }
-}
+pub use sluice_runtime::admission::Admission;
 
 /// Why a client did not get in (it has been told where the protocol allows).
 #[derive(Debug, thiserror::Error)]
