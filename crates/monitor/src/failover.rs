@@ -24,6 +24,34 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Failed failover attempts since the primary was last seen, and when the next may start.
+/// Orders failover candidates best first: the most received (by `compare`, which says
+/// `Greater` when its first position has more), then the least lag (unknown lag last).
+pub(crate) fn rank_candidates<S>(
+    c: &mut [(S, String, Option<Duration>)],
+    compare: impl Fn(&str, &str) -> Ordering,
+) {
+    c.sort_by(|a, b| match compare(&b.1, &a.1) {
+        Ordering::Equal => {
+            a.2.unwrap_or(Duration::MAX)
+                .cmp(&b.2.unwrap_or(Duration::MAX))
+        }
+        o => o,
+    });
+}
+
+/// Whether to fail over now, and how long the primary has been down: only a primary that
+/// is unreachable, has been for at least `detection_time`, when no failed attempt asks to
+/// wait.
+pub(crate) fn failover_due(
+    reachable: bool,
+    down_for: Option<Duration>,
+    detection_time: Duration,
+    schedule_due: bool,
+) -> Option<Duration> {
+    let down_for = down_for.filter(|_| !reachable)?;
+    (down_for >= detection_time && schedule_due).then_some(down_for)
+}
+
 #[derive(Default)]
 pub(crate) struct Attempts {
     pub schedule: Schedule,
@@ -45,13 +73,7 @@ impl Monitor {
                 Some((s.clone(), rs.received, rs.lag))
             })
             .collect();
-        c.sort_by(|a, b| match self.agent.compare(&b.1, &a.1) {
-            Ordering::Equal => {
-                a.2.unwrap_or(Duration::MAX)
-                    .cmp(&b.2.unwrap_or(Duration::MAX))
-            }
-            o => o,
-        });
+        rank_candidates(&mut c, |a, b| self.agent.compare(a, b));
         c.into_iter().map(|(s, pos, _)| (s, pos)).collect()
     }
 
@@ -63,20 +85,16 @@ impl Monitor {
             return;
         }
         let Some(p) = self.primary() else { return };
-        if self.reachable(&p) {
+        let reachable = self.reachable(&p);
+        if reachable {
             // Back (or never gone): a later outage starts with a fresh schedule.
             self.state.lock().failover = Attempts::default();
-            return;
         }
-        let Some(down_for) = self.down_for(&p) else {
+        let down_for = self.down_for(&p);
+        let due = self.state.lock().failover.schedule.due(Instant::now());
+        let Some(down_for) = failover_due(reachable, down_for, settings.detection_time, due) else {
             return;
         };
-        if down_for < settings.detection_time {
-            return;
-        }
-        if !self.state.lock().failover.schedule.due(Instant::now()) {
-            return;
-        }
         self.preflight_fresh().await;
         if let Some(why) = self.failover_refusal() {
             self.attempt_failed(&p, None, FailoverStep::Refused, &why, None);
