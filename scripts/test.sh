@@ -3,7 +3,7 @@
 # sysbench, language drivers, Rust), build, and run the whole test suite.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-apt_install build-essential pkg-config cmake ca-certificates python3 python3-venv python3-pip sysbench chromium fonts-dejavu-core openssl procps
+apt_install build-essential pkg-config cmake ca-certificates python3 python3-venv python3-pip sysbench chromium fonts-dejavu-core openssl procps postgresql-15
 ensure_rust
 ensure_mariadb
 

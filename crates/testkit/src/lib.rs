@@ -1,16 +1,19 @@
-//! Real MariaDB servers for tests, the demo and benchmarks: temporary data directories, free
-//! ports, GTID replication, and cleanup on drop (also on panic). Servers also die with the
+//! Real MariaDB and PostgreSQL servers for tests, the demo and benchmarks: temporary data
+//! directories, free ports, GTID replication (MariaDB), streaming replicas (PostgreSQL), and
+//! cleanup on drop (also on panic). Servers also die with the
 //! process that started them (parent-death signal), so a killed test run leaves nothing behind.
 //!
-//! No mocks: these are the `mariadbd` binaries installed on the machine. When one is missing,
+//! No mocks: these are the `mariadbd` and `postgres` binaries installed on the machine. When one is missing,
 //! the error says which Debian package to install.
 // A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod postgres;
 mod server;
 mod topology;
 
+pub use postgres::{PgTopology, Postgres};
 pub use server::{MariaDb, ServerOptions};
 pub use topology::{Topology, TopologyOptions, SEMI_SYNC_ARGS};
 

@@ -428,7 +428,7 @@ impl Drop for MariaDb {
 
 /// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process.
 /// Servers are therefore always spawned by one thread that lives as long as the process.
-fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
+pub(crate) fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
     use std::sync::mpsc;
     type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: std::sync::OnceLock<Mutex<mpsc::Sender<Job>>> = std::sync::OnceLock::new();
@@ -454,12 +454,12 @@ fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
         .map_err(|_| std::io::Error::other("spawner thread gone"))?
 }
 
-fn unsafe_is_root() -> bool {
+pub(crate) fn unsafe_is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-fn set_parent_death_signal(cmd: &mut Command) {
+pub(crate) fn set_parent_death_signal(cmd: &mut Command) {
     // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no Rust state.
     unsafe {
         cmd.pre_exec(|| {
