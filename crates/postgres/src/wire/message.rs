@@ -1,0 +1,283 @@
+//! Every message after the startup packet: a type byte, a length (which counts itself), and
+//! a body. Reading is bounded (a client announcing a gigabyte is refused before anything is
+//! buffered); writing fills in the length when the message ends.
+
+use super::startup::WireError;
+
+/// One message, borrowed from the read buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// Its type byte (`Q` query, `P` parse, `X` terminate, `Z` ready for query...).
+    pub tag: u8,
+    /// Its body, without type and length.
+    pub body: &'a [u8],
+}
+
+/// Reads the message at the start of `buf`: `Ok(None)` while incomplete, else the message and
+/// the bytes it took. A length over `max_len` (or below 4) is refused at once.
+pub fn read_message(buf: &[u8], max_len: usize) -> Result<Option<(Message<'_>, usize)>, WireError> {
+    let Some(head) = buf.get(..5) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    if len < 4 {
+        return Err(WireError::Length(len as u32));
+    }
+    if len > max_len {
+        return Err(WireError::TooLong {
+            len,
+            limit: max_len,
+        });
+    }
+    let Some(body) = buf.get(5..1 + len) else {
+        return Ok(None);
+    };
+    Ok(Some((Message { tag: head[0], body }, 1 + len)))
+}
+
+/// The transaction status a ReadyForQuery carries: the authority on whether the server
+/// connection may be given back (idle) or must stay with the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadyStatus {
+    /// `I`: not in a transaction.
+    Idle,
+    /// `T`: in a transaction block.
+    InTransaction,
+    /// `E`: in a failed transaction block (statements refused until it ends).
+    Failed,
+}
+
+impl ReadyStatus {
+    /// From its byte.
+    pub fn from_byte(b: u8) -> Option<ReadyStatus> {
+        Some(match b {
+            b'I' => ReadyStatus::Idle,
+            b'T' => ReadyStatus::InTransaction,
+            b'E' => ReadyStatus::Failed,
+            _ => return None,
+        })
+    }
+
+    /// Its byte.
+    pub fn byte(self) -> u8 {
+        match self {
+            ReadyStatus::Idle => b'I',
+            ReadyStatus::InTransaction => b'T',
+            ReadyStatus::Failed => b'E',
+        }
+    }
+}
+
+/// The fields of an ErrorResponse or NoticeResponse: (field type, value) in order, every
+/// field kept (they are passed through to clients as the server sent them).
+pub fn error_fields(body: &[u8]) -> Result<Vec<(u8, String)>, WireError> {
+    let mut fields = Vec::new();
+    let mut rest = body;
+    loop {
+        match rest.split_first() {
+            Some((0, [])) => return Ok(fields),
+            Some((&kind, after)) if kind != 0 => {
+                let end = after
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or(WireError::Layout("error field without its terminating NUL"))?;
+                fields.push((kind, String::from_utf8_lossy(&after[..end]).into_owned()));
+                rest = &after[end + 1..];
+            }
+            _ => return Err(WireError::Layout("error fields not ended by a NUL")),
+        }
+    }
+}
+
+/// Builds messages into one buffer.
+#[derive(Debug, Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Writer {
+    /// An empty writer.
+    pub fn new() -> Writer {
+        Writer::default()
+    }
+
+    /// Starts a message of type `tag`.
+    pub fn begin(&mut self, tag: u8) {
+        self.buf.push(tag);
+        self.start = self.buf.len();
+        self.buf.extend_from_slice(&[0; 4]);
+    }
+
+    /// Ends the current message: fills in its length.
+    pub fn end(&mut self) {
+        let len = (self.buf.len() - self.start) as u32;
+        self.buf[self.start..self.start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// A 32-bit integer.
+    pub fn i32(&mut self, v: i32) {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+
+    /// A 16-bit integer.
+    pub fn i16(&mut self, v: i16) {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+    }
+
+    /// A NUL-terminated string.
+    pub fn cstr(&mut self, s: &str) {
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+    }
+
+    /// Raw bytes.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+
+    /// AuthenticationOk.
+    pub fn auth_ok(&mut self) {
+        self.begin(b'R');
+        self.i32(0);
+        self.end();
+    }
+
+    /// ParameterStatus.
+    pub fn parameter_status(&mut self, name: &str, value: &str) {
+        self.begin(b'S');
+        self.cstr(name);
+        self.cstr(value);
+        self.end();
+    }
+
+    /// BackendKeyData: the process id and secret a client quotes to cancel.
+    pub fn backend_key_data(&mut self, pid: u32, secret: u32) {
+        self.begin(b'K');
+        self.buf.extend_from_slice(&pid.to_be_bytes());
+        self.buf.extend_from_slice(&secret.to_be_bytes());
+        self.end();
+    }
+
+    /// ReadyForQuery.
+    pub fn ready_for_query(&mut self, status: ReadyStatus) {
+        self.begin(b'Z');
+        self.buf.push(status.byte());
+        self.end();
+    }
+
+    /// ErrorResponse with these fields (`S`/`V` severity, `C` SQLSTATE, `M` message...).
+    pub fn error_response(&mut self, fields: &[(u8, &str)]) {
+        self.begin(b'E');
+        for (kind, value) in fields {
+            self.buf.push(*kind);
+            self.cstr(value);
+        }
+        self.buf.push(0);
+        self.end();
+    }
+
+    /// An error as PostgreSQL words one: severity `FATAL` or `ERROR`, SQLSTATE, message.
+    pub fn error(&mut self, severity: &str, sqlstate: &str, message: &str) {
+        self.error_response(&[
+            (b'S', severity),
+            (b'V', severity),
+            (b'C', sqlstate),
+            (b'M', message),
+        ]);
+    }
+
+    /// The bytes written.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// The bytes written so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_read_whole_and_bounded() {
+        let mut w = Writer::new();
+        w.begin(b'Q');
+        w.cstr("SELECT 1");
+        w.end();
+        w.begin(b'X');
+        w.end();
+        let bytes = w.into_bytes();
+        let (q, used) = read_message(&bytes, 1 << 20).unwrap().unwrap();
+        assert_eq!((q.tag, q.body), (b'Q', &b"SELECT 1\0"[..]));
+        let (x, used2) = read_message(&bytes[used..], 1 << 20).unwrap().unwrap();
+        assert_eq!((x.tag, x.body.len()), (b'X', 0));
+        assert_eq!(used + used2, bytes.len());
+        for cut in 0..used {
+            assert_eq!(read_message(&bytes[..cut], 1 << 20).unwrap(), None);
+        }
+        // A huge announced length is refused from its header alone.
+        let huge = [b'Q', 0x40, 0, 0, 0];
+        assert_eq!(
+            read_message(&huge, 1 << 20),
+            Err(WireError::TooLong {
+                len: 0x4000_0000,
+                limit: 1 << 20
+            })
+        );
+        assert_eq!(
+            read_message(&[b'Q', 0, 0, 0, 3], 64),
+            Err(WireError::Length(3))
+        );
+    }
+
+    #[test]
+    fn errors_keep_every_field_in_order() {
+        let mut w = Writer::new();
+        w.error_response(&[
+            (b'S', "ERROR"),
+            (b'C', "25P02"),
+            (b'M', "current transaction is aborted"),
+            (b'H', "roll back"),
+        ]);
+        let bytes = w.into_bytes();
+        let (m, _) = read_message(&bytes, 1024).unwrap().unwrap();
+        assert_eq!(m.tag, b'E');
+        let fields = error_fields(m.body).unwrap();
+        assert_eq!(
+            fields,
+            [
+                (b'S', "ERROR".to_string()),
+                (b'C', "25P02".to_string()),
+                (b'M', "current transaction is aborted".to_string()),
+                (b'H', "roll back".to_string()),
+            ]
+        );
+        assert!(error_fields(b"Mno end").is_err());
+        assert!(error_fields(b"").is_err());
+    }
+
+    #[test]
+    fn session_messages_have_their_fixed_layouts() {
+        let mut w = Writer::new();
+        w.auth_ok();
+        w.parameter_status("server_version", "15.18");
+        w.backend_key_data(42, 7);
+        w.ready_for_query(ReadyStatus::InTransaction);
+        let b = w.into_bytes();
+        assert_eq!(&b[..9], &[b'R', 0, 0, 0, 8, 0, 0, 0, 0]);
+        let (s, n1) = read_message(&b[9..], 64).unwrap().unwrap();
+        assert_eq!((s.tag, s.body), (b'S', &b"server_version\x0015.18\0"[..]));
+        let (k, n2) = read_message(&b[9 + n1..], 64).unwrap().unwrap();
+        assert_eq!((k.tag, k.body), (b'K', &[0, 0, 0, 42, 0, 0, 0, 7][..]));
+        let (z, _) = read_message(&b[9 + n1 + n2..], 64).unwrap().unwrap();
+        assert_eq!(
+            ReadyStatus::from_byte(z.body[0]),
+            Some(ReadyStatus::InTransaction)
+        );
+        assert_eq!(ReadyStatus::from_byte(b'x'), None);
+    }
+}

@@ -1,0 +1,323 @@
+//! The first packet a client sends: a length, a code, and for a StartupMessage its parameters.
+//! The code says which of four packets it is: a StartupMessage (protocol 3.x), an SSLRequest
+//! or GSSENCRequest (asking to encrypt before starting), or a CancelRequest (on a connection
+//! of its own). A client may ask for a newer minor version or for `_pq_.` protocol options
+//! than the server supports; the server answers with NegotiateProtocolVersion and goes on in
+//! the version it has (libpq 18+ asks for 3.2; libpq 19 "greases" with an unknown version to
+//! keep servers honest).
+
+/// The longest startup packet accepted (PostgreSQL's own limit is 10,000 bytes).
+pub const MAX_STARTUP: usize = 10_000;
+
+/// The newest protocol minor version sluice speaks (3.0).
+pub const SUPPORTED_MINOR: u16 = 0;
+
+const SSL_REQUEST: u32 = 80_877_103;
+const GSSENC_REQUEST: u32 = 80_877_104;
+const CANCEL_REQUEST: u32 = 80_877_102;
+
+/// A malformed first packet (the client is told, then disconnected).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// The length field is below the smallest packet or above [`MAX_STARTUP`].
+    #[error("invalid startup packet length {0}")]
+    Length(u32),
+    /// A protocol major version other than 3.
+    #[error(
+        "unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.{SUPPORTED_MINOR}"
+    )]
+    Version {
+        /// Major version asked for.
+        major: u16,
+        /// Minor version asked for.
+        minor: u16,
+    },
+    /// The parameters are not NUL-terminated name/value pairs, or not UTF-8.
+    #[error("invalid startup packet layout: {0}")]
+    Layout(&'static str),
+    /// A StartupMessage without a `user`.
+    #[error("no PostgreSQL user name specified in startup packet")]
+    NoUser,
+    /// A message longer than the limit given to [`crate::wire::read_message`].
+    #[error("message of {len} bytes is over the limit of {limit}")]
+    TooLong {
+        /// Its announced length.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// A StartupMessage's contents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartupParams {
+    /// The minor protocol version the client asked for.
+    pub minor: u16,
+    /// Every parameter but the `_pq_.` protocol options, in the client's order (`user`,
+    /// `database`, `application_name`, `options`, GUCs...).
+    pub params: Vec<(String, String)>,
+    /// The `_pq_.` protocol options the client asked for; sluice supports none.
+    pub protocol_options: Vec<String>,
+}
+
+impl StartupParams {
+    /// A parameter's value.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The database: `database`, or the user name when none is given (as PostgreSQL does).
+    pub fn database(&self) -> Option<&str> {
+        self.get("database")
+            .filter(|d| !d.is_empty())
+            .or_else(|| self.get("user"))
+    }
+
+    /// Whether the server must answer NegotiateProtocolVersion before going on: a newer minor
+    /// version, or protocol options, were asked for.
+    pub fn needs_negotiation(&self) -> bool {
+        self.minor > SUPPORTED_MINOR || !self.protocol_options.is_empty()
+    }
+
+    /// The NegotiateProtocolVersion message: the newest minor version sluice supports and the
+    /// options it does not.
+    pub fn negotiate_protocol_version(&self) -> Vec<u8> {
+        let mut w = crate::wire::Writer::new();
+        w.begin(b'v');
+        w.i32(i32::from(SUPPORTED_MINOR) | (3 << 16));
+        w.i32(self.protocol_options.len() as i32);
+        for o in &self.protocol_options {
+            w.cstr(o);
+        }
+        w.end();
+        w.into_bytes()
+    }
+}
+
+/// The first packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Startup {
+    /// StartupMessage.
+    Start(StartupParams),
+    /// SSLRequest: answer `S` and run TLS, or `N`.
+    SslRequest,
+    /// GSSENCRequest: answered `N` (not supported), after which the client may send an
+    /// SSLRequest or a StartupMessage.
+    GssEncRequest,
+    /// CancelRequest for the session with this process id and secret key.
+    Cancel {
+        /// The process id the client was given.
+        pid: u32,
+        /// The secret key it was given.
+        secret: u32,
+    },
+}
+
+/// Reads the first packet from the start of `buf`: `Ok(None)` while it is incomplete, else
+/// the packet and the bytes it took.
+pub fn read_startup(buf: &[u8]) -> Result<Option<(Startup, usize)>, WireError> {
+    let Some(len) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
+    if !(8..=MAX_STARTUP as u32).contains(&len) {
+        return Err(WireError::Length(len));
+    }
+    let len = len as usize;
+    let Some(packet) = buf.get(4..len) else {
+        return Ok(None);
+    };
+    let code = u32::from_be_bytes([packet[0], packet[1], packet[2], packet[3]]);
+    let body = &packet[4..];
+    let startup = match code {
+        SSL_REQUEST if body.is_empty() => Startup::SslRequest,
+        GSSENC_REQUEST if body.is_empty() => Startup::GssEncRequest,
+        CANCEL_REQUEST if body.len() == 8 => Startup::Cancel {
+            pid: u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
+            secret: u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
+        },
+        SSL_REQUEST | GSSENC_REQUEST | CANCEL_REQUEST => {
+            return Err(WireError::Layout("request of the wrong length"))
+        }
+        version => {
+            let (major, minor) = ((version >> 16) as u16, version as u16);
+            if major != 3 {
+                return Err(WireError::Version { major, minor });
+            }
+            Startup::Start(parse_params(minor, body)?)
+        }
+    };
+    Ok(Some((startup, len)))
+}
+
+/// NUL-terminated name/value pairs, ended by an empty name.
+fn parse_params(minor: u16, mut body: &[u8]) -> Result<StartupParams, WireError> {
+    let mut p = StartupParams {
+        minor,
+        params: Vec::new(),
+        protocol_options: Vec::new(),
+    };
+    loop {
+        let name = cstr(&mut body)?;
+        if name.is_empty() {
+            break;
+        }
+        let value = cstr(&mut body)?;
+        if name.starts_with("_pq_.") {
+            p.protocol_options.push(name.to_string());
+        } else {
+            p.params.push((name.to_string(), value.to_string()));
+        }
+    }
+    if !body.is_empty() {
+        return Err(WireError::Layout("bytes after the parameter list"));
+    }
+    if p.get("user").is_none_or(str::is_empty) {
+        return Err(WireError::NoUser);
+    }
+    Ok(p)
+}
+
+/// The NUL-terminated UTF-8 string at the start of `body`, which moves past it.
+fn cstr<'a>(body: &mut &'a [u8]) -> Result<&'a str, WireError> {
+    let end = body
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or(WireError::Layout("string without its terminating NUL"))?;
+    let s = std::str::from_utf8(&body[..end]).map_err(|_| WireError::Layout("string not UTF-8"))?;
+    *body = &body[end + 1..];
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn startup(version: u32, pairs: &[(&str, &str)]) -> Vec<u8> {
+        let mut body = version.to_be_bytes().to_vec();
+        for (n, v) in pairs {
+            body.extend_from_slice(n.as_bytes());
+            body.push(0);
+            body.extend_from_slice(v.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        let mut out = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+        out.extend(body);
+        out
+    }
+
+    #[test]
+    fn a_startup_message_gives_its_parameters_in_order() {
+        let bytes = startup(
+            3 << 16,
+            &[
+                ("user", "app"),
+                ("database", "shop"),
+                ("application_name", "psql"),
+            ],
+        );
+        let (s, used) = read_startup(&bytes).unwrap().unwrap();
+        assert_eq!(used, bytes.len());
+        let Startup::Start(p) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(p.get("user"), Some("app"));
+        assert_eq!(p.database(), Some("shop"));
+        assert_eq!(p.params[2], ("application_name".into(), "psql".into()));
+        assert!(!p.needs_negotiation());
+    }
+
+    #[test]
+    fn the_database_defaults_to_the_user_name() {
+        let bytes = startup(3 << 16, &[("user", "app")]);
+        let Some((Startup::Start(p), _)) = read_startup(&bytes).unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.database(), Some("app"));
+    }
+
+    #[test]
+    fn newer_versions_and_protocol_options_are_negotiated_down() {
+        // libpq 18 asks for 3.2; libpq 19's grease asks for an unknown minor and option.
+        for minor in [2u32, 9999] {
+            let bytes = startup(
+                (3 << 16) | minor,
+                &[("user", "app"), ("_pq_.test_grease", "1")],
+            );
+            let Some((Startup::Start(p), _)) = read_startup(&bytes).unwrap() else {
+                panic!()
+            };
+            assert_eq!(p.minor as u32, minor);
+            assert!(p.needs_negotiation());
+            assert_eq!(p.protocol_options, ["_pq_.test_grease"]);
+            assert!(p.get("_pq_.test_grease").is_none());
+            let m = p.negotiate_protocol_version();
+            let mut want = vec![b'v', 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 1];
+            want.extend_from_slice(b"_pq_.test_grease\0");
+            let len = (want.len() - 1) as u32;
+            want[1..5].copy_from_slice(&len.to_be_bytes());
+            assert_eq!(m, want);
+        }
+    }
+
+    #[test]
+    fn requests_and_cancels_are_recognised() {
+        let ssl = [0, 0, 0, 8, 4, 210, 22, 47];
+        assert_eq!(read_startup(&ssl).unwrap(), Some((Startup::SslRequest, 8)));
+        let gss = [0, 0, 0, 8, 4, 210, 22, 48];
+        assert_eq!(
+            read_startup(&gss).unwrap(),
+            Some((Startup::GssEncRequest, 8))
+        );
+        let mut cancel = vec![0, 0, 0, 16, 4, 210, 22, 46];
+        cancel.extend_from_slice(&7u32.to_be_bytes());
+        cancel.extend_from_slice(&0xdead_beefu32.to_be_bytes());
+        assert_eq!(
+            read_startup(&cancel).unwrap(),
+            Some((
+                Startup::Cancel {
+                    pid: 7,
+                    secret: 0xdead_beef
+                },
+                16
+            ))
+        );
+    }
+
+    #[test]
+    fn incomplete_packets_wait_and_malformed_ones_are_refused() {
+        let bytes = startup(3 << 16, &[("user", "app")]);
+        for cut in 0..bytes.len() {
+            assert_eq!(read_startup(&bytes[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        assert_eq!(read_startup(&[0, 0, 0, 4]), Err(WireError::Length(4)));
+        assert_eq!(read_startup(&[0, 1, 0, 0]), Err(WireError::Length(65_536)));
+        let v2 = startup(2 << 16, &[("user", "app")]);
+        assert_eq!(
+            read_startup(&v2),
+            Err(WireError::Version { major: 2, minor: 0 })
+        );
+        assert_eq!(
+            read_startup(&startup(3 << 16, &[("database", "x")])),
+            Err(WireError::NoUser)
+        );
+        let mut unterminated = startup(3 << 16, &[("user", "app")]);
+        let n = unterminated.len();
+        unterminated.truncate(n - 2); // drop the value's NUL and the list's end
+        let len = unterminated.len() as u32;
+        unterminated[..4].copy_from_slice(&len.to_be_bytes());
+        assert!(matches!(
+            read_startup(&unterminated),
+            Err(WireError::Layout(_))
+        ));
+        let short_cancel = [0, 0, 0, 12, 4, 210, 22, 46, 0, 0, 0, 1];
+        assert!(matches!(
+            read_startup(&short_cancel),
+            Err(WireError::Layout(_))
+        ));
+    }
+}
