@@ -98,6 +98,8 @@ pub struct Server {
     pub stats: ServerStats,
     /// Why the monitor keeps it from taking traffic (lag, broken replication, unreachable).
     monitor_block: Mutex<Option<String>>,
+    /// Why the monitor declared it failed, until it answers again.
+    declared_failed: Mutex<Option<String>>,
     observed: Mutex<Observed>,
     /// The version string it sends in its handshake, byte for byte, once seen.
     version: Mutex<Option<Arc<str>>>,
@@ -138,6 +140,7 @@ impl Server {
             health: Mutex::new(Health::Online),
             stats: ServerStats::default(),
             monitor_block: Mutex::new(None),
+            declared_failed: Mutex::new(None),
             observed: Mutex::new(Observed::default()),
             version: Mutex::new(None),
             failures: watch::channel(0).0,
@@ -277,6 +280,24 @@ impl Server {
     /// Declares the server failed: statements in flight on it stop waiting for it.
     pub fn fail_in_flight(&self) {
         self.failures.send_modify(|n| *n += 1);
+    }
+
+    /// Declares the server failed, saying why (kept until [`Server::clear_declared_failed`],
+    /// so that statements failed in flight can tell their clients), then fails what is in
+    /// flight on it.
+    pub fn declare_failed(&self, why: String) {
+        *self.declared_failed.lock() = Some(why);
+        self.fail_in_flight();
+    }
+
+    /// It answers again.
+    pub fn clear_declared_failed(&self) {
+        self.declared_failed.lock().take();
+    }
+
+    /// Why the monitor declared it failed, while it has not answered since.
+    pub fn declared_failed(&self) -> Option<String> {
+        self.declared_failed.lock().clone()
     }
 
     /// A receiver that changes when [`Server::fail_in_flight`] is called.

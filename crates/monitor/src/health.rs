@@ -67,6 +67,9 @@ impl Monitor {
                 v.first_fail = None;
                 v.failures = 0;
                 v.inconclusive = 0;
+                if v.declared_failed {
+                    s.clear_declared_failed();
+                }
                 v.declared_failed = false;
                 o.reachable = true;
                 o.rtt = Some(rep.rtt);
@@ -129,7 +132,16 @@ impl Monitor {
                 // up, and its idle pooled connections are dropped.
                 if !v.declared_failed && now.duration_since(since) >= settings.detection_time {
                     v.declared_failed = true;
-                    s.fail_in_flight();
+                    // Said before statements in flight fail, so that they can tell why.
+                    s.declare_failed(format!(
+                        "the monitor declared it failed after {} ms without an answer{}",
+                        now.duration_since(since).as_millis(),
+                        if settings.failover {
+                            "; a failover follows if it is the primary"
+                        } else {
+                            ""
+                        }
+                    ));
                     self.cluster.drop_idle(s);
                 }
             }
