@@ -20,7 +20,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use sluice_config::AdminConfig;
-use sluice_core::Cluster;
 use sluice_core::Server;
 use sluice_monitor::Monitor;
 use sluice_runtime::tables::{self, DigestOrder};
@@ -39,20 +38,12 @@ impl Ctx {
         &self.process.runtime
     }
 
-    /// Every front end's topology.
-    pub(crate) fn clusters(&self) -> Vec<Arc<dyn Cluster>> {
-        self.process
-            .frontends()
-            .iter()
-            .map(|f| f.cluster())
-            .collect()
-    }
-
     /// Every server of every protocol, each front end's in configuration order.
     pub(crate) fn servers(&self) -> Vec<Arc<Server>> {
-        self.clusters()
+        self.process
+            .clusters()
             .iter()
-            .flat_map(|c| c.servers().iter().cloned().collect::<Vec<_>>())
+            .flat_map(|(_, c)| c.servers().iter().cloned().collect::<Vec<_>>())
             .collect()
     }
 

@@ -336,10 +336,6 @@ impl Frontend for MysqlFrontend {
         self.monitor.as_ref()
     }
 
-    fn server_version(&self) -> Option<Arc<str>> {
-        Some(self.announced_version())
-    }
-
     fn start(
         self: Arc<Self>,
         shutdown: watch::Receiver<bool>,

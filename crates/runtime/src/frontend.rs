@@ -38,11 +38,6 @@ pub trait Frontend: Send + Sync + 'static {
     /// Its monitor, unless `[monitor] enabled = false`.
     fn monitor(&self) -> Option<&Arc<Monitor>>;
 
-    /// The server version clients are told, if the protocol announces one.
-    fn server_version(&self) -> Option<Arc<str>> {
-        None
-    }
-
     /// Starts what must run before clients are accepted (the monitor's first round, learning
     /// the servers) and its own listeners; runs until `shutdown` turns true.
     fn start(

@@ -221,3 +221,35 @@ impl Registry {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(bits: u32) -> Vec<&'static str> {
+        if bits & 1 != 0 {
+            vec!["transaction"]
+        } else {
+            vec![]
+        }
+    }
+
+    #[test]
+    fn a_cancel_key_must_quote_the_secret_and_pins_are_named_by_the_protocol() {
+        let r = Registry::new();
+        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let key = SessionKey {
+            id: r.next_id(),
+            secret: 0x5eed,
+        };
+        let h = r.add(key, Protocol::Postgres, labels, Arc::from("app"), peer);
+        assert_eq!(h.key(), key);
+        assert!(r.by_key(key).is_some());
+        assert!(r.by_key(SessionKey { secret: 1, ..key }).is_none());
+        assert!(h.pin_reasons().is_empty());
+        h.set_pins(1);
+        assert_eq!(h.pin_reasons(), ["transaction"]);
+        r.remove(key.id);
+        assert!(r.by_key(key).is_none() && r.is_empty());
+    }
+}

@@ -92,6 +92,24 @@ pub fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// Runs a database client command to its end: its output without the trailing newline, or
+/// the server's error as [`Error::Sql`].
+pub(crate) fn client_output(
+    mut cmd: std::process::Command,
+    port: u16,
+    sql: &str,
+) -> Result<String> {
+    let out = cmd.stdin(std::process::Stdio::null()).output()?;
+    if !out.status.success() {
+        return Err(Error::Sql {
+            port,
+            sql: sql.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+}
+
 /// Root directory for this process's servers; stale directories of dead processes are
 /// removed when it is first created.
 pub(crate) fn work_root() -> Result<PathBuf> {

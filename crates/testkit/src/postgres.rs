@@ -118,7 +118,7 @@ impl Postgres {
         ]);
         initdb.arg(&data);
         run(initdb, "initdb")?;
-        Postgres::run_server(dir, None, user)
+        Postgres::run_server(&bin, dir, None, user)
     }
 
     /// Clones `primary` with `pg_basebackup -R` and starts it as a streaming replica.
@@ -141,15 +141,15 @@ impl Postgres {
         backup.arg("-p").arg(primary.port.to_string());
         backup.arg("-D").arg(dir.join("data"));
         run(backup, "pg_basebackup")?;
-        Postgres::run_server(dir, Some(primary.port), user)
+        Postgres::run_server(&bin, dir, Some(primary.port), user)
     }
 
     fn run_server(
+        bin: &Path,
         dir: PathBuf,
         primary_port: Option<u16>,
         user: Option<(u32, u32)>,
     ) -> Result<Postgres> {
-        let bin = bin_dir()?;
         let port = free_port()?;
         let log = std::fs::File::create(dir.join("server.log"))?;
         if let Some((uid, gid)) = user {
@@ -235,30 +235,21 @@ impl Postgres {
     /// tuples-only output.
     pub fn sql(&self, sql: &str) -> Result<String> {
         let psql = crate::find_program("psql", "postgresql-client-15")?;
-        let out = Command::new(psql)
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-XAtq",
-            ])
-            .arg("-p")
-            .arg(self.port.to_string())
-            .arg("-c")
-            .arg(sql)
-            .stdin(Stdio::null())
-            .output()?;
-        if !out.status.success() {
-            return Err(Error::Sql {
-                port: self.port,
-                sql: sql.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+        let mut cmd = Command::new(psql);
+        cmd.args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-XAtq",
+        ])
+        .arg("-p")
+        .arg(self.port.to_string())
+        .arg("-c")
+        .arg(sql);
+        crate::client_output(cmd, self.port, sql)
     }
 
     /// Stops it at once (SIGKILL), as a crash would.

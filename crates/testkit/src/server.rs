@@ -240,25 +240,16 @@ impl MariaDb {
     /// Runs SQL as root through the Unix socket; returns tab-separated output without headers.
     pub fn sql(&self, sql: &str) -> Result<String> {
         let client = find_program("mariadb", "mariadb-client")?;
-        let out = Command::new(client)
-            .arg("--no-defaults")
+        let mut cmd = Command::new(client);
+        cmd.arg("--no-defaults")
             .arg("-uroot")
             .arg(format!("--socket={}", self.socket().display()))
             .arg("--batch")
             .arg("--skip-column-names")
             .arg("--connect-timeout=30")
             .arg("-e")
-            .arg(sql)
-            .stdin(Stdio::null())
-            .output()?;
-        if !out.status.success() {
-            return Err(Error::Sql {
-                port: self.port,
-                sql: sql.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+            .arg(sql);
+        crate::client_output(cmd, self.port, sql)
     }
 
     /// Runs a query as root and returns its rows as column name → value maps.

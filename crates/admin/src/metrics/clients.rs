@@ -50,8 +50,7 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result
     )?;
     let routes: Vec<_> = clusters
         .iter()
-        .zip(&sc.protocols)
-        .flat_map(|(c, p)| {
+        .flat_map(|(p, c)| {
             c.router()
                 .stats
                 .snapshot()
@@ -70,8 +69,7 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result
     )?;
     let rule_lists: Vec<_> = clusters
         .iter()
-        .zip(&sc.protocols)
-        .map(|(c, p)| (p.as_str(), c.router().rules()))
+        .map(|(p, c)| (p.as_str(), c.router().rules()))
         .collect();
     let rules: Vec<_> = rule_lists
         .iter()

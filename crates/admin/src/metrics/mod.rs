@@ -11,8 +11,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use sluice_core::HistogramSnapshot;
-use sluice_core::{Cluster, HostgroupView, Server};
+use sluice_core::{HostgroupView, Server};
 use sluice_monitor::Monitor;
+use sluice_runtime::tables::ClusterOf;
 use sluice_runtime::{Process, Runtime};
 use std::fmt::Error;
 use std::sync::atomic::Ordering::Relaxed;
@@ -88,9 +89,8 @@ mod servers;
 
 /// What one scrape reads, gathered once.
 pub(super) struct Scrape<'a> {
-    protocols: Vec<sluice_core::Protocol>,
     rt: &'a Runtime,
-    clusters: &'a [Arc<dyn Cluster>],
+    clusters: &'a [ClusterOf],
     all: &'a [Arc<Server>],
     groups: &'a [Arc<dyn HostgroupView>],
     monitor: Option<&'a Arc<Monitor>>,
@@ -101,9 +101,8 @@ impl Scrape<'_> {
     fn protocol_of(&self, server: &Arc<Server>) -> &'static str {
         self.clusters
             .iter()
-            .zip(&self.protocols)
-            .find(|(c, _)| c.servers().iter().any(|s| Arc::ptr_eq(s, server)))
-            .map_or("", |(_, p)| p.as_str())
+            .find(|(_, c)| c.servers().iter().any(|s| Arc::ptr_eq(s, server)))
+            .map_or("", |(p, _)| p.as_str())
     }
 
     /// The protocol of the topology hostgroup `group` belongs to (hostgroup names are
@@ -114,23 +113,24 @@ impl Scrape<'_> {
         };
         self.clusters
             .iter()
-            .zip(&self.protocols)
-            .find(|(c, _)| c.hostgroup_views().iter().any(same))
-            .map_or("", |(_, p)| p.as_str())
+            .find(|(_, c)| c.hostgroup_views().iter().any(same))
+            .map_or("", |(p, _)| p.as_str())
     }
 }
 
 impl Collector for ProxyCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), Error> {
-        let clusters: Vec<_> = self.0.frontends().iter().map(|f| f.cluster()).collect();
+        let clusters = self.0.clusters();
         let all: Vec<_> = clusters
             .iter()
-            .flat_map(|c| c.servers().iter().cloned().collect::<Vec<_>>())
+            .flat_map(|(_, c)| c.servers().iter().cloned().collect::<Vec<_>>())
             .collect();
-        let groups: Vec<_> = clusters.iter().flat_map(|c| c.hostgroup_views()).collect();
+        let groups: Vec<_> = clusters
+            .iter()
+            .flat_map(|(_, c)| c.hostgroup_views())
+            .collect();
         let monitor = self.0.frontends().iter().find_map(|f| f.monitor().cloned());
         let s = Scrape {
-            protocols: self.0.frontends().iter().map(|f| f.protocol()).collect(),
             rt: &self.0.runtime,
             clusters: &clusters,
             all: &all,

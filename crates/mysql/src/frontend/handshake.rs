@@ -191,7 +191,7 @@ pub async fn authenticate(
         response: response.to_vec(),
         seq,
     };
-    answer.plugin = settle_plugin(client, cx, plugin, password, &mut answer).await?;
+    settle_plugin(client, cx, plugin, password, &mut answer).await?;
     let ok = verify(client, password, &mut answer);
     admit(client, cx, user_name, user.filter(|_| ok), &answer).await
 }
@@ -216,14 +216,14 @@ async fn settle_plugin(
     plugin: &str,
     password: &[u8],
     a: &mut Answer,
-) -> Result<&'static str, HandshakeError> {
-    match plan(
+) -> Result<(), HandshakeError> {
+    a.plugin = match plan(
         plugin,
         !a.response.is_empty(),
         !password.is_empty(),
         cx.default_plugin,
     ) {
-        Plan::Verify(p) => Ok(p),
+        Plan::Verify(p) => p,
         Plan::Switch(p) => {
             a.nonce = auth::new_scramble();
             let mut sw = Vec::with_capacity(64);
@@ -235,9 +235,10 @@ async fn settle_plugin(
                 .payload
                 .to_vec();
             a.seq = a.seq.wrapping_add(2);
-            Ok(p)
+            p
         }
-    }
+    };
+    Ok(())
 }
 
 /// Checks the scramble against the password (caching_sha2_password's fast path is told

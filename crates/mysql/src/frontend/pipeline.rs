@@ -56,7 +56,8 @@ pub(crate) struct Stmt<'a> {
     pub expect: Expect,
     /// What it does to session state.
     pub effects: Effects,
-    /// Its text, for the digest table (a prepared statement's digest is kept with it).
+    /// A text statement's text, for the digest table and the names it creates (an
+    /// `Execute` body has its statement's).
     pub sql: Option<&'a [u8]>,
     /// A read (may be retried once, and balanced).
     pub read: bool,
@@ -144,8 +145,9 @@ impl Session {
     /// route → attach → sync → prepare → forward → conclude. Nothing is told to the client
     /// here but the response itself; the connection is concluded, settled or discarded.
     pub(crate) async fn pipeline(&mut self, stmt: Stmt<'_>) -> Result<Ran, StmtError> {
-        let mut target = stmt.target;
-        for attempt in 0.. {
+        let target = stmt.target;
+        let mut attempt = 0;
+        loop {
             let held = matches!(target, Target::Held);
             let mut att = self.attach_for(&target, stmt.shown).await?;
             if let Err(e) = self.sync_for(&mut att, stmt.effects, stmt.shown).await {
@@ -199,17 +201,16 @@ impl Session {
                         self.set_stmt_state(x.id, false);
                     }
                     let e = StmtError::Failed(failure);
-                    if e.may_retry(stmt.read, held, self.st.in_trans, attempt) {
-                        if let Target::Group(d) = &target {
-                            target = Target::Group(d.clone());
-                            continue;
-                        }
+                    // Only a hostgroup can lend another connection.
+                    let group = matches!(target, Target::Group(_));
+                    if group && e.may_retry(stmt.read, held, self.st.in_trans, attempt) {
+                        attempt += 1;
+                        continue;
                     }
                     return Err(e);
                 }
             }
         }
-        unreachable!("the retry loop returns")
     }
 
     /// A connection for `target`: the held one, the previous statement's, or one lent by

@@ -64,7 +64,7 @@ impl Session {
             }),
             expect: Expect::Execute,
             effects,
-            sql: Some(&key.sql),
+            sql: None,
             read,
             shown: true,
         };
