@@ -247,6 +247,7 @@ pub(crate) struct AddServer {
     hostgroup: Option<String>,
     weight: Option<u32>,
     max_connections: Option<u32>,
+    protocol: Option<sluice_config::Protocol>,
 }
 
 /// Why a server cannot be added to `hostgroup` (`None`: the monitor would place it) in `c`:
@@ -282,18 +283,20 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
     let result = ctx
         .process
         .change_servers(|c| {
-            if let Some(why) = hostgroup_refusal(c, q.hostgroup.as_deref()) {
+            let protocol = q.protocol.unwrap_or_default();
+            if let Some(why) = hostgroup_refusal(&c.for_protocol(protocol), q.hostgroup.as_deref())
+            {
                 refused = Some(why.clone());
                 return Err(why);
             }
-            if c.servers
-                .iter()
-                .any(|s| s.address == q.address && s.hostgroup == q.hostgroup)
-            {
+            if c.servers.iter().any(|s| {
+                s.address == q.address && s.hostgroup == q.hostgroup && s.protocol == protocol
+            }) {
                 return Err(format!("{} is already configured there", q.address));
             }
             c.servers.push(sluice_config::ServerConfig {
                 address: q.address.clone(),
+                protocol,
                 hostgroup: q.hostgroup.clone(),
                 weight: q.weight.unwrap_or(1),
                 max_connections: q.max_connections,

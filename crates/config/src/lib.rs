@@ -8,12 +8,14 @@
 mod duration;
 mod login;
 mod mysql;
+mod protocol;
 mod types;
 mod validate;
 
 pub use duration::{parse_duration, HumanDuration};
 pub use login::LoginConfig;
 pub use mysql::MysqlConfig;
+pub use protocol::Protocol;
 pub use types::*;
 
 use std::path::Path;

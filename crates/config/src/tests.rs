@@ -29,7 +29,7 @@ hostgroup = "writer"
 #[test]
 fn accepts_the_documented_example() {
     let cfg = Config::from_toml(ISSUE_EXAMPLE).expect("example must be accepted");
-    assert_eq!(cfg.proxy.listen, "127.0.0.1:6033");
+    assert_eq!(cfg.proxy.listen.as_deref(), Some("127.0.0.1:6033"));
     assert_eq!(cfg.listeners[0].hostgroup.as_deref(), Some("reader"));
     assert_eq!(cfg.servers[1].weight, 2);
     assert_eq!(cfg.servers[1].max_connections(&cfg.pool), 200);
@@ -288,4 +288,72 @@ fn mysql_keys_live_in_their_section_and_are_still_accepted_where_they_were() {
     );
     let zero = format!("{ISSUE_EXAMPLE}\n[mysql]\nstmt_cache_size = 0\n");
     assert_eq!(err_of(&zero).field, "mysql.stmt_cache_size");
+}
+
+#[test]
+fn the_postgres_example_is_accepted_as_written() {
+    let text = r#"
+[[listeners]]
+listen = "127.0.0.1:6432"
+protocol = "postgres"
+
+[[users]]
+name = "app"
+password = "app"
+
+[[servers]]
+address = "127.0.0.1:5432"
+protocol = "postgres"
+hostgroup = "writer"
+[[servers]]
+address = "127.0.0.1:5433"
+protocol = "postgres"
+hostgroup = "reader"
+"#;
+    let cfg = Config::from_toml(text).unwrap();
+    assert_eq!(cfg.proxy.listen, None);
+    assert_eq!(cfg.protocols(), vec![crate::Protocol::Postgres]);
+    assert_eq!(cfg.listeners[0].hostgroup, None);
+    let pg = cfg.for_protocol(crate::Protocol::Postgres);
+    assert_eq!(pg.hostgroup_names(), vec!["writer", "reader"]);
+    assert!(cfg.for_protocol(crate::Protocol::Mysql).servers.is_empty());
+    // Written back and read again, it is the same.
+    assert_eq!(Config::from_toml(&cfg.to_toml()).unwrap(), cfg);
+}
+
+#[test]
+fn protocols_need_their_listeners_and_servers() {
+    let base = "[[users]]\nname = \"app\"\npassword = \"app\"\n";
+    let pg_server = "[[servers]]\naddress = \"127.0.0.1:5432\"\nprotocol = \"postgres\"\nhostgroup = \"writer\"\n";
+    let my_server = "[[servers]]\naddress = \"127.0.0.1:3306\"\nhostgroup = \"writer\"\n";
+    // No listener at all.
+    let e = Config::from_toml(&format!("{base}{pg_server}")).unwrap_err();
+    assert_eq!(e.field, "proxy.listen");
+    // PostgreSQL servers but only a MySQL listener.
+    let e = Config::from_toml(&format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n{base}{my_server}{pg_server}"
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "listeners");
+    assert!(e.message.contains("no listener speaks postgres"), "{e}");
+    // A PostgreSQL listener without PostgreSQL servers.
+    let e = Config::from_toml(&format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n{base}{my_server}"
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "listeners[0].protocol");
+    // Both side by side: a writer in each; hostgroup names resolve within a protocol.
+    let both = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n{base}{my_server}{pg_server}\n[[servers]]\naddress = \"127.0.0.1:3307\"\nhostgroup = \"olap\"\n[[rules]]\nmatch = \"report\"\nhostgroup = \"olap\"\n"
+    );
+    let cfg = Config::from_toml(&both).unwrap();
+    assert_eq!(cfg.for_protocol(crate::Protocol::Mysql).rules.len(), 1);
+    assert!(cfg.for_protocol(crate::Protocol::Postgres).rules.is_empty());
+    // A PostgreSQL listener pinned to a MySQL-only hostgroup.
+    let e = Config::from_toml(&both.replace(
+        "protocol = \"postgres\"\n[[users]]",
+        "protocol = \"postgres\"\nhostgroup = \"olap\"\n[[users]]",
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "listeners[0].hostgroup");
 }

@@ -1,7 +1,7 @@
 //! The configuration types, with their defaults. Field-by-field documentation for users lives
 //! in `docs/configuration.md`; keep the two in step.
 
-use crate::HumanDuration;
+use crate::{HumanDuration, Protocol};
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration file.
@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The main read/write-splitting listener and proxy-wide settings.
+    #[serde(default)]
     pub proxy: ProxyConfig,
     /// Extra listeners, each optionally pinned to one hostgroup.
     #[serde(default)]
@@ -222,8 +223,10 @@ impl Default for FailoverConfig {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// Address of the read/write-splitting listener, `host:port`.
-    pub listen: String,
+    /// Address of the MySQL read/write-splitting listener, `host:port`; optional when
+    /// `[[listeners]]` exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
     /// Name of the hostgroup that takes writes and transactions.
     #[serde(default = "default_writer")]
     pub writer_hostgroup: String,
@@ -293,6 +296,9 @@ impl AuthPlugin {
 pub struct ListenerConfig {
     /// Address to listen on, `host:port`.
     pub listen: String,
+    /// The protocol its clients speak.
+    #[serde(default, skip_serializing_if = "Protocol::is_mysql")]
+    pub protocol: Protocol,
     /// Send every statement from this port to this hostgroup; absent means read/write splitting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostgroup: Option<String>,
@@ -312,14 +318,43 @@ pub struct UserConfig {
     /// Refuse this user's connections that do not use TLS.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_tls: bool,
+    /// How PostgreSQL clients prove the password (MySQL clients use `[mysql]`'s plugins).
+    #[serde(default, skip_serializing_if = "PgAuthMethod::is_default")]
+    pub auth_method: PgAuthMethod,
+}
+
+/// A PostgreSQL password exchange, as `pg_hba.conf` names it.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+pub enum PgAuthMethod {
+    /// SCRAM-SHA-256 (PostgreSQL's default). The password may be given as PostgreSQL's
+    /// stored secret (`SCRAM-SHA-256$...`).
+    #[default]
+    #[serde(rename = "scram-sha-256")]
+    ScramSha256,
+    /// MD5 (challenge and response).
+    #[serde(rename = "md5")]
+    Md5,
+    /// The password in cleartext: only over TLS.
+    #[serde(rename = "password")]
+    Password,
+}
+
+impl PgAuthMethod {
+    /// True for SCRAM-SHA-256 (left out when a configuration is written).
+    pub fn is_default(&self) -> bool {
+        *self == PgAuthMethod::ScramSha256
+    }
 }
 
 /// `[[servers]]`: a backend server.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// `host:port` of the MariaDB/MySQL server.
+    /// `host:port` of the server.
     pub address: String,
+    /// The protocol it speaks.
+    #[serde(default, skip_serializing_if = "Protocol::is_mysql")]
+    pub protocol: Protocol,
     /// Hostgroup the server belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostgroup: Option<String>,
@@ -448,6 +483,26 @@ impl Default for PoolConfig {
             tls: false,
             tls_ca: None,
             read_timeout: default_read_timeout(),
+        }
+    }
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            listen: None,
+            writer_hostgroup: default_writer(),
+            reader_hostgroup: default_reader(),
+            reads_fallback_to_writer: true,
+            max_client_connections: default_max_clients(),
+            max_packet_size: None,
+            max_request_memory: default_max_request_memory(),
+            server_version: None,
+            tls_cert: None,
+            tls_key: None,
+            reuse_port: false,
+            worker_threads: 0,
+            default_auth_plugin: None,
         }
     }
 }

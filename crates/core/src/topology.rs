@@ -124,6 +124,60 @@ impl<C> Topology<C> {
         server.set_hostgroup(&name);
     }
 
+    /// Lends a connection for a routing decision: from its hostgroup, or, for a read when no
+    /// reader is usable and `reads_fallback_to_writer` is on, from the writer (never for a
+    /// listener pinned to a hostgroup). A pooled connection `alive` finds closed by its
+    /// server is discarded and another taken.
+    pub async fn lease_for<K>(
+        &self,
+        decision: &crate::router::Decision,
+        key: &crate::hostgroup::PoolKey,
+        connector: &Arc<K>,
+        alive: impl Fn(&C) -> bool,
+    ) -> Result<crate::hostgroup::Lease<C>, crate::error::AcquireError>
+    where
+        K: crate::hostgroup::Connector<C> + 'static,
+        C: Send + 'static,
+    {
+        use crate::error::AcquireError;
+        let acquire_in = |name: Arc<str>| {
+            let hg = self.hostgroup(&name);
+            let alive = &alive;
+            async move {
+                let Some(hg) = hg else {
+                    return Err(AcquireError::UnknownHostgroup(name.to_string()));
+                };
+                for _ in 0..1000 {
+                    let mut lease = hg.acquire(key, connector).await?;
+                    if alive(lease.conn_ref()) {
+                        return Ok(lease);
+                    }
+                    tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
+                    lease.discard();
+                }
+                hg.acquire(key, connector).await
+            }
+        };
+        let mut result = acquire_in(decision.hostgroup.clone()).await;
+        let fallback = decision.reason != crate::router::Reason::Listener
+            && self.reads_fallback_to_writer
+            && decision.hostgroup == self.router.reader
+            && decision.hostgroup != self.router.writer;
+        if fallback
+            && matches!(
+                result,
+                Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_))
+            )
+        {
+            self.router
+                .stats
+                .read_fallback
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            result = acquire_in(self.router.writer.clone()).await;
+        }
+        result
+    }
+
     /// The managed server in the writer hostgroup, if any.
     pub fn primary(&self) -> Option<Arc<Server>> {
         let w = self.writer()?;
@@ -191,15 +245,19 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     };
     differs("[proxy]", proxy(old) == proxy(new));
     let repinned = new.listeners.iter().any(|n| {
-        old.listeners
-            .iter()
-            .any(|o| o.listen == n.listen && o.hostgroup != n.hostgroup)
+        old.listeners.iter().any(|o| {
+            o.listen == n.listen && (o.hostgroup != n.hostgroup || o.protocol != n.protocol)
+        })
     });
     differs(
-        "a listener's hostgroup (remove it in one reload, add it back in the next)",
+        "a listener's hostgroup or protocol (remove it in one reload, add it back in the next)",
         !repinned,
     );
 
+    differs(
+        "the protocols servers speak (a front end starts with the process)",
+        old.protocols() == new.protocols(),
+    );
     differs(
         "[pool] tls or tls_ca",
         (old.pool.tls, &old.pool.tls_ca) == (new.pool.tls, &new.pool.tls_ca),

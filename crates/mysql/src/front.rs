@@ -49,7 +49,7 @@ pub type CharsetVars =
 impl MysqlFrontend {
     /// The MySQL front end over `rt`, for its validated configuration.
     pub fn new(rt: Arc<Runtime>) -> Arc<MysqlFrontend> {
-        let config = &rt.config;
+        let config = &rt.config.for_protocol(Protocol::Mysql);
         let info = Arc::new(ServerInfo::new(config.mysql.server_version.clone()));
         let connector = Arc::new(MysqlConnector {
             users: rt.users.clone(),
@@ -154,6 +154,7 @@ impl MysqlFrontend {
                 password,
                 max_connections: 0,
                 require_tls: false,
+                auth_method: Default::default(),
             }]);
             // Its own budgets: a flood of the client ports cannot lock the operator out.
             let admission = Arc::new(Admission::new(

@@ -40,6 +40,20 @@ pub enum ScramError {
     Secret(&'static str),
 }
 
+/// PBKDF2-HMAC-SHA-256 of `password` (SaltedPassword in RFC 5802).
+pub(crate) fn salted_password(password: &str, salt: &[u8], iterations: u32) -> [u8; 32] {
+    let mut salted = [0u8; 32];
+    let rounds = NonZeroU32::new(iterations.max(1)).unwrap_or(NonZeroU32::MIN);
+    pbkdf2::derive(
+        pbkdf2::PBKDF2_HMAC_SHA256,
+        rounds,
+        salt,
+        password.as_bytes(),
+        &mut salted,
+    );
+    salted
+}
+
 /// What the server keeps to check a password without knowing it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verifier {
@@ -53,14 +67,14 @@ pub struct Verifier {
     pub server_key: [u8; 32],
 }
 
-fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
     let k = hmac::Key::new(hmac::HMAC_SHA256, key);
     let mut out = [0u8; 32];
     out.copy_from_slice(hmac::sign(&k, data).as_ref());
     out
 }
 
-fn sha256(data: &[u8]) -> [u8; 32] {
+pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(digest::digest(&digest::SHA256, data).as_ref());
     out
@@ -69,15 +83,7 @@ fn sha256(data: &[u8]) -> [u8; 32] {
 impl Verifier {
     /// The verifier of `password` with `salt` and `iterations`.
     pub fn from_password(password: &str, salt: &[u8], iterations: u32) -> Verifier {
-        let mut salted = [0u8; 32];
-        let rounds = NonZeroU32::new(iterations.max(1)).unwrap_or(NonZeroU32::MIN);
-        pbkdf2::derive(
-            pbkdf2::PBKDF2_HMAC_SHA256,
-            rounds,
-            salt,
-            password.as_bytes(),
-            &mut salted,
-        );
+        let salted = salted_password(password, salt, iterations);
         let client_key = hmac_sha256(&salted, b"Client Key");
         Verifier {
             iterations,

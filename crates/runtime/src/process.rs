@@ -74,12 +74,6 @@ impl Drop for Running {
     }
 }
 
-/// The protocol a client listener speaks (every listener speaks MySQL until a second
-/// protocol can be configured).
-fn listener_protocol(_spec: Option<&ListenerConfig>) -> Protocol {
-    Protocol::Mysql
-}
-
 impl Process {
     /// The process over `runtime`, serving through `frontends` (one per protocol).
     pub fn new(runtime: Arc<Runtime>, frontends: Vec<Arc<dyn Frontend>>) -> Arc<Process> {
@@ -115,15 +109,18 @@ impl Process {
     pub async fn start(self: &Arc<Self>) -> Result<Running, StartError> {
         let config = &self.runtime.config;
         let (tx, rx) = watch::channel(false);
-        let mut specs: Vec<(String, Option<Arc<str>>, Protocol)> =
-            vec![(config.proxy.listen.clone(), None, listener_protocol(None))];
-        for l in &config.listeners {
-            specs.push((
-                l.listen.clone(),
-                l.hostgroup.as_deref().map(Arc::from),
-                listener_protocol(Some(l)),
-            ));
-        }
+        // The main listener (MySQL, read/write split) if configured, then `[[listeners]]`.
+        let main = config
+            .proxy
+            .listen
+            .iter()
+            .map(|l| (l.clone(), None, Protocol::Mysql));
+        let extra = config.listeners.iter().map(|l| {
+            let hostgroup = l.hostgroup.as_deref().map(Arc::from);
+            (l.listen.clone(), hostgroup, l.protocol)
+        });
+        let specs: Vec<(String, Option<Arc<str>>, Protocol)> = main.chain(extra).collect();
+        let has_main = config.proxy.listen.is_some();
         // Every listener is bound before anything starts: a port in use fails the start.
         let mut bound = Vec::new();
         for (addr, hostgroup, protocol) in specs {
@@ -156,10 +153,10 @@ impl Process {
                 tracing::warn!(listen = %info.addr, %protocol, "no front end serves this protocol");
                 continue;
             };
-            if i == 0 {
+            if has_main && i == 0 {
                 tasks.push(tokio::spawn(listener::serve(l, info, handler, rx.clone())));
             } else {
-                let spec = &config.listeners[i - 1];
+                let spec = &config.listeners[i - usize::from(has_main)];
                 let slot = serving.spawn(l, info, handler, spec.listen.clone());
                 self.extra_listeners.lock().push(slot);
             }
@@ -243,6 +240,10 @@ impl Process {
         // The server taking the writes stays until a switchover has moved them elsewhere.
         let writer = &self.runtime.config.proxy.writer_hostgroup;
         for f in &self.frontends {
+            let (old, new) = (
+                old.for_protocol(f.protocol()),
+                new.for_protocol(f.protocol()),
+            );
             for (o, srv) in old.servers.iter().zip(f.cluster().servers().iter()) {
                 let kept = new
                     .servers
@@ -263,11 +264,19 @@ impl Process {
         let opened = self.bind_new_listeners(&new)?;
         let mut changes = Vec::new();
         for f in &self.frontends {
+            let (old, new) = (
+                old.for_protocol(f.protocol()),
+                new.for_protocol(f.protocol()),
+            );
             changes.extend(f.cluster().apply(&old, &new));
         }
         self.swap_listeners(&new, opened, &mut changes);
         changes.extend(self.runtime.apply(&old, &new, tls));
         for f in &self.frontends {
+            let (old, new) = (
+                old.for_protocol(f.protocol()),
+                new.for_protocol(f.protocol()),
+            );
             changes.extend(f.apply_reload(&old, &new));
         }
         self.runtime.effective.store(Arc::new(new));
@@ -322,7 +331,7 @@ impl Process {
             keep
         });
         for (l, info, spec) in opened {
-            let protocol = listener_protocol(Some(&spec));
+            let protocol = spec.protocol;
             let Some(handler) = serving.handler(protocol) else {
                 continue;
             };

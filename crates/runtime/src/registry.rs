@@ -53,6 +53,9 @@ pub struct Current {
     pub backend: Option<(Arc<Server>, u32)>,
     /// The statement in flight and when it started.
     pub statement: Option<(String, Instant)>,
+    /// Where a cancel request for this session goes: the server's address and the backend's
+    /// own cancel key (PostgreSQL; process id and secret).
+    pub cancel_target: Option<(SocketAddr, u32, u32)>,
 }
 
 impl SessionHandle {
@@ -78,6 +81,18 @@ impl SessionHandle {
     /// Records the backend in use (None when it has none).
     pub fn set_backend(&self, b: Option<(Arc<Server>, u32)>) {
         self.current.lock().backend = b;
+    }
+
+    /// Records the server connection serving the session now and where its cancel requests
+    /// go (PostgreSQL), or that none is.
+    pub fn set_backend_and_cancel(
+        &self,
+        b: Option<(Arc<Server>, u32)>,
+        cancel: Option<(SocketAddr, u32, u32)>,
+    ) {
+        let mut c = self.current.lock();
+        c.backend = b;
+        c.cancel_target = cancel;
     }
     /// Asks the session to end (KILL CONNECTION).
     pub fn kill(&self) {

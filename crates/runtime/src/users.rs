@@ -15,6 +15,8 @@ pub struct User {
     pub max_connections: u32,
     /// Connections must use TLS.
     pub require_tls: bool,
+    /// How PostgreSQL clients prove the password.
+    pub auth_method: sluice_config::PgAuthMethod,
     /// Current client connections.
     pub connections: AtomicU32,
 }
@@ -49,6 +51,7 @@ impl Users {
                             password: u.password.clone(),
                             max_connections: u.max_connections,
                             require_tls: u.require_tls,
+                            auth_method: u.auth_method,
                             connections: AtomicU32::new(0),
                         }),
                     )
@@ -69,7 +72,8 @@ impl Users {
                     Some(old)
                         if old.password == new.password
                             && old.max_connections == new.max_connections
-                            && old.require_tls == new.require_tls =>
+                            && old.require_tls == new.require_tls
+                            && old.auth_method == new.auth_method =>
                     {
                         (name, old.clone())
                     }

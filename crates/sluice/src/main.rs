@@ -247,10 +247,30 @@ fn raise_file_limit(cfg: &Config) {
     }
 }
 
+/// The runtime and a front end for each protocol the configuration's servers speak.
+fn process_for(
+    cfg: Config,
+) -> Result<std::sync::Arc<sluice_runtime::Process>, sluice_runtime::StartError> {
+    let protocols = cfg.protocols();
+    let rt = sluice_runtime::Runtime::new(cfg)?;
+    let mut frontends: Vec<std::sync::Arc<dyn sluice_runtime::Frontend>> = Vec::new();
+    for p in protocols {
+        match p {
+            sluice_config::Protocol::Mysql => {
+                frontends.push(sluice_mysql::MysqlFrontend::new(rt.clone()))
+            }
+            sluice_config::Protocol::Postgres => {
+                frontends.push(sluice_postgres::PostgresFrontend::new(rt.clone()))
+            }
+        }
+    }
+    Ok(sluice_runtime::Process::new(rt, frontends))
+}
+
 #[allow(clippy::expect_used)] // start-up: signal handlers are installed once, before serving
 async fn run(cfg: Config, path: PathBuf) -> ExitCode {
-    // The runtime and its protocol front ends (MySQL).
-    let (process, _mysql) = match sluice_mysql::MysqlFrontend::process(cfg) {
+    // The runtime and a front end for each protocol the configuration has servers for.
+    let process = match process_for(cfg) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("sluice: {e}");

@@ -11,6 +11,7 @@ pub mod digest;
 mod functions;
 pub mod lexer;
 pub mod names;
+pub mod postgres;
 pub mod rewrite;
 
 pub use classify::{scan, scan_with, Command, Effects, Kill, Options, Route, Scan};

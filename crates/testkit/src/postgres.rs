@@ -252,6 +252,23 @@ impl Postgres {
         crate::client_output(cmd, self.port, sql)
     }
 
+    /// Makes every user but `postgres` log in over TCP with a password, by `methods`
+    /// (user, `scram-sha-256` / `md5` / `password`; the others `scram-sha-256`), and
+    /// reloads the configuration.
+    pub fn require_passwords(&self, methods: &[(&str, &str)]) -> Result<()> {
+        let mut hba = String::from(
+            "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n",
+        );
+        for (user, method) in methods {
+            hba.push_str(&format!("host all {user} 127.0.0.1/32 {method}\n"));
+        }
+        hba.push_str("host all all 127.0.0.1/32 scram-sha-256\n");
+        let path = self.dir.join("data").join("pg_hba.conf");
+        std::fs::write(&path, hba)?;
+        self.sql("SELECT pg_reload_conf()")?;
+        Ok(())
+    }
+
     /// Stops it at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -13,7 +13,7 @@ fn a_primary_and_two_streaming_replicas_start_replicate_and_are_removed() {
     assert_eq!(p.sql("SELECT pg_is_in_recovery()").unwrap(), "f");
     p.sql("CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'one')")
         .unwrap();
-    let lsn = p.sql("SELECT pg_current_wal_lsn()").unwrap();
+    let lsn = p.sql("SELECT pg_current_wal_insert_lsn()").unwrap();
     for r in topo.replicas() {
         assert_eq!(r.primary_port, Some(p.port));
         assert_eq!(r.sql("SELECT pg_is_in_recovery()").unwrap(), "t");

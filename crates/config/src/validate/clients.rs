@@ -1,15 +1,21 @@
 //! Validation of listeners and users.
 
 use super::*;
+use crate::Protocol;
 
 impl Config {
     /// The listeners; returns the addresses they take.
     pub(super) fn check_listeners(&self) -> Result<HashSet<String>> {
         let mut listens = HashSet::new();
-        listens.insert(self.proxy.listen.clone());
+        let mut protocols: Vec<Protocol> = Vec::new();
+        if let Some(listen) = &self.proxy.listen {
+            listens.insert(listen.clone());
+            protocols.push(Protocol::Mysql);
+        }
         for (i, l) in self.listeners.iter().enumerate() {
             let f = format!("listeners[{i}]");
             check_address(&format!("{f}.listen"), &l.listen)?;
+            protocols.push(l.protocol);
             // Port 0 means "any free port", so it may repeat.
             if !l.listen.ends_with(":0") && !listens.insert(l.listen.clone()) {
                 return Err(ConfigError::new(
@@ -18,7 +24,30 @@ impl Config {
                 ));
             }
             if let Some(hg) = &l.hostgroup {
-                self.known_hostgroup(&format!("{f}.hostgroup"), hg)?;
+                self.for_protocol(l.protocol)
+                    .known_hostgroup(&format!("{f}.hostgroup"), hg)?;
+            }
+        }
+        // Every protocol with servers is reachable, and every listener has servers.
+        for (i, p) in protocols.iter().enumerate() {
+            if !self.servers.iter().any(|s| s.protocol == *p) {
+                let field = match (&self.proxy.listen, i) {
+                    (Some(_), 0) => "proxy.listen".to_string(),
+                    (Some(_), i) => format!("listeners[{}].protocol", i - 1),
+                    (None, i) => format!("listeners[{i}].protocol"),
+                };
+                return Err(ConfigError::new(
+                    field,
+                    format!("no [[servers]] speak {p} (set protocol = \"{p}\" on its servers)"),
+                ));
+            }
+        }
+        for p in self.protocols() {
+            if !protocols.contains(&p) {
+                return Err(ConfigError::new(
+                    "listeners",
+                    format!("{p} servers are configured but no listener speaks {p} (add a [[listeners]] entry with protocol = \"{p}\")"),
+                ));
             }
         }
         Ok(listens)

@@ -5,7 +5,16 @@ use super::*;
 impl Config {
     /// `[proxy]` and `[mysql]`.
     pub(super) fn check_proxy(&self) -> Result {
-        check_address("proxy.listen", &self.proxy.listen)?;
+        match &self.proxy.listen {
+            Some(listen) => check_address("proxy.listen", listen)?,
+            None if self.listeners.is_empty() => {
+                return Err(ConfigError::new(
+                    "proxy.listen",
+                    "is required when there are no [[listeners]]",
+                ))
+            }
+            None => {}
+        }
         non_empty("proxy.writer_hostgroup", &self.proxy.writer_hostgroup)?;
         non_empty("proxy.reader_hostgroup", &self.proxy.reader_hostgroup)?;
         if self.proxy.writer_hostgroup == self.proxy.reader_hostgroup {

@@ -23,7 +23,13 @@ impl Config {
                 ));
             }
             non_empty(&format!("{f}.hostgroup"), hg)?;
-            if !servers.insert((s.address.as_str(), hg)) {
+            if s.hostgroup.is_none() && s.protocol == crate::Protocol::Postgres {
+                return Err(ConfigError::new(
+                    format!("{f}.hostgroup"),
+                    "is required for PostgreSQL servers (the monitor does not find PostgreSQL roles yet)",
+                ));
+            }
+            if !servers.insert((s.protocol, s.address.as_str(), hg)) {
                 return Err(ConfigError::new(
                     format!("{f}.address"),
                     format!("{} is listed twice in hostgroup {hg:?}", s.address),
@@ -42,19 +48,20 @@ impl Config {
                 ));
             }
         }
-        let any_managed = self.servers.iter().any(|s| s.hostgroup.is_none());
-        let any_writer = self
-            .servers
-            .iter()
-            .any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup));
-        if !any_managed && !any_writer {
-            return Err(ConfigError::new(
-                "servers",
-                format!(
-                    "no server is in the writer hostgroup {:?}",
-                    self.proxy.writer_hostgroup
-                ),
-            ));
+        for p in self.protocols() {
+            let of = || self.servers.iter().filter(move |s| s.protocol == p);
+            let any_managed = of().any(|s| s.hostgroup.is_none());
+            let any_writer =
+                of().any(|s| s.hostgroup.as_deref() == Some(&self.proxy.writer_hostgroup));
+            if !any_managed && !any_writer {
+                return Err(ConfigError::new(
+                    "servers",
+                    format!(
+                        "no {p} server is in the writer hostgroup {:?}",
+                        self.proxy.writer_hostgroup
+                    ),
+                ));
+            }
         }
         Ok(())
     }

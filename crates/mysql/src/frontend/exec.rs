@@ -213,20 +213,11 @@ impl Session {
         decision: &Decision,
     ) -> Result<Attached, AcquireError> {
         let topo = self.proxy.topology.clone();
-        let mut result = self.acquire_in(&decision.hostgroup).await;
-        let fallback = decision.reason != Reason::Listener
-            && topo.reads_fallback_to_writer
-            && decision.hostgroup == topo.router.reader
-            && decision.hostgroup != topo.router.writer;
-        if fallback
-            && matches!(
-                result,
-                Err(AcquireError::NoServer { .. } | AcquireError::UnknownHostgroup(_))
-            )
-        {
-            topo.router.stats.read_fallback.fetch_add(1, Relaxed);
-            result = self.acquire_in(&topo.router.writer).await;
-        }
+        let result = topo
+            .lease_for(decision, &self.key, &self.proxy.connector, |c| {
+                !c.peer_closed()
+            })
+            .await;
         let lease = result?;
         let thread = lease.conn_ref().thread_id;
         self.handle
@@ -241,23 +232,6 @@ impl Session {
             !att.lease.conn_ref().uses_eof(),
             self.client.has(cap::SESSION_TRACK),
         )
-    }
-
-    /// A connection from `hostgroup`'s pool. Idle connections that died while pooled are
-    /// dropped here, before a statement is sent on them (bounded: each one found is gone).
-    async fn acquire_in(&self, hostgroup: &str) -> Result<Lease<Box<BackendConn>>, AcquireError> {
-        let Some(hg) = self.proxy.topology.hostgroup(hostgroup) else {
-            return Err(AcquireError::UnknownHostgroup(hostgroup.to_string()));
-        };
-        for _ in 0..1000 {
-            let mut lease = hg.acquire(&self.key, &self.proxy.connector).await?;
-            if !lease.conn_ref().peer_closed() {
-                return Ok(lease);
-            }
-            tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
-            lease.discard();
-        }
-        hg.acquire(&self.key, &self.proxy.connector).await
     }
 
     /// Target for commands that read and carry no SQL (field list, statistics, schema checks).

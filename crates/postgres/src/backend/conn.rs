@@ -1,0 +1,139 @@
+//! One server connection: its socket and read buffer, what the server reported about itself
+//! (ParameterStatus, BackendKeyData), the session settings applied to it beyond its startup,
+//! and the prepared statements it holds.
+
+use super::statements::ServerStatements;
+use crate::wire::{read_message, Message, WireError};
+use bytes::{Buf, BytesMut};
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The largest message accepted from a server (a row or a COPY chunk bigger than this ends
+/// the connection with an error).
+pub const MAX_SERVER_MESSAGE: usize = 64 << 20;
+
+/// A logged-in server connection.
+pub struct PgConn {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    /// The server's address (cancel requests go there).
+    pub addr: SocketAddr,
+    /// Its process id and cancel key.
+    pub backend_key: (u32, u32),
+    /// What the server reported with ParameterStatus, newest value per name.
+    pub params: BTreeMap<String, String>,
+    /// Settings applied beyond its startup: parameter name → the statement that set it.
+    pub applied: BTreeMap<String, String>,
+    /// Prepared statements it holds, under sluice's names.
+    pub statements: ServerStatements,
+    /// Something went wrong mid-exchange: it must not be reused.
+    pub broken: bool,
+}
+
+impl PgConn {
+    /// A connection over `stream` (logged in by [`super::connect`]).
+    pub(crate) fn new(stream: TcpStream, addr: SocketAddr, cache: usize) -> PgConn {
+        PgConn {
+            stream,
+            rbuf: BytesMut::with_capacity(8192),
+            addr,
+            backend_key: (0, 0),
+            params: BTreeMap::new(),
+            applied: BTreeMap::new(),
+            statements: ServerStatements::new(cache),
+            broken: false,
+        }
+    }
+
+    /// Sends `bytes`.
+    pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let r = self.stream.write_all(bytes).await;
+        if r.is_err() {
+            self.broken = true;
+        }
+        r
+    }
+
+    /// Reads more bytes into the buffer; an error when the server closed the connection.
+    pub async fn fill(&mut self) -> io::Result<()> {
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+        match self.stream.read_buf(&mut self.rbuf).await {
+            Ok(0) => {
+                self.broken = true;
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.broken = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// The complete message at the front of the buffer, if any (not consumed: see
+    /// [`PgConn::consume`]).
+    pub fn peek(&mut self) -> Result<Option<(Message<'_>, usize)>, WireError> {
+        let r = read_message(&self.rbuf, MAX_SERVER_MESSAGE);
+        if r.is_err() {
+            self.broken = true;
+        }
+        r
+    }
+
+    /// Drops `n` bytes from the front of the buffer.
+    pub fn consume(&mut self, n: usize) {
+        self.rbuf.advance(n);
+    }
+
+    /// Bytes buffered and not yet consumed.
+    pub fn buffered(&self) -> &[u8] {
+        &self.rbuf
+    }
+
+    /// Reads the next whole message, waiting for it: its tag and body (copied).
+    pub async fn next_owned(&mut self) -> io::Result<(u8, Vec<u8>)> {
+        loop {
+            match self.peek() {
+                Ok(Some((m, n))) => {
+                    let out = (m.tag, m.body.to_vec());
+                    self.consume(n);
+                    return Ok(out);
+                }
+                Ok(None) => self.fill().await?,
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+        }
+    }
+
+    /// Records a ParameterStatus body (`name\0value\0`).
+    pub fn note_parameter(&mut self, body: &[u8]) {
+        if let Some((name, value)) = parameter_status(body) {
+            self.params.insert(name.to_string(), value.to_string());
+        }
+    }
+
+    /// Resolves when the server sent something (a notification or a notice, or that it is
+    /// closing) while the connection is idle with its session; consumes nothing.
+    pub async fn readable(&self) -> io::Result<()> {
+        if !self.rbuf.is_empty() {
+            return Ok(());
+        }
+        self.stream.readable().await
+    }
+}
+
+/// A ParameterStatus body's name and value.
+pub fn parameter_status(body: &[u8]) -> Option<(&str, &str)> {
+    let mut parts = body.split(|&b| b == 0);
+    let name = std::str::from_utf8(parts.next()?).ok()?;
+    let value = std::str::from_utf8(parts.next()?).ok()?;
+    Some((name, value))
+}

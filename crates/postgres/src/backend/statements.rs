@@ -1,0 +1,170 @@
+//! Prepared statements across pooled connections. A client's statement is known by its text
+//! and parameter types ([`StmtDef`]); on a server connection it is prepared lazily under a
+//! name derived from them (`sluice_<hash>`), so every client that prepares the same text
+//! shares it there. Each connection holds at most a bounded number; the least recently used
+//! one is closed on the server to make room.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A statement as a client prepared it (a Parse message's content).
+#[derive(Debug)]
+pub struct StmtDef {
+    /// The SQL text.
+    pub sql: Vec<u8>,
+    /// The parameter type section of the Parse message (count and OIDs), as sent.
+    pub types: Vec<u8>,
+    /// Hash of both: the name it has on servers.
+    pub hash: u64,
+    /// What the scanner found in its text.
+    pub info: crate::classify::Scanned,
+}
+
+impl StmtDef {
+    /// A definition from a Parse message's text and type section.
+    pub fn new(sql: &[u8], types: &[u8]) -> StmtDef {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        sql.hash(&mut h);
+        types.hash(&mut h);
+        StmtDef {
+            sql: sql.to_vec(),
+            types: types.to_vec(),
+            hash: h.finish(),
+            info: crate::classify::classify(sql),
+        }
+    }
+
+    /// Its name on server connections.
+    pub fn server_name(&self) -> String {
+        format!("sluice_{:016x}", self.hash)
+    }
+
+    /// The Parse message that prepares it on a server under [`StmtDef::server_name`].
+    pub fn parse_message(&self, out: &mut Vec<u8>) {
+        let name = self.server_name();
+        let len = 4 + name.len() + 1 + self.sql.len() + 1 + self.types.len();
+        out.push(b'P');
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.push(0);
+        out.extend_from_slice(&self.sql);
+        out.push(0);
+        out.extend_from_slice(&self.types);
+    }
+}
+
+/// The statements one server connection holds, least recently used first out.
+#[derive(Debug)]
+pub struct ServerStatements {
+    limit: usize,
+    tick: u64,
+    held: HashMap<u64, (Arc<StmtDef>, u64)>,
+}
+
+/// What making room for a statement requires.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ensure {
+    /// Already there.
+    Held,
+    /// Must be prepared; `evict` names a statement to close first to stay in bounds.
+    Prepare {
+        /// Server name of the statement to close, if the connection is full.
+        evict: Option<String>,
+    },
+}
+
+impl ServerStatements {
+    /// Holding at most `limit` statements (at least 1).
+    pub fn new(limit: usize) -> ServerStatements {
+        ServerStatements {
+            limit: limit.max(1),
+            tick: 0,
+            held: HashMap::new(),
+        }
+    }
+
+    /// Makes `def` count as held (the caller sends what [`Ensure`] says).
+    pub fn ensure(&mut self, def: &Arc<StmtDef>) -> Ensure {
+        self.tick += 1;
+        if let Some((held, used)) = self.held.get_mut(&def.hash) {
+            if held.sql == def.sql && held.types == def.types {
+                *used = self.tick;
+                return Ensure::Held;
+            }
+        }
+        // A different text under the same hash (never seen in practice) is replaced: the old
+        // one is closed first.
+        let mut evict = self.held.remove(&def.hash).map(|(d, _)| d.server_name());
+        if evict.is_none() && self.held.len() >= self.limit {
+            let oldest = self
+                .held
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(h, _)| *h);
+            if let Some(h) = oldest {
+                evict = self.held.remove(&h).map(|(d, _)| d.server_name());
+            }
+        }
+        self.held.insert(def.hash, (def.clone(), self.tick));
+        Ensure::Prepare { evict }
+    }
+
+    /// Forgets a statement whose Parse failed.
+    pub fn forget(&mut self, hash: u64) {
+        self.held.remove(&hash);
+    }
+
+    /// How many it holds.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// True if it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Forgets everything (after `DISCARD ALL` or `DEALLOCATE ALL` ran on it).
+    pub fn clear(&mut self) {
+        self.held.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn def(sql: &str) -> Arc<StmtDef> {
+        Arc::new(StmtDef::new(sql.as_bytes(), &[0, 0]))
+    }
+
+    #[test]
+    fn statements_are_held_up_to_the_limit_and_the_least_recently_used_goes() {
+        let mut s = ServerStatements::new(2);
+        let (a, b, c) = (def("select 1"), def("select 2"), def("select 3"));
+        assert_eq!(s.ensure(&a), Ensure::Prepare { evict: None });
+        assert_eq!(s.ensure(&b), Ensure::Prepare { evict: None });
+        assert_eq!(s.ensure(&a), Ensure::Held);
+        assert_eq!(
+            s.ensure(&c),
+            Ensure::Prepare {
+                evict: Some(b.server_name())
+            }
+        );
+        assert_eq!(s.len(), 2);
+        s.forget(c.hash);
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn the_parse_message_names_the_statement_by_its_hash() {
+        let d = def("select $1");
+        let mut out = Vec::new();
+        d.parse_message(&mut out);
+        assert_eq!(out[0], b'P');
+        let len = u32::from_be_bytes([out[1], out[2], out[3], out[4]]) as usize;
+        assert_eq!(len + 1, out.len());
+        assert!(out.windows(7).any(|w| w == b"sluice_"));
+        assert_ne!(def("select 1").hash, def("select 2").hash);
+    }
+}

@@ -1,0 +1,207 @@
+//! What the PostgreSQL scanner's findings mean for a session: where a statement text may run,
+//! the settings it changes, the state it pins or releases, and how it moves the transaction.
+
+use crate::frontend::state::{pin, Change};
+use sluice_core::router::Route;
+use sluice_sqlscan::postgres::{self as scan, PgCommand, PgScan, Pins, Unpins};
+
+/// One statement text (a simple query, or a prepared statement's text), classified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scanned {
+    /// Where it may run.
+    pub route: Route,
+    /// Span of a `sluice:<target>` hint in the text.
+    pub hint: Option<(usize, usize)>,
+    /// The settings it changes, in order (`SET LOCAL` is left out: it stays in its
+    /// transaction).
+    pub changes: Vec<Change>,
+    /// Pin bits it sets.
+    pub pins: u32,
+    /// Pin bits it clears.
+    pub unpins: u32,
+    /// It commits a transaction block (`COMMIT`, `END`).
+    pub commits: bool,
+    /// It rolls one back (`ROLLBACK`, `ABORT`).
+    pub rolls_back: bool,
+    /// `ROLLBACK TO SAVEPOINT`.
+    pub to_savepoint: bool,
+    /// `BEGIN` / `START TRANSACTION`: whether it asks for a read-only and a serializable one.
+    pub begin: Option<(bool, bool)>,
+    /// `SET TRANSACTION READ ONLY` (not serializable).
+    pub read_only_txn: bool,
+    /// `DISCARD ALL` or `DEALLOCATE ALL`: server-side prepared statements are gone.
+    pub drops_statements: bool,
+    /// `DEALLOCATE name` (not ALL): the name.
+    pub deallocate: Option<String>,
+    /// Number of statements in the text.
+    pub statements: u32,
+}
+
+/// Classifies a statement text.
+pub fn classify(sql: &[u8]) -> Scanned {
+    let whole = scan::scan(sql);
+    let mut out = Scanned {
+        route: match whole.route() {
+            scan::Route::Read => Route::Read,
+            scan::Route::Write => Route::Write,
+        },
+        hint: whole.hint,
+        changes: Vec::new(),
+        pins: 0,
+        unpins: 0,
+        commits: false,
+        rolls_back: false,
+        to_savepoint: false,
+        begin: None,
+        read_only_txn: false,
+        drops_statements: false,
+        deallocate: None,
+        statements: whole.statements,
+    };
+    if whole.statements <= 1 {
+        out.add(sql, &whole);
+    } else {
+        for (s, e) in scan::statements(sql) {
+            let one = scan::scan(&sql[s..e]);
+            out.add(&sql[s..e], &one);
+        }
+    }
+    out
+}
+
+impl Scanned {
+    fn add(&mut self, sql: &[u8], s: &PgScan) {
+        self.pins |= pin_bits(s.pins);
+        self.unpins |= unpin_bits(s.unpins);
+        if s.unpins.contains(Unpins::DISCARD_ALL) || s.unpins.contains(Unpins::DEALLOCATE_ALL) {
+            self.drops_statements = true;
+        }
+        if s.unpins.contains(Unpins::DISCARD_ALL) {
+            self.changes.push(Change::ResetAll);
+        }
+        match s.command {
+            PgCommand::Commit => self.commits = true,
+            PgCommand::Rollback => self.rolls_back = true,
+            PgCommand::RollbackToSavepoint => self.to_savepoint = true,
+            PgCommand::Begin {
+                read_only,
+                serializable,
+            } => self.begin = Some((read_only == Some(true), serializable)),
+            PgCommand::SetTransaction {
+                read_only,
+                serializable,
+            } => self.read_only_txn = read_only == Some(true) && !serializable,
+            PgCommand::Deallocate { all: false } => {
+                self.deallocate = deallocated_name(sql);
+            }
+            _ => {}
+        }
+        if let Some(set) = &s.set {
+            if set.name == "all" && set.reset {
+                self.changes.push(Change::ResetAll);
+            } else if set.reset {
+                self.changes.push(Change::Reset(set.name.clone()));
+            } else if !set.local {
+                let text = String::from_utf8_lossy(sql)
+                    .trim()
+                    .trim_end_matches(';')
+                    .to_string();
+                self.changes.push(Change::Set(set.name.clone(), text));
+            }
+        }
+    }
+}
+
+fn pin_bits(p: Pins) -> u32 {
+    let map = [
+        (Pins::TEMP_TABLE, pin::TEMP_TABLE),
+        (Pins::ADVISORY_LOCK, pin::ADVISORY_LOCK),
+        (Pins::LISTEN, pin::LISTEN),
+        (Pins::WITH_HOLD, pin::WITH_HOLD),
+        (Pins::PREPARE, pin::PREPARE),
+        (Pins::LOAD, pin::LOAD),
+        (Pins::SESSION_AUTHORIZATION, pin::SESSION_AUTHORIZATION),
+        (Pins::SESSION_CHARACTERISTICS, pin::SESSION_CHARACTERISTICS),
+    ];
+    map.iter()
+        .filter(|(f, _)| p.contains(*f))
+        .fold(0, |acc, (_, b)| acc | b)
+}
+
+fn unpin_bits(u: Unpins) -> u32 {
+    let mut bits = 0;
+    if u.contains(Unpins::DISCARD_ALL) {
+        bits |= pin::TEMP_TABLE
+            | pin::ADVISORY_LOCK
+            | pin::LISTEN
+            | pin::WITH_HOLD
+            | pin::PREPARE
+            | pin::SESSION_AUTHORIZATION
+            | pin::SESSION_CHARACTERISTICS
+            | pin::SET_IN_SAVEPOINT;
+    }
+    for (f, b) in [
+        (Unpins::UNLISTEN_ALL, pin::LISTEN),
+        (Unpins::ADVISORY_UNLOCK_ALL, pin::ADVISORY_LOCK),
+        (Unpins::DEALLOCATE_ALL, pin::PREPARE),
+        (Unpins::DISCARD_TEMP, pin::TEMP_TABLE),
+        (
+            Unpins::RESET_SESSION_AUTHORIZATION,
+            pin::SESSION_AUTHORIZATION,
+        ),
+        (Unpins::CLOSE_ALL, pin::WITH_HOLD),
+    ] {
+        if u.contains(f) {
+            bits |= b;
+        }
+    }
+    bits
+}
+
+/// The name in `DEALLOCATE [PREPARE] name`, as PostgreSQL folds it.
+fn deallocated_name(sql: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(sql).ok()?.trim().trim_end_matches(';');
+    let mut words = text.split_whitespace().skip(1);
+    let mut name = words.next()?;
+    if name.eq_ignore_ascii_case("prepare") {
+        name = words.next()?;
+    }
+    if words.next().is_some() {
+        return None;
+    }
+    Some(
+        match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+            Some(quoted) => quoted.replace("\"\"", "\""),
+            None => name.to_ascii_lowercase(),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_and_transactions_are_found() {
+        let s = classify(b"SET search_path = s1, public;");
+        assert_eq!(
+            s.changes,
+            vec![Change::Set(
+                "search_path".into(),
+                "SET search_path = s1, public".into()
+            )]
+        );
+        let s = classify(b"CREATE SCHEMA s1; CREATE TABLE s1.only_here (x int); INSERT INTO s1.only_here VALUES (7)");
+        assert_eq!((s.route, s.statements), (Route::Write, 3));
+        let s = classify(b"SET LOCAL statement_timeout = '1s'");
+        assert!(s.changes.is_empty());
+        let s = classify(b"RESET ALL");
+        assert_eq!(s.changes, vec![Change::ResetAll]);
+        let s = classify(b"BEGIN READ ONLY");
+        assert_eq!(s.begin, Some((true, false)));
+        let s = classify(b"DEALLOCATE \"Foo\"");
+        assert_eq!(s.deallocate.as_deref(), Some("Foo"));
+        let s = classify(b"select pg_advisory_lock(1)");
+        assert_eq!(s.pins, pin::ADVISORY_LOCK);
+    }
+}

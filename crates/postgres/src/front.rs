@@ -1,0 +1,117 @@
+//! The PostgreSQL front end: what the runtime needs to serve PostgreSQL clients (the session
+//! handler, the topology of PostgreSQL connections) and what its sessions share.
+
+use crate::backend::{PgConn, PgConnector};
+use crate::frontend::session;
+use sluice_config::Config;
+use sluice_core::{Cluster, Protocol, Topology};
+use sluice_monitor::Monitor;
+use sluice_runtime::admission::Admission;
+use sluice_runtime::frontend::{BoxFuture, Started};
+use sluice_runtime::listener::{Handler, HandlerFuture, ListenerInfo};
+use sluice_runtime::{Frontend, Runtime, StartError};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// Prepared statements each server connection holds at most (the least recently used one is
+/// closed beyond it).
+pub const STATEMENTS_PER_CONNECTION: usize = 256;
+
+/// Prepared statements one client session may hold at most.
+pub const STATEMENTS_PER_SESSION: usize = 10_000;
+
+/// The PostgreSQL front end.
+pub struct PostgresFrontend {
+    /// The process's shared state.
+    pub rt: Arc<Runtime>,
+    /// Hostgroups, pools, router of the PostgreSQL servers.
+    pub topology: Arc<Topology<Box<PgConn>>>,
+    /// Opens server connections.
+    pub connector: Arc<PgConnector>,
+}
+
+impl PostgresFrontend {
+    /// The front end over `rt`, for the PostgreSQL part of its configuration.
+    pub fn new(rt: Arc<Runtime>) -> Arc<PostgresFrontend> {
+        let config = rt.config.for_protocol(Protocol::Postgres);
+        let topology = Arc::new(Topology::from_config(&config));
+        let connector = Arc::new(PgConnector {
+            users: rt.users.clone(),
+            statements_per_connection: STATEMENTS_PER_CONNECTION,
+        });
+        Arc::new(PostgresFrontend {
+            rt,
+            topology,
+            connector,
+        })
+    }
+}
+
+impl Frontend for PostgresFrontend {
+    fn protocol(&self) -> Protocol {
+        Protocol::Postgres
+    }
+
+    fn cluster(&self) -> Arc<dyn Cluster> {
+        self.topology.clone()
+    }
+
+    fn monitor(&self) -> Option<&Arc<Monitor>> {
+        None
+    }
+
+    fn start(
+        self: Arc<Self>,
+        _shutdown: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, Result<Started, StartError>> {
+        Box::pin(async move {
+            let config = &self.rt.config;
+            let max_clients = config.proxy.max_client_connections;
+            let admission = Arc::new(Admission::new(
+                max_clients as usize,
+                config.login.connecting_budget(max_clients),
+                "sorry, too many clients already",
+            ));
+            self.rt.add_login_gate(admission.connecting.clone());
+            let handler: Arc<dyn Handler> = Arc::new(PgHandler {
+                fe: self.clone(),
+                admission,
+            });
+            Ok(Started {
+                handler,
+                own_listeners: Vec::new(),
+                tasks: Vec::new(),
+            })
+        })
+    }
+
+    fn apply_reload(&self, _old: &Config, _new: &Config) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+struct PgHandler {
+    fe: Arc<PostgresFrontend>,
+    admission: Arc<Admission>,
+}
+
+impl Handler for PgHandler {
+    fn handle(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        listener: Arc<ListenerInfo>,
+    ) -> HandlerFuture {
+        let place = self.admission.connecting.enter();
+        Box::pin(session::serve(
+            self.fe.clone(),
+            self.admission.clone(),
+            place,
+            stream,
+            peer,
+            listener,
+        ))
+    }
+}

@@ -1,0 +1,58 @@
+//! Cancel requests. A client cancels with the key sluice gave it (BackendKeyData: its
+//! session id and a secret); sluice passes the request on, with the server's own key, to the
+//! server connection running that session's statement. A session with no statement running
+//! has nothing to cancel: the request is dropped, as PostgreSQL drops one that arrives late.
+
+use sluice_core::Protocol;
+use sluice_runtime::{Registry, SessionKey};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Forwards the cancel request for session `pid` if `secret` is its key; true if one was
+/// sent to a server.
+pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
+    let Some(session) = registry.by_key(SessionKey { id: pid, secret }) else {
+        tracing::debug!(pid, "cancel request with an unknown key: dropped");
+        return false;
+    };
+    if session.protocol != Protocol::Postgres {
+        return false;
+    }
+    let Some((addr, server_pid, server_secret)) = session.current().cancel_target else {
+        tracing::debug!(pid, "cancel request for an idle session: dropped");
+        return false;
+    };
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        send(addr, server_pid, server_secret),
+    )
+    .await
+    {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::warn!(pid, server = %addr, error = %e, "cannot pass a cancel request on");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(pid, server = %addr, "cancel request: the server did not accept it in 5 s");
+            false
+        }
+    }
+}
+
+/// A CancelRequest packet to `addr`.
+async fn send(addr: SocketAddr, pid: u32, secret: u32) -> std::io::Result<()> {
+    let mut s = TcpStream::connect(addr).await?;
+    let mut packet = Vec::with_capacity(16);
+    packet.extend_from_slice(&16u32.to_be_bytes());
+    packet.extend_from_slice(&80_877_102u32.to_be_bytes());
+    packet.extend_from_slice(&pid.to_be_bytes());
+    packet.extend_from_slice(&secret.to_be_bytes());
+    s.write_all(&packet).await?;
+    // The server closes the connection once it has read the request.
+    let mut sink = [0u8; 1];
+    let _ = tokio::io::AsyncReadExt::read(&mut s, &mut sink).await;
+    Ok(())
+}

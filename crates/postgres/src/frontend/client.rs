@@ -1,0 +1,79 @@
+//! The client's connection: its stream (plain or TLS), what it sent and sluice has not
+//! handled yet (bounded), and what goes back to it.
+
+use crate::wire::{read_message, Message, ReadyStatus, WireError, Writer};
+use bytes::{Buf, BytesMut};
+use sluice_runtime::tls::ClientStream;
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The largest message a client may send (a bigger Parse, Bind or CopyData is refused and
+/// the connection closed).
+pub const MAX_CLIENT_MESSAGE: usize = 64 << 20;
+
+/// Client bytes sluice buffers ahead of what it is working on (a pipelining client beyond it
+/// waits until sluice catches up).
+pub const READ_AHEAD: usize = 1 << 20;
+
+/// A client connection after the startup packet.
+pub struct Client {
+    /// The stream.
+    pub stream: ClientStream,
+    /// Bytes received and not yet handled.
+    pub buf: BytesMut,
+}
+
+impl Client {
+    /// Reads more from the client; an error when it is gone.
+    pub async fn fill(&mut self) -> io::Result<()> {
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(16 * 1024);
+        }
+        match self.stream.read_buf(&mut self.buf).await? {
+            0 => Err(io::ErrorKind::UnexpectedEof.into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// True while more may be read ahead.
+    pub fn may_read_ahead(&self) -> bool {
+        self.buf.len() < READ_AHEAD
+    }
+
+    /// The message at `offset` in the buffer, if complete.
+    pub fn message_at(&self, offset: usize) -> Result<Option<(Message<'_>, usize)>, WireError> {
+        read_message(&self.buf[offset..], MAX_CLIENT_MESSAGE)
+    }
+
+    /// Drops `n` handled bytes.
+    pub fn consume(&mut self, n: usize) {
+        self.buf.advance(n);
+    }
+
+    /// Sends `bytes`.
+    pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    /// Sends an ErrorResponse (severity ERROR) and ReadyForQuery.
+    pub async fn error_ready(
+        &mut self,
+        sqlstate: &str,
+        message: &str,
+        status: ReadyStatus,
+    ) -> io::Result<()> {
+        let mut w = Writer::new();
+        w.error("ERROR", sqlstate, message);
+        w.ready_for_query(status);
+        self.send(w.as_bytes()).await
+    }
+
+    /// Sends a FATAL ErrorResponse (the connection closes after it).
+    pub async fn fatal(&mut self, sqlstate: &str, message: &str) -> io::Result<()> {
+        let mut w = Writer::new();
+        w.error("FATAL", sqlstate, message);
+        let r = self.send(w.as_bytes()).await;
+        let _ = self.stream.flush().await;
+        r
+    }
+}

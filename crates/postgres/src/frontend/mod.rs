@@ -1,0 +1,11 @@
+//! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
+//! their own ([`cancel`]), and the session itself ([`session`]): units of client messages
+//! routed, relayed ([`relay`]) and tracked ([`state`]).
+
+pub mod cancel;
+pub mod client;
+pub mod login;
+pub mod relay;
+pub mod session;
+pub mod state;
+pub mod unit;

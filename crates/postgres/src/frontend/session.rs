@@ -1,0 +1,665 @@
+//! A client session: after login, units of client messages are routed when the session holds
+//! no server connection (reads to replicas, everything that can write or lock to the
+//! primary, hints and rules as for MySQL), forwarded on a leased connection brought to the
+//! session's settings, and relayed back. ReadyForQuery is the authority on transactions:
+//! `T` and `E` keep the connection; `I` gives it back, unless something pins the session.
+
+use super::client::Client;
+use super::login::{self, Outcome};
+use super::relay::{relay, RelayError};
+use super::state::{self, pin, Change, Settings};
+use super::unit::{self, End, Names, Unit};
+use crate::backend::statements::StmtDef;
+use crate::backend::PgConn;
+use crate::front::{PostgresFrontend, STATEMENTS_PER_SESSION};
+use crate::wire::{ReadyStatus, Writer};
+use sluice_core::connecting::Connecting;
+use sluice_core::router::{Classified, RouteInput};
+use sluice_core::{Lease, PoolKey, Protocol};
+use sluice_runtime::admission::Admission;
+use sluice_runtime::listener::ListenerInfo;
+use sluice_runtime::tls::MaybeTls;
+use sluice_runtime::{SessionHandle, SessionKey};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// One client session.
+pub struct Session {
+    fe: Arc<PostgresFrontend>,
+    client: Client,
+    handle: Arc<SessionHandle>,
+    user: Arc<str>,
+    key: PoolKey,
+    listener: Arc<ListenerInfo>,
+    settings: Settings,
+    pins: u32,
+    statements: HashMap<String, Arc<StmtDef>>,
+    unnamed: Option<Arc<StmtDef>>,
+    portals: HashMap<String, Arc<StmtDef>>,
+    lease: Option<Lease<Box<PgConn>>>,
+    /// The settings generation the leased connection has.
+    lease_generation: u64,
+    /// The leased connection's unnamed statement is the session's.
+    lease_has_unnamed: bool,
+    /// The status the client last saw.
+    status: ReadyStatus,
+    /// ParameterStatus values the client has seen.
+    reported: BTreeMap<String, String>,
+    /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
+    deferred_begin: Option<(Vec<u8>, bool)>,
+}
+
+/// Serves one client from its first packet to its last.
+pub async fn serve(
+    fe: Arc<PostgresFrontend>,
+    admission: Arc<Admission>,
+    place: Connecting,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<ListenerInfo>,
+) {
+    let mut client = Client {
+        stream: MaybeTls::Plain(stream),
+        buf: bytes::BytesMut::with_capacity(1024),
+    };
+    let timeout = fe.rt.effective.load().login.handshake_timeout.get();
+    let tls = fe.rt.tls.load_full();
+    let users = fe.rt.users.load_full();
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(timeout, login::accept(&mut client, &users, (*tls).as_ref())) => match r {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "login failed");
+                if matches!(e, login::LoginError::Password(_)) {
+                    fe.rt.throttle.failed(peer.ip(), std::time::Instant::now());
+                }
+                return;
+            }
+            Err(_) => {
+                let _ = client.fatal("08006", "sluice: login timed out").await;
+                return;
+            }
+        },
+        _ = place.evicted() => return,
+    };
+    drop(place);
+    let (params, user) = match outcome {
+        Outcome::Cancel { pid, secret } => {
+            super::cancel::forward(&fe.rt.sessions, pid, secret).await;
+            return;
+        }
+        Outcome::LoggedIn(p, u) => (p, u),
+    };
+    let Ok(_permit) = admission.clients.clone().try_acquire_owned() else {
+        let _ = client.fatal("53300", admission.too_many).await;
+        return;
+    };
+    let database: Arc<str> = Arc::from(params.database().unwrap_or(&user.name));
+    let key = SessionKey {
+        id: fe.rt.sessions.next_id(),
+        secret: rand_u32(),
+    };
+    let handle = fe.rt.sessions.add(
+        key,
+        Protocol::Postgres,
+        pin::labels,
+        user.name.clone(),
+        peer,
+    );
+    tracing::Span::current().record("id", key.id);
+    tracing::Span::current().record("user", &*user.name);
+    let startup = params
+        .params
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "user" | "database" | "options" | "replication"));
+    let settings = Settings::from_startup(startup.map(|(k, v)| (k.as_str(), v.as_str())));
+    let mut s = Session {
+        key: PoolKey {
+            user: user.name.clone(),
+            database: Some(database),
+            variant: 0,
+        },
+        fe: fe.clone(),
+        client,
+        handle,
+        user: user.name.clone(),
+        listener,
+        settings,
+        pins: 0,
+        statements: HashMap::new(),
+        unnamed: None,
+        portals: HashMap::new(),
+        lease: None,
+        lease_generation: 0,
+        lease_has_unnamed: false,
+        status: ReadyStatus::Idle,
+        reported: BTreeMap::new(),
+        deferred_begin: None,
+    };
+    if let Err(e) = s.welcome(key).await {
+        tracing::debug!(error = %e, "session ended during login");
+    } else if let Err(e) = s.run().await {
+        tracing::debug!(error = %e, "session ended");
+    }
+    if let Some(mut lease) = s.lease.take() {
+        // Mid-transaction or pinned state: the connection cannot serve anyone else.
+        if s.status != ReadyStatus::Idle || s.pins != 0 {
+            lease.discard();
+        }
+    }
+    fe.rt.sessions.remove(key.id);
+}
+
+fn rand_u32() -> u32 {
+    let mut b = [0u8; 4];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    u32::from_be_bytes(b)
+}
+
+/// Why a session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The client left or broke the protocol.
+    #[error("client: {0}")]
+    Client(String),
+    /// Refused (the client was told).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl Session {
+    /// Finishes the login: a connection to the database proves it exists (or its error goes
+    /// to the client), its ParameterStatus values and the session's key go to the client.
+    async fn welcome(&mut self, key: SessionKey) -> Result<(), SessionError> {
+        let mut w = Writer::new();
+        w.auth_ok();
+        self.client.send(w.as_bytes()).await.map_err(client_err)?;
+        let writer = self.fe.topology.router.writer.clone();
+        let decision = sluice_core::router::Decision {
+            hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
+            reason: sluice_core::router::Reason::Write,
+        };
+        if let Err(e) = self.attach(&decision).await {
+            let _ = self.client.fatal(&e.0, &e.1).await;
+            return Err(SessionError::Refused(e.1));
+        }
+        // attach() told the client every parameter it had not seen: all of them.
+        let mut w = Writer::new();
+        w.backend_key_data(key.id, key.secret);
+        w.ready_for_query(ReadyStatus::Idle);
+        self.release();
+        self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+
+    /// Serves units until the client terminates.
+    async fn run(&mut self) -> Result<(), SessionError> {
+        loop {
+            let unit = self.next_unit().await?;
+            if unit.end == End::Terminate {
+                return Ok(());
+            }
+            self.unit(unit).await?;
+        }
+    }
+
+    /// Waits for the next complete unit (passing on what a pinned connection sends
+    /// meanwhile: notifications).
+    async fn next_unit(&mut self) -> Result<Unit, SessionError> {
+        loop {
+            let client = &self.client;
+            let got = unit::next_unit(&client.buf, |at| {
+                Ok(client.message_at(at)?.map(|(m, len)| (m.tag, len)))
+            })
+            .map_err(|e| SessionError::Client(e.to_string()))?;
+            if let Some(u) = got {
+                return Ok(u);
+            }
+            match &mut self.lease {
+                Some(lease) => {
+                    let conn = lease.conn();
+                    tokio::select! {
+                        r = self.client.fill() => r.map_err(client_err)?,
+                        r = conn.readable() => {
+                            r.map_err(client_err)?;
+                            self.pass_async().await?;
+                        }
+                    }
+                }
+                None => self.client.fill().await.map_err(client_err)?,
+            }
+        }
+    }
+
+    /// Passes on what the server sent on its own (notifications, notices, parameter
+    /// changes) while the session is idle on its connection.
+    async fn pass_async(&mut self) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        let conn = lease.conn();
+        if conn.fill().await.is_err() {
+            let _ = self
+                .client
+                .fatal(
+                    "08006",
+                    "sluice: the server closed the session's connection",
+                )
+                .await;
+            return Err(SessionError::Refused("server connection lost".into()));
+        }
+        let mut out = Vec::new();
+        while let Ok(Some((m, len))) = conn.peek() {
+            if m.tag == b'S' {
+                if let Some((k, v)) = crate::backend::conn::parameter_status(m.body) {
+                    self.reported.insert(k.into(), v.into());
+                }
+            }
+            out.extend_from_slice(&conn.buffered()[..len]);
+            conn.consume(len);
+        }
+        self.client.send(&out).await.map_err(client_err)
+    }
+
+    /// Runs one unit.
+    async fn unit(&mut self, unit: Unit) -> Result<(), SessionError> {
+        if self.lease.is_none() && unit.end == End::Query {
+            if let Some(done) = self.answer_alone(&unit).await? {
+                return done;
+            }
+        }
+        if self.lease.is_none() {
+            let decision = match self.route(&unit) {
+                Ok(d) => d,
+                Err(msg) => return self.refuse_unit(&unit, "42704", &msg).await,
+            };
+            if let Err((code, msg)) = self.attach(&decision).await {
+                return self.refuse_unit(&unit, &code, &msg).await;
+            }
+            if let Some((begin, _)) = self.deferred_begin.take() {
+                self.hidden(&begin).await?;
+            }
+        } else if self.settings.generation() != self.lease_generation {
+            self.sync_settings().await?;
+        }
+        let prior = self.status;
+        tracing::trace!(msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
+        let Some(mut lease) = self.lease.take() else {
+            return Err(SessionError::Refused("no connection".into()));
+        };
+        let conn = lease.conn();
+        let names = Names {
+            statements: &mut self.statements,
+            unnamed: &mut self.unnamed,
+            conn_has_unnamed: &mut self.lease_has_unnamed,
+            portals: &mut self.portals,
+        };
+        let mut fwd = unit::forward(&self.client.buf[..unit.len], &unit, conn, names);
+        self.client.consume(unit.len);
+        if let Some(first) = fwd.ran.first() {
+            self.handle.set_statement(Some(&first.sql));
+        }
+        let sent = conn.send(&fwd.out).await;
+        let relayed = match sent {
+            Ok(()) if matches!(unit.end, End::Partial) => Ok(Default::default()),
+            Ok(()) => relay(conn, &mut self.client, &mut fwd.exps, &mut self.reported).await,
+            Err(e) => Err(RelayError::Server(e)),
+        };
+        self.handle.set_statement(None);
+        let relayed = match relayed {
+            Ok(r) => r,
+            Err(RelayError::Client(e)) => {
+                lease.discard();
+                return Err(client_err(e));
+            }
+            Err(RelayError::Server(e)) => {
+                lease.discard();
+                let msg = format!(
+                    "sluice: lost the connection to server {}: {e}",
+                    lease.server().name
+                );
+                let _ = self.client.fatal("08006", &msg).await;
+                return Err(SessionError::Refused(msg));
+            }
+        };
+        for reg in relayed.registered {
+            match reg.client_name {
+                Some(name)
+                    if self.statements.len() < STATEMENTS_PER_SESSION
+                        || self.statements.contains_key(&name) =>
+                {
+                    self.statements.insert(name, reg.def);
+                }
+                Some(_) => {}
+                None => {
+                    self.unnamed = Some(reg.def);
+                    self.lease_has_unnamed = true;
+                }
+            }
+        }
+        if let Some(st) = relayed.status {
+            self.status = st;
+        }
+        self.track(&fwd.ran, prior, relayed.failed, &mut lease);
+        self.lease = Some(lease);
+        if self.status == ReadyStatus::Idle
+            && matches!(unit.end, End::Sync | End::Query | End::Function)
+        {
+            self.portals.clear();
+            if self.pins == 0 {
+                self.release();
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows what the unit's statements did to the session: settings, pins, transaction.
+    fn track(
+        &mut self,
+        ran: &[Arc<StmtDef>],
+        prior: ReadyStatus,
+        failed: bool,
+        lease: &mut Lease<Box<PgConn>>,
+    ) {
+        let mut changes: Vec<Change> = Vec::new();
+        let (mut commits, mut rolls_back) = (false, false);
+        for def in ran {
+            let i = &def.info;
+            self.pins |= i.pins;
+            self.pins &= !i.unpins;
+            changes.extend(i.changes.iter().cloned());
+            commits |= i.commits;
+            rolls_back |= i.rolls_back;
+            if i.to_savepoint && (self.settings.has_pending() || i.changes.iter().len() > 0) {
+                self.pins |= pin::SET_IN_SAVEPOINT;
+            }
+            if i.drops_statements {
+                lease.conn().statements.clear();
+                self.lease_has_unnamed = false;
+                if i.unpins & pin::PREPARE != 0 {
+                    self.statements.clear();
+                }
+            }
+        }
+        let in_block = self.status != ReadyStatus::Idle;
+        let was_in_block = prior != ReadyStatus::Idle;
+        if !changes.is_empty() || was_in_block {
+            if in_block {
+                changes.into_iter().for_each(|c| self.settings.defer(c));
+            } else if was_in_block {
+                changes.into_iter().for_each(|c| self.settings.defer(c));
+                self.settings.end_transaction(!failed && commits);
+            } else if !failed && !rolls_back {
+                changes.into_iter().for_each(|c| self.settings.apply(c));
+            }
+        }
+        // What the client ran on this connection is its state now.
+        let conn = lease.conn();
+        if !in_block {
+            conn.applied = self.settings.desired();
+            self.lease_generation = self.settings.generation();
+        }
+        self.handle.set_pins(self.pins);
+    }
+
+    /// Answers a unit without a server when it can: a `BEGIN` whose connection waits for
+    /// the first statement, the `COMMIT`/`ROLLBACK` of a transaction that never ran one, a
+    /// `DEALLOCATE` of a statement only sluice holds.
+    async fn answer_alone(
+        &mut self,
+        unit: &Unit,
+    ) -> Result<Option<Result<(), SessionError>>, SessionError> {
+        let (_, at, len) = unit.msgs[0];
+        let body = &self.client.buf[at + 5..at + len];
+        let sql = unit::cstr(body).map(|(s, _)| s).unwrap_or_default();
+        let info = crate::classify::classify(sql);
+        if info.statements != 1 {
+            return Ok(None);
+        }
+        let mut w = Writer::new();
+        if let Some((read_only, serializable)) = info.begin {
+            if self.listener.hostgroup.is_none() && self.pins == 0 {
+                let bytes = self.client.buf[at..at + len].to_vec();
+                self.deferred_begin = Some((bytes, read_only && !serializable));
+                command_complete(&mut w, "BEGIN");
+                self.status = ReadyStatus::InTransaction;
+            } else {
+                return Ok(None);
+            }
+        } else if self.deferred_begin.is_some() && (info.commits || info.rolls_back) {
+            self.deferred_begin = None;
+            command_complete(&mut w, if info.commits { "COMMIT" } else { "ROLLBACK" });
+            self.status = ReadyStatus::Idle;
+        } else if let Some(name) = info.deallocate.filter(|n| self.statements.contains_key(n)) {
+            self.statements.remove(&name);
+            command_complete(&mut w, "DEALLOCATE");
+        } else {
+            return Ok(None);
+        }
+        w.ready_for_query(self.status);
+        self.client.consume(unit.len);
+        self.client.send(w.as_bytes()).await.map_err(client_err)?;
+        Ok(Some(Ok(())))
+    }
+
+    /// Where a unit goes (its statements' routes, hint and the rules).
+    fn route(&self, unit: &Unit) -> Result<sluice_core::router::Decision, String> {
+        let topo = &self.fe.topology;
+        let mut route = sluice_core::router::Route::Read;
+        let mut first: Option<Arc<StmtDef>> = None;
+        let mut hint = None;
+        let mut any = false;
+        for &(tag, at, len) in &unit.msgs {
+            let body = &self.client.buf[at + 5..at + len];
+            let def = match tag {
+                b'Q' => {
+                    let text = unit::cstr(body).map(|(s, _)| s).unwrap_or_default();
+                    Some(Arc::new(StmtDef::new(text, &[])))
+                }
+                b'P' => unit::cstr(body)
+                    .and_then(|(_, rest)| unit::cstr(rest))
+                    .map(|(text, types)| Arc::new(StmtDef::new(text, types))),
+                b'B' => unit::cstr(body)
+                    .and_then(|(_, rest)| unit::cstr(rest))
+                    .and_then(|(name, _)| {
+                        if name.is_empty() {
+                            self.unnamed.clone()
+                        } else {
+                            self.statements
+                                .get(&*String::from_utf8_lossy(name))
+                                .cloned()
+                        }
+                    }),
+                b'F' => {
+                    route = sluice_core::router::Route::Write;
+                    None
+                }
+                _ => None,
+            };
+            if let Some(def) = def {
+                if !any {
+                    hint = def.info.hint.and_then(|(s, e)| {
+                        std::str::from_utf8(&def.sql[s..e]).ok().map(str::to_string)
+                    });
+                    first = Some(def.clone());
+                }
+                any = true;
+                if def.info.route == sluice_core::router::Route::Write {
+                    route = sluice_core::router::Route::Write;
+                }
+            }
+        }
+        if !any {
+            route = sluice_core::router::Route::Write;
+        }
+        // A transaction whose BEGIN waited for its first statement: a read-only one (by its
+        // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica, whatever it
+        // runs; any other one goes to the primary, whatever it starts with.
+        match self.deferred_begin {
+            Some((_, true)) => route = sluice_core::router::Route::Read,
+            Some((_, false)) if first.as_ref().is_some_and(|d| d.info.read_only_txn) => {
+                route = sluice_core::router::Route::Read
+            }
+            Some((_, false)) => route = sluice_core::router::Route::Write,
+            None => {}
+        }
+        let sql: &[u8] = first.as_ref().map(|d| &d.sql[..]).unwrap_or(b"");
+        topo.router
+            .route(&RouteInput {
+                sql,
+                class: Classified {
+                    route,
+                    hint: hint.as_deref(),
+                },
+                user: &self.user,
+                schema: self.key.database.as_deref(),
+                in_transaction: false,
+                listener_hostgroup: self.listener.hostgroup.as_ref(),
+            })
+            .map_err(|e| format!("sluice: {e}"))
+    }
+
+    /// Leases a connection for `decision` and brings it to the session's settings.
+    async fn attach(
+        &mut self,
+        decision: &sluice_core::router::Decision,
+    ) -> Result<(), (String, String)> {
+        let topo = self.fe.topology.clone();
+        let lease = topo
+            .lease_for(decision, &self.key, &self.fe.connector, |c| !c.broken)
+            .await
+            .map_err(|e| match e {
+                sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => (
+                    String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
+                    c.message,
+                ),
+                other => ("08006".to_string(), format!("sluice: {other}")),
+            })?;
+        let conn = lease.conn_ref();
+        tracing::trace!(hostgroup = %decision.hostgroup, status = ?self.status, "connection leased");
+        self.handle.set_backend_and_cancel(
+            Some((lease.server().clone(), conn.backend_key.0)),
+            Some((conn.addr, conn.backend_key.0, conn.backend_key.1)),
+        );
+        self.lease = Some(lease);
+        self.lease_has_unnamed = false;
+        self.lease_generation = 0;
+        self.sync_settings()
+            .await
+            .map_err(|e| ("08006".to_string(), e.to_string()))?;
+        Ok(())
+    }
+
+    /// Gives the connection back to the pool.
+    fn release(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            tracing::trace!(status = ?self.status, "connection released");
+            drop(lease);
+            self.handle.set_backend_and_cancel(None, None);
+        }
+    }
+
+    /// Applies the session's settings to the leased connection (one round trip, when they
+    /// differ), then tells the client of parameters that differ from what it saw.
+    async fn sync_settings(&mut self) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        let desired = self.settings.desired();
+        let conn = lease.conn();
+        if let Some(sql) = state::difference(&conn.applied, &desired) {
+            let mut q = Vec::with_capacity(sql.len() + 6);
+            put_query(&mut q, sql.as_bytes());
+            if let Err(e) = run_hidden(conn, &q).await {
+                lease.discard();
+                self.lease = None;
+                let msg = format!("sluice: cannot restore the session's settings: {e}");
+                let _ = self.client.fatal("08006", &msg).await;
+                return Err(SessionError::Refused(msg));
+            }
+            conn.applied = desired;
+        }
+        self.lease_generation = self.settings.generation();
+        let mut w = Writer::new();
+        for (k, v) in &conn.params {
+            if self.reported.get(k) != Some(v) {
+                w.parameter_status(k, v);
+                self.reported.insert(k.clone(), v.clone());
+            }
+        }
+        if !w.as_bytes().is_empty() {
+            self.client.send(w.as_bytes()).await.map_err(client_err)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a message sluice owes the server (a deferred BEGIN), consuming the answer.
+    async fn hidden(&mut self, msg: &[u8]) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        if let Err(e) = run_hidden(lease.conn(), msg).await {
+            let msg = format!("sluice: {e}");
+            let _ = self.client.fatal("08006", &msg).await;
+            return Err(SessionError::Refused(msg));
+        }
+        Ok(())
+    }
+
+    /// Refuses a unit with an error, as the server would (the rest of an extended batch is
+    /// skipped up to its Sync).
+    async fn refuse_unit(
+        &mut self,
+        unit: &Unit,
+        code: &str,
+        msg: &str,
+    ) -> Result<(), SessionError> {
+        self.client.consume(unit.len);
+        let mut w = Writer::new();
+        w.error("ERROR", code, msg);
+        if matches!(unit.end, End::Sync | End::Query | End::Function) {
+            if self.deferred_begin.is_some() {
+                self.status = ReadyStatus::Failed;
+            }
+            w.ready_for_query(self.status);
+        }
+        self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+}
+
+fn client_err(e: impl std::fmt::Display) -> SessionError {
+    SessionError::Client(e.to_string())
+}
+
+fn command_complete(w: &mut Writer, tag: &str) {
+    w.begin(b'C');
+    w.cstr(tag);
+    w.end();
+}
+
+fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
+    out.push(b'Q');
+    out.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
+    out.extend_from_slice(sql);
+    out.push(0);
+}
+
+/// Runs a simple query sluice owes the connection and reads its answer (ParameterStatus
+/// noted); the server's error message if it failed.
+async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<(), String> {
+    conn.send(q).await.map_err(|e| e.to_string())?;
+    let mut error = None;
+    loop {
+        let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
+        match tag {
+            b'S' => conn.note_parameter(&body),
+            b'E' => {
+                let fields = crate::wire::error_fields(&body).unwrap_or_default();
+                error = fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m);
+            }
+            b'Z' => return error.map_or(Ok(()), Err),
+            _ => {}
+        }
+    }
+}

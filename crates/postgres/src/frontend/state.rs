@@ -1,0 +1,275 @@
+//! Session state that follows a client across pooled server connections: the settings it
+//! made (its startup parameters, then every `SET`/`RESET`), replayed as differences on each
+//! connection that serves it; and the state that cannot move (temporary tables, session
+//! advisory locks, `LISTEN`, ...), which pins the session to its connection until it is gone.
+
+use std::collections::BTreeMap;
+
+/// Why a session keeps its server connection between transactions (bit flags, as the admin
+/// API lists them).
+pub mod pin {
+    /// A temporary table, view or sequence.
+    pub const TEMP_TABLE: u32 = 1;
+    /// A session-level advisory lock.
+    pub const ADVISORY_LOCK: u32 = 1 << 1;
+    /// `LISTEN`.
+    pub const LISTEN: u32 = 1 << 2;
+    /// A `WITH HOLD` cursor.
+    pub const WITH_HOLD: u32 = 1 << 3;
+    /// A prepared statement made with SQL `PREPARE`.
+    pub const PREPARE: u32 = 1 << 4;
+    /// `LOAD`.
+    pub const LOAD: u32 = 1 << 5;
+    /// `SET SESSION AUTHORIZATION`.
+    pub const SESSION_AUTHORIZATION: u32 = 1 << 6;
+    /// `SET SESSION CHARACTERISTICS AS TRANSACTION`.
+    pub const SESSION_CHARACTERISTICS: u32 = 1 << 7;
+    /// A `SET` inside a transaction whose savepoint was rolled back (sluice cannot tell
+    /// which settings survived).
+    pub const SET_IN_SAVEPOINT: u32 = 1 << 8;
+    /// A named portal or the COPY protocol left open across a transaction boundary.
+    pub const OPEN_PROTOCOL_STATE: u32 = 1 << 9;
+
+    const NAMES: [&str; 10] = [
+        "temporary table",
+        "session advisory lock",
+        "LISTEN",
+        "WITH HOLD cursor",
+        "SQL PREPARE",
+        "LOAD",
+        "SET SESSION AUTHORIZATION",
+        "SET SESSION CHARACTERISTICS",
+        "SET rolled back to a savepoint",
+        "open portal",
+    ];
+
+    /// The names of the bits set in `bits`.
+    pub fn labels(bits: u32) -> Vec<&'static str> {
+        NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| bits & (1 << i) != 0)
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+/// The settings a session wants on whichever connection serves it.
+#[derive(Debug, Default)]
+pub struct Settings {
+    /// From the startup packet: name → the statement that sets it. `RESET` returns to these.
+    startup: BTreeMap<String, String>,
+    /// Made with `SET` since: name → the statement; `None` for a `RESET` of a startup value
+    /// (back to the server's default).
+    made: BTreeMap<String, Option<String>>,
+    /// `SET`s inside the open transaction block: applied if it commits.
+    pending: Vec<Change>,
+    /// Bumped on every change (a connection synced at this generation needs nothing).
+    generation: u64,
+}
+
+/// One `SET` or `RESET`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `SET name ...`: the statement replaying it.
+    Set(String, String),
+    /// `RESET name` (or `SET name TO DEFAULT`).
+    Reset(String),
+    /// `RESET ALL` / `DISCARD ALL`.
+    ResetAll,
+}
+
+impl Settings {
+    /// Settings starting from the client's startup parameters (name, value).
+    pub fn from_startup<'a>(params: impl Iterator<Item = (&'a str, &'a str)>) -> Settings {
+        let startup = params
+            .map(|(n, v)| (n.to_ascii_lowercase(), set_config(n, v)))
+            .collect();
+        Settings {
+            startup,
+            generation: 1,
+            ..Default::default()
+        }
+    }
+
+    /// Its generation: changes with every applied change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Applies a change made outside a transaction block (or a committed one's).
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Set(name, stmt) => {
+                self.made.insert(name, Some(stmt));
+            }
+            Change::Reset(name) => {
+                if self.startup.contains_key(&name) {
+                    // PostgreSQL resets a startup parameter to its startup value.
+                    self.made.remove(&name);
+                } else {
+                    self.made.insert(name, None);
+                }
+            }
+            Change::ResetAll => self.made.clear(),
+        }
+        self.generation += 1;
+    }
+
+    /// Records a change made inside a transaction block.
+    pub fn defer(&mut self, change: Change) {
+        self.pending.push(change);
+    }
+
+    /// True if changes wait for the transaction block to end.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The transaction block ended: its changes apply if it committed.
+    pub fn end_transaction(&mut self, committed: bool) {
+        let pending = std::mem::take(&mut self.pending);
+        if committed {
+            for c in pending {
+                self.apply(c);
+            }
+        }
+    }
+
+    /// What a connection must have: parameter name → the statement setting it.
+    pub fn desired(&self) -> BTreeMap<String, String> {
+        let mut d = self.startup.clone();
+        for (name, stmt) in &self.made {
+            match stmt {
+                Some(s) => {
+                    d.insert(name.clone(), s.clone());
+                }
+                None => {
+                    d.remove(name);
+                }
+            }
+        }
+        d
+    }
+}
+
+/// The statements that turn a connection with `applied` settings into one with `desired`
+/// ones (one simple query), or `None` when they already agree.
+pub fn difference(
+    applied: &BTreeMap<String, String>,
+    desired: &BTreeMap<String, String>,
+) -> Option<String> {
+    let mut sql = String::new();
+    for name in applied.keys().filter(|k| !desired.contains_key(*k)) {
+        if name == "role" {
+            sql.push_str("RESET ROLE;");
+        } else {
+            sql.push_str(&format!("RESET {};", quote_ident(name)));
+        }
+    }
+    for (name, stmt) in desired {
+        if applied.get(name) != Some(stmt) {
+            sql.push_str(stmt);
+            sql.push(';');
+        }
+    }
+    (!sql.is_empty()).then_some(sql)
+}
+
+/// `SELECT set_config(...)`: sets a parameter from a startup-packet value (parsed as the
+/// server parses it there, so that `search_path = 'a, b'` is two schemas).
+fn set_config(name: &str, value: &str) -> String {
+    format!(
+        "SELECT pg_catalog.set_config({}, {}, false)",
+        quote_literal(name),
+        quote_literal(value)
+    )
+}
+
+/// A string literal.
+pub fn quote_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// An identifier, quoted when it is not a plain lower-case name.
+pub fn quote_ident(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
+        && !s.as_bytes()[0].is_ascii_digit();
+    if plain {
+        s.to_string()
+    } else {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_move_as_differences() {
+        let mut s = Settings::from_startup([("application_name", "app")].into_iter());
+        let conn = BTreeMap::new();
+        let first = difference(&conn, &s.desired()).unwrap();
+        assert_eq!(
+            first,
+            "SELECT pg_catalog.set_config('application_name', 'app', false);"
+        );
+        let synced = s.desired();
+        s.apply(Change::Set("timezone".into(), "SET TIME ZONE 'UTC'".into()));
+        assert_eq!(
+            difference(&synced, &s.desired()).unwrap(),
+            "SET TIME ZONE 'UTC';"
+        );
+        let synced = s.desired();
+        s.apply(Change::Reset("timezone".into()));
+        assert_eq!(
+            difference(&synced, &s.desired()).unwrap(),
+            "RESET timezone;"
+        );
+        // RESET of a startup parameter returns to its startup value.
+        s.apply(Change::Set(
+            "application_name".into(),
+            "SET application_name = x".into(),
+        ));
+        s.apply(Change::Reset("application_name".into()));
+        assert_eq!(
+            difference(&synced, &s.desired()).unwrap(),
+            "RESET timezone;"
+        );
+        assert!(difference(&s.desired(), &s.desired()).is_none());
+    }
+
+    #[test]
+    fn a_transaction_blocks_changes_apply_only_if_it_commits() {
+        let mut s = Settings::default();
+        s.defer(Change::Set(
+            "search_path".into(),
+            "SET search_path = a".into(),
+        ));
+        s.end_transaction(false);
+        assert!(s.desired().is_empty());
+        s.defer(Change::Set(
+            "search_path".into(),
+            "SET search_path = a".into(),
+        ));
+        let g = s.generation();
+        s.end_transaction(true);
+        assert!(s.generation() > g);
+        assert_eq!(s.desired().len(), 1);
+        s.apply(Change::ResetAll);
+        assert!(s.desired().is_empty());
+    }
+
+    #[test]
+    fn pins_are_named() {
+        assert_eq!(
+            pin::labels(pin::LISTEN | pin::TEMP_TABLE),
+            vec!["temporary table", "LISTEN"]
+        );
+        assert_eq!(quote_ident("search_path"), "search_path");
+        assert_eq!(quote_ident("DateStyle"), "\"DateStyle\"");
+    }
+}

@@ -1,0 +1,363 @@
+//! A unit of client messages: everything up to a point where the server answers in full —
+//! a simple Query, a FunctionCall, a Sync, a Flush (or a bounded batch of messages with none
+//! of those). A unit is routed as a whole and forwarded with the statement names rewritten:
+//! a client's prepared statement is made sure of on the connection (prepared there lazily
+//! under its shared name), and what sluice answers itself or adds is recorded as
+//! [`Exp`]ectations, so the relay knows which responses the client sees.
+
+use crate::backend::statements::{Ensure, StmtDef};
+use crate::backend::PgConn;
+use crate::wire::WireError;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Most messages or bytes in one unit before it is forwarded without an end (the client is
+/// pipelining without Sync).
+const MAX_UNIT_MESSAGES: usize = 1000;
+const MAX_UNIT_BYTES: usize = 256 * 1024;
+
+/// How a unit ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// A simple Query (`Q`).
+    Query,
+    /// A FunctionCall (`F`).
+    Function,
+    /// Sync (`S`): the server ends with ReadyForQuery.
+    Sync,
+    /// Flush (`H`): the server answers what it has, no ReadyForQuery.
+    Flush,
+    /// Terminate (`X`).
+    Terminate,
+    /// A batch without an end: forwarded, nothing awaited.
+    Partial,
+}
+
+/// One unit in the client's buffer.
+#[derive(Debug)]
+pub struct Unit {
+    /// Its messages: type byte, offset and length (header included).
+    pub msgs: Vec<(u8, usize, usize)>,
+    /// Bytes it takes.
+    pub len: usize,
+    /// How it ends.
+    pub end: End,
+}
+
+/// The next unit at the front of `buf`, if complete.
+pub fn next_unit(
+    buf: &[u8],
+    read: impl Fn(usize) -> Result<Option<(u8, usize)>, WireError>,
+) -> Result<Option<Unit>, WireError> {
+    let mut msgs = Vec::new();
+    let mut at = 0;
+    while let Some((tag, len)) = read(at)? {
+        msgs.push((tag, at, len));
+        at += len;
+        let end = match tag {
+            b'Q' => Some(End::Query),
+            b'F' => Some(End::Function),
+            b'S' => Some(End::Sync),
+            b'H' => Some(End::Flush),
+            b'X' => Some(End::Terminate),
+            _ if msgs.len() >= MAX_UNIT_MESSAGES || at >= MAX_UNIT_BYTES => Some(End::Partial),
+            _ => None,
+        };
+        if let Some(end) = end {
+            return Ok(Some(Unit { msgs, len: at, end }));
+        }
+        if at >= buf.len() {
+            break;
+        }
+    }
+    Ok(None)
+}
+
+/// The responses one client message (or one sluice adds) draws from the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resp {
+    /// ParseComplete.
+    Parse,
+    /// BindComplete.
+    Bind,
+    /// CloseComplete.
+    Close,
+    /// ParameterDescription, then RowDescription or NoData.
+    DescribeStatement,
+    /// RowDescription or NoData.
+    DescribePortal,
+    /// Rows, then CommandComplete, EmptyQueryResponse or PortalSuspended (or COPY).
+    Execute,
+    /// ReadyForQuery.
+    Sync,
+    /// Everything up to ReadyForQuery.
+    Query,
+}
+
+/// A statement to register when its ParseComplete arrives.
+#[derive(Debug)]
+pub struct Register {
+    /// The client's name for it (`None` for the unnamed statement).
+    pub client_name: Option<String>,
+    /// The statement.
+    pub def: Arc<StmtDef>,
+}
+
+/// One expected response, in order.
+#[derive(Debug)]
+pub struct Exp {
+    /// What the server sends for it.
+    pub resp: Resp,
+    /// The client sees it (it asked); otherwise sluice added the message and consumes the
+    /// answer.
+    pub forward: bool,
+    /// sluice answers it itself (nothing was sent to the server): this message type, empty.
+    pub synth: Option<u8>,
+    /// To do when it succeeds.
+    pub register: Option<Register>,
+    /// A server-side prepare to forget if it fails.
+    pub prepared: Option<u64>,
+}
+
+impl Exp {
+    fn pass(resp: Resp) -> Exp {
+        Exp {
+            resp,
+            forward: true,
+            synth: None,
+            register: None,
+            prepared: None,
+        }
+    }
+    fn swallow(resp: Resp) -> Exp {
+        Exp {
+            forward: false,
+            ..Exp::pass(resp)
+        }
+    }
+    fn synth(tag: u8) -> Exp {
+        Exp {
+            synth: Some(tag),
+            ..Exp::pass(Resp::Close)
+        }
+    }
+}
+
+/// What forwarding a unit produced.
+#[derive(Debug, Default)]
+pub struct Forwarded {
+    /// Bytes for the server.
+    pub out: Vec<u8>,
+    /// Responses expected, in order.
+    pub exps: VecDeque<Exp>,
+    /// The statements the unit executes (for the session's tracking).
+    pub ran: Vec<Arc<StmtDef>>,
+}
+
+/// Reads a NUL-terminated string at the start of `b`: it and the rest.
+pub fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let n = b.iter().position(|&c| c == 0)?;
+    Some((&b[..n], &b[n + 1..]))
+}
+
+fn put(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
+    let len: usize = 4 + parts.iter().map(|p| p.len()).sum::<usize>();
+    out.push(tag);
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+}
+
+/// The session's view of statement names while forwarding a unit.
+pub struct Names<'a> {
+    /// Named statements.
+    pub statements: &'a mut std::collections::HashMap<String, Arc<StmtDef>>,
+    /// The unnamed statement as the client last parsed it.
+    pub unnamed: &'a mut Option<Arc<StmtDef>>,
+    /// The unnamed statement on the connection is the session's.
+    pub conn_has_unnamed: &'a mut bool,
+    /// Statements bound to portals (by portal name).
+    pub portals: &'a mut std::collections::HashMap<String, Arc<StmtDef>>,
+}
+
+/// Rewrites and forwards the extended-protocol and simple messages of `unit`.
+pub fn forward(buf: &[u8], unit: &Unit, conn: &mut PgConn, mut names: Names<'_>) -> Forwarded {
+    let mut f = Forwarded::default();
+    for &(tag, at, len) in &unit.msgs {
+        let whole = &buf[at..at + len];
+        let body = &whole[5..];
+        match tag {
+            b'P' => parse(body, whole, conn, &mut f),
+            b'B' => bind(body, whole, conn, &mut names, &mut f),
+            b'D' => describe(body, whole, conn, &mut names, &mut f),
+            b'C' => close(body, whole, &mut names, &mut f),
+            b'E' => {
+                let portal = cstr(body).map(|(p, _)| p).unwrap_or_default();
+                if let Some(def) = names.portals.get(&*String::from_utf8_lossy(portal)) {
+                    f.ran.push(def.clone());
+                }
+                f.out.extend_from_slice(whole);
+                f.exps.push_back(Exp::pass(Resp::Execute));
+            }
+            b'S' => {
+                f.out.extend_from_slice(whole);
+                f.exps.push_back(Exp::pass(Resp::Sync));
+            }
+            b'Q' | b'F' => {
+                if tag == b'Q' {
+                    let sql = cstr(body).map(|(s, _)| s).unwrap_or_default();
+                    f.ran.push(Arc::new(StmtDef::new(sql, &[])));
+                }
+                f.out.extend_from_slice(whole);
+                f.exps.push_back(Exp::pass(Resp::Query));
+            }
+            // Flush, Terminate, and anything else go as they are, answering nothing.
+            _ => f.out.extend_from_slice(whole),
+        }
+    }
+    f
+}
+
+fn parse(body: &[u8], whole: &[u8], conn: &mut PgConn, f: &mut Forwarded) {
+    let Some((name, rest)) = cstr(body) else {
+        f.out.extend_from_slice(whole);
+        f.exps.push_back(Exp::pass(Resp::Parse));
+        return;
+    };
+    let Some((sql, types)) = cstr(rest) else {
+        f.out.extend_from_slice(whole);
+        f.exps.push_back(Exp::pass(Resp::Parse));
+        return;
+    };
+    let def = Arc::new(StmtDef::new(sql, types));
+    if name.is_empty() {
+        // The unnamed statement stays unnamed on the server (it lives until the next Parse).
+        f.out.extend_from_slice(whole);
+        let mut e = Exp::pass(Resp::Parse);
+        e.register = Some(Register {
+            client_name: None,
+            def,
+        });
+        f.exps.push_back(e);
+        return;
+    }
+    let client_name = String::from_utf8_lossy(name).into_owned();
+    let register = Some(Register {
+        client_name: Some(client_name),
+        def: def.clone(),
+    });
+    match conn.statements.ensure(&def) {
+        Ensure::Held => {
+            let mut e = Exp::synth(b'1');
+            e.register = register;
+            f.exps.push_back(e);
+        }
+        Ensure::Prepare { evict } => {
+            close_on_server(evict, f);
+            def.parse_message(&mut f.out);
+            let mut e = Exp::pass(Resp::Parse);
+            e.register = register;
+            e.prepared = Some(def.hash);
+            f.exps.push_back(e);
+        }
+    }
+}
+
+/// Makes sure the statement a client names exists on the connection; the name to use there
+/// (`None`: the client's name is unknown, sent unchanged so the server reports it).
+fn ensure(
+    name: &[u8],
+    conn: &mut PgConn,
+    n: &mut Names<'_>,
+    f: &mut Forwarded,
+) -> Option<(Vec<u8>, Arc<StmtDef>)> {
+    if name.is_empty() {
+        let def = n.unnamed.clone()?;
+        if !*n.conn_has_unnamed {
+            // Parsed on another connection: parse it here again, unnamed.
+            let mut p = Vec::new();
+            put(&mut p, b'P', &[b"\0", &def.sql, b"\0", &def.types]);
+            f.out.extend_from_slice(&p);
+            f.exps.push_back(Exp::swallow(Resp::Parse));
+        }
+        return Some((Vec::new(), def));
+    }
+    let def = n.statements.get(&*String::from_utf8_lossy(name))?.clone();
+    if let Ensure::Prepare { evict } = conn.statements.ensure(&def) {
+        close_on_server(evict, f);
+        def.parse_message(&mut f.out);
+        let mut e = Exp::swallow(Resp::Parse);
+        e.prepared = Some(def.hash);
+        f.exps.push_back(e);
+    }
+    Some((def.server_name().into_bytes(), def))
+}
+
+fn close_on_server(evict: Option<String>, f: &mut Forwarded) {
+    if let Some(old) = evict {
+        put(&mut f.out, b'C', &[b"S", old.as_bytes(), b"\0"]);
+        f.exps.push_back(Exp::swallow(Resp::Close));
+    }
+}
+
+fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Forwarded) {
+    let parsed = cstr(body).and_then(|(portal, rest)| Some((portal, cstr(rest)?)));
+    let Some((portal, (stmt, rest))) = parsed else {
+        f.out.extend_from_slice(whole);
+        f.exps.push_back(Exp::pass(Resp::Bind));
+        return;
+    };
+    match ensure(stmt, conn, n, f) {
+        Some((server_name, def)) => {
+            n.portals
+                .insert(String::from_utf8_lossy(portal).into_owned(), def);
+            put(
+                &mut f.out,
+                b'B',
+                &[portal, b"\0", &server_name, b"\0", rest],
+            );
+        }
+        None => f.out.extend_from_slice(whole),
+    }
+    f.exps.push_back(Exp::pass(Resp::Bind));
+}
+
+fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Forwarded) {
+    let what = body.first().copied();
+    let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
+    match (what, name) {
+        (Some(b'S'), Some(stmt)) => {
+            match ensure(stmt, conn, n, f) {
+                Some((server_name, _)) => put(&mut f.out, b'D', &[b"S", &server_name, b"\0"]),
+                None => f.out.extend_from_slice(whole),
+            }
+            f.exps.push_back(Exp::pass(Resp::DescribeStatement));
+        }
+        _ => {
+            f.out.extend_from_slice(whole);
+            f.exps.push_back(Exp::pass(Resp::DescribePortal));
+        }
+    }
+}
+
+fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Forwarded) {
+    let what = body.first().copied();
+    let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
+    match (what, name) {
+        (Some(b'S'), Some(stmt)) if !stmt.is_empty() => {
+            // The statement stays on the server for other sessions; the client's name goes.
+            n.statements.remove(&*String::from_utf8_lossy(stmt));
+            f.exps.push_back(Exp::synth(b'3'));
+        }
+        (Some(b'P'), Some(portal)) => {
+            n.portals.remove(&*String::from_utf8_lossy(portal));
+            f.out.extend_from_slice(whole);
+            f.exps.push_back(Exp::pass(Resp::Close));
+        }
+        _ => {
+            f.out.extend_from_slice(whole);
+            f.exps.push_back(Exp::pass(Resp::Close));
+        }
+    }
+}

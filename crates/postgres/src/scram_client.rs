@@ -1,0 +1,128 @@
+//! SCRAM-SHA-256 from the client's side: how sluice logs in to a PostgreSQL server that asks
+//! for it. No channel binding (`n,,`): sluice's server connections are plain TCP.
+
+use crate::scram::{hmac_sha256, salted_password, sha256, ScramError};
+use aws_lc_rs::constant_time;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+
+/// One exchange in progress.
+#[derive(Debug)]
+pub struct ClientExchange {
+    password: String,
+    nonce: String,
+    client_first_bare: String,
+    server_key: Option<[u8; 32]>,
+    auth_message: String,
+}
+
+impl ClientExchange {
+    /// Starts an exchange for `password`; `nonce` is fresh random printable characters. The
+    /// client-first message to send.
+    pub fn start(password: &str, nonce: &str) -> (ClientExchange, String) {
+        let bare = format!("n=,r={nonce}");
+        let first = format!("n,,{bare}");
+        let ex = ClientExchange {
+            password: password.to_string(),
+            nonce: nonce.to_string(),
+            client_first_bare: bare,
+            server_key: None,
+            auth_message: String::new(),
+        };
+        (ex, first)
+    }
+
+    /// Answers the server-first message with the client-final message (the proof).
+    pub fn respond(&mut self, server_first: &str) -> Result<String, ScramError> {
+        let mut nonce = None;
+        let mut salt = None;
+        let mut iterations = None;
+        for attr in server_first.split(',') {
+            if let Some(v) = attr.strip_prefix("r=") {
+                nonce = Some(v);
+            } else if let Some(v) = attr.strip_prefix("s=") {
+                salt = Some(v);
+            } else if let Some(v) = attr.strip_prefix("i=") {
+                iterations = v.parse::<u32>().ok();
+            }
+        }
+        let nonce = nonce.ok_or(ScramError::Malformed("no server nonce"))?;
+        if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
+            return Err(ScramError::Nonce);
+        }
+        let salt = B64
+            .decode(salt.ok_or(ScramError::Malformed("no salt"))?)
+            .map_err(|_| ScramError::Malformed("salt not base64"))?;
+        let iterations = iterations
+            .filter(|i| (1..=10_000_000).contains(i))
+            .ok_or(ScramError::Malformed("iteration count"))?;
+        let salted = salted_password(&self.password, &salt, iterations);
+        let client_key = hmac_sha256(&salted, b"Client Key");
+        let stored_key = sha256(&client_key);
+        let without_proof = format!("c=biws,r={nonce}");
+        self.auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
+        let signature = hmac_sha256(&stored_key, self.auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(signature)
+            .map(|(k, s)| k ^ s)
+            .collect();
+        self.server_key = Some(hmac_sha256(&salted, b"Server Key"));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)))
+    }
+
+    /// Checks the server-final message: the server knew the password too.
+    pub fn verify(&self, server_final: &str) -> Result<(), ScramError> {
+        let v = server_final
+            .strip_prefix("v=")
+            .ok_or(ScramError::Malformed("no server signature"))?;
+        let got = B64
+            .decode(v)
+            .map_err(|_| ScramError::Malformed("signature not base64"))?;
+        let key = self
+            .server_key
+            .ok_or(ScramError::Malformed("out of order"))?;
+        let want = hmac_sha256(&key, self.auth_message.as_bytes());
+        constant_time::verify_slices_are_equal(&got, &want).map_err(|_| ScramError::Proof)
+    }
+}
+
+/// PostgreSQL's MD5 password answer: `md5` + md5(md5(password + user) + salt), in hex.
+pub fn md5_response(user: &str, password: &str, salt: [u8; 4]) -> String {
+    let inner = md5_hex(&[password.as_bytes(), user.as_bytes()]);
+    format!("md5{}", md5_hex(&[inner.as_bytes(), &salt]))
+}
+
+/// md5(password + user) in hex, as PostgreSQL stores MD5 passwords (after `md5`).
+pub fn md5_hex(parts: &[&[u8]]) -> String {
+    use md5::Digest;
+    let mut h = md5::Md5::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scram::{ServerExchange, Verifier};
+
+    #[test]
+    fn the_client_logs_in_to_sluices_own_server_side() {
+        let v = Verifier::from_password("pencil", b"saltsalt", 4096);
+        let (mut c, first) = ClientExchange::start("pencil", "abcdef");
+        let (s, server_first) = ServerExchange::start(v, &first, "XYZ").unwrap();
+        let fin = c.respond(&server_first).unwrap();
+        let server_final = s.finish(&fin).unwrap();
+        c.verify(&server_final).unwrap();
+        assert!(c.verify("v=AAAA").is_err());
+    }
+
+    #[test]
+    fn md5_is_md5() {
+        assert_eq!(md5_hex(&[b"a", b"bc"]), "900150983cd24fb0d6963f7d28e17f72");
+        let r = md5_response("u", "p", [1, 2, 3, 4]);
+        assert!(r.starts_with("md5") && r.len() == 35);
+    }
+}

@@ -1,0 +1,179 @@
+//! Shared setup for the PostgreSQL tests: a real PostgreSQL 15 primary with streaming
+//! replicas (the testkit), sluice in process in front of it with the configuration,
+//! and psql/pgbench run against it.
+#![allow(dead_code)]
+
+use sluice_config::Config;
+use sluice_runtime::{Process, Running};
+use sluice_testkit::{find_program, PgTopology};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+/// Servers with sluice in front.
+pub struct PgEnv {
+    /// The primary first, then the replicas.
+    pub topo: PgTopology,
+    /// The process.
+    pub process: Arc<Process>,
+    /// It runs.
+    pub running: Running,
+    /// The PostgreSQL listener's port.
+    pub port: u16,
+}
+
+/// The configuration for these servers: one PostgreSQL listener that splits, user
+/// `app`, the primary in `writer`, the replicas in `reader`; `extra` appended.
+pub fn config(topo: &PgTopology, extra: &str) -> String {
+    let mut text = String::from(
+        "[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n",
+    );
+    text.push_str(&format!(
+        "[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\nhostgroup = \"writer\"\n",
+        topo.primary().addr()
+    ));
+    for r in topo.replicas() {
+        text.push_str(&format!(
+            "[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\nhostgroup = \"reader\"\n",
+            r.addr()
+        ));
+    }
+    text.push_str("\n[monitor]\nenabled = false\n");
+    text.push_str(extra);
+    text
+}
+
+/// Starts a primary with `replicas` replicas, the `app` role (password `app`, SCRAM on the
+/// servers) and sluice with [`config`] plus `extra`.
+pub async fn start(replicas: usize, extra: &str) -> PgEnv {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_test_writer()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+    }
+    let topo = tokio::task::spawn_blocking(move || {
+        let topo = PgTopology::start(replicas)
+            .expect("PostgreSQL must start (is postgresql-15 installed?)");
+        topo.primary()
+            .sql("CREATE ROLE app LOGIN SUPERUSER PASSWORD 'app'")
+            .unwrap();
+        for s in &topo.servers {
+            s.require_passwords(&[]).unwrap();
+        }
+        topo
+    })
+    .await
+    .unwrap();
+    // The role reaches the replicas before anyone logs in there.
+    wait_replayed(&topo).await;
+    let text = config(&topo, extra);
+    let (process, running) = start_sluice(&text).await;
+    let port = running.addrs[0].port();
+    PgEnv {
+        topo,
+        process,
+        running,
+        port,
+    }
+}
+
+/// Starts sluice in process for a configuration.
+pub async fn start_sluice(text: &str) -> (Arc<Process>, Running) {
+    let cfg = Config::from_toml(text).unwrap_or_else(|e| panic!("config: {e}\n{text}"));
+    let rt = sluice_runtime::Runtime::new(cfg).unwrap();
+    let mut frontends: Vec<Arc<dyn sluice_runtime::Frontend>> = Vec::new();
+    for p in rt.config.protocols() {
+        match p {
+            sluice_config::Protocol::Postgres => {
+                frontends.push(sluice_postgres::PostgresFrontend::new(rt.clone()))
+            }
+            sluice_config::Protocol::Mysql => {
+                frontends.push(sluice_mysql::MysqlFrontend::new(rt.clone()))
+            }
+        }
+    }
+    let process = Process::new(rt, frontends);
+    let running = process.start().await.unwrap();
+    (process, running)
+}
+
+/// Waits until every replica has replayed the primary's WAL as of now.
+pub async fn wait_replayed(topo: &PgTopology) {
+    let lsn = topo
+        .primary()
+        .sql("SELECT pg_current_wal_insert_lsn()")
+        .unwrap()
+        .trim()
+        .to_string();
+    for r in topo.replicas() {
+        let q = format!("SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while r.sql(&q).unwrap().trim() != "t" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "replica did not replay {lsn}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl PgEnv {
+    /// psql through sluice as `user`/`password` to `db`, running `sql` (`-c`); its output.
+    pub fn psql_as(&self, user: &str, password: &str, db: &str, sql: &str) -> Output {
+        psql(self.port, user, password, db, &["-c", sql])
+    }
+
+    /// psql through sluice as `app` to `postgres`; stdout, failing the test on an error.
+    pub fn psql(&self, sql: &str) -> String {
+        let out = self.psql_as("app", "app", "postgres", sql);
+        assert!(
+            out.status.success(),
+            "psql {sql:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// psql through sluice running a script from standard input (`-f -`), errors not
+    /// stopping it; stdout and stderr.
+    pub fn psql_script(&self, script: &str) -> (String, String) {
+        use std::io::Write;
+        let mut cmd = psql_command(self.port, "app", "app", "postgres");
+        cmd.args(["-f", "-"]);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+/// A psql command line (unaligned, tuples only, no psqlrc).
+pub fn psql_command(port: u16, user: &str, password: &str, db: &str) -> Command {
+    let bin = find_program("psql", "postgresql-client-15").unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "10")
+        .args(["-h", "127.0.0.1", "-U", user, "-d", db, "-XAtq"])
+        .arg("-p")
+        .arg(port.to_string());
+    cmd
+}
+
+/// Runs psql with `args`.
+pub fn psql(port: u16, user: &str, password: &str, db: &str, args: &[&str]) -> Output {
+    let mut cmd = psql_command(port, user, password, db);
+    cmd.args(args);
+    cmd.output().unwrap()
+}

@@ -1,0 +1,332 @@
+//! PostgreSQL through sluice with psql and pgbench against real PostgreSQL 15 servers: the
+//! issue's configuration, logins, read/write splitting, transactions, session state across
+//! pooled connections, pins, COPY, errors and cancel.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod pg;
+
+use pg::{psql, start};
+use std::time::Duration;
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_to_replicas_and_writes_to_the_primary() {
+    let env = start(1, "").await;
+    // A plain read: a replica.
+    assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "t");
+    // Writes: the primary, verified there directly.
+    env.psql("CREATE TABLE t (id int primary key, v text)");
+    env.psql("INSERT INTO t VALUES (1, 'one')");
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT v FROM t WHERE id = 1")
+            .unwrap()
+            .trim(),
+        "one"
+    );
+    // What can write or lock: the primary.
+    for sql in [
+        "SELECT pg_is_in_recovery() FROM t FOR UPDATE",
+        "SELECT pg_is_in_recovery(), nextval('s')",
+        "WITH w AS (UPDATE t SET v = 'uno' WHERE id = 1 RETURNING id) SELECT pg_is_in_recovery() FROM w",
+    ] {
+        if sql.contains("nextval") {
+            env.psql("CREATE SEQUENCE IF NOT EXISTS s");
+        }
+        assert!(env.psql(sql).trim().starts_with('f'), "{sql}");
+    }
+    // A transaction stays on one connection: the primary.
+    let out = env.psql_script(
+        "BEGIN;\nSELECT pg_is_in_recovery();\nSELECT pg_backend_pid() = pg_backend_pid();\nCOMMIT;\n",
+    );
+    assert_eq!(out.0.trim(), "f\nt", "{out:?}");
+    // A read-only transaction may go to a replica (its connection is chosen by its first
+    // statement).
+    let out = env.psql_script("BEGIN READ ONLY;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
+    assert_eq!(out.0.trim(), "t", "{out:?}");
+    let out = env
+        .psql_script("BEGIN;\nSET TRANSACTION READ ONLY;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
+    assert_eq!(out.0.trim(), "t", "{out:?}");
+    // A hint overrides the scanner.
+    assert_eq!(
+        env.psql("SELECT /* sluice:writer */ pg_is_in_recovery()")
+            .trim(),
+        "f"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_fail_as_postgresql_says() {
+    let env = start(0, "").await;
+    let out = env.psql_as("app", "wrong", "postgres", "SELECT 1");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("password authentication failed for user \"app\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.psql_as("nobody", "x", "postgres", "SELECT 1");
+    assert!(stderr(&out).contains("password authentication failed for user \"nobody\""));
+    let out = env.psql_as("app", "app", "nosuchdb", "SELECT 1");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("database \"nosuchdb\" does not exist"),
+        "{}",
+        stderr(&out)
+    );
+    // The database a client names is the servers'.
+    env.topo.primary().sql("CREATE DATABASE other").unwrap();
+    let out = psql(
+        env.port,
+        "app",
+        "app",
+        "other",
+        &["-c", "SELECT current_database()"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "other");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_state_follows_the_client_across_pooled_connections() {
+    // One connection per server at most: sessions take turns on it.
+    let env = start(1, "\n[pool]\nmax_connections = 1\n").await;
+    env.psql(
+        "CREATE SCHEMA s1; CREATE TABLE s1.only_here (x int); INSERT INTO s1.only_here VALUES (7)",
+    );
+    pg::wait_replayed(&env.topo).await;
+    let (out, err) = env.psql_script(
+        "SET search_path = s1, public;\nSET application_name = 'mine';\nSET statement_timeout = '12s';\n\
+         SELECT x FROM only_here;\nINSERT INTO only_here VALUES (8);\nSELECT current_setting('application_name'), current_setting('statement_timeout');\n\
+         BEGIN; SET LOCAL statement_timeout = '1s'; COMMIT;\nSHOW statement_timeout;\n\
+         RESET search_path;\nSELECT count(*) FROM pg_tables WHERE tablename = 'only_here';\nSHOW search_path;\n",
+    );
+    assert_eq!(
+        out.trim(),
+        "7\nmine|12s\n12s\n1\n\"$user\", public",
+        "stderr: {err}"
+    );
+    // Another client on the same connections sees none of it.
+    assert_eq!(env.psql("SHOW search_path").trim(), "\"$user\", public");
+    assert_eq!(
+        env.psql("SELECT current_setting('application_name')")
+            .trim(),
+        "psql"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_state_keeps_the_connection_and_the_admin_view_says_why() {
+    let env = start(1, "").await;
+    let (out, err) = env.psql_script(
+        "CREATE TEMP TABLE tmp (x int);\nINSERT INTO tmp VALUES (1);\nSELECT count(*) FROM tmp;\n\
+         SELECT pg_advisory_lock(42);\nSELECT pg_advisory_unlock(42);\nSELECT count(*) FROM tmp;\n",
+    );
+    assert_eq!(out.trim(), "1\n\nt\n1", "stderr: {err}");
+    // LISTEN/NOTIFY: the notification reaches the listening session.
+    let (out, err) = env.psql_script("LISTEN ch;\nNOTIFY ch, 'hello';\nSELECT 1;\n");
+    assert!(err.is_empty() || !err.contains("ERROR"), "{err}");
+    assert!(
+        out.contains("Asynchronous notification \"ch\" with payload \"hello\""),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_leave_the_session_usable() {
+    let env = start(0, "").await;
+    let (out, err) = env.psql_script(
+        "BEGIN;\nSELECT 1/0;\nSELECT 1;\nROLLBACK;\nSELECT 2;\nSELECT nosuchcolumn;\nSELECT 3;\n",
+    );
+    assert_eq!(out.trim(), "2\n3", "{err}");
+    assert!(err.contains("division by zero"), "{err}");
+    assert!(err.contains("current transaction is aborted"), "{err}");
+    assert!(
+        err.contains("column \"nosuchcolumn\" does not exist"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_round_trips() {
+    let env = start(0, "").await;
+    env.psql("CREATE TABLE c (id int, v text)");
+    let dir = tempdir();
+    let input = dir.join("in.csv");
+    let rows: String = (0..5000).map(|i| format!("{i},row {i}\n")).collect();
+    std::fs::write(&input, &rows).unwrap();
+    env.psql(&format!(
+        "\\copy c FROM '{}' WITH (FORMAT csv)",
+        input.display()
+    ));
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT count(*) FROM c")
+            .unwrap()
+            .trim(),
+        "5000"
+    );
+    let output = dir.join("out.csv");
+    env.psql(&format!(
+        "\\copy (SELECT * FROM c ORDER BY id) TO '{}' WITH (FORMAT csv)",
+        output.display()
+    ));
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), rows);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_cancels_a_running_statement() {
+    let env = start(0, "").await;
+    let mut cmd = pg::psql_command(env.port, "app", "app", "postgres");
+    cmd.args(["-c", "SELECT pg_sleep(60)"]);
+    cmd.stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id() as i32;
+    // Wait until the statement runs on the server, then Ctrl-C.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while env
+        .topo
+        .primary()
+        .sql("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' AND state = 'active'")
+        .unwrap()
+        .trim()
+        != "1"
+    {
+        assert!(std::time::Instant::now() < deadline, "the statement never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unsafe_free_kill(pid);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        stderr(&out).contains("canceling statement due to user request"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// SIGINT to a process, through the kill command (no unsafe code in tests).
+fn unsafe_free_kill(pid: i32) {
+    std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "sluice-pg-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rand_suffix() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// pgbench through sluice: select-only and TPC-B-like, in the simple, extended and prepared
+/// protocols, with more clients than server connections; no transaction may fail. (One
+/// pgbench thread per client: pgbench 15 prepares synchronously, so a thread whose client
+/// waits for a pooled connection would hold up its other clients, which hold the
+/// connections inside their transactions.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbench_runs_without_a_failed_transaction() {
+    let env = start(1, "\n[pool]\nmax_connections = 4\n").await;
+    let pgbench = sluice_testkit::find_program("pgbench", "postgresql-client-15").unwrap();
+    let init = std::process::Command::new(&pgbench)
+        .args([
+            "-i",
+            "-s",
+            "1",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-p",
+        ])
+        .arg(env.topo.primary().addr().rsplit(':').next().unwrap())
+        .arg("postgres")
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    pg::wait_replayed(&env.topo).await;
+    for (mode, builtin) in [
+        ("simple", "select-only"),
+        ("extended", "select-only"),
+        ("prepared", "select-only"),
+        ("simple", "tpcb-like"),
+        ("prepared", "tpcb-like"),
+    ] {
+        let port = env.port.to_string();
+        let out = tokio::task::spawn_blocking({
+            let pgbench = pgbench.clone();
+            move || {
+                std::process::Command::new(&pgbench)
+                    .env("PGPASSWORD", "app")
+                    .args([
+                        "-h",
+                        "127.0.0.1",
+                        "-U",
+                        "app",
+                        "-n",
+                        "-c",
+                        "8",
+                        "-j",
+                        "8",
+                        "-t",
+                        "100",
+                        "-M",
+                        mode,
+                        "-b",
+                        builtin,
+                        "-p",
+                        &port,
+                        "postgres",
+                    ])
+                    .output()
+                    .unwrap()
+            }
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "pgbench -M {mode} -b {builtin}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("number of transactions actually processed: 800/800"),
+            "-M {mode} -b {builtin}: {stdout}"
+        );
+        assert!(
+            stdout.contains("number of failed transactions: 0"),
+            "{stdout}"
+        );
+    }
+    // TPC-B wrote on the primary: the history has every transaction.
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT count(*) FROM pgbench_history")
+            .unwrap()
+            .trim(),
+        "1600"
+    );
+}

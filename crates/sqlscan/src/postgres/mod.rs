@@ -1,0 +1,345 @@
+//! The PostgreSQL dialect: a lexer, a statement splitter for simple-Query strings, and the
+//! classification the router needs — can a statement go to a replica, which session state
+//! pins it to its server connection or releases such state, does it carry a routing hint.
+//!
+//! Like the MySQL scanner it is not a parser and never allocates (except to report the
+//! parameter a `SET`/`RESET` names). Where the text alone cannot tell, it errs towards the
+//! primary and towards pinning.
+
+mod classify;
+mod commands;
+mod functions;
+pub mod lexer;
+
+pub use crate::Route;
+pub use classify::scan;
+
+use lexer::{Kind, Lexer, Token};
+
+/// What the scanner learned about a simple-Query string (one or several statements).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PgScan {
+    /// Where the text may run; `None` when it holds no statement. Across statements a write
+    /// wins over a read.
+    pub route: Option<Route>,
+    /// The first statement's command.
+    pub command: PgCommand,
+    /// Number of statements.
+    pub statements: u32,
+    /// State created by any of the statements that cannot move between server connections.
+    pub pins: Pins,
+    /// State released by any of the statements.
+    pub unpins: Unpins,
+    /// Span of a `sluice:<target>` routing hint's target in the text.
+    pub hint: Option<(usize, usize)>,
+    /// For a text that is a single `SET` or `RESET` of a parameter: what it sets.
+    pub set: Option<SetStmt>,
+}
+
+impl PgScan {
+    /// Route of the text; `Write` if there was no statement at all.
+    pub fn route(&self) -> Route {
+        self.route.unwrap_or(Route::Write)
+    }
+    /// The hint's target (`writer`, `reader` or a hostgroup name), if any.
+    pub fn hint<'a>(&self, sql: &'a [u8]) -> Option<&'a str> {
+        self.hint
+            .and_then(|(s, e)| std::str::from_utf8(&sql[s..e]).ok())
+    }
+}
+
+/// The leading command of a statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PgCommand {
+    /// Nothing but whitespace, comments and semicolons.
+    #[default]
+    Empty,
+    /// `SELECT`, `VALUES`, `TABLE`, `(SELECT ...)`, `WITH ... SELECT`.
+    Select,
+    /// `INSERT`, also `WITH ... INSERT`.
+    Insert,
+    /// `UPDATE`, also `WITH ... UPDATE`.
+    Update,
+    /// `DELETE`, also `WITH ... DELETE`.
+    Delete,
+    /// `MERGE`, also `WITH ... MERGE`.
+    Merge,
+    /// `BEGIN`, `START TRANSACTION`, with the modes they name.
+    Begin {
+        /// `Some(true)` for `READ ONLY`, `Some(false)` for `READ WRITE`, `None` if unsaid.
+        read_only: Option<bool>,
+        /// `ISOLATION LEVEL SERIALIZABLE`.
+        serializable: bool,
+    },
+    /// `COMMIT`, `END` (with or without `AND [NO] CHAIN`).
+    Commit,
+    /// `ROLLBACK`, `ABORT` (not `ROLLBACK TO SAVEPOINT`).
+    Rollback,
+    /// `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name`.
+    RollbackToSavepoint,
+    /// `SAVEPOINT name`.
+    Savepoint,
+    /// `RELEASE [SAVEPOINT] name`.
+    Release,
+    /// `SET [SESSION | LOCAL] TRANSACTION ...`: the current transaction's modes.
+    SetTransaction {
+        /// `Some(true)` for `READ ONLY`, `Some(false)` for `READ WRITE`, `None` if unsaid.
+        read_only: Option<bool>,
+        /// `ISOLATION LEVEL SERIALIZABLE`.
+        serializable: bool,
+    },
+    /// `SET ...` other than `SET TRANSACTION` and `SET CONSTRAINTS`; this includes
+    /// `SET SESSION AUTHORIZATION` and `SET SESSION CHARACTERISTICS AS TRANSACTION` (both
+    /// pin, see [`Pins`]).
+    Set,
+    /// `RESET ...`.
+    Reset,
+    /// `DISCARD ...`.
+    Discard {
+        /// `DISCARD ALL`.
+        all: bool,
+    },
+    /// `DEALLOCATE [PREPARE] ...`.
+    Deallocate {
+        /// `DEALLOCATE ALL`.
+        all: bool,
+    },
+    /// SQL `PREPARE name AS ...` (not `PREPARE TRANSACTION`, which is [`PgCommand::Other`]).
+    Prepare,
+    /// SQL `EXECUTE name`.
+    Execute,
+    /// `LISTEN`.
+    Listen,
+    /// `UNLISTEN`.
+    Unlisten,
+    /// `NOTIFY`.
+    Notify,
+    /// `COPY`.
+    Copy {
+        /// `COPY ... FROM` (STDIN, a file or a program): it loads data.
+        from_stdin_or_file: bool,
+    },
+    /// `SHOW`.
+    Show,
+    /// `EXPLAIN`.
+    Explain,
+    /// `CALL`.
+    Call,
+    /// `DO`.
+    Do,
+    /// `CREATE`, `ALTER`, `DROP`, `TRUNCATE`, `GRANT`, `REVOKE`, `COMMENT`, `SECURITY LABEL`,
+    /// `REFRESH MATERIALIZED VIEW`, `IMPORT FOREIGN SCHEMA`, `REASSIGN OWNED`.
+    Ddl,
+    /// Maintenance: `VACUUM`, `ANALYZE`, `CLUSTER`, `REINDEX`.
+    Vacuum,
+    /// Anything else: `LOCK`, `DECLARE`, `FETCH`, `MOVE`, `CLOSE`, `LOAD`, `CHECKPOINT`,
+    /// `SET CONSTRAINTS`, two-phase commit statements, statements not recognised.
+    Other,
+}
+
+macro_rules! flags {
+    (
+        $(#[$tm:meta])* $ty:ident {
+            $($(#[$m:meta])* $name:ident = $bit:expr, $label:expr;)*
+        }
+    ) => {
+        $(#[$tm])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        pub struct $ty(pub u16);
+
+        impl $ty {
+            $($(#[$m])* pub const $name: $ty = $ty(1 << $bit);)*
+            const LABELS: &'static [($ty, &'static str)] = &[$(($ty::$name, $label)),*];
+
+            /// True if every flag of `other` is set.
+            pub fn contains(self, other: $ty) -> bool {
+                self.0 & other.0 == other.0
+            }
+            /// True if any flag of `other` is set.
+            pub fn intersects(self, other: $ty) -> bool {
+                self.0 & other.0 != 0
+            }
+            /// True if no flag is set.
+            pub fn is_empty(self) -> bool {
+                self.0 == 0
+            }
+            /// Human-readable names of the flags set, for logs and error messages.
+            pub fn names(self) -> impl Iterator<Item = &'static str> {
+                Self::LABELS
+                    .iter()
+                    .filter(move |(f, _)| self.contains(*f))
+                    .map(|(_, n)| *n)
+            }
+        }
+
+        impl std::ops::BitOr for $ty {
+            type Output = $ty;
+            fn bitor(self, o: $ty) -> $ty {
+                $ty(self.0 | o.0)
+            }
+        }
+
+        impl std::ops::BitOrAssign for $ty {
+            fn bitor_assign(&mut self, o: $ty) {
+                self.0 |= o.0;
+            }
+        }
+    };
+}
+
+flags! {
+    /// Session state a statement creates that cannot move to another server connection: the
+    /// client must keep its connection until the matching [`Unpins`] (or for good).
+    Pins {
+        /// `CREATE TEMP TABLE|VIEW|SEQUENCE ...`, `CREATE TABLE pg_temp.x`,
+        /// `SELECT ... INTO TEMP ...`.
+        TEMP_TABLE = 0, "temporary table";
+        /// `pg_advisory_lock`, `pg_try_advisory_lock` (and `_shared`): session-level locks.
+        ADVISORY_LOCK = 1, "session advisory lock";
+        /// `LISTEN channel`.
+        LISTEN = 2, "LISTEN";
+        /// `DECLARE ... CURSOR WITH HOLD`: the cursor outlives its transaction.
+        WITH_HOLD = 3, "WITH HOLD cursor";
+        /// SQL-level `PREPARE name AS ...`.
+        PREPARE = 4, "SQL PREPARE";
+        /// `LOAD 'library'`.
+        LOAD = 5, "LOAD";
+        /// `SET [SESSION] SESSION AUTHORIZATION`.
+        SESSION_AUTHORIZATION = 6, "SET SESSION AUTHORIZATION";
+        /// `SET SESSION CHARACTERISTICS AS TRANSACTION ...`.
+        SESSION_CHARACTERISTICS = 7, "SET SESSION CHARACTERISTICS";
+    }
+}
+
+flags! {
+    /// Statements that release pinned session state.
+    Unpins {
+        /// `UNLISTEN *`.
+        UNLISTEN_ALL = 0, "UNLISTEN *";
+        /// `pg_advisory_unlock_all()`.
+        ADVISORY_UNLOCK_ALL = 1, "pg_advisory_unlock_all()";
+        /// `DEALLOCATE [PREPARE] ALL`.
+        DEALLOCATE_ALL = 2, "DEALLOCATE ALL";
+        /// `DISCARD ALL`.
+        DISCARD_ALL = 3, "DISCARD ALL";
+        /// `DISCARD TEMP` / `DISCARD TEMPORARY`.
+        DISCARD_TEMP = 4, "DISCARD TEMP";
+        /// `RESET SESSION AUTHORIZATION`, `SET SESSION AUTHORIZATION DEFAULT`.
+        RESET_SESSION_AUTHORIZATION = 5, "RESET SESSION AUTHORIZATION";
+        /// `CLOSE ALL`.
+        CLOSE_ALL = 6, "CLOSE ALL";
+    }
+}
+
+/// What a single `SET` or `RESET` of a run-time parameter does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetStmt {
+    /// `SET LOCAL`: the setting ends with the transaction.
+    pub local: bool,
+    /// The parameter, lower-cased unless it was quoted: `SET TIME ZONE` is `timezone`,
+    /// `SET NAMES` is `client_encoding`, `SET SCHEMA` is `search_path`, `SET ROLE` is `role`,
+    /// `SET XML OPTION` is `xmloption`, `RESET ALL` is `all`; a dotted custom name such as
+    /// `myapp.tenant` is kept whole.
+    pub name: String,
+    /// `RESET name`, `SET name TO DEFAULT`, `SET name = DEFAULT`, `SET TIME ZONE LOCAL`.
+    pub reset: bool,
+}
+
+/// Decides which `;` ends a statement: one outside parentheses and outside a
+/// `BEGIN ATOMIC ... END` routine body (strings, dollar quotes and comments are single tokens
+/// already).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Boundary {
+    depth: u32,
+    /// Open `BEGIN ATOMIC` bodies plus `CASE`s inside them (both close with `END`).
+    block: u32,
+    prev_begin: bool,
+    tokens: u32,
+}
+
+impl Boundary {
+    /// Feeds the next token of the statement; true if it is the `;` that ends it.
+    pub(crate) fn feed(&mut self, src: &[u8], t: &Token) -> bool {
+        let mut begin = false;
+        match t.kind {
+            Kind::Punct(b'(') => self.depth += 1,
+            Kind::Punct(b')') => self.depth = self.depth.saturating_sub(1),
+            Kind::Punct(b';') if self.depth == 0 && self.block == 0 => return true,
+            Kind::Word => {
+                if self.block > 0 {
+                    if t.is_word(src, "CASE") {
+                        self.block += 1;
+                    } else if t.is_word(src, "END") {
+                        self.block -= 1;
+                    }
+                } else if self.prev_begin && t.is_word(src, "ATOMIC") {
+                    self.block = 1;
+                }
+                // A statement's own leading BEGIN starts a transaction, not a routine body.
+                begin = self.tokens > 0 && t.is_word(src, "BEGIN");
+            }
+            _ => {}
+        }
+        self.prev_begin = begin;
+        self.tokens += 1;
+        false
+    }
+}
+
+/// Iterator over the statements of a simple-Query string: see [`statements`].
+#[derive(Clone)]
+pub struct Statements<'a> {
+    src: &'a [u8],
+    lx: Lexer<'a>,
+    /// Where the next statement's text begins: just past the previous `;`.
+    next_start: usize,
+    done: bool,
+}
+
+impl Iterator for Statements<'_> {
+    type Item = (usize, usize);
+
+    fn next(&mut self) -> Option<(usize, usize)> {
+        while !self.done {
+            let start = self.next_start;
+            let mut bound = Boundary::default();
+            let mut last_end = None;
+            loop {
+                let Some(t) = self.lx.next() else {
+                    self.done = true;
+                    break;
+                };
+                if bound.feed(self.src, &t) {
+                    break;
+                }
+                last_end = Some(t.end);
+            }
+            self.next_start = self.lx.offset();
+            if let Some(end) = last_end {
+                let lead = self.src[start..end]
+                    .iter()
+                    .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+                    .count();
+                return Some((start + lead, end));
+            }
+        }
+        None
+    }
+}
+
+/// Byte spans of the statements in a simple-Query string, split on the `;`s that end them (not
+/// those inside strings, dollar quotes, quoted identifiers, comments, parentheses or a
+/// `BEGIN ATOMIC ... END` body). A span runs from the first non-blank byte after the previous
+/// `;` — so it keeps a leading comment, and with it a routing hint — to the end of the
+/// statement's last token. Statements without a token are skipped.
+pub fn statements(sql: &[u8]) -> Statements<'_> {
+    Statements {
+        src: sql,
+        lx: Lexer::new(sql),
+        next_start: 0,
+        done: false,
+    }
+}
+
+#[cfg(test)]
+mod tests;
