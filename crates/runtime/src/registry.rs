@@ -53,9 +53,9 @@ pub struct Current {
     pub backend: Option<(Arc<Server>, u32)>,
     /// The statement in flight and when it started.
     pub statement: Option<(String, Instant)>,
-    /// Where a cancel request for this session goes: the server's address and the backend's
-    /// own cancel key (PostgreSQL; process id and secret).
-    pub cancel_target: Option<(SocketAddr, u32, u32)>,
+    /// The cancel secret of the backend in `backend` (PostgreSQL: with the process id there,
+    /// the server's own cancel key; 0 for MySQL).
+    pub cancel_secret: u32,
 }
 
 impl SessionHandle {
@@ -83,16 +83,12 @@ impl SessionHandle {
         self.current.lock().backend = b;
     }
 
-    /// Records the server connection serving the session now and where its cancel requests
-    /// go (PostgreSQL), or that none is.
-    pub fn set_backend_and_cancel(
-        &self,
-        b: Option<(Arc<Server>, u32)>,
-        cancel: Option<(SocketAddr, u32, u32)>,
-    ) {
+    /// Records the server connection serving the session now with its cancel key
+    /// (PostgreSQL: process id and secret), or that none is.
+    pub fn set_backend_with_secret(&self, b: Option<(Arc<Server>, u32)>, secret: u32) {
         let mut c = self.current.lock();
         c.backend = b;
-        c.cancel_target = cancel;
+        c.cancel_secret = secret;
     }
     /// Asks the session to end (KILL CONNECTION).
     pub fn kill(&self) {

@@ -126,6 +126,39 @@ async fn pinned_state_keeps_the_connection_and_the_admin_view_says_why() {
          SELECT pg_advisory_lock(42);\nSELECT pg_advisory_unlock(42);\nSELECT count(*) FROM tmp;\n",
     );
     assert_eq!(out.trim(), "1\n\nt\n1", "stderr: {err}");
+    // While a session holds a temporary table, the registry (the admin API's sessions view)
+    // says why it keeps its connection.
+    let port = env.port;
+    let holder = std::thread::spawn(move || {
+        let mut cmd = pg::psql_command(port, "app", "app", "postgres");
+        cmd.args([
+            "-c",
+            "CREATE TEMP TABLE held (x int)",
+            "-c",
+            "SELECT pg_sleep(3)",
+        ]);
+        cmd.output().unwrap()
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let reasons: Vec<Vec<&str>> = env
+            .process
+            .runtime
+            .sessions
+            .all()
+            .iter()
+            .map(|s| s.pin_reasons())
+            .collect();
+        if reasons.iter().any(|r| r == &vec!["temporary table"]) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no pinned session seen: {reasons:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(holder.join().unwrap().status.success());
     // LISTEN/NOTIFY: the notification reaches the listening session.
     let (out, err) = env.psql_script("LISTEN ch;\nNOTIFY ch, 'hello';\nSELECT 1;\n");
     assert!(err.is_empty() || !err.contains("ERROR"), "{err}");

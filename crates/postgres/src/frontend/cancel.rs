@@ -5,7 +5,6 @@
 
 use sluice_core::Protocol;
 use sluice_runtime::{Registry, SessionKey};
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -20,13 +19,15 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
     if session.protocol != Protocol::Postgres {
         return false;
     }
-    let Some((addr, server_pid, server_secret)) = session.current().cancel_target else {
+    let current = session.current();
+    let Some((server, server_pid)) = current.backend else {
         tracing::debug!(pid, "cancel request for an idle session: dropped");
         return false;
     };
+    let (addr, server_secret) = (server.address.clone(), current.cancel_secret);
     match tokio::time::timeout(
         Duration::from_secs(5),
-        send(addr, server_pid, server_secret),
+        send(&addr, server_pid, server_secret),
     )
     .await
     {
@@ -43,7 +44,7 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
 }
 
 /// A CancelRequest packet to `addr`.
-async fn send(addr: SocketAddr, pid: u32, secret: u32) -> std::io::Result<()> {
+async fn send(addr: &str, pid: u32, secret: u32) -> std::io::Result<()> {
     let mut s = TcpStream::connect(addr).await?;
     let mut packet = Vec::with_capacity(16);
     packet.extend_from_slice(&16u32.to_be_bytes());

@@ -538,9 +538,9 @@ impl Session {
             })?;
         let conn = lease.conn_ref();
         tracing::trace!(hostgroup = %decision.hostgroup, status = ?self.status, "connection leased");
-        self.handle.set_backend_and_cancel(
+        self.handle.set_backend_with_secret(
             Some((lease.server().clone(), conn.backend_key.0)),
-            Some((conn.addr, conn.backend_key.0, conn.backend_key.1)),
+            conn.backend_key.1,
         );
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
@@ -556,7 +556,7 @@ impl Session {
         if let Some(lease) = self.lease.take() {
             tracing::trace!(status = ?self.status, "connection released");
             drop(lease);
-            self.handle.set_backend_and_cancel(None, None);
+            self.handle.set_backend_with_secret(None, 0);
         }
     }
 
