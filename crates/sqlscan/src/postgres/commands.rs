@@ -1,10 +1,9 @@
 //! Statements with their own grammar: `EXPLAIN`, `COPY`, transaction control, `SET`/`RESET`,
 //! and the session statements (`DISCARD`, `DEALLOCATE`, `PREPARE`, `LISTEN`, `DECLARE` ...).
 
-use super::classify::{
-    inner_statement, rest_as_query, rest_of, subquery, unquote, Cursor, Stmt,
-};
+use super::classify::{inner_statement, Cursor, Stmt};
 use super::lexer::{Kind, Token};
+use super::walk::{rest_as_query, rest_of, subquery, unquote};
 use super::{PgCommand, Pins, SetStmt, Unpins};
 use crate::Route;
 
@@ -26,7 +25,9 @@ pub(super) fn explain(cur: &mut Cursor<'_>) -> Stmt {
                         break;
                     }
                 }
-                Kind::Word if depth == 1 && (t.is_word(src, "ANALYZE") || t.is_word(src, "ANALYSE")) => {
+                Kind::Word
+                    if depth == 1 && (t.is_word(src, "ANALYZE") || t.is_word(src, "ANALYSE")) =>
+                {
                     analyze = !cur.peek().is_some_and(|v| is_false(src, &v));
                 }
                 _ => {}

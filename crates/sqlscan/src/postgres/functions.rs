@@ -261,12 +261,20 @@ mod tests {
     fn every_listed_name_is_found() {
         for w in FUNCTIONS {
             assert!(listed(FUNCTIONS, &FUNCTIONS_TABLE, w.as_bytes()), "{w}");
-            assert_eq!(classify_call(w.as_bytes(), Spelling::Quoted), Call::Safe, "{w}");
+            assert_eq!(
+                classify_call(w.as_bytes(), Spelling::Quoted),
+                Call::Safe,
+                "{w}"
+            );
         }
         for w in KEYWORDS {
             assert!(listed(KEYWORDS, &KEYWORDS_TABLE, w.as_bytes()), "{w}");
             let up = w.to_ascii_uppercase();
-            assert_eq!(classify_call(up.as_bytes(), Spelling::Bare), Call::Safe, "{w}");
+            assert_eq!(
+                classify_call(up.as_bytes(), Spelling::Bare),
+                Call::Safe,
+                "{w}"
+            );
         }
         assert!(FUNCTIONS.len() < FUNCTIONS_TABLE.len() / 2);
         assert!(KEYWORDS.len() < KEYWORDS_TABLE.len() / 2);
@@ -284,9 +292,18 @@ mod tests {
         assert_eq!(classify_call(b"NOW", Spelling::Quoted), Call::Unknown);
         assert_eq!(classify_call(b"Now", Spelling::Catalog), Call::Safe);
         assert_eq!(classify_call(b"nextval", Spelling::Quoted), Call::Sequence);
-        assert_eq!(classify_call(b"pg_advisory_lock", Spelling::Bare), Call::AdvisoryLock);
-        assert_eq!(classify_call(b"pg_advisory_xact_lock", Spelling::Bare), Call::Unknown);
-        assert_eq!(classify_call(b"set_config", Spelling::Catalog), Call::Unknown);
+        assert_eq!(
+            classify_call(b"pg_advisory_lock", Spelling::Bare),
+            Call::AdvisoryLock
+        );
+        assert_eq!(
+            classify_call(b"pg_advisory_xact_lock", Spelling::Bare),
+            Call::Unknown
+        );
+        assert_eq!(
+            classify_call(b"set_config", Spelling::Catalog),
+            Call::Unknown
+        );
         assert_eq!(classify_call(b"my_func", Spelling::Bare), Call::Unknown);
         assert_eq!(classify_call(&[b'a'; 100], Spelling::Bare), Call::Unknown);
     }

@@ -50,7 +50,9 @@ impl Token {
     /// True if this is a word equal to `kw` (ASCII case-insensitive; `kw` must be uppercase).
     #[inline]
     pub fn is_word(&self, src: &[u8], kw: &str) -> bool {
-        self.kind == Kind::Word && self.text(src).eq_ignore_ascii_case(kw.as_bytes())
+        self.kind == Kind::Word
+            && self.end - self.start == kw.len()
+            && self.text(src).eq_ignore_ascii_case(kw.as_bytes())
     }
     /// True if this is the punctuation byte `c`.
     #[inline]
@@ -184,7 +186,10 @@ impl<'a> Lexer<'a> {
         let mut i = start + 1;
         // The tag is an identifier without `$`: it cannot start with a digit.
         if s.get(i).is_some_and(|&b| is_ident_start(b)) {
-            while s.get(i).is_some_and(|&b| is_ident_start(b) || b.is_ascii_digit()) {
+            while s
+                .get(i)
+                .is_some_and(|&b| is_ident_start(b) || b.is_ascii_digit())
+            {
                 i += 1;
             }
         }
@@ -247,7 +252,12 @@ impl<'a> Lexer<'a> {
         let mut j = i;
         let mut special = false;
         while j < s.len() && is_op_byte(s[j]) {
-            if j > i && matches!((s[j], s.get(j + 1)), (b'-', Some(b'-')) | (b'/', Some(b'*'))) {
+            if j > i
+                && matches!(
+                    (s[j], s.get(j + 1)),
+                    (b'-', Some(b'-')) | (b'/', Some(b'*'))
+                )
+            {
                 break;
             }
             special |= matches!(
@@ -264,11 +274,13 @@ impl<'a> Lexer<'a> {
         j
     }
 
-    fn word_end(&self, mut i: usize) -> usize {
-        while i < self.src.len() && is_ident_byte(self.src[i]) {
-            i += 1;
-        }
-        i
+    /// End of the identifier bytes from `i` (at most the input's length).
+    fn word_end(&self, i: usize) -> usize {
+        let rest = self.src.get(i..).unwrap_or_default();
+        i + rest
+            .iter()
+            .position(|&b| !is_ident_byte(b))
+            .unwrap_or(rest.len())
     }
 }
 
@@ -283,6 +295,18 @@ impl Iterator for Lexer<'_> {
         let s = self.src;
         let c = s[start];
         let next = self.peek(1);
+        // The common case first: a word that does not introduce a string.
+        if is_ident_start(c)
+            && !(next == b'\'' && matches!(c | 0x20, b'e' | b'b' | b'x' | b'n'))
+            && !((c | 0x20) == b'u' && next == b'&')
+        {
+            self.pos = self.word_end(start + 1);
+            return Some(Token {
+                kind: Kind::Word,
+                start,
+                end: self.pos,
+            });
+        }
         let kind = match c {
             b'-' if next == b'-' => {
                 self.line_comment();

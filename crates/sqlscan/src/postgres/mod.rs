@@ -10,6 +10,7 @@ mod classify;
 mod commands;
 mod functions;
 pub mod lexer;
+mod walk;
 
 pub use crate::Route;
 pub use classify::scan;
@@ -71,9 +72,10 @@ pub enum PgCommand {
         /// `ISOLATION LEVEL SERIALIZABLE`.
         serializable: bool,
     },
-    /// `COMMIT`, `END` (with or without `AND [NO] CHAIN`).
+    /// `COMMIT`, `END` (also `AND NO CHAIN`; `AND CHAIN`, which opens the next transaction
+    /// at once, is [`PgCommand::Other`]).
     Commit,
-    /// `ROLLBACK`, `ABORT` (not `ROLLBACK TO SAVEPOINT`).
+    /// `ROLLBACK`, `ABORT` (also `AND NO CHAIN`; not `AND CHAIN`, not `ROLLBACK TO SAVEPOINT`).
     Rollback,
     /// `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name`.
     RollbackToSavepoint,
@@ -133,7 +135,9 @@ pub enum PgCommand {
     /// Maintenance: `VACUUM`, `ANALYZE`, `CLUSTER`, `REINDEX`.
     Vacuum,
     /// Anything else: `LOCK`, `DECLARE`, `FETCH`, `MOVE`, `CLOSE`, `LOAD`, `CHECKPOINT`,
-    /// `SET CONSTRAINTS`, two-phase commit statements, statements not recognised.
+    /// `SET CONSTRAINTS`, `COMMIT AND CHAIN`, `ROLLBACK AND CHAIN`, the two-phase commit
+    /// statements (`PREPARE TRANSACTION`, `COMMIT PREPARED`, `ROLLBACK PREPARED`), statements
+    /// not recognised.
     Other,
 }
 
@@ -220,7 +224,7 @@ flags! {
         ADVISORY_UNLOCK_ALL = 1, "pg_advisory_unlock_all()";
         /// `DEALLOCATE [PREPARE] ALL`.
         DEALLOCATE_ALL = 2, "DEALLOCATE ALL";
-        /// `DISCARD ALL`.
+        /// `DISCARD ALL`: releases all of the above and temporary tables.
         DISCARD_ALL = 3, "DISCARD ALL";
         /// `DISCARD TEMP` / `DISCARD TEMPORARY`.
         DISCARD_TEMP = 4, "DISCARD TEMP";
@@ -259,6 +263,7 @@ pub(crate) struct Boundary {
 
 impl Boundary {
     /// Feeds the next token of the statement; true if it is the `;` that ends it.
+    #[inline(always)]
     pub(crate) fn feed(&mut self, src: &[u8], t: &Token) -> bool {
         let mut begin = false;
         match t.kind {
