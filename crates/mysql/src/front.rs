@@ -115,12 +115,7 @@ impl MysqlFrontend {
         }
         self.learn_servers().await;
         let max_clients = config.proxy.max_client_connections;
-        let admission = Arc::new(Admission::new(
-            max_clients as usize,
-            config.login.connecting_budget(max_clients),
-            "Too many connections",
-        ));
-        self.rt.add_login_gate(admission.connecting.clone());
+        let admission = self.rt.client_admission("Too many connections");
         let handler: Arc<dyn Handler> = Arc::new(MysqlHandler {
             proxy: self.clone(),
             admission,

@@ -67,14 +67,7 @@ impl Frontend for PostgresFrontend {
         _shutdown: watch::Receiver<bool>,
     ) -> BoxFuture<'static, Result<Started, StartError>> {
         Box::pin(async move {
-            let config = &self.rt.config;
-            let max_clients = config.proxy.max_client_connections;
-            let admission = Arc::new(Admission::new(
-                max_clients as usize,
-                config.login.connecting_budget(max_clients),
-                "sorry, too many clients already",
-            ));
-            self.rt.add_login_gate(admission.connecting.clone());
+            let admission = self.rt.client_admission("sorry, too many clients already");
             let handler: Arc<dyn Handler> = Arc::new(PgHandler {
                 fe: self.clone(),
                 admission,

@@ -99,6 +99,20 @@ impl Runtime {
         self.login_gates.lock().push(gate);
     }
 
+    /// The admission of a protocol's client listeners: `[proxy] max_client_connections`
+    /// logged-in clients, and the `[login]` connection-phase budget (registered, so that a
+    /// reload resizes it). `too_many` is what a client over the limit is told.
+    pub fn client_admission(&self, too_many: &'static str) -> Arc<crate::admission::Admission> {
+        let max = self.config.proxy.max_client_connections;
+        let admission = Arc::new(crate::admission::Admission::new(
+            max as usize,
+            self.config.login.connecting_budget(max),
+            too_many,
+        ));
+        self.add_login_gate(admission.connecting.clone());
+        admission
+    }
+
     /// Counts a refused client.
     pub fn refused(&self) {
         self.stats.clients_refused.fetch_add(1, Relaxed);

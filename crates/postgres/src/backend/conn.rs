@@ -7,7 +7,6 @@ use crate::wire::{read_message, Message, WireError};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::io;
-use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -19,8 +18,6 @@ pub const MAX_SERVER_MESSAGE: usize = 64 << 20;
 pub struct PgConn {
     stream: TcpStream,
     rbuf: BytesMut,
-    /// The server's address (cancel requests go there).
-    pub addr: SocketAddr,
     /// Its process id and cancel key.
     pub backend_key: (u32, u32),
     /// What the server reported with ParameterStatus, newest value per name.
@@ -35,11 +32,10 @@ pub struct PgConn {
 
 impl PgConn {
     /// A connection over `stream` (logged in by [`super::connect`]).
-    pub(crate) fn new(stream: TcpStream, addr: SocketAddr, cache: usize) -> PgConn {
+    pub(crate) fn new(stream: TcpStream, cache: usize) -> PgConn {
         PgConn {
             stream,
             rbuf: BytesMut::with_capacity(8192),
-            addr,
             backend_key: (0, 0),
             params: BTreeMap::new(),
             applied: BTreeMap::new(),

@@ -45,10 +45,7 @@ impl Connector<Box<PgConn>> for PgConnector {
                 .await
                 .map_err(|e| ConnectError::down(format!("{}: {e}", server.address)))?;
             let _ = stream.set_nodelay(true);
-            let addr = stream
-                .peer_addr()
-                .map_err(|e| ConnectError::down(e.to_string()))?;
-            let mut conn = PgConn::new(stream, addr, self.statements_per_connection);
+            let mut conn = PgConn::new(stream, self.statements_per_connection);
             login(&mut conn, &key.user, database, &password).await?;
             Ok(Box::new(conn))
         })

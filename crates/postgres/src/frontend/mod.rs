@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod client;
 pub mod login;
 pub mod relay;
+mod route;
 pub mod session;
 pub mod state;
 pub mod unit;

@@ -81,20 +81,19 @@ pub async fn relay(
         };
         let Some(head) = exps.front() else { break };
         let forward = head.forward;
-        let msg = conn.buffered()[..len].to_vec();
-        let msg = &msg[..];
         match tag {
-            b'N' | b'A' => out.extend_from_slice(msg),
+            b'N' | b'A' => out.extend_from_slice(&conn.buffered()[..len]),
             b'S' => {
-                if let Some((k, v)) = parameter_status(&msg[5..]) {
-                    let (k, v) = (k.to_string(), v.to_string());
+                let msg = &conn.buffered()[..len];
+                out.extend_from_slice(msg);
+                let kv = parameter_status(&msg[5..]).map(|(k, v)| (k.to_string(), v.to_string()));
+                if let Some((k, v)) = kv {
                     reported.insert(k.clone(), v.clone());
                     conn.params.insert(k, v);
                 }
-                out.extend_from_slice(msg);
             }
             b'E' => {
-                out.extend_from_slice(msg);
+                out.extend_from_slice(&conn.buffered()[..len]);
                 r.failed = true;
                 // The server skips to the next Sync; a simple query goes on to its
                 // ReadyForQuery.
@@ -110,6 +109,7 @@ pub async fn relay(
                 }
             }
             b'Z' => {
+                let msg = &conn.buffered()[..len];
                 r.status = msg.get(5).copied().and_then(ReadyStatus::from_byte);
                 if forward {
                     out.extend_from_slice(msg);
@@ -118,7 +118,7 @@ pub async fn relay(
             }
             b'G' => {
                 // COPY FROM STDIN: the client's data goes to the server until CopyDone/Fail.
-                out.extend_from_slice(msg);
+                out.extend_from_slice(&conn.buffered()[..len]);
                 conn.consume(len);
                 client.send(&out).await.map_err(RelayError::Client)?;
                 out.clear();
@@ -141,7 +141,7 @@ pub async fn relay(
                     Resp::Sync | Resp::Query => false,
                 };
                 if forward {
-                    out.extend_from_slice(msg);
+                    out.extend_from_slice(&conn.buffered()[..len]);
                 }
                 if done {
                     if let Some(e) = exps.pop_front() {

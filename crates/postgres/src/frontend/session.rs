@@ -14,7 +14,6 @@ use crate::backend::PgConn;
 use crate::front::{PostgresFrontend, STATEMENTS_PER_SESSION};
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::connecting::Connecting;
-use sluice_core::router::{Classified, RouteInput};
 use sluice_core::{Lease, PoolKey, Protocol};
 use sluice_runtime::admission::Admission;
 use sluice_runtime::listener::ListenerInfo;
@@ -27,28 +26,27 @@ use tokio::net::TcpStream;
 
 /// One client session.
 pub struct Session {
-    fe: Arc<PostgresFrontend>,
-    client: Client,
-    handle: Arc<SessionHandle>,
-    user: Arc<str>,
-    key: PoolKey,
-    listener: Arc<ListenerInfo>,
-    settings: Settings,
-    pins: u32,
-    statements: HashMap<String, Arc<StmtDef>>,
-    unnamed: Option<Arc<StmtDef>>,
-    portals: HashMap<String, Arc<StmtDef>>,
-    lease: Option<Lease<Box<PgConn>>>,
+    pub(super) fe: Arc<PostgresFrontend>,
+    pub(super) client: Client,
+    pub(super) handle: Arc<SessionHandle>,
+    pub(super) key: PoolKey,
+    pub(super) listener: Arc<ListenerInfo>,
+    pub(super) settings: Settings,
+    pub(super) pins: u32,
+    pub(super) statements: HashMap<String, Arc<StmtDef>>,
+    pub(super) unnamed: Option<Arc<StmtDef>>,
+    pub(super) portals: HashMap<String, Arc<StmtDef>>,
+    pub(super) lease: Option<Lease<Box<PgConn>>>,
     /// The settings generation the leased connection has.
-    lease_generation: u64,
+    pub(super) lease_generation: u64,
     /// The leased connection's unnamed statement is the session's.
-    lease_has_unnamed: bool,
+    pub(super) lease_has_unnamed: bool,
     /// The status the client last saw.
-    status: ReadyStatus,
+    pub(super) status: ReadyStatus,
     /// ParameterStatus values the client has seen.
-    reported: BTreeMap<String, String>,
+    pub(super) reported: BTreeMap<String, String>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
-    deferred_begin: Option<(Vec<u8>, bool)>,
+    pub(super) deferred_begin: Option<(Vec<u8>, bool)>,
 }
 
 /// Serves one client from its first packet to its last.
@@ -124,7 +122,6 @@ pub async fn serve(
         fe: fe.clone(),
         client,
         handle,
-        user: user.name.clone(),
         listener,
         settings,
         pins: 0,
@@ -264,13 +261,13 @@ impl Session {
 
     /// Runs one unit.
     async fn unit(&mut self, unit: Unit) -> Result<(), SessionError> {
-        if self.lease.is_none() && unit.end == End::Query {
-            if let Some(done) = self.answer_alone(&unit).await? {
-                return done;
-            }
+        let defs = unit::statement_defs(&self.client.buf, &unit);
+        if self.lease.is_none() && unit.end == End::Query && self.answer_alone(&unit, &defs).await?
+        {
+            return Ok(());
         }
         if self.lease.is_none() {
-            let decision = match self.route(&unit) {
+            let decision = match self.route(&unit, &defs) {
                 Ok(d) => d,
                 Err(msg) => return self.refuse_unit(&unit, "42704", &msg).await,
             };
@@ -295,7 +292,7 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
         };
-        let mut fwd = unit::forward(&self.client.buf[..unit.len], &unit, conn, names);
+        let mut fwd = unit::forward(&self.client.buf[..unit.len], &unit, &defs, conn, names);
         self.client.consume(unit.len);
         if let Some(first) = fwd.ran.first() {
             self.handle.set_statement(Some(&first.sql));
@@ -371,7 +368,7 @@ impl Session {
             changes.extend(i.changes.iter().cloned());
             commits |= i.commits;
             rolls_back |= i.rolls_back;
-            if i.to_savepoint && (self.settings.has_pending() || i.changes.iter().len() > 0) {
+            if i.to_savepoint && (self.settings.has_pending() || !i.changes.is_empty()) {
                 self.pins |= pin::SET_IN_SAVEPOINT;
             }
             if i.drops_statements {
@@ -394,130 +391,13 @@ impl Session {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
         }
-        // What the client ran on this connection is its state now.
-        let conn = lease.conn();
-        if !in_block {
-            conn.applied = self.settings.desired();
+        // What the client ran on this connection is its state now (only settings changes
+        // move the generation: most statements leave both as they are).
+        if !in_block && self.settings.generation() != self.lease_generation {
+            lease.conn().applied = self.settings.desired();
             self.lease_generation = self.settings.generation();
         }
         self.handle.set_pins(self.pins);
-    }
-
-    /// Answers a unit without a server when it can: a `BEGIN` whose connection waits for
-    /// the first statement, the `COMMIT`/`ROLLBACK` of a transaction that never ran one, a
-    /// `DEALLOCATE` of a statement only sluice holds.
-    async fn answer_alone(
-        &mut self,
-        unit: &Unit,
-    ) -> Result<Option<Result<(), SessionError>>, SessionError> {
-        let (_, at, len) = unit.msgs[0];
-        let body = &self.client.buf[at + 5..at + len];
-        let sql = unit::cstr(body).map(|(s, _)| s).unwrap_or_default();
-        let info = crate::classify::classify(sql);
-        if info.statements != 1 {
-            return Ok(None);
-        }
-        let mut w = Writer::new();
-        if let Some((read_only, serializable)) = info.begin {
-            if self.listener.hostgroup.is_none() && self.pins == 0 {
-                let bytes = self.client.buf[at..at + len].to_vec();
-                self.deferred_begin = Some((bytes, read_only && !serializable));
-                command_complete(&mut w, "BEGIN");
-                self.status = ReadyStatus::InTransaction;
-            } else {
-                return Ok(None);
-            }
-        } else if self.deferred_begin.is_some() && (info.commits || info.rolls_back) {
-            self.deferred_begin = None;
-            command_complete(&mut w, if info.commits { "COMMIT" } else { "ROLLBACK" });
-            self.status = ReadyStatus::Idle;
-        } else if let Some(name) = info.deallocate.filter(|n| self.statements.contains_key(n)) {
-            self.statements.remove(&name);
-            command_complete(&mut w, "DEALLOCATE");
-        } else {
-            return Ok(None);
-        }
-        w.ready_for_query(self.status);
-        self.client.consume(unit.len);
-        self.client.send(w.as_bytes()).await.map_err(client_err)?;
-        Ok(Some(Ok(())))
-    }
-
-    /// Where a unit goes (its statements' routes, hint and the rules).
-    fn route(&self, unit: &Unit) -> Result<sluice_core::router::Decision, String> {
-        let topo = &self.fe.topology;
-        let mut route = sluice_core::router::Route::Read;
-        let mut first: Option<Arc<StmtDef>> = None;
-        let mut hint = None;
-        let mut any = false;
-        for &(tag, at, len) in &unit.msgs {
-            let body = &self.client.buf[at + 5..at + len];
-            let def = match tag {
-                b'Q' => {
-                    let text = unit::cstr(body).map(|(s, _)| s).unwrap_or_default();
-                    Some(Arc::new(StmtDef::new(text, &[])))
-                }
-                b'P' => unit::cstr(body)
-                    .and_then(|(_, rest)| unit::cstr(rest))
-                    .map(|(text, types)| Arc::new(StmtDef::new(text, types))),
-                b'B' => unit::cstr(body)
-                    .and_then(|(_, rest)| unit::cstr(rest))
-                    .and_then(|(name, _)| {
-                        if name.is_empty() {
-                            self.unnamed.clone()
-                        } else {
-                            self.statements
-                                .get(&*String::from_utf8_lossy(name))
-                                .cloned()
-                        }
-                    }),
-                b'F' => {
-                    route = sluice_core::router::Route::Write;
-                    None
-                }
-                _ => None,
-            };
-            if let Some(def) = def {
-                if !any {
-                    hint = def.info.hint.and_then(|(s, e)| {
-                        std::str::from_utf8(&def.sql[s..e]).ok().map(str::to_string)
-                    });
-                    first = Some(def.clone());
-                }
-                any = true;
-                if def.info.route == sluice_core::router::Route::Write {
-                    route = sluice_core::router::Route::Write;
-                }
-            }
-        }
-        if !any {
-            route = sluice_core::router::Route::Write;
-        }
-        // A transaction whose BEGIN waited for its first statement: a read-only one (by its
-        // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica, whatever it
-        // runs; any other one goes to the primary, whatever it starts with.
-        match self.deferred_begin {
-            Some((_, true)) => route = sluice_core::router::Route::Read,
-            Some((_, false)) if first.as_ref().is_some_and(|d| d.info.read_only_txn) => {
-                route = sluice_core::router::Route::Read
-            }
-            Some((_, false)) => route = sluice_core::router::Route::Write,
-            None => {}
-        }
-        let sql: &[u8] = first.as_ref().map(|d| &d.sql[..]).unwrap_or(b"");
-        topo.router
-            .route(&RouteInput {
-                sql,
-                class: Classified {
-                    route,
-                    hint: hint.as_deref(),
-                },
-                user: &self.user,
-                schema: self.key.database.as_deref(),
-                in_transaction: false,
-                listener_hostgroup: self.listener.hostgroup.as_ref(),
-            })
-            .map_err(|e| format!("sluice: {e}"))
     }
 
     /// Leases a connection for `decision` and brings it to the session's settings.
@@ -628,11 +508,11 @@ impl Session {
     }
 }
 
-fn client_err(e: impl std::fmt::Display) -> SessionError {
+pub(super) fn client_err(e: impl std::fmt::Display) -> SessionError {
     SessionError::Client(e.to_string())
 }
 
-fn command_complete(w: &mut Writer, tag: &str) {
+pub(super) fn command_complete(w: &mut Writer, tag: &str) {
     w.begin(b'C');
     w.cstr(tag);
     w.end();

@@ -73,6 +73,34 @@ pub fn next_unit(
     Ok(None)
 }
 
+/// The statements a unit's Parse and Query messages carry, classified once (by message
+/// index): routing, forwarding and tracking all read them.
+pub type Defs = Vec<(usize, Arc<StmtDef>)>;
+
+/// Classifies the statement texts of `unit` (no allocation for a unit without any).
+pub fn statement_defs(buf: &[u8], unit: &Unit) -> Defs {
+    let mut defs = Defs::new();
+    for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
+        let body = &buf[at + 5..at + len];
+        let def = match tag {
+            b'Q' => cstr(body).map(|(sql, _)| StmtDef::new(sql, &[])),
+            b'P' => cstr(body)
+                .and_then(|(_, rest)| cstr(rest))
+                .map(|(sql, types)| StmtDef::new(sql, types)),
+            _ => None,
+        };
+        if let Some(def) = def {
+            defs.push((i, Arc::new(def)));
+        }
+    }
+    defs
+}
+
+/// The statement of message `i`, if it carries one.
+pub fn def_at(defs: &Defs, i: usize) -> Option<&Arc<StmtDef>> {
+    defs.iter().find(|(at, _)| *at == i).map(|(_, d)| d)
+}
+
 /// The responses one client message (or one sluice adds) draws from the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resp {
@@ -182,13 +210,19 @@ pub struct Names<'a> {
 }
 
 /// Rewrites and forwards the extended-protocol and simple messages of `unit`.
-pub fn forward(buf: &[u8], unit: &Unit, conn: &mut PgConn, mut names: Names<'_>) -> Forwarded {
+pub fn forward(
+    buf: &[u8],
+    unit: &Unit,
+    defs: &Defs,
+    conn: &mut PgConn,
+    mut names: Names<'_>,
+) -> Forwarded {
     let mut f = Forwarded::default();
-    for &(tag, at, len) in &unit.msgs {
+    for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let whole = &buf[at..at + len];
         let body = &whole[5..];
         match tag {
-            b'P' => parse(body, whole, conn, &mut f),
+            b'P' => parse(body, whole, def_at(defs, i), conn, &mut f),
             b'B' => bind(body, whole, conn, &mut names, &mut f),
             b'D' => describe(body, whole, conn, &mut names, &mut f),
             b'C' => close(body, whole, &mut names, &mut f),
@@ -205,9 +239,8 @@ pub fn forward(buf: &[u8], unit: &Unit, conn: &mut PgConn, mut names: Names<'_>)
                 f.exps.push_back(Exp::pass(Resp::Sync));
             }
             b'Q' | b'F' => {
-                if tag == b'Q' {
-                    let sql = cstr(body).map(|(s, _)| s).unwrap_or_default();
-                    f.ran.push(Arc::new(StmtDef::new(sql, &[])));
+                if let Some(def) = def_at(defs, i) {
+                    f.ran.push(def.clone());
                 }
                 f.out.extend_from_slice(whole);
                 f.exps.push_back(Exp::pass(Resp::Query));
@@ -219,18 +252,19 @@ pub fn forward(buf: &[u8], unit: &Unit, conn: &mut PgConn, mut names: Names<'_>)
     f
 }
 
-fn parse(body: &[u8], whole: &[u8], conn: &mut PgConn, f: &mut Forwarded) {
-    let Some((name, rest)) = cstr(body) else {
+fn parse(
+    body: &[u8],
+    whole: &[u8],
+    def: Option<&Arc<StmtDef>>,
+    conn: &mut PgConn,
+    f: &mut Forwarded,
+) {
+    let (Some((name, _)), Some(def)) = (cstr(body), def.cloned()) else {
+        // Malformed: the server says so.
         f.out.extend_from_slice(whole);
         f.exps.push_back(Exp::pass(Resp::Parse));
         return;
     };
-    let Some((sql, types)) = cstr(rest) else {
-        f.out.extend_from_slice(whole);
-        f.exps.push_back(Exp::pass(Resp::Parse));
-        return;
-    };
-    let def = Arc::new(StmtDef::new(sql, types));
     if name.is_empty() {
         // The unnamed statement stays unnamed on the server (it lives until the next Parse).
         f.out.extend_from_slice(whole);

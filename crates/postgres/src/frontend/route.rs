@@ -1,0 +1,129 @@
+//! Where a unit goes, and the units sluice answers without a server: a simple-query `BEGIN`
+//! (its connection is chosen by the first statement after it), the `COMMIT`/`ROLLBACK` of a
+//! transaction that never ran a statement, `DEALLOCATE` of a statement only sluice holds.
+
+use super::session::{client_err, command_complete, Session, SessionError};
+use super::unit::{self, Defs, Unit};
+use crate::backend::statements::StmtDef;
+use crate::wire::{ReadyStatus, Writer};
+use sluice_core::router::{Classified, Decision, Route, RouteInput};
+use std::sync::Arc;
+
+impl Session {
+    /// Answers a unit without a server when it can: a `BEGIN` whose connection waits for
+    /// the first statement, the `COMMIT`/`ROLLBACK` of a transaction that never ran one, a
+    /// `DEALLOCATE` of a statement only sluice holds.
+    pub(super) async fn answer_alone(
+        &mut self,
+        unit: &Unit,
+        defs: &Defs,
+    ) -> Result<bool, SessionError> {
+        let Some(def) = unit::def_at(defs, 0) else {
+            return Ok(false);
+        };
+        let info = &def.info;
+        if info.statements != 1 {
+            return Ok(false);
+        }
+        let (_, at, len) = unit.msgs[0];
+        let mut w = Writer::new();
+        if let Some((read_only, serializable)) = info.begin {
+            if self.listener.hostgroup.is_none() && self.pins == 0 {
+                let bytes = self.client.buf[at..at + len].to_vec();
+                self.deferred_begin = Some((bytes, read_only && !serializable));
+                command_complete(&mut w, "BEGIN");
+                self.status = ReadyStatus::InTransaction;
+            } else {
+                return Ok(false);
+            }
+        } else if self.deferred_begin.is_some() && (info.commits || info.rolls_back) {
+            self.deferred_begin = None;
+            command_complete(&mut w, if info.commits { "COMMIT" } else { "ROLLBACK" });
+            self.status = ReadyStatus::Idle;
+        } else if let Some(name) = info
+            .deallocate
+            .clone()
+            .filter(|n| self.statements.contains_key(n))
+        {
+            self.statements.remove(&name);
+            command_complete(&mut w, "DEALLOCATE");
+        } else {
+            return Ok(false);
+        }
+        w.ready_for_query(self.status);
+        self.client.consume(unit.len);
+        self.client.send(w.as_bytes()).await.map_err(client_err)?;
+        Ok(true)
+    }
+
+    /// Where a unit goes (its statements' routes, hint and the rules).
+    pub(super) fn route(&self, unit: &Unit, defs: &Defs) -> Result<Decision, String> {
+        let topo = &self.fe.topology;
+        let mut route = Route::Read;
+        let mut first: Option<Arc<StmtDef>> = None;
+        let mut hint = None;
+        let mut any = false;
+        for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
+            let body = &self.client.buf[at + 5..at + len];
+            let def = match tag {
+                b'Q' | b'P' => unit::def_at(defs, i).cloned(),
+                b'B' => unit::cstr(body)
+                    .and_then(|(_, rest)| unit::cstr(rest))
+                    .and_then(|(name, _)| {
+                        if name.is_empty() {
+                            self.unnamed.clone()
+                        } else {
+                            self.statements
+                                .get(&*String::from_utf8_lossy(name))
+                                .cloned()
+                        }
+                    }),
+                b'F' => {
+                    route = Route::Write;
+                    None
+                }
+                _ => None,
+            };
+            if let Some(def) = def {
+                if !any {
+                    hint = def.info.hint.and_then(|(s, e)| {
+                        std::str::from_utf8(&def.sql[s..e]).ok().map(str::to_string)
+                    });
+                    first = Some(def.clone());
+                }
+                any = true;
+                if def.info.route == Route::Write {
+                    route = Route::Write;
+                }
+            }
+        }
+        if !any {
+            route = Route::Write;
+        }
+        // A transaction whose BEGIN waited for its first statement: a read-only one (by its
+        // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica, whatever it
+        // runs; any other one goes to the primary, whatever it starts with.
+        match self.deferred_begin {
+            Some((_, true)) => route = Route::Read,
+            Some((_, false)) if first.as_ref().is_some_and(|d| d.info.read_only_txn) => {
+                route = Route::Read
+            }
+            Some((_, false)) => route = Route::Write,
+            None => {}
+        }
+        let sql: &[u8] = first.as_ref().map(|d| &d.sql[..]).unwrap_or(b"");
+        topo.router
+            .route(&RouteInput {
+                sql,
+                class: Classified {
+                    route,
+                    hint: hint.as_deref(),
+                },
+                user: &self.key.user,
+                schema: self.key.database.as_deref(),
+                in_transaction: false,
+                listener_hostgroup: self.listener.hostgroup.as_ref(),
+            })
+            .map_err(|e| format!("sluice: {e}"))
+    }
+}
