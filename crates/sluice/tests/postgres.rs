@@ -128,18 +128,19 @@ async fn pinned_state_keeps_the_connection_and_the_admin_view_says_why() {
     assert_eq!(out.trim(), "1\n\nt\n1", "stderr: {err}");
     // While a session holds a temporary table, the registry (the admin API's sessions view)
     // says why it keeps its connection.
-    let port = env.port;
-    let holder = std::thread::spawn(move || {
-        let mut cmd = pg::psql_command(port, "app", "app", "postgres");
-        cmd.args([
-            "-c",
-            "CREATE TEMP TABLE held (x int)",
-            "-c",
-            "SELECT pg_sleep(3)",
-        ]);
-        cmd.output().unwrap()
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // (The holder's psql reads its script from a pipe left open until the pin was seen: no
+    // timing involved.)
+    let mut holder = pg::psql_command(env.port, "app", "app", "postgres");
+    holder
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut holder = holder.spawn().unwrap();
+    let mut script = holder.stdin.take().unwrap();
+    std::io::Write::write_all(&mut script, b"CREATE TEMP TABLE held (x int);\n").unwrap();
+    std::io::Write::flush(&mut script).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let reasons: Vec<Vec<&str>> = env
             .process
@@ -158,7 +159,8 @@ async fn pinned_state_keeps_the_connection_and_the_admin_view_says_why() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(holder.join().unwrap().status.success());
+    drop(script);
+    assert!(holder.wait_with_output().unwrap().status.success());
     // LISTEN/NOTIFY: the notification reaches the listening session.
     let (out, err) = env.psql_script("LISTEN ch;\nNOTIFY ch, 'hello';\nSELECT 1;\n");
     assert!(err.is_empty() || !err.contains("ERROR"), "{err}");
@@ -221,7 +223,7 @@ async fn psql_cancels_a_running_statement() {
     let child = cmd.spawn().unwrap();
     let pid = child.id() as i32;
     // Wait until the statement runs on the server, then Ctrl-C.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while env
         .topo
         .primary()
@@ -275,7 +277,11 @@ fn rand_suffix() -> u64 {
 /// connections inside their transactions.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgbench_runs_without_a_failed_transaction() {
-    let env = start(1, "\n[pool]\nmax_connections = 4\n").await;
+    let env = start(
+        1,
+        "\n[pool]\nmax_connections = 4\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
     let pgbench = sluice_testkit::find_program("pgbench", "postgresql-client-15").unwrap();
     let init = std::process::Command::new(&pgbench)
         .args([
