@@ -66,10 +66,12 @@ pub async fn relay(
                     client.send(&out).await.map_err(RelayError::Client)?;
                     out.clear();
                 }
-                wait(conn, client, extended_copy_done).await?;
+                // The Sync that ends an extended COPY may have come with its CopyDone.
                 if extended_copy_done && forward_sync(conn, client).await? {
                     extended_copy_done = false;
+                    continue;
                 }
+                wait(conn, client, extended_copy_done).await?;
                 continue;
             }
             Err(e) => {
@@ -93,7 +95,14 @@ pub async fn relay(
                 }
             }
             b'E' => {
-                out.extend_from_slice(&conn.buffered()[..len]);
+                match &head.replace_error {
+                    Some(e) => {
+                        let mut w = crate::wire::Writer::new();
+                        w.error("ERROR", e.0, &e.1);
+                        out.extend_from_slice(w.as_bytes());
+                    }
+                    None => out.extend_from_slice(&conn.buffered()[..len]),
+                }
                 r.failed = true;
                 // The server skips to the next Sync; a simple query goes on to its
                 // ReadyForQuery.

@@ -3,7 +3,8 @@
 //! transaction that never ran a statement, `DEALLOCATE` of a statement only sluice holds.
 
 use super::session::{client_err, command_complete, Session, SessionError};
-use super::unit::{self, Defs, Unit};
+use super::unit::{self, Defs, End, Unit};
+use crate::front::STATEMENTS_PER_SESSION;
 use crate::backend::statements::StmtDef;
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::router::{Classified, Decision, Route, RouteInput};
@@ -49,6 +50,58 @@ impl Session {
             command_complete(&mut w, "DEALLOCATE");
         } else {
             return Ok(false);
+        }
+        w.ready_for_query(self.status);
+        self.client.consume(unit.len);
+        self.client.send(w.as_bytes()).await.map_err(client_err)?;
+        Ok(true)
+    }
+
+    /// Answers a unit of named Parse messages and its Sync while the session holds no
+    /// connection (libpq's `PQprepare`): the statements are the session's at once and are
+    /// prepared on whichever connection first binds or describes them. A client that
+    /// prepares synchronously while its other connections hold the pool's connections in
+    /// their transactions (pgbench with fewer threads than clients) never waits for a
+    /// connection to prepare. A text the server rejects is reported where the statement is
+    /// first used.
+    pub(super) async fn answer_parses(
+        &mut self,
+        unit: &Unit,
+        defs: &Defs,
+    ) -> Result<bool, SessionError> {
+        let n = unit.msgs.len();
+        if self.deferred_begin.is_some()
+            || self.status != ReadyStatus::Idle
+            || unit.end != End::Sync
+            || n < 2
+            || unit.msgs[..n - 1].iter().any(|m| m.0 != b'P')
+        {
+            return Ok(false);
+        }
+        let mut parsed = Vec::with_capacity(n - 1);
+        for (i, &(_, at, len)) in unit.msgs[..n - 1].iter().enumerate() {
+            let name = unit::cstr(&self.client.buf[at + 5..at + len]).map(|(name, _)| name);
+            match (name, unit::def_at(defs, i)) {
+                (Some(name), Some(def)) if !name.is_empty() => {
+                    parsed.push((String::from_utf8_lossy(name).into_owned(), def.clone()))
+                }
+                _ => return Ok(false),
+            }
+        }
+        let mut w = Writer::new();
+        for (name, def) in parsed {
+            if self.statements.contains_key(&name) {
+                let msg = format!("prepared statement \"{name}\" already exists");
+                w.error("ERROR", "42P05", &msg);
+                break;
+            }
+            if self.statements.len() >= STATEMENTS_PER_SESSION {
+                w.error("ERROR", "54000", &too_many_statements());
+                break;
+            }
+            self.statements.insert(name, def);
+            w.begin(b'1');
+            w.end();
         }
         w.ready_for_query(self.status);
         self.client.consume(unit.len);
@@ -126,4 +179,11 @@ impl Session {
             })
             .map_err(|e| format!("sluice: {e}"))
     }
+}
+
+/// The error for a session that prepares more statements than sluice keeps for one.
+pub(super) fn too_many_statements() -> String {
+    format!(
+        "sluice: a session keeps at most {STATEMENTS_PER_SESSION} prepared statements; close some first"
+    )
 }

@@ -11,7 +11,7 @@ use super::state::{self, pin, Change, Settings};
 use super::unit::{self, End, Names, Unit};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
-use crate::front::{PostgresFrontend, STATEMENTS_PER_SESSION};
+use crate::front::PostgresFrontend;
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::connecting::Connecting;
 use sluice_core::{Lease, PoolKey, Protocol};
@@ -262,7 +262,12 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: Unit) -> Result<(), SessionError> {
         let defs = unit::statement_defs(&self.client.buf, &unit);
-        if self.lease.is_none() && unit.end == End::Query && self.answer_alone(&unit, &defs).await?
+        if self.lease.is_none()
+            && match unit.end {
+                End::Query => self.answer_alone(&unit, &defs).await?,
+                End::Sync => self.answer_parses(&unit, &defs).await?,
+                _ => false,
+            }
         {
             return Ok(());
         }
@@ -320,20 +325,9 @@ impl Session {
                 return Err(SessionError::Refused(msg));
             }
         };
+        // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in relayed.registered {
-            match reg.client_name {
-                Some(name)
-                    if self.statements.len() < STATEMENTS_PER_SESSION
-                        || self.statements.contains_key(&name) =>
-                {
-                    self.statements.insert(name, reg.def);
-                }
-                Some(_) => {}
-                None => {
-                    self.unnamed = Some(reg.def);
-                    self.lease_has_unnamed = true;
-                }
-            }
+            self.statements.insert(reg.client_name, reg.def);
         }
         if let Some(st) = relayed.status {
             self.status = st;

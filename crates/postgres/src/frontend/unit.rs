@@ -7,6 +7,7 @@
 
 use crate::backend::statements::{Ensure, StmtDef};
 use crate::backend::PgConn;
+use crate::front::STATEMENTS_PER_SESSION;
 use crate::wire::WireError;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -125,8 +126,8 @@ pub enum Resp {
 /// A statement to register when its ParseComplete arrives.
 #[derive(Debug)]
 pub struct Register {
-    /// The client's name for it (`None` for the unnamed statement).
-    pub client_name: Option<String>,
+    /// The client's name for it.
+    pub client_name: String,
     /// The statement.
     pub def: Arc<StmtDef>,
 }
@@ -145,6 +146,9 @@ pub struct Exp {
     pub register: Option<Register>,
     /// A server-side prepare to forget if it fails.
     pub prepared: Option<u64>,
+    /// The server's error for this message is replaced by this one (SQLSTATE, message):
+    /// sluice makes the server fail where PostgreSQL would, for its own reason.
+    pub replace_error: Option<Box<(&'static str, String)>>,
 }
 
 impl Exp {
@@ -155,6 +159,7 @@ impl Exp {
             synth: None,
             register: None,
             prepared: None,
+            replace_error: None,
         }
     }
     fn swallow(resp: Resp) -> Exp {
@@ -222,7 +227,7 @@ pub fn forward(
         let whole = &buf[at..at + len];
         let body = &whole[5..];
         match tag {
-            b'P' => parse(body, whole, def_at(defs, i), conn, &mut f),
+            b'P' => parse(body, whole, def_at(defs, i), conn, &mut names, &mut f),
             b'B' => bind(body, whole, conn, &mut names, &mut f),
             b'D' => describe(body, whole, conn, &mut names, &mut f),
             b'C' => close(body, whole, &mut names, &mut f),
@@ -252,11 +257,16 @@ pub fn forward(
     f
 }
 
+/// A statement the server surely does not have: describing it fails, which is how sluice
+/// makes the server skip the rest of a batch where PostgreSQL itself would fail.
+const ABSENT_STATEMENT: &[u8] = b"sluice \x01absent";
+
 fn parse(
     body: &[u8],
     whole: &[u8],
     def: Option<&Arc<StmtDef>>,
     conn: &mut PgConn,
+    names: &mut Names<'_>,
     f: &mut Forwarded,
 ) {
     let (Some((name, _)), Some(def)) = (cstr(body), def.cloned()) else {
@@ -266,19 +276,40 @@ fn parse(
         return;
     };
     if name.is_empty() {
-        // The unnamed statement stays unnamed on the server (it lives until the next Parse).
+        // The unnamed statement stays unnamed on the server (it lives until the next Parse,
+        // which drops it first, whether it succeeds or not): what follows in this unit binds
+        // this one.
         f.out.extend_from_slice(whole);
-        let mut e = Exp::pass(Resp::Parse);
-        e.register = Some(Register {
-            client_name: None,
-            def,
-        });
-        f.exps.push_back(e);
+        f.exps.push_back(Exp::pass(Resp::Parse));
+        *names.unnamed = Some(def);
+        *names.conn_has_unnamed = true;
         return;
     }
     let client_name = String::from_utf8_lossy(name).into_owned();
+    let refusal = if is_taken(&client_name, names, f) {
+        // PostgreSQL refuses to parse over an existing name (Close it first).
+        Some((
+            "42P05",
+            format!("prepared statement \"{client_name}\" already exists"),
+        ))
+    } else if names.statements.len() + f.exps.iter().filter(|e| e.register.is_some()).count()
+        >= STATEMENTS_PER_SESSION
+    {
+        Some(("54000", super::route::too_many_statements()))
+    } else {
+        None
+    };
+    if let Some(error) = refusal {
+        // The server is made to fail here, so that it skips the rest of the batch as
+        // PostgreSQL would, and the client gets the error in its place.
+        put(&mut f.out, b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
+        let mut e = Exp::pass(Resp::DescribeStatement);
+        e.replace_error = Some(Box::new(error));
+        f.exps.push_back(e);
+        return;
+    }
     let register = Some(Register {
-        client_name: Some(client_name),
+        client_name,
         def: def.clone(),
     });
     match conn.statements.ensure(&def) {
@@ -296,6 +327,21 @@ fn parse(
             f.exps.push_back(e);
         }
     }
+}
+
+/// The statement an earlier Parse of this unit names so (registered once it succeeds).
+fn pending(name: &str, f: &Forwarded) -> Option<Arc<StmtDef>> {
+    f.exps.iter().rev().find_map(|e| {
+        e.register
+            .as_ref()
+            .filter(|r| r.client_name == name)
+            .map(|r| r.def.clone())
+    })
+}
+
+/// The session already has a statement of this name, or the unit parses one before.
+pub fn is_taken(name: &str, names: &Names<'_>, f: &Forwarded) -> bool {
+    names.statements.contains_key(name) || pending(name, f).is_some()
 }
 
 /// Makes sure the statement a client names exists on the connection; the name to use there
@@ -317,7 +363,8 @@ fn ensure(
         }
         return Some((Vec::new(), def));
     }
-    let def = n.statements.get(&*String::from_utf8_lossy(name))?.clone();
+    let name = String::from_utf8_lossy(name);
+    let def = pending(&name, f).or_else(|| n.statements.get(&*name).cloned())?;
     if let Ensure::Prepare { evict } = conn.statements.ensure(&def) {
         close_on_server(evict, f);
         def.parse_message(&mut f.out);

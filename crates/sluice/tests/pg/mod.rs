@@ -3,6 +3,8 @@
 //! and psql/pgbench run against it.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use sluice_config::Config;
 use sluice_runtime::{Process, Running};
 use sluice_testkit::{find_program, PgTopology};

@@ -1,0 +1,201 @@
+//! A PostgreSQL client at the message level (postgres-protocol's builders, SCRAM): for the
+//! protocol cases no driver lets a test spell out — a duplicate Parse, a Parse on its own,
+//! several Syncs in one write, COPY through the extended protocol.
+#![allow(dead_code)]
+
+use bytes::BytesMut;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+use postgres_protocol::message::frontend;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long any answer may take (generous: a busy machine).
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// One message from the server: its type byte and body.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    pub tag: u8,
+    pub body: Vec<u8>,
+}
+
+impl Msg {
+    /// An ErrorResponse's SQLSTATE.
+    pub fn sqlstate(&self) -> Option<String> {
+        self.field(b'C')
+    }
+
+    /// An ErrorResponse's field.
+    pub fn field(&self, kind: u8) -> Option<String> {
+        if self.tag != b'E' {
+            return None;
+        }
+        let mut rest = &self.body[..];
+        while let Some((&k, after)) = rest.split_first() {
+            if k == 0 {
+                break;
+            }
+            let end = after.iter().position(|&b| b == 0)?;
+            if k == kind {
+                return Some(String::from_utf8_lossy(&after[..end]).into_owned());
+            }
+            rest = &after[end + 1..];
+        }
+        None
+    }
+}
+
+/// A logged-in connection.
+pub struct Raw {
+    stream: TcpStream,
+    rbuf: BytesMut,
+    /// Bytes to send.
+    pub out: BytesMut,
+}
+
+impl Raw {
+    /// Connects and logs in with SCRAM (or no password) to `database`.
+    pub async fn connect(port: u16, user: &str, password: &str, database: &str) -> Raw {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let mut raw = Raw {
+            stream,
+            rbuf: BytesMut::new(),
+            out: BytesMut::new(),
+        };
+        frontend::startup_message([("user", user), ("database", database)], &mut raw.out).unwrap();
+        raw.flush().await;
+        let mut scram = None;
+        loop {
+            let m = raw.next().await;
+            match m.tag {
+                b'R' => {
+                    let kind = u32::from_be_bytes(m.body[..4].try_into().unwrap());
+                    match kind {
+                        0 => {}
+                        10 => {
+                            let s = ScramSha256::new(
+                                password.as_bytes(),
+                                ChannelBinding::unsupported(),
+                            );
+                            frontend::sasl_initial_response(
+                                "SCRAM-SHA-256",
+                                s.message(),
+                                &mut raw.out,
+                            )
+                            .unwrap();
+                            scram = Some(s);
+                            raw.flush().await;
+                        }
+                        11 => {
+                            let s = scram.as_mut().unwrap();
+                            s.update(&m.body[4..]).unwrap();
+                            frontend::sasl_response(s.message(), &mut raw.out).unwrap();
+                            raw.flush().await;
+                        }
+                        12 => scram.as_mut().unwrap().finish(&m.body[4..]).unwrap(),
+                        other => panic!("authentication request {other} not handled"),
+                    }
+                }
+                b'E' => panic!("login failed: {:?}", m.field(b'M')),
+                b'Z' => return raw,
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends what `out` holds.
+    pub async fn flush(&mut self) {
+        let out = self.out.split();
+        self.stream.write_all(&out).await.unwrap();
+    }
+
+    /// The next message (notices and parameter changes included).
+    pub async fn next(&mut self) -> Msg {
+        loop {
+            if self.rbuf.len() >= 5 {
+                let len = u32::from_be_bytes(self.rbuf[1..5].try_into().unwrap()) as usize;
+                if self.rbuf.len() > len {
+                    let m = self.rbuf.split_to(len + 1);
+                    return Msg {
+                        tag: m[0],
+                        body: m[5..].to_vec(),
+                    };
+                }
+            }
+            let n = tokio::time::timeout(DEADLINE, self.stream.read_buf(&mut self.rbuf))
+                .await
+                .expect("the server did not answer within 60 s")
+                .unwrap();
+            assert!(n > 0, "the connection closed");
+        }
+    }
+
+    /// Messages up to and including the next ReadyForQuery (ParameterStatus and notices
+    /// left out).
+    pub async fn until_ready(&mut self) -> Vec<Msg> {
+        let mut got = Vec::new();
+        loop {
+            let m = self.next().await;
+            let done = m.tag == b'Z';
+            if !matches!(m.tag, b'S' | b'N') {
+                got.push(m);
+            }
+            if done {
+                return got;
+            }
+        }
+    }
+
+    /// Sends `out` and reads up to `n` ReadyForQuery messages; the type bytes as a string
+    /// (`1` ParseComplete, `2` BindComplete, `D` DataRow, `C` CommandComplete, `E` error,
+    /// `Z` ReadyForQuery, ...) and the messages.
+    pub async fn round(&mut self, n: usize) -> (String, Vec<Msg>) {
+        self.flush().await;
+        let mut all = Vec::new();
+        for _ in 0..n {
+            all.extend(self.until_ready().await);
+        }
+        (all.iter().map(|m| m.tag as char).collect(), all)
+    }
+
+    /// Parse, Bind, Execute of `sql` with text parameters (no Sync).
+    pub fn extended(&mut self, statement: &str, sql: Option<&str>, params: &[Option<&str>]) {
+        if let Some(sql) = sql {
+            frontend::parse(statement, sql, [], &mut self.out).unwrap();
+        }
+        frontend::bind(
+            "",
+            statement,
+            [0i16],
+            params.iter(),
+            |p, buf| match p {
+                Some(v) => {
+                    buf.extend_from_slice(v.as_bytes());
+                    Ok(postgres_protocol::IsNull::No)
+                }
+                None => Ok(postgres_protocol::IsNull::Yes),
+            },
+            [0i16],
+            &mut self.out,
+        )
+        .map_err(|_| "bind")
+        .unwrap();
+        frontend::execute("", 0, &mut self.out).unwrap();
+    }
+
+    /// The text of the first column of each DataRow in `msgs`.
+    pub fn column(msgs: &[Msg]) -> Vec<String> {
+        msgs.iter()
+            .filter(|m| m.tag == b'D')
+            .map(|m| {
+                let len = i32::from_be_bytes(m.body[2..6].try_into().unwrap());
+                if len < 0 {
+                    "NULL".to_string()
+                } else {
+                    String::from_utf8_lossy(&m.body[6..6 + len as usize]).into_owned()
+                }
+            })
+            .collect()
+    }
+}
