@@ -463,6 +463,23 @@ async fn extended_protocol_parse_pipelining_flush_and_copy() {
     assert_eq!(tags, "12DCZ1EZ12DCZ", "{msgs:?}");
     assert_eq!(Raw::column(&msgs), ["2", "NULL"]);
 
+    // A batch is routed by the statement it parses, not by the session's last one: a read
+    // after a write goes to the replica.
+    c.extended(
+        "",
+        Some("INSERT INTO ext VALUES (20, 'w') RETURNING pg_is_in_recovery()"),
+        &[],
+    );
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!((tags.as_str(), Raw::column(&msgs)), ("12DCZ", vec!["f".into()]));
+    c.extended("", Some("SELECT pg_is_in_recovery()"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!((tags.as_str(), Raw::column(&msgs)), ("12DCZ", vec!["t".into()]));
+    frontend::query("DELETE FROM ext WHERE id = 20", &mut c.out).unwrap();
+    assert_eq!(c.round(1).await.0, "CZ");
+
     // Flush: the answers so far come without a ReadyForQuery; the Sync brings it.
     c.extended("", Some("SELECT 42"), &[]);
     frontend::flush(&mut c.out);
@@ -518,5 +535,80 @@ async fn extended_protocol_parse_pipelining_flush_and_copy() {
             .unwrap()
             .trim(),
         "3"
+    );
+}
+
+/// The admin API and the metrics count PostgreSQL servers' statements as they count
+/// MySQL's: per server (statements, errors) and per statement shape in the digest table,
+/// and show their pools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_api_and_metrics_count_postgres_statements() {
+    let env = start(1, "").await;
+    let admin = env.admin().await;
+    env.psql("CREATE TABLE counted (id int)");
+    for i in 0..3 {
+        env.psql(&format!("INSERT INTO counted VALUES ({i})"));
+    }
+    for _ in 0..4 {
+        assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "t");
+    }
+    assert!(!env
+        .psql_as("app", "app", "postgres", "SELECT 1/0")
+        .status
+        .success());
+
+    let servers = pg::http::get_json(admin.addr, "/api/servers");
+    let row = |addr: String| {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"] == addr.as_str())
+            .cloned()
+            .unwrap_or_else(|| panic!("{addr} not in {servers}"))
+    };
+    let primary = row(env.topo.primary().addr());
+    let replica = row(env.topo.replicas()[0].addr());
+    assert_eq!(primary["protocol"], "postgres");
+    assert_eq!(
+        (&primary["queries"], &primary["errors"]),
+        (&4.into(), &0.into()),
+        "{primary}"
+    );
+    assert_eq!(
+        (&replica["queries"], &replica["errors"]),
+        (&5.into(), &1.into()),
+        "{replica}"
+    );
+    assert!(
+        primary["pool_idle"].as_u64().unwrap() + primary["pool_in_use"].as_u64().unwrap() >= 1,
+        "{primary}"
+    );
+
+    let digests = pg::http::get_json(admin.addr, "/api/digests");
+    let insert = digests["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["text"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("INSERT INTO counted")
+        })
+        .unwrap_or_else(|| panic!("no INSERT digest in {digests}"));
+    assert_eq!(insert["count"], 3, "{insert}");
+    assert_eq!(insert["hostgroup"], "writer", "{insert}");
+    assert_eq!(insert["user"], "app", "{insert}");
+
+    let (status, metrics) = pg::http::request(admin.addr, "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    let line = format!(
+        "sluice_server_queries_total{{server=\"{}\",protocol=\"postgres\"}} 4",
+        env.topo.primary().addr()
+    );
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "{line} not in\n{metrics}"
     );
 }

@@ -18,6 +18,8 @@ pub struct StmtDef {
     pub hash: u64,
     /// What the scanner found in its text.
     pub info: crate::classify::Scanned,
+    /// Its digest (id, normalised text), computed at its first count.
+    pub digest: std::sync::OnceLock<(u64, Box<[u8]>)>,
 }
 
 impl StmtDef {
@@ -32,6 +34,7 @@ impl StmtDef {
             types: types.to_vec(),
             hash: h.finish(),
             info: crate::classify::classify(sql),
+            digest: std::sync::OnceLock::new(),
         }
     }
 

@@ -4,6 +4,7 @@
 
 pub mod cancel;
 pub mod client;
+mod count;
 pub mod login;
 pub mod relay;
 mod route;

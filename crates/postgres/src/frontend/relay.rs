@@ -25,6 +25,10 @@ pub struct Relayed {
     pub failed: bool,
     /// Statements to register (their ParseComplete came).
     pub registered: Vec<Register>,
+    /// DataRows the client was sent.
+    pub rows: u64,
+    /// Rows the server reported written (INSERT, UPDATE, DELETE, MERGE, COPY).
+    pub affected: u64,
 }
 
 /// Why relaying stopped early.
@@ -152,6 +156,11 @@ pub async fn relay(
                 if forward {
                     out.extend_from_slice(&conn.buffered()[..len]);
                 }
+                match tag {
+                    b'D' => r.rows += 1,
+                    b'C' => r.affected += affected(&conn.buffered()[5..len]),
+                    _ => {}
+                }
                 if done {
                     if let Some(e) = exps.pop_front() {
                         r.registered.extend(e.register);
@@ -169,6 +178,19 @@ pub async fn relay(
         client.send(&out).await.map_err(RelayError::Client)?;
     }
     Ok(r)
+}
+
+/// The rows a CommandComplete tag reports written (`INSERT 0 5`, `UPDATE 3`, `COPY 7`).
+fn affected(tag: &[u8]) -> u64 {
+    let tag = tag.strip_suffix(b"\0").unwrap_or(tag);
+    let writes = [&b"INSERT "[..], b"UPDATE ", b"DELETE ", b"MERGE ", b"COPY "];
+    if !writes.iter().any(|w| tag.starts_with(w)) {
+        return 0;
+    }
+    tag.rsplit(|&b| b == b' ')
+        .next()
+        .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// True if the statement in progress came through the extended protocol (a Sync is still

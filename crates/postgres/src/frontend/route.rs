@@ -4,8 +4,8 @@
 
 use super::session::{client_err, command_complete, Session, SessionError};
 use super::unit::{self, Defs, End, Unit};
-use crate::front::STATEMENTS_PER_SESSION;
 use crate::backend::statements::StmtDef;
+use crate::front::STATEMENTS_PER_SESSION;
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::router::{Classified, Decision, Route, RouteInput};
 use std::sync::Arc;
@@ -116,14 +116,25 @@ impl Session {
         let mut first: Option<Arc<StmtDef>> = None;
         let mut hint = None;
         let mut any = false;
+        // Statements parsed earlier in this unit, by name: a Bind names them.
+        let mut parsed: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
         for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
             let body = &self.client.buf[at + 5..at + len];
             let def = match tag {
-                b'Q' | b'P' => unit::def_at(defs, i).cloned(),
+                b'Q' => unit::def_at(defs, i).cloned(),
+                b'P' => {
+                    let def = unit::def_at(defs, i);
+                    if let (Some((name, _)), Some(def)) = (unit::cstr(body), def) {
+                        parsed.push((name, def));
+                    }
+                    def.cloned()
+                }
                 b'B' => unit::cstr(body)
                     .and_then(|(_, rest)| unit::cstr(rest))
                     .and_then(|(name, _)| {
-                        if name.is_empty() {
+                        if let Some((_, def)) = parsed.iter().rev().find(|(n, _)| *n == name) {
+                            Some((*def).clone())
+                        } else if name.is_empty() {
                             self.unnamed.clone()
                         } else {
                             self.statements

@@ -47,6 +47,10 @@ pub struct Session {
     pub(super) reported: BTreeMap<String, String>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
     pub(super) deferred_begin: Option<(Vec<u8>, bool)>,
+    /// The connection is held only because the last unit ended with a Flush outside a
+    /// transaction (asyncpg prepares with Parse, Describe, Flush): the next unit may need
+    /// another one.
+    pub(super) held_by_flush: bool,
 }
 
 /// Serves one client from its first packet to its last.
@@ -134,6 +138,7 @@ pub async fn serve(
         status: ReadyStatus::Idle,
         reported: BTreeMap::new(),
         deferred_begin: None,
+        held_by_flush: false,
     };
     if let Err(e) = s.welcome(key).await {
         tracing::debug!(error = %e, "session ended during login");
@@ -262,6 +267,9 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: Unit) -> Result<(), SessionError> {
         let defs = unit::statement_defs(&self.client.buf, &unit);
+        if std::mem::take(&mut self.held_by_flush) {
+            self.leave_flushed(&unit, &defs).await?;
+        }
         if self.lease.is_none()
             && match unit.end {
                 End::Query => self.answer_alone(&unit, &defs).await?,
@@ -302,6 +310,7 @@ impl Session {
         if let Some(first) = fwd.ran.first() {
             self.handle.set_statement(Some(&first.sql));
         }
+        let started = std::time::Instant::now();
         let sent = conn.send(&fwd.out).await;
         let relayed = match sent {
             Ok(()) if matches!(unit.end, End::Partial) => Ok(Default::default()),
@@ -325,6 +334,14 @@ impl Session {
                 return Err(SessionError::Refused(msg));
             }
         };
+        let server = lease.server().clone();
+        self.count(
+            &server,
+            lease.hostgroup(),
+            &fwd.ran,
+            &relayed,
+            started.elapsed(),
+        );
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in relayed.registered {
             self.statements.insert(reg.client_name, reg.def);
@@ -334,6 +351,10 @@ impl Session {
         }
         self.track(&fwd.ran, prior, relayed.failed, &mut lease);
         self.lease = Some(lease);
+        self.held_by_flush = unit.end == End::Flush
+            && self.status == ReadyStatus::Idle
+            && self.pins == 0
+            && self.portals.is_empty();
         if self.status == ReadyStatus::Idle
             && matches!(unit.end, End::Sync | End::Query | End::Function)
         {
@@ -341,6 +362,24 @@ impl Session {
             if self.pins == 0 {
                 self.release();
             }
+        }
+        Ok(())
+    }
+
+    /// After a unit that ended with a Flush outside a transaction (no portal open, nothing
+    /// pinned): if the next unit belongs elsewhere (a write after a prepared read), the
+    /// connection's implicit transaction is ended with a Sync and the connection goes back,
+    /// so that the unit is routed afresh.
+    async fn leave_flushed(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
+        let Some(held) = self.lease.as_ref().map(|l| l.hostgroup().clone()) else {
+            return Ok(());
+        };
+        match self.route(unit, defs) {
+            Ok(d) if d.hostgroup != held => {
+                self.hidden(b"S\0\0\0\x04").await?;
+                self.release();
+            }
+            _ => {}
         }
         Ok(())
     }

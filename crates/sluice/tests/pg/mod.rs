@@ -3,6 +3,8 @@
 //! and psql/pgbench run against it.
 #![allow(dead_code)]
 
+#[path = "../common/http.rs"]
+pub mod http;
 pub mod raw;
 
 use sluice_config::Config;
@@ -121,6 +123,17 @@ pub async fn wait_replayed(topo: &PgTopology) {
 }
 
 impl PgEnv {
+    /// Serves the admin API for this process on a free loopback port.
+    pub async fn admin(&self) -> sluice_admin::Admin {
+        sluice_admin::serve(
+            &sluice_config::AdminConfig::new("127.0.0.1:0"),
+            self.process.clone(),
+            self.running.shutdown_signal(),
+        )
+        .await
+        .expect("admin API listens")
+    }
+
     /// psql through sluice as `user`/`password` to `db`, running `sql` (`-c`); its output.
     pub fn psql_as(&self, user: &str, password: &str, db: &str, sql: &str) -> Output {
         psql(self.port, user, password, db, &["-c", sql])

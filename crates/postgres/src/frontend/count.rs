@@ -1,0 +1,65 @@
+//! Counting what a session ran, as the MySQL front end counts it: per server (statements,
+//! errors, reads, writes) and in the shared digest table (by normalised text, user,
+//! database and hostgroup).
+
+use super::relay::Relayed;
+use super::session::Session;
+use crate::backend::statements::StmtDef;
+use sluice_core::{DigestKey, DigestSample, Server};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Session {
+    /// Counts a unit's statements on the server that ran them. The unit's rows, time and
+    /// error go to its last statement's digest (a unit is nearly always one statement).
+    pub(super) fn count(
+        &self,
+        server: &Server,
+        hostgroup: &str,
+        ran: &[Arc<StmtDef>],
+        relayed: &Relayed,
+        elapsed: Duration,
+    ) {
+        let stats = &server.stats;
+        for def in ran {
+            stats.queries.fetch_add(1, Relaxed);
+            match def.info.route {
+                sluice_core::router::Route::Read => stats.reads.fetch_add(1, Relaxed),
+                sluice_core::router::Route::Write => stats.writes.fetch_add(1, Relaxed),
+            };
+        }
+        if relayed.failed {
+            stats.errors.fetch_add(1, Relaxed);
+        }
+        let digests = &self.fe.rt.digests;
+        if digests.capacity() == 0 {
+            return;
+        }
+        let database = self.key.database.as_deref().unwrap_or("");
+        for (i, def) in ran.iter().enumerate() {
+            let last = i + 1 == ran.len();
+            let (id, text) = def.digest.get_or_init(|| {
+                // PostgreSQL texts: standard strings (a backslash is an ordinary character).
+                let mut buf = Vec::new();
+                let id = sluice_sqlscan::digest::normalize_into(&def.sql, true, &mut buf);
+                (id, buf.into_boxed_slice())
+            });
+            digests.record(
+                DigestKey {
+                    id: *id,
+                    user: &self.key.user,
+                    schema: database,
+                    hostgroup,
+                },
+                text,
+                DigestSample {
+                    elapsed: if last { elapsed } else { Duration::ZERO },
+                    rows_sent: if last { relayed.rows } else { 0 },
+                    rows_affected: if last { relayed.affected } else { 0 },
+                    error: last && relayed.failed,
+                },
+            );
+        }
+    }
+}
