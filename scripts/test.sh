@@ -13,7 +13,7 @@ if [ ! -x "$VENV/bin/python3" ]; then
     echo "==> creating Python virtualenv for driver tests"
     python3 -m venv "$VENV"
 fi
-"$VENV/bin/pip" install -q --disable-pip-version-check PyMySQL cryptography mysql-connector-python prometheus-client
+"$VENV/bin/pip" install -q --disable-pip-version-check PyMySQL cryptography mysql-connector-python prometheus-client "psycopg[binary]" asyncpg
 export PATH="$VENV/bin:$PATH"
 
 # Driver test programs (Node, Go, Java ...): each driver directory's setup.sh installs what it

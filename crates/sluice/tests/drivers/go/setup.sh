@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what tests/driver_go.rs needs on Debian: a Go toolchain recent enough for go.mod
-# (the system's, or else the official toolchain fetched from the Go module proxy into
-# .toolchain/) and the modules in go.sum (go mod download), then builds the program once so the
-# test's own build is quick. Idempotent; run as root or with sudo.
+# Installs what the Go driver tests need on Debian (tests/driver_go.rs: go-sql-driver/mysql, the
+# program in this directory; the PostgreSQL one: jackc/pgx v5, the program in pgx/): a Go
+# toolchain recent enough for go.mod (the system's, or else the official toolchain fetched from
+# the Go module proxy into .toolchain/) and the modules in go.sum (go mod download), then builds
+# both programs once so the tests' own builds are quick. Idempotent; run as root or with sudo.
 set -euo pipefail
 
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,9 +18,10 @@ if [ -x "$DIR/.toolchain/bin/go" ]; then
     export PATH="$DIR/.toolchain/bin:$PATH"
 fi
 
-# go.mod's go directive is go-sql-driver/mysql's minimum. Debian 12's golang-go (1.19) is too
-# old, so when no recent Go is installed, fetch the official toolchain from the Go module proxy
-# (golang.org/toolchain), the same place `go` itself would download it from.
+# go.mod's go directive is the highest minimum of its modules (1.25: pgx v5.12, golang.org/x/text).
+# Debian 12's golang-go (1.19) is too old, so when no recent Go is installed, fetch the official
+# toolchain from the Go module proxy (golang.org/toolchain), the same place `go` itself would
+# download it from.
 export GOTOOLCHAIN=local
 need_full="$(sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' "$DIR/go.mod")"
 need="$(echo "$need_full" | cut -d. -f1,2)"
@@ -45,3 +47,4 @@ cd "$DIR"
 echo "==> go mod download in ${DIR}"
 go mod download
 go build -o /dev/null .
+go build -o /dev/null ./pgx

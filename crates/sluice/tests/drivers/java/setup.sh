@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set-up for the Java driver test (crates/sluice/tests/driver_java.rs), idempotent: installs a
-# JDK and Maven if missing, fetches MariaDB Connector/J into lib/ (see pom.xml) and compiles
-# Checks.java into classes/.
+# Set-up for the Java driver tests (crates/sluice/tests/driver_java.rs), idempotent: installs a
+# JDK and Maven if missing, fetches MariaDB Connector/J and PgJDBC into lib/ (see pom.xml) and
+# compiles Checks.java (MySQL) and PgChecks.java (PostgreSQL) into classes/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -15,18 +15,29 @@ if ! command -v javac >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
         apt-get install -y -q --no-install-recommends default-jdk-headless maven
 fi
 
-version="$(sed -n 's:.*<connectorj.version>\(.*\)</connectorj.version>.*:\1:p' pom.xml)"
-jar="lib/mariadb-java-client-$version.jar"
-if [ ! -f "$jar" ]; then
-    echo "==> fetching MariaDB Connector/J $version"
-    rm -rf lib classes
-    mvn -B -q dependency:copy-dependencies -DoutputDirectory=lib
-    [ -f "$jar" ] || { echo "error: $jar was not fetched" >&2; exit 1; }
-fi
+prop() { sed -n "s:.*<$1>\(.*\)</$1>.*:\1:p" pom.xml; }
+jars=("lib/mariadb-java-client-$(prop connectorj.version).jar" "lib/postgresql-$(prop pgjdbc.version).jar")
+for jar in "${jars[@]}"; do
+    if [ ! -f "$jar" ]; then
+        echo "==> fetching MariaDB Connector/J and PgJDBC (see pom.xml)"
+        rm -rf lib classes
+        mvn -B -q dependency:copy-dependencies -DoutputDirectory=lib
+        for j in "${jars[@]}"; do
+            [ -f "$j" ] || { echo "error: $j was not fetched" >&2; exit 1; }
+        done
+        break
+    fi
+done
 
-if [ ! -f classes/Checks.class ] || [ Checks.java -nt classes/Checks.class ]; then
-    echo "==> compiling Checks.java"
+sources=(Checks.java PgChecks.java)
+stale=0
+for src in "${sources[@]}"; do
+    class="classes/${src%.java}.class"
+    if [ ! -f "$class" ] || [ "$src" -nt "$class" ]; then stale=1; fi
+done
+if [ "$stale" = 1 ]; then
+    echo "==> compiling ${sources[*]}"
     rm -rf classes
     mkdir -p classes
-    javac -encoding UTF-8 -Xlint:all -cp "lib/*" -d classes Checks.java
+    javac -encoding UTF-8 -Xlint:all -cp "lib/*" -d classes "${sources[@]}"
 fi
