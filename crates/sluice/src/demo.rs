@@ -1,9 +1,11 @@
 //! `sluice demo`: a primary and two replicas from the local MariaDB binaries, sluice in front
 //! with its admin API and dashboard, a short mixed workload, and where it went; with
-//! `--failover`, the primary is then killed under writes and the demo tells what happened.
+//! `--failover`, the primary is then killed under writes and the demo tells what happened;
+//! with `--postgres`, the same with PostgreSQL streaming replicas (demo/postgres.rs).
 
 mod acked_writes;
 mod failover;
+mod postgres;
 
 use mysql_async::prelude::*;
 use sluice_config::{AdminConfig, Config};
@@ -21,11 +23,16 @@ pub struct Options {
     pub admin_port: u16,
     /// Exit after the demo instead of waiting for Ctrl-C.
     pub no_wait: bool,
-    /// Kill the primary after the workload and tell what sluice did.
+    /// Kill the primary after the workload and tell what sluice did (MySQL only).
     pub failover: bool,
+    /// PostgreSQL servers and a PostgreSQL listener instead of MariaDB.
+    pub postgres: bool,
 }
 
 pub async fn run(o: Options) -> ExitCode {
+    if o.postgres {
+        return postgres::run(o).await;
+    }
     println!(
         "sluice demo: starting a MariaDB primary and two GTID replicas{} in a temporary directory...",
         if o.failover {

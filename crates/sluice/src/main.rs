@@ -28,13 +28,13 @@ enum Cmd {
     Run,
     /// Validate a configuration file and exit non-zero naming the bad field.
     Check,
-    /// Start a primary and two replicas from the local MariaDB binaries, put sluice in front
-    /// (with its admin API and dashboard), run a short workload and show where it went.
-    /// Ctrl-C stops and cleans up.
+    /// Start a primary and two replicas from the local MariaDB binaries (PostgreSQL with
+    /// --postgres), put sluice in front (with its admin API and dashboard), run a short
+    /// workload and show where it went. Ctrl-C stops and cleans up.
     Demo {
-        /// Port for the demo's proxy listener.
-        #[arg(long, default_value_t = 6033)]
-        port: u16,
+        /// Port for the demo's proxy listener [default: 6033, 6432 with --postgres].
+        #[arg(long)]
+        port: Option<u16>,
         /// Port for the demo's admin API and dashboard.
         #[arg(long, default_value_t = 6080)]
         admin_port: u16,
@@ -43,9 +43,13 @@ enum Cmd {
         no_wait: bool,
         /// After the workload, kill the primary while a client writes, and tell what sluice
         /// does: who is promoted, how long until the first write, whether any acknowledged
-        /// write was lost (semi-synchronous replication).
+        /// write was lost (semi-synchronous replication). MariaDB only.
         #[arg(long)]
         failover: bool,
+        /// PostgreSQL instead of MariaDB: a primary and two streaming replicas from the local
+        /// postgresql-15 binaries, behind a PostgreSQL listener that splits reads from writes.
+        #[arg(long)]
+        postgres: bool,
     },
     /// Ask the running proxy (through its admin API, `[admin] listen`) to make a replica the
     /// primary: writes drain, the replica catches up, roles swap. Clients see no errors.
@@ -80,14 +84,22 @@ fn main() -> ExitCode {
             admin_port,
             no_wait,
             failover,
+            postgres,
         }) => {
+            if postgres && failover {
+                eprintln!(
+                    "sluice demo: --failover is MySQL-only: sluice has no PostgreSQL monitor or failover yet. Run `sluice demo --failover` (MariaDB) or `sluice demo --postgres`."
+                );
+                return ExitCode::from(2);
+            }
             // The failover demo tells the story itself, from the monitor's own record.
             init_logging(if failover { "error" } else { "warn" }, false);
             runtime().block_on(demo::run(demo::Options {
-                port,
+                port: port.unwrap_or(if postgres { 6432 } else { 6033 }),
                 admin_port,
                 no_wait,
                 failover,
+                postgres,
             }))
         }
         Some(Cmd::Check) => match load(cli.config.as_deref()) {

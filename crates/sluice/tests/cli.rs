@@ -125,25 +125,34 @@ fn demo_runs_and_reports_per_server_reads_and_writes() {
     let stdout = run_ok(&["demo", "--no-wait", "--port", "0"]);
     assert!(stdout.contains("mariadb -h127.0.0.1 -P"), "{stdout}");
     assert!(dashboard_addr(&stdout).is_some(), "{stdout}");
-    // One line per server: writer with writes, readers with reads.
+    assert_writes_on_the_writer_reads_on_the_readers(&stdout);
+}
+
+/// The demo's table (`ADDR hostgroup reads writes ...`, one line per server): the writer
+/// served writes, each reader served reads and no writes. Returns the writer's address.
+fn assert_writes_on_the_writer_reads_on_the_readers(stdout: &str) -> String {
     let rows: Vec<Vec<&str>> = stdout
         .lines()
         .filter(|l| l.starts_with("127.0.0.1:"))
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert_eq!(rows.len(), 3, "{stdout}");
-    let writer = rows.iter().find(|r| r[1] == "writer").unwrap();
+    let writers: Vec<_> = rows.iter().filter(|r| r[1] == "writer").collect();
+    assert_eq!(writers.len(), 1, "{stdout}");
     assert!(
-        writer[3].parse::<u64>().unwrap() > 0,
+        writers[0][3].parse::<u64>().unwrap() > 0,
         "writer served writes: {stdout}"
     );
-    for r in rows.iter().filter(|r| r[1] == "reader") {
+    let readers: Vec<_> = rows.iter().filter(|r| r[1] == "reader").collect();
+    assert_eq!(readers.len(), 2, "{stdout}");
+    for r in readers {
         assert!(
             r[2].parse::<u64>().unwrap() > 0,
             "each replica served reads: {stdout}"
         );
         assert_eq!(r[3], "0", "replicas take no writes: {stdout}");
     }
+    writers[0][0].to_string()
 }
 
 #[test]
@@ -157,6 +166,76 @@ fn demo_without_mariadb_says_what_to_install() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("apt-get install -y mariadb-server"), "{err}");
+}
+
+#[test]
+fn demo_postgres_splits_reads_and_writes_and_says_how_to_connect() {
+    let stdout = run_ok(&[
+        "demo",
+        "--postgres",
+        "--no-wait",
+        "--port",
+        "0",
+        "--admin-port",
+        "0",
+    ]);
+    assert!(dashboard_addr(&stdout).is_some(), "{stdout}");
+    // `PGPASSWORD=app psql -h 127.0.0.1 -p PORT -U app postgres`, PORT the listener's.
+    let port: u16 = stdout
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("PGPASSWORD=app psql -h 127.0.0.1 -p ")
+        })
+        .and_then(|r| r.strip_suffix(" -U app postgres")?.parse().ok())
+        .unwrap_or_else(|| panic!("no psql line:\n{stdout}"));
+    assert!(
+        stdout.contains(&format!("sluice is listening on 127.0.0.1:{port} ")),
+        "{stdout}"
+    );
+    // The writer in the table is the primary started at the top.
+    let writer = assert_writes_on_the_writer_reads_on_the_readers(&stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("  primary ") && l.trim_end().ends_with(&writer)),
+        "{writer} is the primary:\n{stdout}"
+    );
+}
+
+#[test]
+fn demo_postgres_without_postgresql_says_what_to_install() {
+    // No server binaries (SLUICE_PG_BIN) and no psql (SLUICE_TESTKIT_PATH) where it looks.
+    let mut demo = Demo(
+        sluice()
+            .args(["demo", "--postgres", "--no-wait", "--port", "0"])
+            .env("SLUICE_PG_BIN", "/nonexistent")
+            .env("SLUICE_TESTKIT_PATH", "/nonexistent")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = demo
+        .wait(Duration::from_secs(60))
+        .expect("it exits at once, starting nothing");
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut demo.0.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("apt-get install -y postgresql-15"), "{err}");
+}
+
+#[test]
+fn demo_refuses_postgres_with_failover() {
+    let out = sluice()
+        .args(["demo", "--postgres", "--failover", "--no-wait"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--failover is MySQL-only"), "{err}");
 }
 
 #[test]
