@@ -282,29 +282,8 @@ async fn pgbench_runs_without_a_failed_transaction() {
         "\n[pool]\nmax_connections = 4\nqueue_timeout = \"60s\"\n",
     )
     .await;
+    pg::pgbench_init(&env).await;
     let pgbench = sluice_testkit::find_program("pgbench", "postgresql-client-15").unwrap();
-    let init = std::process::Command::new(&pgbench)
-        .args([
-            "-i",
-            "-s",
-            "1",
-            "-q",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-p",
-        ])
-        .arg(env.topo.primary().addr().rsplit(':').next().unwrap())
-        .arg("postgres")
-        .output()
-        .unwrap();
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-    pg::wait_replayed(&env.topo).await;
     for (mode, builtin) in [
         ("simple", "select-only"),
         ("extended", "select-only"),
@@ -472,11 +451,17 @@ async fn extended_protocol_parse_pipelining_flush_and_copy() {
     );
     frontend::sync(&mut c.out);
     let (tags, msgs) = c.round(1).await;
-    assert_eq!((tags.as_str(), Raw::column(&msgs)), ("12DCZ", vec!["f".into()]));
+    assert_eq!(
+        (tags.as_str(), Raw::column(&msgs)),
+        ("12DCZ", vec!["f".into()])
+    );
     c.extended("", Some("SELECT pg_is_in_recovery()"), &[]);
     frontend::sync(&mut c.out);
     let (tags, msgs) = c.round(1).await;
-    assert_eq!((tags.as_str(), Raw::column(&msgs)), ("12DCZ", vec!["t".into()]));
+    assert_eq!(
+        (tags.as_str(), Raw::column(&msgs)),
+        ("12DCZ", vec!["t".into()])
+    );
     frontend::query("DELETE FROM ext WHERE id = 20", &mut c.out).unwrap();
     assert_eq!(c.round(1).await.0, "CZ");
 
@@ -494,6 +479,26 @@ async fn extended_protocol_parse_pipelining_flush_and_copy() {
     assert_eq!(tags, "12DC");
     frontend::sync(&mut c.out);
     assert_eq!(c.round(1).await.0, "Z");
+
+    // An error before a Flush: the server skips up to the next Sync, which alone is answered;
+    // then the session carries on.
+    frontend::parse("", "SELEC 1", [], &mut c.out).unwrap();
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    let mut m = c.next().await;
+    while matches!(m.tag, b'S' | b'N') {
+        m = c.next().await;
+    }
+    assert_eq!(m.sqlstate().as_deref(), Some("42601"), "{m:?}");
+    c.extended("", None, &[]);
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "Z");
+    frontend::query("SELECT 7", &mut c.out).unwrap();
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(
+        (tags.as_str(), Raw::column(&msgs)),
+        ("TDCZ", vec!["7".into()])
+    );
 
     // COPY FROM STDIN through the extended protocol (libpq's way: the Sync comes first and
     // the server ignores it while copying; another follows CopyDone).
@@ -611,4 +616,39 @@ async fn admin_api_and_metrics_count_postgres_statements() {
         metrics.lines().any(|l| l == line),
         "{line} not in\n{metrics}"
     );
+}
+
+/// A pooled connection whose server backend was terminated while it sat idle is not lent to
+/// the next session: that session's statement runs on another connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_idle_connection_is_not_lent() {
+    let env = start(1, "").await;
+    let pid = env.psql("SELECT pg_backend_pid()").trim().to_string();
+    let replica = &env.topo.replicas()[0];
+    assert_eq!(
+        replica
+            .sql(&format!("SELECT pg_terminate_backend({pid})"))
+            .unwrap()
+            .trim(),
+        "t"
+    );
+    // Gone on the server: its socket is closed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while replica
+        .sql(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}"
+        ))
+        .unwrap()
+        .trim()
+        != "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend {pid} still there"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = env.psql("SELECT pg_is_in_recovery(), pg_backend_pid()");
+    assert!(out.trim().starts_with("t|"), "{out}");
+    assert_ne!(out.trim().split('|').nth(1), Some(pid.as_str()));
 }

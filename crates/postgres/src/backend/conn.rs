@@ -44,6 +44,17 @@ impl PgConn {
         }
     }
 
+    /// Fit to be lent from the pool: not broken, and the server has sent nothing while it
+    /// sat idle (an idle connection hears nothing: data means the server closed it, or is
+    /// closing it with an error such as 57P01 after `pg_terminate_backend`).
+    pub fn usable(&self) -> bool {
+        if self.broken || !self.rbuf.is_empty() {
+            return false;
+        }
+        let mut probe = [0u8; 1];
+        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
     /// Sends `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         let r = self.stream.write_all(bytes).await;

@@ -51,6 +51,12 @@ pub struct Session {
     /// transaction (asyncpg prepares with Parse, Describe, Flush): the next unit may need
     /// another one.
     pub(super) held_by_flush: bool,
+    /// An error came before a Sync (the unit ended with a Flush): the server skips every
+    /// message up to the next Sync, so their answers are not awaited.
+    pub(super) skipping: bool,
+    /// Answers owed by a batch forwarded without its end (the client pipelines past the
+    /// unit bounds without a Sync or Flush): awaited with the next unit's.
+    pub(super) owed: std::collections::VecDeque<unit::Exp>,
 }
 
 /// Serves one client from its first packet to its last.
@@ -139,6 +145,8 @@ pub async fn serve(
         reported: BTreeMap::new(),
         deferred_begin: None,
         held_by_flush: false,
+        skipping: false,
+        owed: Default::default(),
     };
     if let Err(e) = s.welcome(key).await {
         tracing::debug!(error = %e, "session ended during login");
@@ -313,8 +321,20 @@ impl Session {
         let started = std::time::Instant::now();
         let sent = conn.send(&fwd.out).await;
         let relayed = match sent {
-            Ok(()) if matches!(unit.end, End::Partial) => Ok(Default::default()),
-            Ok(()) => relay(conn, &mut self.client, &mut fwd.exps, &mut self.reported).await,
+            Ok(()) => {
+                // Answers still owed by a batch forwarded without its end come first.
+                let mut exps = std::mem::take(&mut self.owed);
+                exps.append(&mut fwd.exps);
+                if self.skipping {
+                    skip_to_sync(conn, &mut exps, &mut self.skipping);
+                }
+                if unit.end == End::Partial {
+                    self.owed = exps;
+                    Ok(Default::default())
+                } else {
+                    relay(conn, &mut self.client, &mut exps, &mut self.reported).await
+                }
+            }
             Err(e) => Err(RelayError::Server(e)),
         };
         self.handle.set_statement(None);
@@ -351,7 +371,12 @@ impl Session {
         }
         self.track(&fwd.ran, prior, relayed.failed, &mut lease);
         self.lease = Some(lease);
+        if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
+            // The server now skips what comes up to the next Sync.
+            self.skipping = true;
+        }
         self.held_by_flush = unit.end == End::Flush
+            && !self.skipping
             && self.status == ReadyStatus::Idle
             && self.pins == 0
             && self.portals.is_empty();
@@ -440,7 +465,7 @@ impl Session {
     ) -> Result<(), (String, String)> {
         let topo = self.fe.topology.clone();
         let lease = topo
-            .lease_for(decision, &self.key, &self.fe.connector, |c| !c.broken)
+            .lease_for(decision, &self.key, &self.fe.connector, |c| c.usable())
             .await
             .map_err(|e| match e {
                 sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => (
@@ -538,6 +563,25 @@ impl Session {
             w.ready_for_query(self.status);
         }
         self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+}
+
+/// Drops the answers a server skipping to its next Sync will not send; the skipping ends at
+/// the first Sync among them.
+fn skip_to_sync(
+    conn: &mut PgConn,
+    exps: &mut std::collections::VecDeque<unit::Exp>,
+    skipping: &mut bool,
+) {
+    while let Some(e) = exps.front() {
+        if e.resp == unit::Resp::Sync && e.synth.is_none() {
+            *skipping = false;
+            return;
+        }
+        // A statement sluice prepared in the skipped part is not on the server.
+        if let Some(h) = exps.pop_front().and_then(|e| e.prepared) {
+            conn.statements.forget(h);
+        }
     }
 }
 

@@ -101,6 +101,38 @@ pub async fn start_sluice(text: &str) -> (Arc<Process>, Running) {
     (process, running)
 }
 
+/// `pgbench -i -s 1` on the primary, then waits until the replicas have the tables.
+pub async fn pgbench_init(env: &PgEnv) {
+    let pgbench = sluice_testkit::find_program("pgbench", "postgresql-client-15").unwrap();
+    let port = env.topo.primary().port.to_string();
+    let init = tokio::task::spawn_blocking(move || {
+        Command::new(&pgbench)
+            .args([
+                "-i",
+                "-s",
+                "1",
+                "-q",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-p",
+            ])
+            .arg(port)
+            .arg("postgres")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        init.status.success(),
+        "pgbench -i: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    wait_replayed(&env.topo).await;
+}
+
 /// Waits until every replica has replayed the primary's WAL as of now.
 pub async fn wait_replayed(topo: &PgTopology) {
     let lsn = topo

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what tests/driver_node.rs needs on Debian: Node.js and npm (Debian's packages, only
-# when node is missing) and the mysql2 driver pinned by package-lock.json (npm ci, only when
-# node_modules does not already match it). Idempotent; run as root or with sudo.
+# Installs what the Node.js driver tests need on Debian: Node.js and npm (Debian's packages,
+# only when node is missing) and the drivers pinned by package-lock.json — mysql2 (checks.js),
+# pg and pg-copy-streams (pg_checks.js) — with npm ci, only when node_modules does not already
+# match it. Idempotent; run as root or with sudo.
 set -euo pipefail
 
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,7 +18,7 @@ fi
 cd "$DIR"
 # npm ls fails when a dependency is missing or does not match package.json.
 if npm ls --omit=dev >/dev/null 2>&1; then
-    echo "==> node driver packages already installed ($(node -p 'require("mysql2/package.json").version' 2>/dev/null || echo '?'))"
+    echo "==> node driver packages already installed (mysql2 $(node -p 'require("mysql2/package.json").version' 2>/dev/null || echo '?'), pg $(node -p 'require("pg/package.json").version' 2>/dev/null || echo '?'))"
 else
     echo "==> npm ci in ${DIR}"
     npm ci --no-audit --no-fund

@@ -1,0 +1,250 @@
+//! PostgreSQL through sluice under load: a thousand pgbench clients multiplexed onto a pool of
+//! ten connections per server, and results bigger than any buffer streamed to a slow reader
+//! with bounded proxy memory (sluice as its own process, so that its memory is its own); a
+//! row bigger than sluice's message limit ends that session with a precise error.
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod pg;
+
+use pg::raw::Raw;
+use postgres_protocol::message::frontend;
+use sluice_testkit::PgTopology;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Server connections sluice may open per server in the thousand-client test.
+const POOL: u64 = 10;
+
+/// Server connections the `app` role has open on the server at `port` now.
+fn app_connections(port: u16) -> u64 {
+    let out = pg::psql(
+        port,
+        "postgres",
+        "",
+        "postgres",
+        &["-c", "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app' AND backend_type = 'client backend'"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_clients_share_ten_connections_per_server() {
+    // 1,000 client sockets in this process (sluice runs in it), 1,000 in pgbench's.
+    rlimit::increase_nofile_limit(8192).unwrap();
+    let env = pg::start(
+        1,
+        &format!("\n[pool]\nmax_connections = {POOL}\nqueue_timeout = \"120s\"\n"),
+    )
+    .await;
+    pg::pgbench_init(&env).await;
+
+    // Watch the servers while pgbench runs: the pool's bound holds at every sample.
+    let done = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicU64::new(0));
+    let servers: Vec<String> = env.topo.servers.iter().map(|s| s.addr()).collect();
+    let watcher = {
+        let (done, most) = (done.clone(), most.clone());
+        let ports: Vec<u16> = env.topo.servers.iter().map(|s| s.port).collect();
+        tokio::task::spawn_blocking(move || {
+            while !done.load(Relaxed) {
+                for &port in &ports {
+                    most.fetch_max(app_connections(port), Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let pgbench = sluice_testkit::find_program("pgbench", "postgresql-client-15").unwrap();
+    let port = env.port;
+    let out = tokio::task::spawn_blocking(move || {
+        // pgbench needs a descriptor per client.
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 4096 && exec {} -h 127.0.0.1 -p {port} -U app -n -c 1000 -j 4 -t 3 -S -M extended postgres",
+                pgbench.display()
+            ))
+            .env("PGPASSWORD", "app")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    done.store(true, Relaxed);
+    watcher.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pgbench: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "number of clients: 1000",
+        "number of transactions actually processed: 3000/3000",
+        "number of failed transactions: 0",
+    ] {
+        assert!(stdout.contains(want), "{want:?} not in {stdout}");
+    }
+    let most = most.load(Relaxed);
+    println!("most server connections seen on one server: {most} (pool: {POOL})");
+    assert!(
+        most <= POOL,
+        "{most} server connections on one of {servers:?}: the pool allows {POOL}"
+    );
+}
+
+/// Resident memory of a process, in KiB (`VmRSS`, or `VmHWM` for its peak).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// sluice as its own process with a PostgreSQL listener in front of `topo`'s primary.
+struct Sluice {
+    child: std::process::Child,
+    port: u16,
+    cfg: std::path::PathBuf,
+}
+
+impl Sluice {
+    fn start(topo: &PgTopology) -> Sluice {
+        let port = sluice_testkit::free_port().unwrap();
+        let cfg = std::env::temp_dir().join(format!(
+            "sluice-pg-memory-{}-{port}.toml",
+            std::process::id()
+        ));
+        let text = pg::config(topo, "\n[log]\nlevel = \"warn\"\n")
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
+        std::fs::write(&cfg, text).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("--config")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            // A hang guard: a busy machine may take a while to start a debug build.
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "sluice does not listen"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Sluice { child, port, cfg }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::fs::remove_file(&self.cfg).ok();
+    }
+}
+
+/// Rows of the large result, and the bytes of each.
+const ROWS: u64 = 200_000;
+const WIDTH: usize = 1000;
+
+/// More than sluice may hold for one session (its buffers are far smaller): the result is
+/// ten times this.
+const BOUND_KIB: u64 = 20 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_of_a_large_result_costs_bounded_memory() {
+    let topo = tokio::task::spawn_blocking(|| {
+        let topo = PgTopology::start(0).expect("PostgreSQL must start");
+        topo.primary()
+            .sql("CREATE ROLE app LOGIN SUPERUSER PASSWORD 'app'")
+            .unwrap();
+        topo.primary().require_passwords(&[]).unwrap();
+        topo
+    })
+    .await
+    .unwrap();
+    let sluice = Sluice::start(&topo);
+    let mut c = Raw::connect(sluice.port, "app", "app", "postgres").await;
+    let baseline = status_kib(sluice.pid(), "VmRSS:");
+
+    // About 200 MB of rows; the client reads none of it for a while.
+    let sql = format!("SELECT g, repeat('x', {WIDTH}) FROM generate_series(1, {ROWS}) g");
+    frontend::query(&sql, &mut c.out).unwrap();
+    c.flush().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stalled = status_kib(sluice.pid(), "VmRSS:");
+    assert!(
+        stalled < baseline + BOUND_KIB,
+        "sluice holds {} KiB more for a client that reads nothing",
+        stalled - baseline
+    );
+
+    // Then it reads everything, slowly at first.
+    let mut rows = 0u64;
+    let mut bytes = 0u64;
+    loop {
+        let m = c.next().await;
+        match m.tag {
+            b'D' => {
+                rows += 1;
+                bytes += m.body.len() as u64;
+                if rows % 20_000 == 0 && rows <= 60_000 {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            b'Z' => break,
+            b'E' => panic!("error: {:?}", m.field(b'M')),
+            _ => {}
+        }
+    }
+    assert_eq!(rows, ROWS);
+    println!(
+        "sluice RSS: {baseline} KiB before, {stalled} KiB with the reader stalled, peak {} KiB after {} MB",
+        status_kib(sluice.pid(), "VmHWM:"),
+        bytes >> 20
+    );
+    assert!(bytes > ROWS * WIDTH as u64);
+    let peak = status_kib(sluice.pid(), "VmHWM:");
+    assert!(
+        peak < baseline + BOUND_KIB,
+        "sluice's peak memory grew by {} KiB relaying {} MB",
+        peak - baseline,
+        bytes >> 20
+    );
+
+    // A row bigger than the largest message sluice accepts from a server (64 MiB): the
+    // session ends with an error that says so; the next session works.
+    frontend::query("SELECT repeat('x', 70 * 1024 * 1024)", &mut c.out).unwrap();
+    c.flush().await;
+    let m = loop {
+        let m = c.next().await;
+        if m.tag == b'E' {
+            break m;
+        }
+    };
+    assert_eq!(m.field(b'S').as_deref(), Some("FATAL"));
+    let msg = m.field(b'M').unwrap();
+    assert!(msg.contains("is over the limit of 67108864"), "{msg}");
+    let mut again = Raw::connect(sluice.port, "app", "app", "postgres").await;
+    frontend::query("SELECT 1", &mut again.out).unwrap();
+    assert_eq!(Raw::column(&again.round(1).await.1), ["1"]);
+}
