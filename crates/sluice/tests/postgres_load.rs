@@ -207,7 +207,7 @@ async fn a_slow_reader_of_a_large_result_costs_bounded_memory() {
             b'D' => {
                 rows += 1;
                 bytes += m.body.len() as u64;
-                if rows % 20_000 == 0 && rows <= 60_000 {
+                if rows.is_multiple_of(20_000) && rows <= 60_000 {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
