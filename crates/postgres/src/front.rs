@@ -40,6 +40,7 @@ impl PostgresFrontend {
         let connector = Arc::new(PgConnector {
             users: rt.users.clone(),
             statements_per_connection: STATEMENTS_PER_CONNECTION,
+            client_keys: Default::default(),
         });
         Arc::new(PostgresFrontend {
             rt,

@@ -38,6 +38,10 @@ pub enum ScramError {
     /// A stored verifier could not be read.
     #[error("invalid SCRAM secret: {0}")]
     Secret(&'static str),
+    /// The server's salt or iteration count is not the configured secret's, so the client
+    /// key sluice learned cannot answer it.
+    #[error("the server's SCRAM salt or iteration count differs from the configured secret's: configure the secret the server stores (pg_authid.rolpassword), or the password")]
+    OtherSecret,
 }
 
 /// PBKDF2-HMAC-SHA-256 of `password` (SaltedPassword in RFC 5802).
@@ -180,8 +184,10 @@ impl ServerExchange {
         Ok((exchange, server_first))
     }
 
-    /// Checks the client's final message; the server's final message when the proof holds.
-    pub fn finish(self, client_final: &str) -> Result<String, ScramError> {
+    /// Checks the client's final message; when the proof holds, the server's final message
+    /// and the client key the proof revealed (what logging in to a server that stores the
+    /// same secret takes, without the password).
+    pub fn finish(self, client_final: &str) -> Result<(String, [u8; 32]), ScramError> {
         let (without_proof, proof) = client_final
             .rsplit_once(",p=")
             .ok_or(ScramError::Malformed("no proof"))?;
@@ -212,11 +218,14 @@ impl ServerExchange {
             self.client_first_bare, self.server_first, without_proof
         );
         let signature = hmac_sha256(&self.verifier.stored_key, auth_message.as_bytes());
-        let client_key: Vec<u8> = proof.iter().zip(signature).map(|(p, s)| p ^ s).collect();
+        let mut client_key = [0u8; 32];
+        for (k, (p, s)) in client_key.iter_mut().zip(proof.iter().zip(signature)) {
+            *k = p ^ s;
+        }
         constant_time::verify_slices_are_equal(&sha256(&client_key), &self.verifier.stored_key)
             .map_err(|_| ScramError::Proof)?;
         let server_signature = hmac_sha256(&self.verifier.server_key, auth_message.as_bytes());
-        Ok(format!("v={}", B64.encode(server_signature)))
+        Ok((format!("v={}", B64.encode(server_signature)), client_key))
     }
 }
 
@@ -241,7 +250,7 @@ mod tests {
     fn the_rfc_7677_exchange_succeeds_byte_for_byte() {
         let (ex, first) = ServerExchange::start(pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
         assert_eq!(first, SERVER_FIRST);
-        assert_eq!(ex.finish(CLIENT_FINAL).unwrap(), SERVER_FINAL);
+        assert_eq!(ex.finish(CLIENT_FINAL).unwrap().0, SERVER_FINAL);
     }
 
     #[test]
@@ -251,7 +260,7 @@ mod tests {
         let v = Verifier::parse(&secret).unwrap();
         assert_eq!(v, pencil());
         let (ex, _) = ServerExchange::start(v, CLIENT_FIRST, SERVER_NONCE).unwrap();
-        assert_eq!(ex.finish(CLIENT_FINAL).unwrap(), SERVER_FINAL);
+        assert_eq!(ex.finish(CLIENT_FINAL).unwrap().0, SERVER_FINAL);
         for bad in [
             "md5abc",
             "SCRAM-SHA-256$4096:salt",

@@ -6,10 +6,26 @@ use aws_lc_rs::constant_time;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 
+/// What sluice proves itself with.
+#[derive(Clone, Debug)]
+pub enum ClientSecret {
+    /// The password.
+    Password(String),
+    /// The keys of a stored secret, with the client key a client's proof revealed (SCRAM
+    /// pass-through): good for servers that store that same secret (same salt and
+    /// iterations).
+    Keys {
+        /// The secret's verifier (salt, iterations, server key).
+        verifier: crate::scram::Verifier,
+        /// The client key.
+        client_key: [u8; 32],
+    },
+}
+
 /// One exchange in progress.
 #[derive(Debug)]
 pub struct ClientExchange {
-    password: String,
+    secret: ClientSecret,
     nonce: String,
     client_first_bare: String,
     server_key: Option<[u8; 32]>,
@@ -19,11 +35,11 @@ pub struct ClientExchange {
 impl ClientExchange {
     /// Starts an exchange for `password`; `nonce` is fresh random printable characters. The
     /// client-first message to send.
-    pub fn start(password: &str, nonce: &str) -> (ClientExchange, String) {
+    pub fn start(secret: ClientSecret, nonce: &str) -> (ClientExchange, String) {
         let bare = format!("n=,r={nonce}");
         let first = format!("n,,{bare}");
         let ex = ClientExchange {
-            password: password.to_string(),
+            secret,
             nonce: nonce.to_string(),
             client_first_bare: bare,
             server_key: None,
@@ -56,8 +72,24 @@ impl ClientExchange {
         let iterations = iterations
             .filter(|i| (1..=10_000_000).contains(i))
             .ok_or(ScramError::Malformed("iteration count"))?;
-        let salted = salted_password(&self.password, &salt, iterations);
-        let client_key = hmac_sha256(&salted, b"Client Key");
+        let (client_key, server_key) = match &self.secret {
+            ClientSecret::Password(password) => {
+                let salted = salted_password(password, &salt, iterations);
+                (
+                    hmac_sha256(&salted, b"Client Key"),
+                    hmac_sha256(&salted, b"Server Key"),
+                )
+            }
+            ClientSecret::Keys {
+                verifier,
+                client_key,
+            } => {
+                if verifier.salt != salt || verifier.iterations != iterations {
+                    return Err(ScramError::OtherSecret);
+                }
+                (*client_key, verifier.server_key)
+            }
+        };
         let stored_key = sha256(&client_key);
         let without_proof = format!("c=biws,r={nonce}");
         self.auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
@@ -67,7 +99,7 @@ impl ClientExchange {
             .zip(signature)
             .map(|(k, s)| k ^ s)
             .collect();
-        self.server_key = Some(hmac_sha256(&salted, b"Server Key"));
+        self.server_key = Some(server_key);
         Ok(format!("{without_proof},p={}", B64.encode(proof)))
     }
 
@@ -111,12 +143,28 @@ mod tests {
     #[test]
     fn the_client_logs_in_to_sluices_own_server_side() {
         let v = Verifier::from_password("pencil", b"saltsalt", 4096);
-        let (mut c, first) = ClientExchange::start("pencil", "abcdef");
-        let (s, server_first) = ServerExchange::start(v, &first, "XYZ").unwrap();
+        let (mut c, first) =
+            ClientExchange::start(ClientSecret::Password("pencil".into()), "abcdef");
+        let (s, server_first) = ServerExchange::start(v.clone(), &first, "XYZ").unwrap();
         let fin = c.respond(&server_first).unwrap();
-        let server_final = s.finish(&fin).unwrap();
+        let (server_final, client_key) = s.finish(&fin).unwrap();
         c.verify(&server_final).unwrap();
         assert!(c.verify("v=AAAA").is_err());
+
+        // The client key the proof revealed logs in to a server with the same secret...
+        let keys = ClientSecret::Keys {
+            verifier: v.clone(),
+            client_key,
+        };
+        let (mut c, first) = ClientExchange::start(keys.clone(), "ghijkl");
+        let (s, server_first) = ServerExchange::start(v, &first, "UVW").unwrap();
+        let fin = c.respond(&server_first).unwrap();
+        c.verify(&s.finish(&fin).unwrap().0).unwrap();
+        // ... and not to one with another salt.
+        let other = Verifier::from_password("pencil", b"pepperpe", 4096);
+        let (mut c, first) = ClientExchange::start(keys, "mnopqr");
+        let (_, server_first) = ServerExchange::start(other, &first, "RST").unwrap();
+        assert_eq!(c.respond(&server_first), Err(ScramError::OtherSecret));
     }
 
     #[test]

@@ -652,3 +652,73 @@ async fn a_terminated_idle_connection_is_not_lent() {
     assert!(out.trim().starts_with("t|"), "{out}");
     assert_ne!(out.trim().split('|').nth(1), Some(pid.as_str()));
 }
+
+/// Users configured without their password: with the SCRAM secret the servers store, sluice
+/// logs in to the servers with the client key the client's own SCRAM proof revealed (SCRAM
+/// pass-through); with PostgreSQL's MD5 hash, it answers MD5 requests. A secret the servers
+/// do not store (another salt) gets an error that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_configured_with_secrets_only_reach_the_servers() {
+    let env = start(1, "").await;
+    let primary = env.topo.primary();
+    primary
+        .sql("SET password_encryption = 'scram-sha-256'; CREATE ROLE vault LOGIN SUPERUSER PASSWORD 'vault-pw'")
+        .unwrap();
+    primary
+        .sql("SET password_encryption = 'md5'; CREATE ROLE hashy LOGIN SUPERUSER PASSWORD 'hashy-pw'")
+        .unwrap();
+    primary
+        .sql("CREATE ROLE salty LOGIN SUPERUSER PASSWORD 'salty-pw'")
+        .unwrap();
+    for s in &env.topo.servers {
+        s.require_passwords(&[("hashy", "md5")]).unwrap();
+    }
+    pg::wait_replayed(&env.topo).await;
+    let secret = |role: &str| {
+        primary
+            .sql(&format!(
+                "SELECT rolpassword FROM pg_authid WHERE rolname = '{role}'"
+            ))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let vault = secret("vault");
+    let hashy = secret("hashy");
+    assert!(vault.starts_with("SCRAM-SHA-256$") && hashy.starts_with("md5"));
+    // The same password, another salt: not what the servers store.
+    let salty = sluice_postgres::scram::Verifier::from_password("salty-pw", b"another salt", 4096)
+        .to_secret();
+    let users = format!(
+        "[[users]]\nname = \"vault\"\npassword = \"{vault}\"\n\n[[users]]\nname = \"hashy\"\npassword = \"{hashy}\"\nauth_method = \"md5\"\n\n[[users]]\nname = \"salty\"\npassword = \"{salty}\"\n"
+    );
+    let text = pg::config(&env.topo, "")
+        .replace("[[users]]\nname = \"app\"\npassword = \"app\"\n", &users);
+    let (_process, running) = pg::start_sluice(&text).await;
+    let port = running.addrs[0].port();
+    let read = "SELECT pg_is_in_recovery()";
+    let locking = "SELECT pg_is_in_recovery() FROM pg_class LIMIT 1 FOR UPDATE";
+    for (user, password) in [("vault", "vault-pw"), ("hashy", "hashy-pw")] {
+        let out = pg::psql(
+            port,
+            user,
+            password,
+            "postgres",
+            &["-c", read, "-c", locking],
+        );
+        assert!(
+            out.status.success(),
+            "{user}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // A read on the replica, a locking read on the primary.
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "t\nf\n", "{user}");
+    }
+    let out = pg::psql(port, "salty", "salty-pw", "postgres", &["-c", "SELECT 1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("salt or iteration count differs from the configured secret"),
+        "{err}"
+    );
+}

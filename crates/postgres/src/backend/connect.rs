@@ -3,7 +3,8 @@
 //! then what the server reports until it is ready.
 
 use super::conn::PgConn;
-use crate::scram_client::{md5_response, ClientExchange};
+use crate::scram::Verifier;
+use crate::scram_client::{md5_hex, md5_response, ClientExchange, ClientSecret};
 use crate::wire::{error_fields, Writer};
 use arc_swap::ArcSwap;
 use sluice_core::{ConnectError, Connector, PoolKey, Server};
@@ -19,6 +20,52 @@ pub struct PgConnector {
     pub users: Arc<ArcSwap<Users>>,
     /// Prepared statements held per server connection.
     pub statements_per_connection: usize,
+    /// For users configured with a SCRAM secret only: the client key a client's SCRAM proof
+    /// revealed, with the secret it was checked against (SCRAM pass-through).
+    pub client_keys: std::sync::Mutex<std::collections::HashMap<String, (String, [u8; 32])>>,
+}
+
+/// What sluice answers a server's password request with, from how the user is configured.
+enum Credential {
+    /// The password itself.
+    Password(String),
+    /// PostgreSQL's MD5 form (`md5` + md5(password + user)): MD5 requests only.
+    Md5(String),
+    /// A SCRAM secret: SCRAM requests only, once a client has logged in (its proof reveals
+    /// the client key); `None` until then.
+    Scram(Option<ClientSecret>),
+}
+
+impl PgConnector {
+    /// Remembers the client key a client of `user` proved, when the user is configured
+    /// with the SCRAM secret `secret`.
+    pub fn remember_client_key(&self, user: &str, secret: &str, key: [u8; 32]) {
+        if let Ok(mut keys) = self.client_keys.lock() {
+            keys.insert(user.to_string(), (secret.to_string(), key));
+        }
+    }
+
+    fn credential(&self, user: &str, password: &str) -> Credential {
+        if password.starts_with("SCRAM-SHA-256$") {
+            let key = self.client_keys.lock().ok().and_then(|keys| {
+                keys.get(user)
+                    .filter(|(secret, _)| secret == password)
+                    .map(|(_, k)| *k)
+            });
+            return Credential::Scram(key.and_then(|client_key| {
+                Some(ClientSecret::Keys {
+                    verifier: Verifier::parse(password).ok()?,
+                    client_key,
+                })
+            }));
+        }
+        match password.strip_prefix("md5") {
+            Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Credential::Md5(h.to_string())
+            }
+            _ => Credential::Password(password.to_string()),
+        }
+    }
 }
 
 impl Connector<Box<PgConn>> for PgConnector {
@@ -28,10 +75,10 @@ impl Connector<Box<PgConn>> for PgConnector {
         key: &'a PoolKey,
     ) -> Pin<Box<dyn Future<Output = Result<Box<PgConn>, ConnectError>> + Send + 'a>> {
         Box::pin(async move {
-            let password = {
+            let credential = {
                 let users = self.users.load();
                 match users.get(&key.user) {
-                    Some(u) => u.password.clone(),
+                    Some(u) => self.credential(&key.user, &u.password),
                     None => {
                         return Err(refused(
                             *b"28000",
@@ -46,7 +93,7 @@ impl Connector<Box<PgConn>> for PgConnector {
                 .map_err(|e| ConnectError::down(format!("{}: {e}", server.address)))?;
             let _ = stream.set_nodelay(true);
             let mut conn = PgConn::new(stream, self.statements_per_connection);
-            login(&mut conn, &key.user, database, &password).await?;
+            login(&mut conn, &key.user, database, credential).await?;
             Ok(Box::new(conn))
         })
     }
@@ -65,8 +112,17 @@ async fn login(
     conn: &mut PgConn,
     user: &str,
     database: &str,
-    password: &str,
+    credential: Credential,
 ) -> Result<(), ConnectError> {
+    let unanswerable = |what: &str| {
+        refused(
+            *b"28000",
+            format!("the server asks for {what}, which sluice cannot answer for user \"{user}\": it is configured with a {}", match &credential {
+                Credential::Md5(_) => "password hash (md5…) only",
+                _ => "SCRAM secret only (and no client of the user has logged in with SCRAM since sluice started)",
+            }),
+        )
+    };
     // StartupMessage: no type byte.
     let mut body = Vec::new();
     body.extend_from_slice(&196_608u32.to_be_bytes());
@@ -92,6 +148,9 @@ async fn login(
                 match kind {
                     Some(0) => continue,
                     Some(3) => {
+                        let Credential::Password(password) = &credential else {
+                            return Err(unanswerable("a cleartext password"));
+                        };
                         w.begin(b'p');
                         w.cstr(password);
                         w.end();
@@ -101,8 +160,15 @@ async fn login(
                             .get(4..8)
                             .and_then(|s| s.try_into().ok())
                             .ok_or_else(|| broken("short MD5 request"))?;
+                        let answer = match &credential {
+                            Credential::Password(password) => md5_response(user, password, salt),
+                            Credential::Md5(inner) => {
+                                format!("md5{}", md5_hex(&[inner.as_bytes(), &salt]))
+                            }
+                            Credential::Scram(_) => return Err(unanswerable("an MD5 password")),
+                        };
                         w.begin(b'p');
-                        w.cstr(&md5_response(user, password, salt));
+                        w.cstr(&answer);
                         w.end();
                     }
                     Some(10) => {
@@ -113,7 +179,12 @@ async fn login(
                                 format!("the server offers no SASL mechanism sluice supports ({offers})"),
                             ));
                         }
-                        let (ex, first) = ClientExchange::start(password, &crate::nonce());
+                        let secret = match &credential {
+                            Credential::Password(p) => ClientSecret::Password(p.clone()),
+                            Credential::Scram(Some(keys)) => keys.clone(),
+                            _ => return Err(unanswerable("SCRAM-SHA-256")),
+                        };
+                        let (ex, first) = ClientExchange::start(secret, &crate::nonce());
                         scram = Some(ex);
                         w.begin(b'p');
                         w.cstr(crate::scram::MECHANISM);
@@ -124,7 +195,12 @@ async fn login(
                     Some(11) => {
                         let ex = scram.as_mut().ok_or_else(|| broken("SASL out of order"))?;
                         let server_first = String::from_utf8_lossy(&body[4..]);
-                        let fin = ex.respond(&server_first).map_err(broken)?;
+                        let fin = ex.respond(&server_first).map_err(|e| match e {
+                            crate::scram::ScramError::OtherSecret => {
+                                refused(*b"28000", format!("user \"{user}\": {e}"))
+                            }
+                            e => broken(e),
+                        })?;
                         w.begin(b'p');
                         w.bytes(fin.as_bytes());
                         w.end();

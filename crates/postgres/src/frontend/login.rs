@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// How the connection phase ended.
 pub enum Outcome {
     /// Logged in: the startup parameters and the user.
-    LoggedIn(StartupParams, Arc<User>),
+    LoggedIn(StartupParams, Arc<User>, Option<[u8; 32]>),
     /// A cancel request (the connection carries nothing else).
     Cancel {
         /// The process id sluice gave the session.
@@ -104,13 +104,16 @@ pub async fn accept(
             return Err(LoginError::Refused(msg));
         }
     }
-    let ok = match method {
-        PgAuthMethod::ScramSha256 => scram(client, user.as_deref()).await?,
-        PgAuthMethod::Md5 => md5(client, user.as_deref()).await?,
-        PgAuthMethod::Password => cleartext(client, user.as_deref()).await?,
+    let (ok, client_key) = match method {
+        PgAuthMethod::ScramSha256 => match scram(client, user.as_deref()).await? {
+            Some(key) => (true, Some(key)),
+            None => (false, None),
+        },
+        PgAuthMethod::Md5 => (md5(client, user.as_deref()).await?, None),
+        PgAuthMethod::Password => (cleartext(client, user.as_deref()).await?, None),
     };
     match (ok, user) {
-        (true, Some(u)) => Ok(Outcome::LoggedIn(params, u)),
+        (true, Some(u)) => Ok(Outcome::LoggedIn(params, u, client_key)),
         _ => {
             let msg = format!("password authentication failed for user \"{name}\"");
             let _ = client.fatal("28P01", &msg).await;
@@ -170,7 +173,8 @@ fn verifier(user: Option<&User>) -> Verifier {
     }
 }
 
-async fn scram(client: &mut Client, user: Option<&User>) -> Result<bool, LoginError> {
+/// The SCRAM exchange; the client key its proof revealed when the password was right.
+async fn scram(client: &mut Client, user: Option<&User>) -> Result<Option<[u8; 32]>, LoginError> {
     let mut offer = MECHANISM.as_bytes().to_vec();
     offer.extend_from_slice(b"\0\0");
     client.send(&auth_request(10, &offer)).await?;
@@ -206,13 +210,13 @@ async fn scram(client: &mut Client, user: Option<&User>) -> Result<bool, LoginEr
         .await?;
     let fin = password_message(client).await?;
     match exchange.finish(&String::from_utf8_lossy(&fin)) {
-        Ok(server_final) => {
+        Ok((server_final, client_key)) => {
             client
                 .send(&auth_request(12, server_final.as_bytes()))
                 .await?;
-            Ok(true)
+            Ok(Some(client_key))
         }
-        Err(ScramError::Proof) | Err(ScramError::Nonce) => Ok(false),
+        Err(ScramError::Proof) | Err(ScramError::Nonce) => Ok(None),
         Err(e) => refuse(client, &e.to_string()).await,
     }
 }

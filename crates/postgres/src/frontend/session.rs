@@ -98,7 +98,12 @@ pub async fn serve(
             super::cancel::forward(&fe.rt.sessions, pid, secret).await;
             return;
         }
-        Outcome::LoggedIn(p, u) => (p, u),
+        Outcome::LoggedIn(p, u, client_key) => {
+            if let Some(key) = client_key.filter(|_| u.password.starts_with("SCRAM-SHA-256$")) {
+                fe.connector.remember_client_key(&u.name, &u.password, key);
+            }
+            (p, u)
+        }
     };
     let Ok(_permit) = admission.clients.clone().try_acquire_owned() else {
         let _ = client.fatal("53300", admission.too_many).await;
