@@ -8,6 +8,7 @@
 mod duration;
 mod login;
 mod mysql;
+mod postgres;
 mod protocol;
 mod types;
 mod validate;
@@ -15,6 +16,7 @@ mod validate;
 pub use duration::{parse_duration, HumanDuration};
 pub use login::LoginConfig;
 pub use mysql::MysqlConfig;
+pub use postgres::PostgresConfig;
 pub use protocol::Protocol;
 pub use types::*;
 

@@ -50,6 +50,9 @@ pub struct Config {
     /// What only MySQL clients and servers have.
     #[serde(default)]
     pub mysql: crate::MysqlConfig,
+    /// What only PostgreSQL clients and servers have.
+    #[serde(default, skip_serializing_if = "crate::PostgresConfig::is_default")]
+    pub postgres: crate::PostgresConfig,
 }
 
 /// `[digests]`: statistics per statement shape.

@@ -269,6 +269,7 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     differs("[admin]", old.admin == new.admin);
     differs("[digests]", old.digests == new.digests);
     differs("[log]", old.log == new.log);
+    differs("[postgres]", old.postgres == new.postgres);
     why
 }
 

@@ -35,6 +35,9 @@ pub struct Scanned {
     pub deallocate: Option<String>,
     /// Number of statements in the text.
     pub statements: u32,
+    /// When it writes only because its queries call functions the scanner does not know:
+    /// those functions' names (as PostgreSQL resolves them: unquoted ones in lower case).
+    pub user_calls: Option<Box<[String]>>,
 }
 
 /// Classifies a statement text.
@@ -57,6 +60,12 @@ pub fn classify(sql: &[u8]) -> Scanned {
         drops_statements: false,
         deallocate: None,
         statements: whole.statements,
+        user_calls: whole.user_calls.as_ref().map(|spans| {
+            spans
+                .iter()
+                .map(|&(s, e)| function_name(&sql[s..e]))
+                .collect()
+        }),
     };
     if whole.statements <= 1 {
         out.add(sql, &whole);
@@ -158,6 +167,16 @@ fn unpin_bits(u: Unpins) -> u32 {
     bits
 }
 
+/// A called function's name token as PostgreSQL resolves it: a quoted name as it is, an
+/// unquoted one in lower case.
+fn function_name(token: &[u8]) -> String {
+    let text = String::from_utf8_lossy(token);
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(quoted) => quoted.replace("\"\"", "\""),
+        None => text.to_ascii_lowercase(),
+    }
+}
+
 /// The name in `DEALLOCATE [PREPARE] name`, as PostgreSQL folds it.
 fn deallocated_name(sql: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(sql).ok()?.trim().trim_end_matches(';');
@@ -203,5 +222,10 @@ mod tests {
         assert_eq!(s.deallocate.as_deref(), Some("Foo"));
         let s = classify(b"select pg_advisory_lock(1)");
         assert_eq!(s.pins, pin::ADVISORY_LOCK);
+        let s = classify(b"SELECT Report_Total(1), app.\"Quoted\"()");
+        assert_eq!(
+            s.user_calls.as_deref(),
+            Some(&["report_total".to_string(), "Quoted".to_string()][..])
+        );
     }
 }

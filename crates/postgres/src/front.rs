@@ -30,6 +30,8 @@ pub struct PostgresFrontend {
     pub topology: Arc<Topology<Box<PgConn>>>,
     /// Opens server connections.
     pub connector: Arc<PgConnector>,
+    /// Functions configured as read-only (`[postgres] read_only_functions`).
+    pub read_only_functions: std::collections::HashSet<String>,
 }
 
 impl PostgresFrontend {
@@ -42,11 +44,35 @@ impl PostgresFrontend {
             statements_per_connection: STATEMENTS_PER_CONNECTION,
             client_keys: Default::default(),
         });
+        let read_only_functions = config
+            .postgres
+            .read_only_functions
+            .iter()
+            .cloned()
+            .collect();
         Arc::new(PostgresFrontend {
             rt,
             topology,
             connector,
+            read_only_functions,
         })
+    }
+}
+
+impl PostgresFrontend {
+    /// Where a statement may run: the scanner's route, except that a query writing only by
+    /// calling functions configured as read-only is a read.
+    pub fn route_of(&self, info: &crate::classify::Scanned) -> sluice_core::router::Route {
+        use sluice_core::router::Route;
+        match &info.user_calls {
+            Some(calls)
+                if info.route == Route::Write
+                    && calls.iter().all(|f| self.read_only_functions.contains(f)) =>
+            {
+                Route::Read
+            }
+            _ => info.route,
+        }
     }
 }
 

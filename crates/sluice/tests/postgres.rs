@@ -14,7 +14,11 @@ fn stderr(o: &std::process::Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_go_to_replicas_and_writes_to_the_primary() {
-    let env = start(1, "").await;
+    let env = start(
+        1,
+        "\n[postgres]\nread_only_functions = [\"report_total\"]\n",
+    )
+    .await;
     // A plain read: a replica.
     assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "t");
     // Writes: the primary, verified there directly.
@@ -51,6 +55,24 @@ async fn reads_go_to_replicas_and_writes_to_the_primary() {
     let out = env
         .psql_script("BEGIN;\nSET TRANSACTION READ ONLY;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
     assert_eq!(out.0.trim(), "t", "{out:?}");
+    // A function sluice does not know may write: the primary, unless configured as
+    // read-only.
+    env.psql("CREATE FUNCTION report_total() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM t'");
+    env.psql(
+        "CREATE FUNCTION bump() RETURNS int LANGUAGE sql AS 'UPDATE t SET v = v RETURNING id'",
+    );
+    pg::wait_replayed(&env.topo).await;
+    assert_eq!(
+        env.psql("SELECT pg_is_in_recovery(), report_total()")
+            .trim(),
+        "t|1"
+    );
+    assert_eq!(env.psql("SELECT pg_is_in_recovery(), bump()").trim(), "f|1");
+    assert_eq!(
+        env.psql("SELECT pg_is_in_recovery(), public.report_total(), bump()")
+            .trim(),
+        "f|1|1"
+    );
     // A hint overrides the scanner.
     assert_eq!(
         env.psql("SELECT /* sluice:writer */ pg_is_in_recovery()")

@@ -24,7 +24,7 @@ impl Session {
         let stats = &server.stats;
         for def in ran {
             stats.queries.fetch_add(1, Relaxed);
-            match def.info.route {
+            match self.fe.route_of(&def.info) {
                 sluice_core::router::Route::Read => stats.reads.fetch_add(1, Relaxed),
                 sluice_core::router::Route::Write => stats.writes.fetch_add(1, Relaxed),
             };

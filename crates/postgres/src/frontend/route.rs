@@ -156,7 +156,7 @@ impl Session {
                     first = Some(def.clone());
                 }
                 any = true;
-                if def.info.route == Route::Write {
+                if self.fe.route_of(&def.info) == Route::Write {
                     route = Route::Write;
                 }
             }

@@ -17,8 +17,15 @@ pub fn scan(sql: &[u8]) -> PgScan {
         hint: None,
     };
     let mut out = PgScan::default();
+    let mut calls: Option<Vec<(usize, usize)>> = Some(Vec::new());
     while let Some(first) = cur.start_statement() {
-        let st = statement(&mut cur, first);
+        let mut st = statement(&mut cur, first);
+        if st.route == Route::Write {
+            match (&mut calls, st.user_calls.is_empty()) {
+                (Some(c), false) => c.append(&mut st.user_calls),
+                _ => calls = None,
+            }
+        }
         out.statements += 1;
         if out.statements == 1 {
             out.command = st.command;
@@ -34,6 +41,7 @@ pub fn scan(sql: &[u8]) -> PgScan {
         });
     }
     out.hint = cur.hint;
+    out.user_calls = calls.filter(|c| !c.is_empty());
     out
 }
 
@@ -149,6 +157,8 @@ pub(super) struct Stmt {
     pub(super) pins: Pins,
     pub(super) unpins: Unpins,
     pub(super) set: Option<super::SetStmt>,
+    /// A query that writes only by calling these functions sluice does not know.
+    pub(super) user_calls: Vec<(usize, usize)>,
 }
 
 impl Stmt {
@@ -159,6 +169,7 @@ impl Stmt {
             pins: Pins::default(),
             unpins: Unpins::default(),
             set: None,
+            user_calls: Vec::new(),
         }
     }
 }

@@ -35,6 +35,10 @@ pub struct PgScan {
     pub hint: Option<(usize, usize)>,
     /// For a text that is a single `SET` or `RESET` of a parameter: what it sets.
     pub set: Option<SetStmt>,
+    /// When the text writes only because its queries call functions the scanner does not
+    /// know (a user function may write): the spans of those functions' names, so that
+    /// functions configured as read-only can let it go to a replica.
+    pub user_calls: Option<Vec<(usize, usize)>>,
 }
 
 impl PgScan {

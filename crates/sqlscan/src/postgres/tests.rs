@@ -571,3 +571,36 @@ fn statement_counts_and_merging() {
     assert_eq!((s.statements, s.command), (2, PgCommand::Ddl));
     assert!(s.pins.contains(Pins::LISTEN));
 }
+
+#[test]
+fn writes_only_by_unknown_functions_name_them() {
+    let names = |sql: &str| {
+        scan(sql.as_bytes()).user_calls.map(|c| {
+            c.iter()
+                .map(|&(s, e)| sql[s..e].to_string())
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(names("SELECT my_report(1)"), Some(vec!["my_report".into()]));
+    assert_eq!(
+        names("SELECT * FROM app.totals() t"),
+        Some(vec!["totals".into()])
+    );
+    assert_eq!(
+        names("SELECT \"Quoted\"(1); SELECT upper(x), g() FROM t"),
+        Some(vec!["\"Quoted\"".into(), "g".into()])
+    );
+    for sql in [
+        "SELECT 1",
+        "SELECT upper('x')",
+        "SELECT f() FROM t FOR UPDATE",
+        "SELECT f(), nextval('s')",
+        "SELECT f(); INSERT INTO t VALUES (1)",
+        "WITH w AS (DELETE FROM t RETURNING f(x)) SELECT * FROM w",
+        "SELECT pg_advisory_lock(1), f()",
+        "INSERT INTO t VALUES (f())",
+        "CALL p()",
+    ] {
+        assert_eq!(names(sql), None, "{sql}");
+    }
+}

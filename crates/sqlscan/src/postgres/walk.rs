@@ -116,6 +116,10 @@ struct Callee {
 /// Token-walk state inside one statement: calls, locking clauses, writable CTEs.
 #[derive(Default)]
 struct Walk {
+    /// A reason to write other than calling a function sluice does not know.
+    other_write: bool,
+    /// Functions sluice does not know that the statement calls (name spans).
+    user_calls: Vec<(usize, usize)>,
     depth: u32,
     /// The previous token, if a `(` after it makes a call.
     callee: Option<Callee>,
@@ -234,14 +238,14 @@ impl Walk {
                     || cur.peek_word("NO")
                     || cur.peek_word("KEY")
                 {
-                    self.write = true;
+                    self.set_write();
                 }
                 return;
             }
             Kw::Into => {
                 if !matches!(self.prev_kw, Kw::Insert | Kw::Merge) {
                     // SELECT ... INTO creates a table.
-                    self.write = true;
+                    self.set_write();
                     let src = cur.src;
                     if cur.peek_word("TEMP")
                         || cur.peek_word("TEMPORARY")
@@ -268,7 +272,7 @@ impl Walk {
             _ => return,
         };
         if !self.prev_punct(b'.') {
-            self.write = true; // a writable CTE, or WITH ... INSERT
+            self.set_write(); // a writable CTE, or WITH ... INSERT
             if self.with_header && self.depth == 0 {
                 self.with_header = false;
                 self.main = Some(dml);
@@ -294,6 +298,18 @@ impl Walk {
             || (self.table_fn && matches!(k, Kw::Columns | Kw::Passing))
     }
 
+    /// Something in the statement writes or locks.
+    fn set_write(&mut self) {
+        self.write = true;
+        self.other_write = true;
+    }
+
+    /// A call of a function sluice does not know: it may write.
+    fn user_call(&mut self, name: &Token) {
+        self.write = true;
+        self.user_calls.push((name.start, name.end));
+    }
+
     /// A call: known read-only builtins are fine, anything else may write.
     fn call(&mut self, src: &[u8], callee: Callee) {
         let t = &callee.name;
@@ -301,7 +317,8 @@ impl Walk {
             Qualifier::None => false,
             Qualifier::Catalog => true,
             Qualifier::Other => {
-                self.write = true; // myschema.f(): a user function
+                // myschema.f(): a user function
+                self.user_call(t);
                 return;
             }
         };
@@ -309,7 +326,7 @@ impl Walk {
             Kind::QuotedIdent => match unquote(t.text(src)) {
                 Some(n) => (n, Spelling::Quoted),
                 None => {
-                    self.write = true;
+                    self.set_write();
                     return;
                 }
             },
@@ -331,13 +348,14 @@ impl Walk {
         }
         match classify_call(name, spelling) {
             Call::Safe => {}
-            Call::Sequence | Call::Unknown => self.write = true,
+            Call::Unknown => self.user_call(t),
+            Call::Sequence => self.set_write(),
             Call::AdvisoryLock => {
-                self.write = true;
+                self.set_write();
                 self.pins |= Pins::ADVISORY_LOCK;
             }
             Call::AdvisoryUnlockAll => {
-                self.write = true;
+                self.set_write();
                 self.unpins |= Unpins::ADVISORY_UNLOCK_ALL;
             }
         }
@@ -399,7 +417,11 @@ pub(super) fn query(cur: &mut Cursor<'_>, first: Token) -> Stmt {
     } else {
         Route::Read
     };
-    walk.into_stmt(Stmt::new(command, route))
+    let mut st = Stmt::new(command, route);
+    if walk.write && !walk.other_write {
+        st.user_calls = std::mem::take(&mut walk.user_calls);
+    }
+    walk.into_stmt(st)
 }
 
 /// Walks a query that ends at the `)` closing the `(` just consumed (`COPY (query) TO`).
