@@ -32,6 +32,8 @@ pub struct PostgresFrontend {
     pub connector: Arc<PgConnector>,
     /// Functions configured as read-only (`[postgres] read_only_functions`).
     pub read_only_functions: std::collections::HashSet<String>,
+    /// SCRAM verifiers of configured passwords.
+    pub verifiers: crate::frontend::login::Verifiers,
 }
 
 impl PostgresFrontend {
@@ -55,6 +57,7 @@ impl PostgresFrontend {
             topology,
             connector,
             read_only_functions,
+            verifiers: Default::default(),
         })
     }
 }

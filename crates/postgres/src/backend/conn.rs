@@ -7,6 +7,7 @@ use crate::wire::{read_message, Message, WireError};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -20,8 +21,9 @@ pub struct PgConn {
     rbuf: BytesMut,
     /// Its process id and cancel key.
     pub backend_key: (u32, u32),
-    /// What the server reported with ParameterStatus, newest value per name.
-    pub params: BTreeMap<String, String>,
+    /// What the server reported with ParameterStatus, newest value per name (shared with
+    /// the sessions that have seen exactly these values).
+    pub params: Arc<BTreeMap<String, String>>,
     /// Settings applied beyond its startup: parameter name → the statement that set it.
     pub applied: BTreeMap<String, String>,
     /// Prepared statements it holds, under sluice's names.
@@ -37,7 +39,7 @@ impl PgConn {
             stream,
             rbuf: BytesMut::with_capacity(8192),
             backend_key: (0, 0),
-            params: BTreeMap::new(),
+            params: Arc::default(),
             applied: BTreeMap::new(),
             statements: ServerStatements::new(cache),
             broken: false,
@@ -55,6 +57,14 @@ impl PgConn {
         matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// Gives the read buffer back to the process's shelf while the connection sits in the
+    /// pool (a pooled connection holds none; the next read takes one).
+    pub fn park(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
+            sluice_runtime::buffers::give_read(std::mem::take(&mut self.rbuf));
+        }
+    }
+
     /// Sends `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         let r = self.stream.write_all(bytes).await;
@@ -66,6 +76,9 @@ impl PgConn {
 
     /// Reads more bytes into the buffer; an error when the server closed the connection.
     pub async fn fill(&mut self) -> io::Result<()> {
+        if self.rbuf.capacity() == 0 {
+            self.rbuf = sluice_runtime::buffers::read_buffer();
+        }
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
             self.rbuf.reserve(16 * 1024);
         }
@@ -123,7 +136,7 @@ impl PgConn {
     /// Records a ParameterStatus body (`name\0value\0`).
     pub fn note_parameter(&mut self, body: &[u8]) {
         if let Some((name, value)) = parameter_status(body) {
-            self.params.insert(name.to_string(), value.to_string());
+            Arc::make_mut(&mut self.params).insert(name.to_string(), value.to_string());
         }
     }
 

@@ -26,13 +26,27 @@ pub struct Client {
 impl Client {
     /// Reads more from the client; an error when it is gone.
     pub async fn fill(&mut self) -> io::Result<()> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
-            self.buf.reserve(16 * 1024);
+        // Small to start with (a login reads a few hundred bytes), doubling for a client that
+        // sends more.
+        if self.buf.capacity() - self.buf.len() < 1024 {
+            self.buf.reserve(self.buf.capacity().max(4096));
         }
         match self.stream.read_buf(&mut self.buf).await? {
             0 => Err(io::ErrorKind::UnexpectedEof.into()),
             _ => Ok(()),
         }
+    }
+
+    /// Waits for the client's next bytes while the session is idle: the read buffer goes
+    /// back to the process's shelf meanwhile (an idle session holds none) and one is taken
+    /// when bytes arrive.
+    pub async fn fill_idle(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            sluice_runtime::buffers::give_read(std::mem::take(&mut self.buf));
+            self.stream.readable().await?;
+            self.buf = sluice_runtime::buffers::read_buffer();
+        }
+        self.fill().await
     }
 
     /// True while more may be read ahead.

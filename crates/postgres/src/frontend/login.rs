@@ -45,6 +45,7 @@ pub enum LoginError {
 pub async fn accept(
     client: &mut Client,
     users: &Users,
+    verifiers: &Verifiers,
     tls: Option<&tokio_rustls::TlsAcceptor>,
 ) -> Result<Outcome, LoginError> {
     let params = loop {
@@ -105,7 +106,7 @@ pub async fn accept(
         }
     }
     let (ok, client_key) = match method {
-        PgAuthMethod::ScramSha256 => match scram(client, user.as_deref()).await? {
+        PgAuthMethod::ScramSha256 => match scram(client, verifiers.get(user.as_deref())).await? {
             Some(key) => (true, Some(key)),
             None => (false, None),
         },
@@ -154,6 +155,31 @@ fn auth_request(kind: i32, data: &[u8]) -> Vec<u8> {
     w.into_bytes()
 }
 
+/// SCRAM verifiers derived from configured passwords, per user with the password they
+/// came from: PBKDF2 runs once per password, not at every login (one entry per configured
+/// user name).
+#[derive(Default)]
+pub struct Verifiers(std::sync::Mutex<std::collections::HashMap<String, (String, Verifier)>>);
+
+impl Verifiers {
+    /// The verifier to check the user's password against (a throwaway one for an unknown
+    /// user, so that the exchange looks the same).
+    fn get(&self, user: Option<&User>) -> Verifier {
+        let Some(u) = user.filter(|u| !u.password.starts_with("SCRAM-SHA-256$")) else {
+            return verifier(user);
+        };
+        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.get(&*u.name) {
+            Some((password, v)) if *password == u.password => v.clone(),
+            _ => {
+                let v = verifier(Some(u));
+                cache.insert(u.name.to_string(), (u.password.clone(), v.clone()));
+                v
+            }
+        }
+    }
+}
+
 /// The verifier to check the user's password against (a throwaway one for an unknown user,
 /// so that the exchange looks the same).
 fn verifier(user: Option<&User>) -> Verifier {
@@ -174,7 +200,7 @@ fn verifier(user: Option<&User>) -> Verifier {
 }
 
 /// The SCRAM exchange; the client key its proof revealed when the password was right.
-async fn scram(client: &mut Client, user: Option<&User>) -> Result<Option<[u8; 32]>, LoginError> {
+async fn scram(client: &mut Client, verifier: Verifier) -> Result<Option<[u8; 32]>, LoginError> {
     let mut offer = MECHANISM.as_bytes().to_vec();
     offer.extend_from_slice(b"\0\0");
     client.send(&auth_request(10, &offer)).await?;
@@ -192,11 +218,7 @@ async fn scram(client: &mut Client, user: Option<&User>) -> Result<Option<[u8; 3
     }
     let first = body.get(nul + 5..).unwrap_or_default();
     let first = String::from_utf8_lossy(first).into_owned();
-    let (exchange, server_first) = match ServerExchange::start(
-        verifier(user),
-        &first,
-        &crate::nonce(),
-    ) {
+    let (exchange, server_first) = match ServerExchange::start(verifier, &first, &crate::nonce()) {
         Ok(x) => x,
         Err(ScramError::ChannelBinding) => {
             let msg = "channel binding is not supported: sluice offers SCRAM-SHA-256 without channel binding";

@@ -47,7 +47,7 @@ pub async fn relay(
     conn: &mut PgConn,
     client: &mut Client,
     exps: &mut VecDeque<Exp>,
-    reported: &mut BTreeMap<String, String>,
+    reported: &mut std::sync::Arc<BTreeMap<String, String>>,
 ) -> Result<Relayed, RelayError> {
     let mut out: Vec<u8> = Vec::with_capacity(8192);
     let mut r = Relayed::default();
@@ -94,8 +94,8 @@ pub async fn relay(
                 out.extend_from_slice(msg);
                 let kv = parameter_status(&msg[5..]).map(|(k, v)| (k.to_string(), v.to_string()));
                 if let Some((k, v)) = kv {
-                    reported.insert(k.clone(), v.clone());
-                    conn.params.insert(k, v);
+                    std::sync::Arc::make_mut(reported).insert(k.clone(), v.clone());
+                    std::sync::Arc::make_mut(&mut conn.params).insert(k, v);
                 }
             }
             b'E' => {

@@ -44,7 +44,7 @@ pub struct Session {
     /// The status the client last saw.
     pub(super) status: ReadyStatus,
     /// ParameterStatus values the client has seen.
-    pub(super) reported: BTreeMap<String, String>,
+    pub(super) reported: Arc<BTreeMap<String, String>>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
     pub(super) deferred_begin: Option<(Vec<u8>, bool)>,
     /// The connection is held only because the last unit ended with a Flush outside a
@@ -59,7 +59,9 @@ pub struct Session {
     pub(super) owed: std::collections::VecDeque<unit::Exp>,
 }
 
-/// Serves one client from its first packet to its last.
+/// Serves one client from its first packet to its last. The login and the session are
+/// futures of their own (boxed), so that an idle session's memory holds neither the login's
+/// state nor a unit's.
 pub async fn serve(
     fe: Arc<PostgresFrontend>,
     admission: Arc<Admission>,
@@ -68,35 +70,52 @@ pub async fn serve(
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
 ) {
+    let opened = Box::pin(open(fe, admission, place, stream, peer, listener)).await;
+    if let Some((session, key, permit)) = opened {
+        Box::pin(session.live(key, permit)).await;
+    }
+}
+
+/// The login: a session, its key and its admission permit, unless the client is refused,
+/// fails to log in or only cancels a statement.
+async fn open(
+    fe: Arc<PostgresFrontend>,
+    admission: Arc<Admission>,
+    place: Connecting,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<ListenerInfo>,
+) -> Option<(Session, SessionKey, tokio::sync::OwnedSemaphorePermit)> {
     let mut client = Client {
         stream: MaybeTls::Plain(stream),
-        buf: bytes::BytesMut::with_capacity(1024),
+        buf: sluice_runtime::buffers::read_buffer(),
     };
     let timeout = fe.rt.effective.load().login.handshake_timeout.get();
     let tls = fe.rt.tls.load_full();
     let users = fe.rt.users.load_full();
     let outcome = tokio::select! {
-        r = tokio::time::timeout(timeout, login::accept(&mut client, &users, (*tls).as_ref())) => match r {
+        // Boxed: the login's state is not kept in the session's future once it is done.
+        r = tokio::time::timeout(timeout, Box::pin(login::accept(&mut client, &users, &fe.verifiers, (*tls).as_ref()))) => match r {
             Ok(Ok(o)) => o,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "login failed");
                 if matches!(e, login::LoginError::Password(_)) {
                     fe.rt.throttle.failed(peer.ip(), std::time::Instant::now());
                 }
-                return;
+                return None;
             }
             Err(_) => {
                 let _ = client.fatal("08006", "sluice: login timed out").await;
-                return;
+                return None;
             }
         },
-        _ = place.evicted() => return,
+        _ = place.evicted() => return None,
     };
     drop(place);
     let (params, user) = match outcome {
         Outcome::Cancel { pid, secret } => {
             super::cancel::forward(&fe.rt.sessions, pid, secret).await;
-            return;
+            return None;
         }
         Outcome::LoggedIn(p, u, client_key) => {
             if let Some(key) = client_key.filter(|_| u.password.starts_with("SCRAM-SHA-256$")) {
@@ -105,9 +124,9 @@ pub async fn serve(
             (p, u)
         }
     };
-    let Ok(_permit) = admission.clients.clone().try_acquire_owned() else {
+    let Ok(permit) = admission.clients.clone().try_acquire_owned() else {
         let _ = client.fatal("53300", admission.too_many).await;
-        return;
+        return None;
     };
     let database: Arc<str> = Arc::from(params.database().unwrap_or(&user.name));
     let key = SessionKey {
@@ -128,7 +147,9 @@ pub async fn serve(
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "user" | "database" | "options" | "replication"));
     let settings = Settings::from_startup(startup.map(|(k, v)| (k.as_str(), v.as_str())));
-    let mut s = Session {
+    // The startup packet is not kept: what moves is in the settings now.
+    drop(params);
+    let s = Session {
         key: PoolKey {
             user: user.name.clone(),
             database: Some(database),
@@ -147,24 +168,33 @@ pub async fn serve(
         lease_generation: 0,
         lease_has_unnamed: false,
         status: ReadyStatus::Idle,
-        reported: BTreeMap::new(),
+        reported: Arc::default(),
         deferred_begin: None,
         held_by_flush: false,
         skipping: false,
         owed: Default::default(),
     };
-    if let Err(e) = s.welcome(key).await {
-        tracing::debug!(error = %e, "session ended during login");
-    } else if let Err(e) = s.run().await {
-        tracing::debug!(error = %e, "session ended");
-    }
-    if let Some(mut lease) = s.lease.take() {
-        // Mid-transaction or pinned state: the connection cannot serve anyone else.
-        if s.status != ReadyStatus::Idle || s.pins != 0 {
-            lease.discard();
+    Some((s, key, permit))
+}
+
+impl Session {
+    /// The session after its login, to its end; then its connection goes back to the pool
+    /// (or is closed, when mid-transaction or pinned) and it leaves the registry.
+    async fn live(mut self, key: SessionKey, permit: tokio::sync::OwnedSemaphorePermit) {
+        if let Err(e) = Box::pin(self.welcome(key)).await {
+            tracing::debug!(error = %e, "session ended during login");
+        } else if let Err(e) = self.run().await {
+            tracing::debug!(error = %e, "session ended");
         }
+        if let Some(mut lease) = self.lease.take() {
+            // Mid-transaction or pinned state: the connection cannot serve anyone else.
+            if self.status != ReadyStatus::Idle || self.pins != 0 {
+                lease.discard();
+            }
+        }
+        self.fe.rt.sessions.remove(key.id);
+        drop(permit);
     }
-    fe.rt.sessions.remove(key.id);
 }
 
 fn rand_u32() -> u32 {
@@ -215,7 +245,9 @@ impl Session {
             if unit.end == End::Terminate {
                 return Ok(());
             }
-            self.unit(unit).await?;
+            // Boxed: an idle session's future holds only what waiting for the next unit
+            // takes, not the state of relaying one.
+            Box::pin(self.unit(unit)).await?;
         }
     }
 
@@ -242,7 +274,7 @@ impl Session {
                         }
                     }
                 }
-                None => self.client.fill().await.map_err(client_err)?,
+                None => self.client.fill_idle().await.map_err(client_err)?,
             }
         }
     }
@@ -268,7 +300,7 @@ impl Session {
         while let Ok(Some((m, len))) = conn.peek() {
             if m.tag == b'S' {
                 if let Some((k, v)) = crate::backend::conn::parameter_status(m.body) {
-                    self.reported.insert(k.into(), v.into());
+                    Arc::make_mut(&mut self.reported).insert(k.into(), v.into());
                 }
             }
             out.extend_from_slice(&conn.buffered()[..len]);
@@ -496,7 +528,8 @@ impl Session {
 
     /// Gives the connection back to the pool.
     fn release(&mut self) {
-        if let Some(lease) = self.lease.take() {
+        if let Some(mut lease) = self.lease.take() {
+            lease.conn().park();
             tracing::trace!(status = ?self.status, "connection released");
             drop(lease);
             self.handle.set_backend_with_secret(None, 0);
@@ -525,10 +558,17 @@ impl Session {
         }
         self.lease_generation = self.settings.generation();
         let mut w = Writer::new();
-        for (k, v) in &conn.params {
-            if self.reported.get(k) != Some(v) {
-                w.parameter_status(k, v);
-                self.reported.insert(k.clone(), v.clone());
+        if !Arc::ptr_eq(&self.reported, &conn.params) {
+            for (k, v) in conn.params.iter() {
+                if self.reported.get(k) != Some(v) {
+                    w.parameter_status(k, v);
+                    Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());
+                }
+            }
+            // Seen exactly what the connection has: share its map (an idle session then
+            // holds no copy of its own).
+            if self.reported == conn.params {
+                self.reported = conn.params.clone();
             }
         }
         if !w.as_bytes().is_empty() {
