@@ -49,7 +49,8 @@ pub async fn relay(
     exps: &mut VecDeque<Exp>,
     reported: &mut std::sync::Arc<BTreeMap<String, String>>,
 ) -> Result<Relayed, RelayError> {
-    let mut out: Vec<u8> = Vec::with_capacity(8192);
+    // From the process's shelf, and back to it at the end: no allocation per unit.
+    let mut out = sluice_runtime::buffers::write_buffer();
     let mut r = Relayed::default();
     let mut extended_copy_done = false;
     loop {
@@ -177,6 +178,7 @@ pub async fn relay(
     if !out.is_empty() {
         client.send(&out).await.map_err(RelayError::Client)?;
     }
+    sluice_runtime::buffers::give_write(out);
     Ok(r)
 }
 

@@ -357,6 +357,7 @@ impl Session {
         }
         let started = std::time::Instant::now();
         let sent = conn.send(&fwd.out).await;
+        sluice_runtime::buffers::give_write(std::mem::take(&mut fwd.out));
         let relayed = match sent {
             Ok(()) => {
                 // Answers still owed by a batch forwarded without its end come first.
@@ -542,9 +543,15 @@ impl Session {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
-        let desired = self.settings.desired();
         let conn = lease.conn();
-        if let Some(sql) = state::difference(&conn.applied, &desired) {
+        let desired = if self.settings.matches(&conn.applied) {
+            None
+        } else {
+            Some(self.settings.desired())
+        };
+        if let Some((sql, desired)) =
+            desired.and_then(|d| Some((state::difference(&conn.applied, &d)?, d)))
+        {
             let mut q = Vec::with_capacity(sql.len() + 6);
             put_query(&mut q, sql.as_bytes());
             if let Err(e) = run_hidden(conn, &q).await {

@@ -140,6 +140,31 @@ impl Settings {
         }
     }
 
+    /// True if a connection with `applied` has exactly what [`Settings::desired`] says (checked
+    /// without building it: the common case, a connection last used by a session with the
+    /// same settings, costs no allocation).
+    pub fn matches(&self, applied: &BTreeMap<String, String>) -> bool {
+        let mut n = 0;
+        for (name, stmt) in self.startup.iter() {
+            if self.made.contains_key(&**name) {
+                continue;
+            }
+            if applied.get(&**name).map(String::as_str) != Some(&**stmt) {
+                return false;
+            }
+            n += 1;
+        }
+        for (name, stmt) in &self.made {
+            if let Some(stmt) = stmt {
+                if applied.get(name) != Some(stmt) {
+                    return false;
+                }
+                n += 1;
+            }
+        }
+        n == applied.len()
+    }
+
     /// What a connection must have: parameter name → the statement setting it.
     pub fn desired(&self) -> BTreeMap<String, String> {
         let mut d: BTreeMap<String, String> = self
@@ -248,6 +273,8 @@ mod tests {
             "RESET timezone;"
         );
         assert!(difference(&s.desired(), &s.desired()).is_none());
+        assert!(s.matches(&s.desired()));
+        assert!(!s.matches(&BTreeMap::new()) || s.desired().is_empty());
     }
 
     #[test]

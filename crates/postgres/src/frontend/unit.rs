@@ -222,7 +222,10 @@ pub fn forward(
     conn: &mut PgConn,
     mut names: Names<'_>,
 ) -> Forwarded {
-    let mut f = Forwarded::default();
+    let mut f = Forwarded {
+        out: sluice_runtime::buffers::write_buffer(),
+        ..Default::default()
+    };
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let whole = &buf[at..at + len];
         let body = &whole[5..];
