@@ -8,6 +8,8 @@ pub mod cgroup;
 pub mod client;
 pub mod hist;
 pub mod load;
+pub mod pg;
+pub mod pgclient;
 pub mod plot;
 
 use std::path::PathBuf;

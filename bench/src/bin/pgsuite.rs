@@ -1,0 +1,1724 @@
+//! The PostgreSQL benchmark: pgbench against one PostgreSQL server directly, through sluice
+//! (transaction pooling, read/write splitting), PgBouncer (transaction pooling), HAProxy (TCP
+//! mode) and Pgpool-II (connection pooling), side by side in one run on one machine.
+//!
+//! - pgbench select-only and TPC-B-like, `-M simple` and `-M prepared`, at 1, 16, 64 and 256
+//!   clients (`-j` min(clients, 2)): tps and the ratio to direct, average latency (pgbench's)
+//!   and 99th percentile (from pgbench's transaction log, sampled), failed transactions and
+//!   aborted clients, each proxy's CPU µs per transaction (utime + stime of its process tree
+//!   from /proc, over the run, divided by the transactions);
+//! - connect-per-transaction (`-C`) select-only with SCRAM-SHA-256 logins;
+//! - 1,000 clients through sluice limited to 50 server connections, sampling
+//!   `pg_stat_activity`;
+//! - idle client memory: N logged-in idle connections to sluice and to PgBouncer, RSS before
+//!   and after;
+//! - SVG charts of tps against clients per workload and protocol, a markdown table.
+//!
+//! Usage: cargo run --release -p sluice-bench --bin pgsuite -- [--time SECS]
+//!        [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared]
+//!        [--connect-clients 1,16] [--many-clients 1000] [--server-connections 50]
+//!        [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N]
+//!        [--targets direct,sluice,pgbouncer,haproxy,pgpool]
+// A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
+// set-up step is reported by panicking, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use sluice_bench::pg::{
+    as_server_user, owned_dir, pg_bin_dir, rss_bytes, tree_cpu_micros, write_owned, PgServer,
+    Pgbench, PgbenchResult, Proc,
+};
+use sluice_bench::pgclient::PgClient;
+use sluice_bench::plot::{Chart, Series};
+use sluice_bench::{machine, sluice_bin, wait_port};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--connect-clients 1,16] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
+
+const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
+const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
+const MODES: [&str; 3] = ["simple", "extended", "prepared"];
+
+/// The role every client logs in as (SCRAM-SHA-256), and its password.
+const ROLE: &str = "app";
+const PASSWORD: &str = "app";
+const DATABASE: &str = "postgres";
+/// PostgreSQL's `max_connections`: every target's clients or pool at once, with room.
+const PG_MAX_CONNECTIONS: u32 = 1500;
+/// Server connections each sluice hostgroup and PgBouncer's pool may open in the main runs
+/// (more than the most clients: pooling, not queueing, is measured there).
+const POOL_SIZE: u32 = 300;
+/// Share of transactions pgbench logs for the percentiles.
+const SAMPLING_RATE: f64 = 0.1;
+
+struct Opts {
+    time: u32,
+    clients: Vec<u32>,
+    workloads: Vec<String>,
+    modes: Vec<String>,
+    connect_clients: Vec<u32>,
+    many_clients: u32,
+    server_connections: u32,
+    idle: u32,
+    scale: u32,
+    plots: PathBuf,
+    sluice_threads: u32,
+    targets: Vec<String>,
+}
+
+fn list_u32(flag: &str, v: &str, allow_empty: bool) -> Result<Vec<u32>, String> {
+    if allow_empty && (v.is_empty() || v == "none") {
+        return Ok(Vec::new());
+    }
+    v.split(',')
+        .map(|t| t.trim().parse().ok().filter(|&n: &u32| n > 0))
+        .collect::<Option<Vec<u32>>>()
+        .filter(|t| !t.is_empty())
+        .ok_or(format!("{flag} {v}: want a list like 1,16,64"))
+}
+
+fn list_of(flag: &str, v: &str, known: &[&str]) -> Result<Vec<String>, String> {
+    let items: Vec<String> = v.split(',').map(|w| w.trim().to_string()).collect();
+    match items.iter().find(|w| !known.contains(&w.as_str())) {
+        Some(w) => Err(format!(
+            "{flag}: unknown {w:?} (one of {})",
+            known.join(", ")
+        )),
+        None => Ok(items),
+    }
+}
+
+impl Opts {
+    fn parse(args: impl Iterator<Item = String>) -> Result<Opts, String> {
+        let mut o = Opts {
+            time: 10,
+            clients: vec![1, 16, 64, 256],
+            workloads: WORKLOADS.map(String::from).to_vec(),
+            modes: vec!["simple".into(), "prepared".into()],
+            connect_clients: vec![1, 16],
+            many_clients: 1000,
+            server_connections: 50,
+            idle: 5000,
+            scale: 10,
+            plots: PathBuf::from("docs/img"),
+            sluice_threads: 1,
+            targets: ALL_TARGETS.map(String::from).to_vec(),
+        };
+        let mut args = args;
+        while let Some(a) = args.next() {
+            if a == "--help" || a == "-h" {
+                return Err(USAGE.into());
+            }
+            let v = args
+                .next()
+                .ok_or_else(|| format!("{a} needs a value\n{USAGE}"))?;
+            let num = |min: u32| {
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|&n| n >= min)
+                    .ok_or(format!("{a} {v}: want a number >= {min}"))
+            };
+            match a.as_str() {
+                "--time" => o.time = num(1)?,
+                "--clients" | "--threads" => o.clients = list_u32(&a, &v, true)?,
+                "--workloads" => o.workloads = list_of(&a, &v, &WORKLOADS)?,
+                "--modes" => o.modes = list_of(&a, &v, &MODES)?,
+                "--connect-clients" => o.connect_clients = list_u32(&a, &v, true)?,
+                "--many-clients" => o.many_clients = num(0)?,
+                "--server-connections" => o.server_connections = num(2)?,
+                "--idle" => o.idle = num(0)?,
+                "--scale" => o.scale = num(1)?,
+                "--plots" => o.plots = PathBuf::from(v),
+                "--sluice-threads" => o.sluice_threads = num(0)?,
+                "--targets" => {
+                    o.targets = list_of(&a, &v, &ALL_TARGETS)?;
+                    if !o.targets.iter().any(|t| t == "direct") {
+                        o.targets.insert(0, "direct".into());
+                    }
+                }
+                other => return Err(format!("unknown argument {other}\n{USAGE}")),
+            }
+        }
+        Ok(o)
+    }
+
+    fn describe(&self) -> String {
+        let j = |v: &[u32]| {
+            let s: Vec<String> = v.iter().map(u32::to_string).collect();
+            if s.is_empty() {
+                "none".into()
+            } else {
+                s.join(",")
+            }
+        };
+        format!(
+            "--time {} --clients {} --workloads {} --modes {} --connect-clients {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --targets {}",
+            self.time,
+            j(&self.clients),
+            self.workloads.join(","),
+            self.modes.join(","),
+            j(&self.connect_clients),
+            self.many_clients,
+            self.server_connections,
+            self.idle,
+            self.scale,
+            self.plots.display(),
+            self.sluice_threads,
+            self.targets.join(",")
+        )
+    }
+}
+
+/// The run's temporary directory, removed on drop (and by the signal handler).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir, String> {
+        let base = std::env::temp_dir();
+        // Directories of earlier runs that were killed before they could clean up.
+        if let Ok(entries) = std::fs::read_dir(&base) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name
+                    .strip_prefix("sluice-pgsuite-")
+                    .and_then(|p| p.parse::<u32>().ok())
+                {
+                    if !Path::new(&format!("/proc/{pid}")).exists() {
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+            }
+        }
+        let dir = base.join(format!("sluice-pgsuite-{}", std::process::id()));
+        owned_dir(&dir)?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Something pgbench connects to.
+struct Target {
+    name: &'static str,
+    port: u16,
+    /// The proxy (none for the server itself).
+    proc: Option<Proc>,
+    /// Why it cannot be measured (failed to start or to log in).
+    broken: Option<String>,
+}
+
+impl Target {
+    fn unusable(&mut self) -> Option<String> {
+        if let Some(b) = &self.broken {
+            return Some(b.clone());
+        }
+        self.proc.as_mut().and_then(Proc::exited)
+    }
+
+    fn cpu(&self) -> Option<u64> {
+        self.proc.as_ref().and_then(|p| tree_cpu_micros(p.pid()))
+    }
+}
+
+/// One pgbench run against one target.
+struct Row {
+    workload: String,
+    mode: String,
+    clients: u32,
+    target: &'static str,
+    result: Result<PgbenchResult, String>,
+    cpu_us_per_txn: Option<f64>,
+    /// The server's CPU (postmaster and every backend) per transaction.
+    server_us_per_txn: Option<f64>,
+    /// pgbench's own CPU per transaction.
+    client_us_per_txn: Option<f64>,
+    /// `cpu_us_per_txn` is over the steady state (after the logins), not the whole run.
+    cpu_steady: bool,
+}
+
+fn main() {
+    let opts = match Opts::parse(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("pgsuite: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&opts) {
+        eprintln!("pgsuite: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The first line a program prints for `arg`.
+fn banner(program: &Path, arg: &str) -> String {
+    Command::new(program)
+        .arg(arg)
+        .output()
+        .ok()
+        .and_then(|o| {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            text.lines().next().map(|l| l.trim().to_string())
+        })
+        .unwrap_or_else(|| "version unknown".into())
+}
+
+fn find(name: &'static str, package: &'static str) -> Option<PathBuf> {
+    sluice_testkit::find_program(name, package).ok()
+}
+
+fn free_port() -> Result<u16, String> {
+    sluice_testkit::free_port().map_err(|e| e.to_string())
+}
+
+/// A log file in the run's directory for a child's output.
+fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
+    let path = dir.join(name);
+    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    sluice_bench::pg::chown_to_server_user(&path)?;
+    Ok(f)
+}
+
+fn with_log(cmd: &mut Command, dir: &Path, name: &str) -> Result<(), String> {
+    let f = log_file(dir, name)?;
+    cmd.stdout(f.try_clone().map_err(|e| e.to_string())?)
+        .stderr(f);
+    Ok(())
+}
+
+/// The last lines of a log in the run's directory.
+fn log_tail(dir: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n    ")
+}
+
+/// sluice's configuration: one PostgreSQL listener that splits reads from writes (pooling by
+/// transaction), the server in the writer and in the reader hostgroup (one pool each, at
+/// most `writer_max` and `reader_max` connections).
+fn sluice_config(
+    port: u16,
+    server: &str,
+    threads: u32,
+    writer_max: u32,
+    reader_max: u32,
+) -> String {
+    format!(
+        "[proxy]\nworker_threads = {threads}\n\n[[listeners]]\nlisten = \"127.0.0.1:{port}\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"{ROLE}\"\npassword = \"{PASSWORD}\"\n\n[[servers]]\naddress = \"{server}\"\nprotocol = \"postgres\"\nhostgroup = \"writer\"\nmax_connections = {writer_max}\n\n[[servers]]\naddress = \"{server}\"\nprotocol = \"postgres\"\nhostgroup = \"reader\"\nmax_connections = {reader_max}\n\n[monitor]\nenabled = false\n\n[log]\nlevel = \"warn\"\n"
+    )
+}
+
+fn start_sluice(dir: &Path, tag: &str, config: &str, port: u16) -> Result<Proc, String> {
+    let path = dir.join(format!("sluice-{tag}.toml"));
+    std::fs::write(&path, config).map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(sluice_bin());
+    cmd.arg("--config").arg(&path);
+    let log = format!("sluice-{tag}.log");
+    with_log(&mut cmd, dir, &log)?;
+    let mut p = Proc::spawn("sluice", cmd, libc::SIGTERM)?;
+    if let Err(e) = wait_port(port) {
+        return Err(format!(
+            "{e}: sluice {} ({:?})\n    {}",
+            sluice_bin().display(),
+            p.exited(),
+            log_tail(dir, &log)
+        ));
+    }
+    Ok(p)
+}
+
+/// PgBouncer: transaction pooling, SCRAM-SHA-256 with the plaintext password in its auth file
+/// (as sluice has it), a pool of at most `pool` server connections.
+fn start_pgbouncer(
+    bin: &Path,
+    dir: &Path,
+    tag: &str,
+    port: u16,
+    server_port: u16,
+    max_clients: u32,
+    pool: u32,
+) -> Result<Proc, String> {
+    let d = dir.join(format!("pgbouncer-{tag}"));
+    owned_dir(&d)?;
+    write_owned(
+        &d.join("userlist.txt"),
+        &format!("\"{ROLE}\" \"{PASSWORD}\"\n"),
+    )?;
+    let ini = format!(
+        "[databases]\n{DATABASE} = host=127.0.0.1 port={server_port} dbname={DATABASE}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = scram-sha-256\nauth_file = {}\npool_mode = transaction\nmax_client_conn = {max_clients}\ndefault_pool_size = {pool}\nmax_db_connections = {pool}\nlog_connections = 0\nlog_disconnections = 0\nlogfile = {}\n",
+        d.join("userlist.txt").display(),
+        d.join("pgbouncer.log").display()
+    );
+    let ini_path = d.join("pgbouncer.ini");
+    write_owned(&ini_path, &ini)?;
+    let mut cmd = Command::new(bin);
+    cmd.arg(&ini_path);
+    with_log(&mut cmd, &d, "stderr.log")?;
+    // PgBouncer refuses to run as root.
+    as_server_user(&mut cmd)?;
+    let mut p = Proc::spawn("pgbouncer", cmd, libc::SIGTERM)?;
+    if let Err(e) = wait_port(port) {
+        return Err(format!(
+            "{e}: pgbouncer ({:?})\n    {}\n    {}",
+            p.exited(),
+            log_tail(&d, "stderr.log"),
+            log_tail(&d, "pgbouncer.log")
+        ));
+    }
+    Ok(p)
+}
+
+/// HAProxy in TCP mode in front of the server.
+fn start_haproxy(bin: &Path, dir: &Path, port: u16, server: &str) -> Result<Proc, String> {
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(
+        &path,
+        format!(
+            "global\n  maxconn 9000\n\ndefaults\n  mode tcp\n  maxconn 9000\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\nlisten postgres\n  bind 127.0.0.1:{port}\n  server db1 {server}\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("-db").arg("-f").arg(&path);
+    with_log(&mut cmd, dir, "haproxy.log")?;
+    let mut p = Proc::spawn("haproxy", cmd, libc::SIGTERM)?;
+    if let Err(e) = wait_port(port) {
+        return Err(format!(
+            "{e}: haproxy ({:?})\n    {}",
+            p.exited(),
+            log_tail(dir, "haproxy.log")
+        ));
+    }
+    Ok(p)
+}
+
+/// The Pgpool-II settings of the run (raw mode, one backend: no load balancing, no
+/// replication checks; a child process per client, each keeping its backend connection).
+fn pgpool_conf(d: &Path, port: u16, pcp_port: u16, server_port: u16, children: u32) -> String {
+    format!(
+        "backend_clustering_mode = 'raw'\n\
+         listen_addresses = '127.0.0.1'\n\
+         port = {port}\n\
+         socket_dir = '{dir}'\n\
+         pcp_listen_addresses = ''\n\
+         pcp_port = {pcp_port}\n\
+         pcp_socket_dir = '{dir}'\n\
+         wd_ipc_socket_dir = '{dir}'\n\
+         pid_file_name = '{dir}/pgpool.pid'\n\
+         logdir = '{dir}'\n\
+         log_destination = 'stderr'\n\
+         log_min_messages = warning\n\
+         backend_hostname0 = '127.0.0.1'\n\
+         backend_port0 = {server_port}\n\
+         backend_weight0 = 1\n\
+         backend_flag0 = 'DISALLOW_TO_FAILOVER'\n\
+         num_init_children = {children}\n\
+         max_pool = 1\n\
+         reserved_connections = 0\n\
+         child_life_time = 0\n\
+         child_max_connections = 0\n\
+         connection_life_time = 0\n\
+         client_idle_limit = 0\n\
+         connection_cache = on\n\
+         load_balance_mode = off\n\
+         memory_cache_enabled = off\n\
+         enable_pool_hba = on\n\
+         pool_passwd = '{dir}/pool_passwd'\n\
+         health_check_period = 0\n\
+         sr_check_period = 0\n\
+         failover_on_backend_error = off\n\
+         use_watchdog = off\n\
+         ssl = off\n",
+        dir = d.display()
+    )
+}
+
+fn start_pgpool(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    server_port: u16,
+    children: u32,
+) -> Result<Proc, String> {
+    let d = dir.join("pgpool");
+    owned_dir(&d)?;
+    let pcp_port = free_port()?;
+    write_owned(
+        &d.join("pgpool.conf"),
+        &pgpool_conf(&d, port, pcp_port, server_port, children),
+    )?;
+    write_owned(
+        &d.join("pool_hba.conf"),
+        "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+    )?;
+    write_owned(&d.join("pool_passwd"), &format!("{ROLE}:TEXT{PASSWORD}\n"))?;
+    write_owned(&d.join("pcp.conf"), "")?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("-n")
+        .arg("-f")
+        .arg(d.join("pgpool.conf"))
+        .arg("-a")
+        .arg(d.join("pool_hba.conf"))
+        .arg("-F")
+        .arg(d.join("pcp.conf"))
+        .env("HOME", &d);
+    with_log(&mut cmd, &d, "pgpool.log")?;
+    as_server_user(&mut cmd)?;
+    // SIGINT: fast shutdown (its children too).
+    let mut p = Proc::spawn("pgpool", cmd, libc::SIGINT)?;
+    if let Err(e) = wait_port(port) {
+        return Err(format!(
+            "{e}: pgpool ({:?})\n    {}",
+            p.exited(),
+            log_tail(&d, "pgpool.log")
+        ));
+    }
+    Ok(p)
+}
+
+/// Logs in through `port` and runs `SELECT 1`: the target works.
+fn check_login(rt: &tokio::runtime::Runtime, port: u16) -> Result<(), String> {
+    rt.block_on(async {
+        let mut c =
+            PgClient::connect_within(Duration::from_secs(20), port, ROLE, PASSWORD, DATABASE)
+                .await?;
+        let v = c.query_one("SELECT 1").await?;
+        c.close().await;
+        if v == "1" {
+            Ok(())
+        } else {
+            Err(format!("SELECT 1 returned {v:?}"))
+        }
+    })
+}
+
+fn jobs(clients: u32) -> u32 {
+    clients.min(2)
+}
+
+fn per_txn(
+    before: Option<u64>,
+    after: Option<u64>,
+    r: &Result<PgbenchResult, String>,
+) -> Option<f64> {
+    match (r, before, after) {
+        (Ok(r), Some(b), Some(a)) if r.transactions > 0 => {
+            Some(a.saturating_sub(b) as f64 / r.transactions as f64)
+        }
+        _ => None,
+    }
+}
+
+fn run(o: &Opts) -> Result<(), String> {
+    let nofile = rlimit::increase_nofile_limit(u64::MAX).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let tmp = TempDir::new()?;
+    {
+        // Ctrl-C or SIGTERM: stop every server and proxy, remove the directory, exit.
+        let dir = tmp.0.clone();
+        rt.spawn(async move {
+            let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            eprintln!("pgsuite: interrupted: stopping the servers and proxies");
+            sluice_bench::pg::kill_all_registered();
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::process::exit(130);
+        });
+    }
+
+    println!("# machine: {}", machine());
+    println!("# options: {}", o.describe());
+    println!("# open files limit: {nofile}");
+    let pg_bin = pg_bin_dir()?;
+    let pgbench_bin = pg_bin.join("pgbench");
+    println!(
+        "# pgbench: {} (-n, -j min(clients, 2), -T --time + 30 ms per client for its logins (its tps leaves them out); avg latency is pgbench's, p99 from --log --sampling-rate={SAMPLING_RATE}; TPC-B runs start after VACUUM of branches and tellers and TRUNCATE of history)",
+        banner(&pgbench_bin, "--version")
+    );
+    println!("# proxy CPU µs/txn: utime + stime of the proxy's process tree (/proc/PID/stat, reaped children included: all of Pgpool-II's processes) from the moment every pgbench client is connected (ESTABLISHED sockets on the proxy's port) to the end, over the transactions of that window (pgbench's count × the share of the sampled log after that moment); † = over the whole run, logins included");
+
+    let sluice_path = sluice_bin();
+    let sluice_path = sluice_path.canonicalize().unwrap_or(sluice_path);
+    if !sluice_path.is_file() {
+        return Err(format!(
+            "no sluice binary at {} (cargo build --release --bin sluice)",
+            sluice_path.display()
+        ));
+    }
+    let want = |t: &str| o.targets.iter().any(|x| x == t);
+    let pgbouncer_bin = find("pgbouncer", "pgbouncer").filter(|_| want("pgbouncer"));
+    let haproxy_bin = find("haproxy", "haproxy").filter(|_| want("haproxy"));
+    let pgpool_bin = find("pgpool", "pgpool2").filter(|_| want("pgpool"));
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(env!("CARGO_MANIFEST_DIR"))
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut rev = git(&["rev-parse", "--short", "HEAD"]);
+    let changed = git(&["status", "--porcelain", "--", "../crates"])
+        .lines()
+        .count();
+    if changed > 0 {
+        rev += &format!(" + {changed} uncommitted files under crates/");
+    }
+    println!(
+        "# sluice: {} ({}, commit {rev}), worker_threads = {}, [pool] max_connections {POOL_SIZE} per hostgroup (writer and reader: the same server)",
+        sluice_path.display(),
+        banner(&sluice_path, "--version"),
+        o.sluice_threads
+    );
+    for (name, bin, wanted) in [
+        ("pgbouncer", &pgbouncer_bin, want("pgbouncer")),
+        ("haproxy", &haproxy_bin, want("haproxy")),
+        ("pgpool", &pgpool_bin, want("pgpool")),
+    ] {
+        match bin {
+            Some(p) => println!(
+                "# {name}: {} ({})",
+                p.display(),
+                banner(p, if name == "haproxy" { "-v" } else { "--version" })
+            ),
+            None if wanted => println!("# {name}: absent (not installed), skipped"),
+            None => println!("# {name}: not selected"),
+        }
+    }
+
+    // The server.
+    let settings: Vec<String> = [
+        format!("max_connections={PG_MAX_CONNECTIONS}"),
+        "shared_buffers=256MB".into(),
+        "fsync=off".into(),
+        "synchronous_commit=off".into(),
+        "full_page_writes=off".into(),
+        "max_wal_size=4GB".into(),
+        "password_encryption=scram-sha-256".into(),
+    ]
+    .to_vec();
+    eprintln!("starting PostgreSQL ...");
+    let server = PgServer::start(
+        &tmp.0.join("pg"),
+        &settings,
+        &format!("host all {ROLE} 127.0.0.1/32 scram-sha-256\n"),
+    )?;
+    let version = server.sql("SHOW server_version")?;
+    println!(
+        "# server: PostgreSQL {version}, -c {} (pg_hba: {ROLE} by scram-sha-256 over TCP)",
+        settings.join(" -c ")
+    );
+    server.sql(&format!(
+        "CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'; GRANT CREATE ON SCHEMA public TO {ROLE}"
+    ))?;
+    eprintln!("pgbench -i -s {} ...", o.scale);
+    {
+        let mut init = Command::new(&pgbench_bin);
+        init.env("PGPASSWORD", PASSWORD)
+            .args(["-i", "-q", "-h", "127.0.0.1", "-U", ROLE])
+            .arg("-s")
+            .arg(o.scale.to_string())
+            .arg("-p")
+            .arg(server.port.to_string())
+            .arg(DATABASE);
+        let (status, out, err) = sluice_bench::pg::run_bounded(init, Duration::from_secs(900))?;
+        if !status.success() {
+            return Err(format!("pgbench -i failed ({status}): {out}{err}"));
+        }
+    }
+    println!(
+        "# data: pgbench -i -s {} as {ROLE} ({} accounts)",
+        o.scale,
+        server.sql("SELECT count(*) FROM pgbench_accounts")?
+    );
+
+    // The targets.
+    let max_clients = o
+        .clients
+        .iter()
+        .chain(&o.connect_clients)
+        .copied()
+        .max()
+        .unwrap_or(1);
+    let mut targets = vec![Target {
+        name: "direct",
+        port: server.port,
+        proc: None,
+        broken: None,
+    }];
+    let mut add = |name: &'static str, started: Result<(Proc, u16), String>| {
+        let (proc, port, broken) = match started {
+            Ok((p, port)) => (Some(p), port, None),
+            Err(e) => {
+                println!("# {name}: did not start: {e}");
+                (None, 0, Some(format!("did not start: {e}")))
+            }
+        };
+        targets.push(Target {
+            name,
+            port,
+            proc,
+            broken,
+        });
+    };
+    if want("sluice") {
+        let port = free_port()?;
+        let cfg = sluice_config(port, &server.addr(), o.sluice_threads, POOL_SIZE, POOL_SIZE);
+        add(
+            "sluice",
+            start_sluice(&tmp.0, "main", &cfg, port).map(|p| (p, port)),
+        );
+    }
+    if let Some(bin) = &pgbouncer_bin {
+        let port = free_port()?;
+        add(
+            "pgbouncer",
+            start_pgbouncer(bin, &tmp.0, "main", port, server.port, 20_000, POOL_SIZE)
+                .map(|p| (p, port)),
+        );
+    }
+    if let Some(bin) = &haproxy_bin {
+        let port = free_port()?;
+        add(
+            "haproxy",
+            start_haproxy(bin, &tmp.0, port, &server.addr()).map(|p| (p, port)),
+        );
+    }
+    let pgpool_children = max_clients + 4;
+    if let Some(bin) = &pgpool_bin {
+        let port = free_port()?;
+        add(
+            "pgpool",
+            start_pgpool(bin, &tmp.0, port, server.port, pgpool_children).map(|p| (p, port)),
+        );
+        println!(
+            "# pgpool settings: raw mode, one backend, num_init_children = {pgpool_children}, max_pool = 1, connection_cache = on, load_balance_mode = off, child_life_time = 0, pool_hba scram-sha-256 with pool_passwd TEXT password (Pgpool-II pools per session: a child process and its cached backend connection per client, never per transaction)"
+        );
+    }
+    println!("# pgbouncer settings: pool_mode = transaction, auth_type = scram-sha-256 (plaintext password in auth_file), default_pool_size = max_db_connections = {POOL_SIZE}, max_client_conn = 20000; haproxy: mode tcp, maxconn 9000");
+    for t in targets.iter_mut().filter(|t| t.broken.is_none()) {
+        if let Err(e) = check_login(&rt, t.port) {
+            println!("# {}: cannot log in and run SELECT 1: {e}", t.name);
+            t.broken = Some(format!("login failed: {e}"));
+        }
+    }
+
+    let logs = tmp.0.join("pgbench-logs");
+    std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
+    let pgbench = |port: u16, args: Vec<String>, log: bool| Pgbench {
+        bin: &pgbench_bin,
+        port,
+        user: ROLE,
+        password: PASSWORD,
+        database: DATABASE,
+        args,
+        log: log.then_some((logs.as_path(), SAMPLING_RATE)),
+        timeout: Duration::from_secs(u64::from(o.time) + 240),
+    };
+
+    let warm = o.time.min(3);
+    eprintln!("warm-up: select-only, 8 clients, {warm} s, direct");
+    pgbench(
+        server.port,
+        [
+            "-b",
+            "select-only",
+            "-c",
+            "8",
+            "-j",
+            "2",
+            "-T",
+            &warm.to_string(),
+        ]
+        .map(String::from)
+        .to_vec(),
+        false,
+    )
+    .run()
+    .map_err(|e| format!("warm-up: {e}"))?;
+
+    // pgbench across workloads, protocols, client counts and targets.
+    let total = o.workloads.len() * o.modes.len() * o.clients.len() * targets.len();
+    let mut rows: Vec<Row> = Vec::new();
+    for workload in &o.workloads {
+        for mode in &o.modes {
+            for &c in &o.clients {
+                for t in targets.iter_mut() {
+                    if workload == "tpcb-like" {
+                        // What pgbench does before a run without -n: every run starts alike.
+                        for sql in [
+                            "VACUUM pgbench_branches",
+                            "VACUUM pgbench_tellers",
+                            "TRUNCATE pgbench_history",
+                        ] {
+                            server.sql(sql)?;
+                        }
+                    }
+                    let args: Vec<String> = vec![
+                        "-b".into(),
+                        workload.clone(),
+                        "-M".into(),
+                        mode.clone(),
+                        "-c".into(),
+                        c.to_string(),
+                        "-j".into(),
+                        jobs(c).to_string(),
+                        "-T".into(),
+                        duration(o, c).to_string(),
+                    ];
+                    let bench = pgbench(t.port, args, true);
+                    let row = measure(t, &server, &bench, workload, mode, c, true);
+                    progress(rows.len() + 1, total, &row);
+                    rows.push(row);
+                }
+            }
+        }
+    }
+
+    // Connect per transaction.
+    let mut connect_rows: Vec<Row> = Vec::new();
+    let total = o.connect_clients.len() * targets.len();
+    for &c in &o.connect_clients {
+        for t in targets.iter_mut() {
+            let args: Vec<String> = vec![
+                "-C".into(),
+                "-b".into(),
+                "select-only".into(),
+                "-M".into(),
+                "simple".into(),
+                "-c".into(),
+                c.to_string(),
+                "-j".into(),
+                jobs(c).to_string(),
+                "-T".into(),
+                o.time.to_string(),
+            ];
+            let bench = pgbench(t.port, args, true);
+            let row = measure(t, &server, &bench, "select-only -C", "simple", c, false);
+            progress(connect_rows.len() + 1, total, &row);
+            connect_rows.push(row);
+        }
+    }
+
+    // The other proxies' pooled connections would count in pg_stat_activity: stop them.
+    let names: Vec<&'static str> = targets.iter().map(|t| t.name).collect();
+    drop(targets);
+
+    let mut many: Vec<ManyResult> = Vec::new();
+    if o.many_clients > 0 {
+        if want("sluice") {
+            many.push(many_clients(o, &rt, &tmp.0, &server, &pgbench_bin, None));
+        }
+        // For scale: the same through PgBouncer with the same number of server connections.
+        if let Some(bin) = &pgbouncer_bin {
+            many.push(many_clients(
+                o,
+                &rt,
+                &tmp.0,
+                &server,
+                &pgbench_bin,
+                Some(bin),
+            ));
+        }
+    }
+
+    let mut idle: Vec<(&'static str, Result<IdleResult, String>)> = Vec::new();
+    if o.idle > 0 {
+        if want("sluice") {
+            idle.push(("sluice", idle_memory(o, &rt, &tmp.0, &server, None)));
+        }
+        if let Some(bin) = &pgbouncer_bin {
+            idle.push(("pgbouncer", idle_memory(o, &rt, &tmp.0, &server, Some(bin))));
+        }
+    }
+
+    print_table(&rows);
+    print_connect_table(&connect_rows);
+    print_many(o, &many);
+    print_idle(o, &idle);
+    print_goals(o, &rows, &connect_rows, &many, &idle);
+    write_plots(&rows, &names, o)?;
+    drop(server);
+    drop(tmp);
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// CPU time of this process's reaped children (pgbench, once it has exited), µs.
+fn children_cpu_micros() -> Option<u64> {
+    // SAFETY: getrusage writes into the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return None;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Some(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// Established TCP connections whose local port is `port`: a listener's accepted clients.
+fn accepted_on(port: u16) -> usize {
+    let suffix = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .skip(1)
+                .filter(|l| {
+                    let f: Vec<&str> = l.split_whitespace().take(4).collect();
+                    f.len() == 4 && f[1].ends_with(&suffix) && f[3] == "01"
+                })
+                .count()
+        })
+        .sum()
+}
+
+fn epoch_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// pgbench's duration for a run: `--time` plus 30 ms per client for its logins (pgbench's
+/// duration includes them, its tps leaves them out).
+fn duration(o: &Opts, clients: u32) -> u32 {
+    o.time + (clients * 30).div_ceil(1000)
+}
+
+/// Runs `run` while watching `port` until `clients` connections are established to it; then
+/// notes the proxy's (`pid`) CPU time and the moment: the start of the steady state, after
+/// the logins.
+fn run_watched<T: Send>(
+    pid: Option<u32>,
+    port: u16,
+    clients: u32,
+    limit: Duration,
+    run: impl FnOnce() -> T + Send,
+) -> (T, Option<(u64, u64)>) {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let done = &done;
+        let watcher = s.spawn(move || {
+            let pid = pid?;
+            let deadline = Instant::now() + limit;
+            while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
+                if accepted_on(port) >= clients as usize {
+                    return Some((tree_cpu_micros(pid)?, epoch_us()));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            None
+        });
+        let out = run();
+        done.store(true, Ordering::Relaxed);
+        (out, watcher.join().ok().flatten())
+    })
+}
+
+/// The proxy's CPU per transaction from the steady-state snapshot to the end, or over the
+/// whole run (logins included) without one; and whether it is the steady state.
+fn proxy_cpu_per_txn(
+    snap: Option<(u64, u64)>,
+    before: Option<u64>,
+    after: Option<u64>,
+    result: &Result<PgbenchResult, String>,
+) -> (Option<f64>, bool) {
+    if let (Some((cpu0, at)), Some(a), Ok(r)) = (snap, after, result) {
+        if let Some(n) = r.transactions_after(at).filter(|&n| n > 0.0) {
+            return (Some(a.saturating_sub(cpu0) as f64 / n), true);
+        }
+    }
+    (per_txn(before, after, result), false)
+}
+
+/// Runs one pgbench against a target, with the proxy's, the server's and pgbench's CPU time
+/// around it; `steady`: the proxy's CPU from the moment every client is connected.
+fn measure(
+    t: &mut Target,
+    server: &PgServer,
+    bench: &Pgbench<'_>,
+    workload: &str,
+    mode: &str,
+    clients: u32,
+    steady: bool,
+) -> Row {
+    let pid = t.proc.as_ref().map(Proc::pid).filter(|_| steady);
+    let before = t.cpu();
+    let server_before = tree_cpu_micros(server.pid());
+    let client_before = children_cpu_micros();
+    let unusable = t.unusable();
+    let (result, snap) = run_watched(pid, t.port, clients, bench.timeout, || match unusable {
+        Some(e) => Err(e),
+        None => bench.run(),
+    });
+    let client_after = children_cpu_micros();
+    let after = t.cpu();
+    let server_after = tree_cpu_micros(server.pid());
+    let result = match (result, t.unusable()) {
+        (Ok(_), Some(e)) => Err(format!("{e} during the run")),
+        (r, _) => r,
+    };
+    let (cpu, steady) = proxy_cpu_per_txn(snap, before, after, &result);
+    Row {
+        workload: workload.to_string(),
+        mode: mode.to_string(),
+        clients,
+        target: t.name,
+        cpu_us_per_txn: cpu,
+        cpu_steady: steady,
+        server_us_per_txn: per_txn(server_before, server_after, &result),
+        client_us_per_txn: per_txn(client_before, client_after, &result),
+        result,
+    }
+}
+
+fn progress(n: usize, total: usize, row: &Row) {
+    match &row.result {
+        Ok(r) => eprintln!(
+            "[{n}/{total}] {:<14} {:<8} {:>4} clients {:<9} {:>8.0} tps  avg {:>7.3} ms  p99 {:>8} ms  cpu/txn {:>8}  failed {}{}",
+            row.workload,
+            row.mode,
+            row.clients,
+            row.target,
+            r.tps,
+            r.avg_ms,
+            r.p99_ms.map(|p| format!("{p:.3}")).unwrap_or("-".into()),
+            row.cpu_us_per_txn
+                .map(|c| format!("{c:.1} us"))
+                .unwrap_or("-".into()),
+            r.failed,
+            if r.aborted_clients > 0 {
+                format!(
+                    "  ABORTED CLIENTS {}: {}",
+                    r.aborted_clients,
+                    r.first_error.as_deref().unwrap_or("")
+                )
+            } else {
+                String::new()
+            }
+        ),
+        Err(e) => eprintln!(
+            "[{n}/{total}] {:<14} {:<8} {:>4} clients {:<9} FAILED: {e}",
+            row.workload, row.mode, row.clients, row.target
+        ),
+    }
+}
+
+/// What a run with `--many-clients` clients measured.
+struct ManyResult {
+    proxy: &'static str,
+    result: Result<PgbenchResult, String>,
+    max_server_connections: u64,
+    samples: u64,
+    cpu_us_per_txn: Option<f64>,
+    sample_error: Option<String>,
+}
+
+/// pgbench select-only with `--many-clients` clients through a fresh proxy allowed at most
+/// `--server-connections` server connections (sluice: half per hostgroup; PgBouncer, when
+/// `pgbouncer`: its pool), sampling the role's client backends in `pg_stat_activity` every
+/// 50 ms.
+fn many_clients(
+    o: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    server: &PgServer,
+    pgbench_bin: &Path,
+    pgbouncer: Option<&PathBuf>,
+) -> ManyResult {
+    let proxy = if pgbouncer.is_some() {
+        "pgbouncer"
+    } else {
+        "sluice"
+    };
+    let logs = dir.join("pgbench-logs");
+    let failed = |e: String| ManyResult {
+        proxy,
+        result: Err(e),
+        max_server_connections: 0,
+        samples: 0,
+        cpu_us_per_txn: None,
+        sample_error: None,
+    };
+    let port = match free_port() {
+        Ok(p) => p,
+        Err(e) => return failed(e),
+    };
+    let writer = o.server_connections / 2;
+    let reader = o.server_connections - writer;
+    let started = match pgbouncer {
+        Some(bin) => start_pgbouncer(
+            bin,
+            dir,
+            "many",
+            port,
+            server.port,
+            o.many_clients + 1000,
+            o.server_connections,
+        ),
+        None => start_sluice(
+            dir,
+            "many",
+            &sluice_config(port, &server.addr(), o.sluice_threads, writer, reader),
+            port,
+        ),
+    };
+    let mut proc = match started {
+        Ok(p) => p,
+        Err(e) => return failed(e),
+    };
+    eprintln!(
+        "{} clients through {proxy}, at most {} server connections ...",
+        o.many_clients, o.server_connections
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let max_seen = Arc::new(AtomicU64::new(0));
+    let samples = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(u64::from(o.time) + 300);
+    let sampler = {
+        let (stop, max_seen, samples) = (stop.clone(), max_seen.clone(), samples.clone());
+        let server_port = server.port;
+        rt.spawn(async move {
+            let mut c = PgClient::connect_within(
+                Duration::from_secs(10),
+                server_port,
+                "postgres",
+                "",
+                DATABASE,
+            )
+            .await?;
+            let q = format!("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND usename = '{ROLE}'");
+            while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let n: u64 = c
+                    .query_one(&q)
+                    .await?
+                    .parse()
+                    .map_err(|e| format!("count: {e}"))?;
+                max_seen.fetch_max(n, Ordering::Relaxed);
+                samples.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            c.close().await;
+            Ok::<(), String>(())
+        })
+    };
+    let before = tree_cpu_micros(proc.pid());
+    let bench = Pgbench {
+        bin: pgbench_bin,
+        port,
+        user: ROLE,
+        password: PASSWORD,
+        database: DATABASE,
+        args: vec![
+            "-b".into(),
+            "select-only".into(),
+            "-M".into(),
+            "simple".into(),
+            "-c".into(),
+            o.many_clients.to_string(),
+            "-j".into(),
+            "2".into(),
+            "-T".into(),
+            duration(o, o.many_clients).to_string(),
+        ],
+        log: Some((&logs, SAMPLING_RATE)),
+        timeout: Duration::from_secs(u64::from(duration(o, o.many_clients)) + 300),
+    };
+    let (mut result, snap) = run_watched(
+        Some(proc.pid()),
+        port,
+        o.many_clients,
+        bench.timeout,
+        || bench.run(),
+    );
+    let after = tree_cpu_micros(proc.pid());
+    stop.store(true, Ordering::Relaxed);
+    let sample_error = match rt.block_on(sampler) {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(e.to_string()),
+    };
+    if let (Ok(_), Some(e)) = (&result, proc.exited()) {
+        result = Err(format!("{e} during the run"));
+    }
+    let (cpu_us_per_txn, _) = proxy_cpu_per_txn(snap, before, after, &result);
+    match &result {
+        Ok(r) => eprintln!(
+            "  {:.0} tps, {} failed, {} aborted clients, max {} server connections over {} samples",
+            r.tps,
+            r.failed,
+            r.aborted_clients,
+            max_seen.load(Ordering::Relaxed),
+            samples.load(Ordering::Relaxed)
+        ),
+        Err(e) => eprintln!("  FAILED: {e}"),
+    }
+    ManyResult {
+        proxy,
+        result,
+        max_server_connections: max_seen.load(Ordering::Relaxed),
+        samples: samples.load(Ordering::Relaxed),
+        cpu_us_per_txn,
+        sample_error,
+    }
+}
+
+/// Memory of a proxy holding idle clients.
+struct IdleResult {
+    clients: u64,
+    rss_before: u64,
+    rss_idle: u64,
+    rss_after_query: u64,
+    login_secs: f64,
+}
+
+/// Opens `--idle` logged-in connections to a fresh proxy (sluice, or PgBouncer when `bin`),
+/// measures its RSS before, with them idle, and after each ran one `SELECT 1`.
+fn idle_memory(
+    o: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    server: &PgServer,
+    pgbouncer: Option<&PathBuf>,
+) -> Result<IdleResult, String> {
+    let port = free_port()?;
+    let proc = match pgbouncer {
+        Some(bin) => start_pgbouncer(
+            bin,
+            dir,
+            "idle",
+            port,
+            server.port,
+            o.idle + 1000,
+            POOL_SIZE,
+        )?,
+        None => start_sluice(
+            dir,
+            "idle",
+            &sluice_config(port, &server.addr(), o.sluice_threads, POOL_SIZE, POOL_SIZE),
+            port,
+        )?,
+    };
+    let pid = proc.pid();
+    let n = o.idle;
+    eprintln!("idle clients: {n} to {} ...", proc.name);
+    rt.block_on(async move {
+        // One client first: the pool and whatever a first login sets up exist before "before".
+        let mut first =
+            PgClient::connect_within(Duration::from_secs(20), port, ROLE, PASSWORD, DATABASE)
+                .await?;
+        first.query_one("SELECT 1").await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss_before = rss_bytes(pid);
+        let started = Instant::now();
+        let limit = Arc::new(tokio::sync::Semaphore::new(64));
+        let mut tasks = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let limit = limit.clone();
+            tasks.push(tokio::spawn(async move {
+                let _permit = limit.acquire_owned().await.map_err(|e| e.to_string())?;
+                PgClient::connect_within(Duration::from_secs(60), port, ROLE, PASSWORD, DATABASE)
+                    .await
+            }));
+        }
+        let mut clients = Vec::with_capacity(n as usize);
+        let mut first_error = None;
+        for t in tasks {
+            match t.await {
+                Ok(Ok(c)) => clients.push(c),
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e.to_string());
+                }
+            }
+        }
+        let login_secs = started.elapsed().as_secs_f64();
+        if let Some(e) = first_error {
+            return Err(format!(
+                "{} of {n} logins failed, the first: {e}",
+                n as usize - clients.len()
+            ));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rss_idle = rss_bytes(pid);
+        // Each runs one query, 64 at a time.
+        let mut queried = Vec::with_capacity(clients.len());
+        let mut rest = clients.into_iter();
+        loop {
+            let batch: Vec<PgClient> = rest.by_ref().take(64).collect();
+            if batch.is_empty() {
+                break;
+            }
+            let handles: Vec<_> = batch
+                .into_iter()
+                .map(|mut c| {
+                    tokio::spawn(async move {
+                        tokio::time::timeout(Duration::from_secs(30), c.query_one("SELECT 1"))
+                            .await
+                            .map_err(|_| "SELECT 1 took more than 30 s".to_string())??;
+                        Ok::<PgClient, String>(c)
+                    })
+                })
+                .collect();
+            for h in handles {
+                queried.push(h.await.map_err(|e| e.to_string())??);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss_after_query = rss_bytes(pid);
+        drop(queried);
+        first.close().await;
+        eprintln!(
+            "  RSS {} KiB before, {} KiB with {n} idle clients, {} KiB after a query each",
+            rss_before / 1024,
+            rss_idle / 1024,
+            rss_after_query / 1024
+        );
+        Ok(IdleResult {
+            clients: u64::from(n),
+            rss_before,
+            rss_idle,
+            rss_after_query,
+            login_secs,
+        })
+    })
+}
+
+fn tps_of(rows: &[Row], workload: &str, mode: &str, clients: u32, target: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| {
+            r.workload == workload && r.mode == mode && r.clients == clients && r.target == target
+        })
+        .and_then(|r| r.result.as_ref().ok())
+        .map(|r| r.tps)
+}
+
+fn row_of<'a>(
+    rows: &'a [Row],
+    workload: &str,
+    mode: &str,
+    clients: u32,
+    target: &str,
+) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.workload == workload && r.mode == mode && r.clients == clients && r.target == target
+    })
+}
+
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|v| format!("{v:.digits$}"))
+        .unwrap_or_else(|| "—".into())
+}
+
+/// The proxy's CPU per transaction; marked † when it covers the whole run, logins included
+/// (no steady state was seen).
+fn cpu_cell(row: &Row) -> String {
+    match row.cpu_us_per_txn {
+        Some(c) if row.cpu_steady => format!("{c:.1}"),
+        Some(c) => format!("{c:.1}†"),
+        None => "—".into(),
+    }
+}
+
+/// tps, marked ¹ when clients aborted (then it is what the others did before the end).
+fn tps_cell(r: &PgbenchResult) -> String {
+    if r.aborted_clients > 0 {
+        format!("{:.0}¹", r.tps)
+    } else {
+        format!("{:.0}", r.tps)
+    }
+}
+
+fn failed_cell(r: &PgbenchResult) -> String {
+    if r.aborted_clients > 0 {
+        format!("{} (+{} clients aborted)", r.failed, r.aborted_clients)
+    } else {
+        r.failed.to_string()
+    }
+}
+
+fn vs_direct(rows: &[Row], row: &Row, tps: f64) -> String {
+    if row.target == "direct" {
+        return "1.00".into();
+    }
+    tps_of(rows, &row.workload, &row.mode, row.clients, "direct")
+        .filter(|&d| d > 0.0)
+        .map(|d| format!("{:.2}", tps / d))
+        .unwrap_or_else(|| "—".into())
+}
+
+fn print_failures(rows: &[Row]) {
+    let mut notes: Vec<String> = Vec::new();
+    for r in rows {
+        match &r.result {
+            Err(e) => notes.push(format!(
+                "- {} -M {} {} clients {}: {e}",
+                r.workload, r.mode, r.clients, r.target
+            )),
+            Ok(res) if res.aborted_clients > 0 => notes.push(format!(
+                "- ¹ {} -M {} {} clients {}: {} of {} clients aborted (the tps counts what every client did until it aborted or the run ended); first error: `{}`",
+                r.workload,
+                r.mode,
+                r.clients,
+                r.target,
+                res.aborted_clients,
+                r.clients,
+                res.first_error.as_deref().unwrap_or("?")
+            )),
+            Ok(_) => {}
+        }
+    }
+    if !notes.is_empty() {
+        println!("\nFailed runs and aborted clients:");
+        for n in notes {
+            println!("{n}");
+        }
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    if rows.is_empty() {
+        return;
+    }
+    println!();
+    println!("| workload | protocol | clients | target | tps | vs direct | avg ms | p99 ms | proxy CPU µs/txn | failed |");
+    println!("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for row in rows {
+        match &row.result {
+            Err(_) => println!(
+                "| {} | {} | {} | {} | failed | — | — | — | — | run failed |",
+                row.workload, row.mode, row.clients, row.target
+            ),
+            Ok(r) => println!(
+                "| {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
+                row.workload,
+                row.mode,
+                row.clients,
+                row.target,
+                tps_cell(r),
+                if r.aborted_clients > 0 {
+                    "—".into()
+                } else {
+                    vs_direct(rows, row, r.tps)
+                },
+                r.avg_ms,
+                fmt_opt(r.p99_ms, 3),
+                cpu_cell(row),
+                failed_cell(r)
+            ),
+        }
+    }
+    print_failures(rows);
+}
+
+fn print_connect_table(rows: &[Row]) {
+    if rows.is_empty() {
+        return;
+    }
+    println!();
+    println!("Connect per transaction (pgbench -C -b select-only -M simple, SCRAM-SHA-256 login each time):");
+    println!();
+    println!("| clients | target | tps (connect + SELECT + close) | vs direct | avg ms | proxy CPU µs/txn | server CPU µs/txn | pgbench CPU µs/txn | failed |");
+    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for row in rows {
+        match &row.result {
+            Err(_) => println!(
+                "| {} | {} | failed | — | — | — | — | — | run failed |",
+                row.clients, row.target
+            ),
+            Ok(r) => println!(
+                "| {} | {} | {} | {} | {:.3} | {} | {} | {} | {} |",
+                row.clients,
+                row.target,
+                tps_cell(r),
+                if r.aborted_clients > 0 {
+                    "—".into()
+                } else {
+                    vs_direct(rows, row, r.tps)
+                },
+                r.avg_ms,
+                fmt_opt(row.cpu_us_per_txn, 1),
+                fmt_opt(row.server_us_per_txn, 1),
+                fmt_opt(row.client_us_per_txn, 1),
+                failed_cell(r)
+            ),
+        }
+    }
+    print_failures(rows);
+}
+
+fn print_many(o: &Opts, many: &[ManyResult]) {
+    if many.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "{} clients on at most {} server connections (pgbench -b select-only -M simple -c {} -j 2 -T {}; tps without the initial connection time; proxy CPU from the moment all clients were connected):",
+        o.many_clients,
+        o.server_connections,
+        o.many_clients,
+        duration(o, o.many_clients)
+    );
+    println!();
+    println!("| proxy | clients | server connections allowed | most server connections seen | tps | avg ms | p99 ms | logins took | proxy CPU µs/txn | failed | aborted clients |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for m in many {
+        match &m.result {
+            Ok(r) => println!(
+                "| {} | {} | {} | {} ({} samples) | {:.0} | {:.3} | {} | {:.1} s | {} | {} | {} |",
+                m.proxy,
+                o.many_clients,
+                o.server_connections,
+                m.max_server_connections,
+                m.samples,
+                r.tps,
+                r.avg_ms,
+                fmt_opt(r.p99_ms, 3),
+                r.connect_ms / 1000.0,
+                fmt_opt(m.cpu_us_per_txn, 1),
+                r.failed,
+                r.aborted_clients
+            ),
+            Err(e) => println!(
+                "| {} | {} | {} | {} ({} samples) | failed: {e} | — | — | — | — | — | — |",
+                m.proxy, o.many_clients, o.server_connections, m.max_server_connections, m.samples
+            ),
+        }
+        if let Ok(r) = &m.result {
+            if let Some(e) = &r.first_error {
+                println!("\n{}: first error: `{e}`", m.proxy);
+            }
+        }
+        if let Some(e) = &m.sample_error {
+            println!("\n{}: sampling pg_stat_activity failed: {e}", m.proxy);
+        }
+    }
+}
+
+fn print_idle(o: &Opts, idle: &[(&'static str, Result<IdleResult, String>)]) {
+    if idle.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "Idle clients ({} logged-in connections, SCRAM-SHA-256, held open; RSS = VmRSS):",
+        o.idle
+    );
+    println!();
+    println!("| proxy | idle clients | RSS before | RSS with them idle | bytes per idle client | RSS after one SELECT 1 each | bytes per client after a query | logins took |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (name, r) in idle {
+        match r {
+            Ok(r) => println!(
+                "| {name} | {} | {} KiB | {} KiB | {:.0} | {} KiB | {:.0} | {:.1} s |",
+                r.clients,
+                r.rss_before / 1024,
+                r.rss_idle / 1024,
+                per_client(r.rss_idle, r.rss_before, r.clients),
+                r.rss_after_query / 1024,
+                per_client(r.rss_after_query, r.rss_before, r.clients),
+                r.login_secs
+            ),
+            Err(e) => println!("| {name} | failed: {e} | — | — | — | — | — | — |"),
+        }
+    }
+}
+
+fn per_client(after: u64, before: u64, n: u64) -> f64 {
+    (after as f64 - before as f64) / n.max(1) as f64
+}
+
+fn print_goals(
+    o: &Opts,
+    rows: &[Row],
+    connect: &[Row],
+    many: &[ManyResult],
+    idle: &[(&'static str, Result<IdleResult, String>)],
+) {
+    println!();
+    println!("Goals:");
+    // CPU per select-only transaction: sluice against PgBouncer.
+    let mut cmp = Vec::new();
+    let (mut wins, mut total) = (0, 0);
+    for mode in &o.modes {
+        for &c in &o.clients {
+            let cpu = |t: &str| {
+                row_of(rows, "select-only", mode, c, t)
+                    .filter(|r| r.result.as_ref().is_ok_and(|r| r.aborted_clients == 0))
+                    .and_then(|r| r.cpu_us_per_txn)
+            };
+            if let (Some(s), Some(b)) = (cpu("sluice"), cpu("pgbouncer")) {
+                total += 1;
+                if s < b {
+                    wins += 1;
+                }
+                cmp.push(format!("{mode}/{c}: {s:.1} vs {b:.1}"));
+            }
+        }
+    }
+    if total > 0 {
+        println!(
+            "- sluice CPU per select-only transaction below PgBouncer's: {wins} of {total} runs ({}; µs, runs without aborted clients)",
+            cmp.join(", ")
+        );
+    }
+    for &c in &o.connect_clients {
+        let tps = |t: &str| {
+            connect
+                .iter()
+                .find(|r| r.clients == c && r.target == t)
+                .and_then(|r| r.result.as_ref().ok())
+                .map(|r| r.tps)
+        };
+        if let (Some(s), Some(d)) = (tps("sluice"), tps("direct")) {
+            let b = tps("pgbouncer");
+            println!(
+                "- -C at {c} clients: sluice {s:.0} tps = {:.2}× direct (goal ≥ 10×){}",
+                s / d.max(f64::MIN_POSITIVE),
+                b.map(|b| format!(
+                    "; PgBouncer {b:.0} tps ({:.2}× direct): sluice {}",
+                    b / d.max(f64::MIN_POSITIVE),
+                    if s > b { "ahead" } else { "behind" }
+                ))
+                .unwrap_or_default()
+            );
+        }
+    }
+    for m in many {
+        match &m.result {
+            Ok(r) => println!(
+                "- {} clients through {} on ≤ {} server connections: most seen {}, {:.0} tps, {} failed, {} aborted clients",
+                o.many_clients,
+                m.proxy,
+                o.server_connections,
+                m.max_server_connections,
+                r.tps,
+                r.failed,
+                r.aborted_clients
+            ),
+            Err(e) => println!("- {} clients through {}: failed: {e}", o.many_clients, m.proxy),
+        }
+    }
+    for (name, r) in idle {
+        if let Ok(r) = r {
+            println!(
+                "- idle client memory, {name}: {:.0} B per client (goal < 2048 B for sluice)",
+                per_client(r.rss_idle, r.rss_before, r.clients)
+            );
+        }
+    }
+}
+
+fn write_plots(rows: &[Row], targets: &[&'static str], o: &Opts) -> Result<(), String> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&o.plots)
+        .map_err(|e| format!("cannot create {}: {e}", o.plots.display()))?;
+    let mut clients = o.clients.clone();
+    clients.sort_unstable();
+    clients.dedup();
+    println!();
+    for w in &o.workloads {
+        for mode in &o.modes {
+            let series = targets
+                .iter()
+                .map(|t| Series {
+                    name: t.to_string(),
+                    points: clients
+                        .iter()
+                        .filter(|&&c| {
+                            row_of(rows, w, mode, c, t).is_some_and(|r| {
+                                r.result.as_ref().is_ok_and(|r| r.aborted_clients == 0)
+                            })
+                        })
+                        .filter_map(|&c| tps_of(rows, w, mode, c, t).map(|q| (f64::from(c), q)))
+                        .collect(),
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect();
+            let title = format!("pgbench {w}, -M {mode} (runs with aborted clients left out)");
+            let chart = Chart {
+                title: &title,
+                x_label: "clients",
+                y_label: "transactions per second",
+                log_x: true,
+                series,
+            };
+            let path = o.plots.join(format!("pg-{w}-{mode}.svg"));
+            std::fs::write(&path, chart.svg())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            println!("plot: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_options() {
+        let o = Opts::parse(
+            [
+                "--time",
+                "2",
+                "--clients",
+                "1,16",
+                "--targets",
+                "sluice,pgbouncer",
+                "--connect-clients",
+                "none",
+            ]
+            .map(String::from)
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(o.clients, [1, 16]);
+        assert_eq!(o.targets, ["direct", "sluice", "pgbouncer"]);
+        assert!(o.connect_clients.is_empty());
+        assert!(o.describe().starts_with("--time 2 --clients 1,16 --workloads select-only,tpcb-like --modes simple,prepared --connect-clients none"));
+        assert!(Opts::parse(["--workloads", "nope"].map(String::from).into_iter()).is_err());
+        assert!(Opts::parse(["--clients", "0"].map(String::from).into_iter()).is_err());
+        assert!(Opts::parse(["--time"].map(String::from).into_iter()).is_err());
+    }
+
+    #[test]
+    fn pgpool_settings_pin_the_comparison() {
+        let c = pgpool_conf(Path::new("/tmp/x"), 1, 2, 3, 260);
+        assert!(c.contains("num_init_children = 260\n"));
+        assert!(c.contains("load_balance_mode = off\n"));
+        assert!(c.contains("backend_port0 = 3\n"));
+    }
+}
