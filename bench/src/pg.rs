@@ -18,38 +18,21 @@ use std::time::{Duration, Instant};
 /// Processes started through [`Proc`] that still run: what a signal handler must stop.
 static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-/// The directory holding `initdb`, `postgres`, `pgbench` (Debian keeps them out of PATH):
-/// `SLUICE_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
+/// The directory holding `initdb`, `postgres`, `pgbench` (the testkit's, with pgbench in it).
 pub fn pg_bin_dir() -> Result<PathBuf, String> {
-    if let Some(d) = std::env::var_os("SLUICE_PG_BIN") {
-        return Ok(PathBuf::from(d));
+    let dir = sluice_testkit::pg_bin_dir().map_err(|e| e.to_string())?;
+    if !dir.join("pgbench").is_file() {
+        return Err(format!(
+            "no pgbench in {} (install postgresql-client-15)",
+            dir.display()
+        ));
     }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|r| r.flatten().map(|e| e.path().join("bin")).collect())
-        .unwrap_or_default();
-    dirs.retain(|d| d.join("postgres").is_file() && d.join("pgbench").is_file());
-    dirs.sort();
-    dirs.pop()
-        .ok_or_else(|| "no /usr/lib/postgresql/*/bin/postgres (install postgresql-15)".into())
+    Ok(dir)
 }
 
-/// The user PostgreSQL (and the proxies that refuse root) run as: `postgres` when this
-/// process is root, else none (the current user).
+/// The user PostgreSQL (and the proxies that refuse root) run as: the testkit's.
 pub fn server_user() -> Result<Option<(u32, u32)>, String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
-    }
-    let passwd = std::fs::read_to_string("/etc/passwd").map_err(|e| e.to_string())?;
-    passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.first() == Some(&"postgres"))
-        .and_then(|f| Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?)))
-        .map(Some)
-        .ok_or_else(|| {
-            "running as root and there is no postgres user (install postgresql-15)".into()
-        })
+    sluice_testkit::pg_server_user().map_err(|e| e.to_string())
 }
 
 /// Makes `cmd` run as [`server_user`].

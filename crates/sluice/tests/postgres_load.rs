@@ -103,17 +103,6 @@ async fn a_thousand_clients_share_ten_connections_per_server() {
     );
 }
 
-/// Resident memory of a process, in KiB (`VmRSS`, or `VmHWM` for its peak).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// sluice as its own process with a PostgreSQL listener in front of `topo`'s primary.
 struct Sluice {
     child: std::process::Child,
@@ -184,14 +173,14 @@ async fn a_slow_reader_of_a_large_result_costs_bounded_memory() {
     .unwrap();
     let sluice = Sluice::start(&topo);
     let mut c = Raw::connect(sluice.port, "app", "app", "postgres").await;
-    let baseline = status_kib(sluice.pid(), "VmRSS:");
+    let baseline = sluice_bench::proc_status_kib(sluice.pid(), "VmRSS:");
 
     // About 200 MB of rows; the client reads none of it for a while.
     let sql = format!("SELECT g, repeat('x', {WIDTH}) FROM generate_series(1, {ROWS}) g");
     frontend::query(&sql, &mut c.out).unwrap();
     c.flush().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let stalled = status_kib(sluice.pid(), "VmRSS:");
+    let stalled = sluice_bench::proc_status_kib(sluice.pid(), "VmRSS:");
     assert!(
         stalled < baseline + BOUND_KIB,
         "sluice holds {} KiB more for a client that reads nothing",
@@ -219,11 +208,11 @@ async fn a_slow_reader_of_a_large_result_costs_bounded_memory() {
     assert_eq!(rows, ROWS);
     println!(
         "sluice RSS: {baseline} KiB before, {stalled} KiB with the reader stalled, peak {} KiB after {} MB",
-        status_kib(sluice.pid(), "VmHWM:"),
+        sluice_bench::proc_status_kib(sluice.pid(), "VmHWM:"),
         bytes >> 20
     );
     assert!(bytes > ROWS * WIDTH as u64);
-    let peak = status_kib(sluice.pid(), "VmHWM:");
+    let peak = sluice_bench::proc_status_kib(sluice.pid(), "VmHWM:");
     assert!(
         peak < baseline + BOUND_KIB,
         "sluice's peak memory grew by {} KiB relaying {} MB",

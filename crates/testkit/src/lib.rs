@@ -13,7 +13,7 @@ mod postgres;
 mod server;
 mod topology;
 
-pub use postgres::{PgTopology, Postgres};
+pub use postgres::{pg_bin_dir, pg_server_user, PgTopology, Postgres};
 pub use server::{MariaDb, ServerOptions};
 pub use topology::{Topology, TopologyOptions, SEMI_SYNC_ARGS};
 

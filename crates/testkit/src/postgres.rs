@@ -20,24 +20,36 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// The directory holding `initdb`, `postgres`, `pg_basebackup` (Debian keeps them out of
-/// PATH): `SLUICE_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`.
-fn bin_dir() -> Result<PathBuf> {
-    if let Some(d) = std::env::var_os("SLUICE_PG_BIN") {
-        return Ok(PathBuf::from(d));
+/// PATH): `SLUICE_PG_BIN`, else the newest `/usr/lib/postgresql/*/bin`; an error naming the
+/// package to install when one of them is not there.
+pub fn pg_bin_dir() -> Result<PathBuf> {
+    let dir = match std::env::var_os("SLUICE_PG_BIN") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+                .map(|r| r.flatten().map(|e| e.path().join("bin")).collect())
+                .unwrap_or_default();
+            dirs.retain(|d| d.join("postgres").is_file());
+            dirs.sort();
+            dirs.pop().ok_or(Error::Missing {
+                program: "postgres",
+                package: PACKAGE,
+            })?
+        }
+    };
+    for program in ["initdb", "postgres", "pg_basebackup"] {
+        if !dir.join(program).is_file() {
+            return Err(Error::Missing {
+                program,
+                package: PACKAGE,
+            });
+        }
     }
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|r| r.flatten().map(|e| e.path().join("bin")).collect())
-        .unwrap_or_default();
-    dirs.retain(|d| d.join("postgres").is_file());
-    dirs.sort();
-    dirs.pop().ok_or(Error::Missing {
-        program: "postgres",
-        package: PACKAGE,
-    })
+    Ok(dir)
 }
 
 /// The user servers run as: `postgres` when running as root, else the current user.
-fn run_as() -> Result<Option<(u32, u32)>> {
+pub fn pg_server_user() -> Result<Option<(u32, u32)>> {
     if !unsafe_is_root() {
         return Ok(None);
     }
@@ -100,8 +112,8 @@ pub struct Postgres {
 impl Postgres {
     /// Creates and starts a primary (trust authentication on 127.0.0.1, WAL for replicas).
     pub fn start_primary() -> Result<Postgres> {
-        let bin = bin_dir()?;
-        let user = run_as()?;
+        let bin = pg_bin_dir()?;
+        let user = pg_server_user()?;
         let dir = work_root()?.join(format!("pg-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
         owned_dir(&dir, user)?;
         let data = dir.join("data");
@@ -123,8 +135,8 @@ impl Postgres {
 
     /// Clones `primary` with `pg_basebackup -R` and starts it as a streaming replica.
     pub fn start_replica_of(primary: &Postgres) -> Result<Postgres> {
-        let bin = bin_dir()?;
-        let user = run_as()?;
+        let bin = pg_bin_dir()?;
+        let user = pg_server_user()?;
         let dir = work_root()?.join(format!("pg-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
         owned_dir(&dir, user)?;
         let mut backup = command(&bin.join("pg_basebackup"), user);

@@ -10,7 +10,6 @@ use sluice_config::{AdminConfig, Config};
 use sluice_postgres::PostgresFrontend;
 use sluice_runtime::{Process, Runtime};
 use sluice_testkit::{find_program, PgTopology};
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -40,34 +39,10 @@ pub async fn run(o: Options) -> ExitCode {
     }
 }
 
-/// The server binaries PgTopology runs (`SLUICE_PG_BIN`, else the newest
-/// `/usr/lib/postgresql/*/bin`, as the testkit looks) and psql: checked first, so that a
-/// machine without PostgreSQL is told what to install.
+/// The server binaries PgTopology runs and psql: checked first, so that a machine without
+/// PostgreSQL is told what to install.
 fn installed() -> Result<(), String> {
-    let dir = match std::env::var_os("SLUICE_PG_BIN") {
-        Some(d) => Some(PathBuf::from(d)),
-        None => {
-            let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-                .map(|r| r.flatten().map(|e| e.path().join("bin")).collect())
-                .unwrap_or_default();
-            dirs.retain(|d| d.join("postgres").is_file());
-            dirs.sort();
-            dirs.pop()
-        }
-    };
-    let missing: Vec<&str> = ["initdb", "postgres", "pg_basebackup"]
-        .into_iter()
-        .filter(|p| !dir.as_ref().is_some_and(|d| d.join(p).is_file()))
-        .collect();
-    if !missing.is_empty() {
-        let place = dir.map_or("/usr/lib/postgresql/*/bin".to_string(), |d| {
-            d.display().to_string()
-        });
-        return Err(format!(
-            "the PostgreSQL server is not installed ({} not found in {place}): install the Debian package `postgresql-15` (apt-get install -y postgresql-15)",
-            missing.join(", ")
-        ));
-    }
+    sluice_testkit::pg_bin_dir().map_err(|e| e.to_string())?;
     find_program("psql", "postgresql-client-15").map_err(|e| e.to_string())?;
     Ok(())
 }
