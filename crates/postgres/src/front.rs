@@ -2,7 +2,6 @@
 //! handler, the topology of PostgreSQL connections) and what its sessions share.
 
 use crate::backend::{PgConn, PgConnector};
-use crate::frontend::session;
 use sluice_config::Config;
 use sluice_core::{Cluster, Protocol, Topology};
 use sluice_monitor::Monitor;
@@ -128,7 +127,7 @@ impl Handler for PgHandler {
         listener: Arc<ListenerInfo>,
     ) -> HandlerFuture {
         let place = self.admission.connecting.enter();
-        Box::pin(session::serve(
+        Box::pin(crate::frontend::serve(
             self.fe.clone(),
             self.admission.clone(),
             place,

@@ -1,13 +1,17 @@
 //! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
-//! their own ([`cancel`]), and the session itself ([`session`]): units of client messages
+//! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
+//! session itself ([`session`]): units of client messages
 //! routed, relayed ([`relay`]) and tracked ([`state`]).
 
 pub mod cancel;
 pub mod client;
 mod count;
 pub mod login;
+mod open;
 pub mod relay;
 mod route;
 pub mod session;
 pub mod state;
 pub mod unit;
+
+pub use open::serve;

@@ -1,0 +1,165 @@
+//! From a client's first packet to its session: the login (TLS, startup, password), the
+//! admission, the session's registration and settings, then the session itself until it
+//! ends. The login and the session are futures of their own, so that an idle session's
+//! memory holds neither the login's state nor a unit's.
+
+use super::client::Client;
+use super::login::{self, Outcome};
+use super::session::Session;
+use super::state::{pin, Settings};
+use crate::front::PostgresFrontend;
+use crate::wire::ReadyStatus;
+use sluice_core::connecting::Connecting;
+use sluice_core::{PoolKey, Protocol};
+use sluice_runtime::admission::Admission;
+use sluice_runtime::listener::ListenerInfo;
+use sluice_runtime::tls::MaybeTls;
+use sluice_runtime::SessionKey;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// Serves one client from its first packet to its last. The login and the session are
+/// futures of their own (boxed), so that an idle session's memory holds neither the login's
+/// state nor a unit's.
+pub async fn serve(
+    fe: Arc<PostgresFrontend>,
+    admission: Arc<Admission>,
+    place: Connecting,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<ListenerInfo>,
+) {
+    let opened = Box::pin(open(fe, admission, place, stream, peer, listener)).await;
+    if let Some((session, key, permit)) = opened {
+        Box::pin(session.live(key, permit)).await;
+    }
+}
+
+/// The login: a session, its key and its admission permit, unless the client is refused,
+/// fails to log in or only cancels a statement.
+async fn open(
+    fe: Arc<PostgresFrontend>,
+    admission: Arc<Admission>,
+    place: Connecting,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: Arc<ListenerInfo>,
+) -> Option<(Session, SessionKey, tokio::sync::OwnedSemaphorePermit)> {
+    let mut client = Client {
+        stream: MaybeTls::Plain(stream),
+        buf: sluice_runtime::buffers::read_buffer(),
+    };
+    let timeout = fe.rt.effective.load().login.handshake_timeout.get();
+    let tls = fe.rt.tls.load_full();
+    let users = fe.rt.users.load_full();
+    let outcome = tokio::select! {
+        // Boxed: the login's state is not kept in the session's future once it is done.
+        r = tokio::time::timeout(timeout, Box::pin(login::accept(&mut client, &users, &fe.verifiers, (*tls).as_ref()))) => match r {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "login failed");
+                if matches!(e, login::LoginError::Password(_)) {
+                    fe.rt.throttle.failed(peer.ip(), std::time::Instant::now());
+                }
+                return None;
+            }
+            Err(_) => {
+                let _ = client.fatal("08006", "sluice: login timed out").await;
+                return None;
+            }
+        },
+        _ = place.evicted() => return None,
+    };
+    drop(place);
+    let (params, user) = match outcome {
+        Outcome::Cancel { pid, secret } => {
+            super::cancel::forward(&fe.rt.sessions, pid, secret).await;
+            return None;
+        }
+        Outcome::LoggedIn(p, u, client_key) => {
+            if let Some(key) = client_key.filter(|_| u.password.starts_with("SCRAM-SHA-256$")) {
+                fe.connector.remember_client_key(&u.name, &u.password, key);
+            }
+            (p, u)
+        }
+    };
+    let Ok(permit) = admission.clients.clone().try_acquire_owned() else {
+        let _ = client.fatal("53300", admission.too_many).await;
+        return None;
+    };
+    let database: Arc<str> = Arc::from(params.database().unwrap_or(&user.name));
+    let key = SessionKey {
+        id: fe.rt.sessions.next_id(),
+        secret: rand_u32(),
+    };
+    let handle = fe.rt.sessions.add(
+        key,
+        Protocol::Postgres,
+        pin::labels,
+        user.name.clone(),
+        peer,
+    );
+    tracing::Span::current().record("id", key.id);
+    tracing::Span::current().record("user", &*user.name);
+    let startup = params
+        .params
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "user" | "database" | "options" | "replication"));
+    let settings = Settings::from_startup(startup.map(|(k, v)| (k.as_str(), v.as_str())));
+    // The startup packet is not kept: what moves is in the settings now.
+    drop(params);
+    let s = Session {
+        key: PoolKey {
+            user: user.name.clone(),
+            database: Some(database),
+            variant: 0,
+        },
+        fe: fe.clone(),
+        client,
+        handle,
+        listener,
+        settings,
+        pins: 0,
+        statements: HashMap::new(),
+        unnamed: None,
+        portals: HashMap::new(),
+        lease: None,
+        lease_generation: 0,
+        lease_has_unnamed: false,
+        status: ReadyStatus::Idle,
+        reported: Arc::default(),
+        deferred_begin: None,
+        held_by_flush: false,
+        skipping: false,
+        owed: Default::default(),
+    };
+    Some((s, key, permit))
+}
+
+impl Session {
+    /// The session after its login, to its end; then its connection goes back to the pool
+    /// (or is closed, when mid-transaction or pinned) and it leaves the registry.
+    async fn live(mut self, key: SessionKey, permit: tokio::sync::OwnedSemaphorePermit) {
+        if let Err(e) = Box::pin(self.welcome(key)).await {
+            tracing::debug!(error = %e, "session ended during login");
+        } else if let Err(e) = self.run().await {
+            tracing::debug!(error = %e, "session ended");
+        }
+        if let Some(mut lease) = self.lease.take() {
+            // Mid-transaction or pinned state: the connection cannot serve anyone else.
+            if self.status != ReadyStatus::Idle || self.pins != 0 {
+                lease.discard();
+            }
+        }
+        self.fe.rt.sessions.remove(key.id);
+        drop(permit);
+    }
+}
+
+fn rand_u32() -> u32 {
+    let mut b = [0u8; 4];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    u32::from_be_bytes(b)
+}
