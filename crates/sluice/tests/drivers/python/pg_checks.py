@@ -154,7 +154,7 @@ async def run_async(check, fn):
     report(check, None if exc is None else describe(exc))
 
 
-def poll(what, fn, timeout=10.0, interval=0.02):
+def poll(what, fn, timeout=30.0, interval=0.02):
     """Calls fn until it returns a true value; fails after timeout seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -250,7 +250,7 @@ def wait_replica(timeout=30.0):
         )
 
 
-def find_running(marker, ended=lambda: None, timeout=8.0):
+def find_running(marker, ended=lambda: None, timeout=20.0):
     """(port, pid) of the server backend running a statement whose text contains marker.
     ended() returns a description of how the client's statement ended, or None while it runs."""
     conns = [(p, pconnect(p)) for p in (PRIMARY_PORT, REPLICA_PORT)]
@@ -852,8 +852,8 @@ class Psycopg:
                     expect_eq(port, PRIMARY_PORT, "server running the statement in a transaction")
                 started = time.monotonic()
                 getattr(c, method)()
-                th.join(10)
-                expect(not th.is_alive(), f"pg_sleep(30) still running 10 s after {method}()")
+                th.join(25)
+                expect(not th.is_alive(), f"pg_sleep(30) still running 25 s after {method}()")
             finally:
                 if th.is_alive():
                     cancel_marked(marker)
@@ -862,7 +862,7 @@ class Psycopg:
             expect(err is not None, f"pg_sleep(30) {box.get('result', 'did not end')} instead of failing")
             expect(isinstance(err, pgerr.QueryCanceled) and err.sqlstate == "57014",
                    f"expected QueryCanceled (57014), got {describe(err)}")
-            expect(time.monotonic() - started < 10, "cancel took 10 s or more")
+            expect(time.monotonic() - started < 25, "cancel took 25 s or more")
             if in_transaction:
                 try:
                     c.execute("SELECT 1")
@@ -1540,13 +1540,13 @@ class Asyncpg:
                         raise CheckFailed("pg_sleep(30) returned within 1 s")
                     except asyncio.TimeoutError:
                         pass
-                    v = await asyncio.wait_for(c.fetchval("SELECT 7"), 10)
+                    v = await asyncio.wait_for(c.fetchval("SELECT 7"), 25)
                     expect_eq(v, 7, "query right after the timeout")
-                    expect(time.monotonic() - started < 10, "the connection took 10 s or more to be usable")
+                    expect(time.monotonic() - started < 25, "the connection took 25 s or more to be usable")
                     expect_eq(await c.fetchval("SELECT $1::int", 8), 8, "extended query after the cancel")
                     expect(not still_running(marker), "the cancelled statement still runs on a server")
                 except asyncio.TimeoutError:
-                    raise CheckFailed("the connection was not usable within 10 s after the timeout") from None
+                    raise CheckFailed("the connection was not usable within 25 s after the timeout") from None
                 finally:
                     if not task.done():
                         task.cancel()
