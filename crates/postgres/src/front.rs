@@ -7,6 +7,7 @@ use sluice_core::{Cluster, Protocol, Topology};
 use sluice_monitor::Monitor;
 use sluice_runtime::admission::Admission;
 use sluice_runtime::frontend::{BoxFuture, Started};
+use sluice_runtime::intern::Interner;
 use sluice_runtime::listener::{Handler, HandlerFuture, ListenerInfo};
 use sluice_runtime::{Frontend, Runtime, StartError};
 use std::net::SocketAddr;
@@ -33,6 +34,30 @@ pub struct PostgresFrontend {
     pub read_only_functions: std::collections::HashSet<String>,
     /// SCRAM verifiers of configured passwords.
     pub verifiers: crate::frontend::login::Verifiers,
+    /// Database names and startup settings, shared by the sessions that have them alike.
+    pub shared: Shared,
+}
+
+/// What sessions share instead of holding a copy each.
+#[derive(Debug)]
+pub struct Shared {
+    /// Database names.
+    pub databases: Interner<str>,
+    /// Startup settings (as [`crate::frontend::state::Settings`] keeps them).
+    pub startups: Interner<[(Box<str>, Box<str>)]>,
+}
+
+/// Distinct values of each kind shared at most: beyond them (values no session holds are
+/// dropped first), a session holds its own copy.
+const SHARED_VALUES: usize = 1024;
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            databases: Interner::new(SHARED_VALUES),
+            startups: Interner::new(SHARED_VALUES),
+        }
+    }
 }
 
 impl PostgresFrontend {
@@ -57,6 +82,7 @@ impl PostgresFrontend {
             connector,
             read_only_functions,
             verifiers: Default::default(),
+            shared: Default::default(),
         })
     }
 }

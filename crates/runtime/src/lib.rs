@@ -8,6 +8,7 @@ pub mod admission;
 pub mod buffers;
 pub mod errors;
 pub mod frontend;
+pub mod intern;
 pub mod listener;
 pub mod process;
 pub mod registry;

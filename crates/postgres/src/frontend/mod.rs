@@ -7,6 +7,7 @@ pub mod cancel;
 pub mod client;
 mod count;
 pub mod login;
+mod names;
 mod open;
 pub mod relay;
 mod route;

@@ -15,29 +15,38 @@ use sluice_runtime::admission::Admission;
 use sluice_runtime::listener::ListenerInfo;
 use sluice_runtime::tls::MaybeTls;
 use sluice_runtime::SessionKey;
-use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 
 /// Serves one client from its first packet to its last. The login and the session are
-/// futures of their own (boxed), so that an idle session's memory holds neither the login's
-/// state nor a unit's.
-pub async fn serve(
+/// futures of their own: the login is boxed, so that an idle session's memory holds none of
+/// its state (nor the arguments it consumed), and the session lives in a box of its own.
+pub fn serve(
     fe: Arc<PostgresFrontend>,
     admission: Arc<Admission>,
     place: Connecting,
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
-) {
-    let opened = Box::pin(open(fe, admission, place, stream, peer, listener)).await;
-    if let Some((session, key, permit)) = opened {
-        Box::pin(session.live(key, permit)).await;
+) -> impl Future<Output = ()> + Send {
+    // A plain fn: the arguments live in the login's box only, not in the session's future.
+    live_after(Box::pin(open(fe, admission, place, stream, peer, listener)))
+}
+
+/// The login's outcome: the session, its key and its admission permit.
+type Opened = Box<Session>;
+
+/// The session, once the login gave one.
+async fn live_after<F: Future<Output = Option<Opened>>>(login: Pin<Box<F>>) {
+    if let Some(session) = login.await {
+        session.live().await;
     }
 }
 
-/// The login: a session, its key and its admission permit, unless the client is refused,
+/// The login: a session, unless the client is refused,
 /// fails to log in or only cancels a statement.
 async fn open(
     fe: Arc<PostgresFrontend>,
@@ -46,7 +55,7 @@ async fn open(
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
-) -> Option<(Session, SessionKey, tokio::sync::OwnedSemaphorePermit)> {
+) -> Option<Opened> {
     let mut client = Client {
         stream: MaybeTls::Plain(stream),
         buf: sluice_runtime::buffers::read_buffer(),
@@ -89,7 +98,10 @@ async fn open(
         let _ = client.fatal("53300", admission.too_many).await;
         return None;
     };
-    let database: Arc<str> = Arc::from(params.database().unwrap_or(&user.name));
+    let database = fe
+        .shared
+        .databases
+        .intern(params.database().unwrap_or(&user.name));
     let key = SessionKey {
         id: fe.rt.sessions.next_id(),
         secret: rand_u32(),
@@ -107,10 +119,13 @@ async fn open(
         .params
         .iter()
         .filter(|(k, _)| !matches!(k.as_str(), "user" | "database" | "options" | "replication"));
-    let settings = Settings::from_startup(startup.map(|(k, v)| (k.as_str(), v.as_str())));
+    let settings = Settings::from_startup(
+        startup.map(|(k, v)| (k.as_str(), v.as_str())),
+        &fe.shared.startups,
+    );
     // The startup packet is not kept: what moves is in the settings now.
     drop(params);
-    let s = Session {
+    let s = Box::new(Session {
         key: PoolKey {
             user: user.name.clone(),
             database: Some(database),
@@ -122,9 +137,9 @@ async fn open(
         listener,
         settings,
         pins: 0,
-        statements: HashMap::new(),
+        statements: Default::default(),
         unnamed: None,
-        portals: HashMap::new(),
+        portals: Default::default(),
         lease: None,
         lease_generation: 0,
         lease_has_unnamed: false,
@@ -134,18 +149,29 @@ async fn open(
         held_by_flush: false,
         skipping: false,
         owed: Default::default(),
-    };
-    Some((s, key, permit))
+        _admitted: permit,
+    });
+    Some(s)
 }
 
 impl Session {
     /// The session after its login, to its end; then its connection goes back to the pool
     /// (or is closed, when mid-transaction or pinned) and it leaves the registry.
-    async fn live(mut self, key: SessionKey, permit: tokio::sync::OwnedSemaphorePermit) {
-        if let Err(e) = Box::pin(self.welcome(key)).await {
-            tracing::debug!(error = %e, "session ended during login");
-        } else if let Err(e) = self.run().await {
-            tracing::debug!(error = %e, "session ended");
+    async fn live(mut self: Box<Self>) {
+        let key = self.handle.key();
+        // Matched apart: a result kept alive across run() would take room in every idle
+        // session's future.
+        let welcomed = match Box::pin(self.welcome(key)).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "session ended during login");
+                false
+            }
+        };
+        if welcomed {
+            if let Err(e) = self.run().await {
+                tracing::debug!(error = %e, "session ended");
+            }
         }
         if let Some(mut lease) = self.lease.take() {
             // Mid-transaction or pinned state: the connection cannot serve anyone else.
@@ -153,8 +179,8 @@ impl Session {
                 lease.discard();
             }
         }
+        // The admission permit goes with the session, after it left the registry.
         self.fe.rt.sessions.remove(key.id);
-        drop(permit);
     }
 }
 

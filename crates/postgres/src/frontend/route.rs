@@ -137,9 +137,7 @@ impl Session {
                         } else if name.is_empty() {
                             self.unnamed.clone()
                         } else {
-                            self.statements
-                                .get(&*String::from_utf8_lossy(name))
-                                .cloned()
+                            self.statements.get(&String::from_utf8_lossy(name)).cloned()
                         }
                     }),
                 b'F' => {

@@ -5,6 +5,7 @@
 //! `T` and `E` keep the connection; `I` gives it back, unless something pins the session.
 
 use super::client::Client;
+use super::names::NameMap;
 use super::relay::{relay, RelayError};
 use super::state::{self, pin, Change, Settings};
 use super::unit::{self, End, Names, Unit};
@@ -15,7 +16,7 @@ use crate::wire::{ReadyStatus, Writer};
 use sluice_core::{Lease, PoolKey};
 use sluice_runtime::listener::ListenerInfo;
 use sluice_runtime::{SessionHandle, SessionKey};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// One client session.
@@ -27,9 +28,9 @@ pub struct Session {
     pub(super) listener: Arc<ListenerInfo>,
     pub(super) settings: Settings,
     pub(super) pins: u32,
-    pub(super) statements: HashMap<String, Arc<StmtDef>>,
+    pub(super) statements: NameMap<Arc<StmtDef>>,
     pub(super) unnamed: Option<Arc<StmtDef>>,
-    pub(super) portals: HashMap<String, Arc<StmtDef>>,
+    pub(super) portals: NameMap<Arc<StmtDef>>,
     pub(super) lease: Option<Lease<Box<PgConn>>>,
     /// The settings generation the leased connection has.
     pub(super) lease_generation: u64,
@@ -51,6 +52,8 @@ pub struct Session {
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
     pub(super) owed: std::collections::VecDeque<unit::Exp>,
+    /// The session's place among the clients admitted (given back when it ends).
+    pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// Why a session ended.
@@ -105,26 +108,39 @@ impl Session {
     /// meanwhile: notifications).
     async fn next_unit(&mut self) -> Result<Unit, SessionError> {
         loop {
-            let client = &self.client;
-            let got = unit::next_unit(&client.buf, |at| {
-                Ok(client.message_at(at)?.map(|(m, len)| (m.tag, len)))
-            })
-            .map_err(|e| SessionError::Client(e.to_string()))?;
-            if let Some(u) = got {
+            if let Some(u) = self.buffered_unit()? {
                 return Ok(u);
             }
-            match &mut self.lease {
-                Some(lease) => {
-                    let conn = lease.conn();
-                    tokio::select! {
-                        r = self.client.fill() => r.map_err(client_err)?,
-                        r = conn.readable() => {
-                            r.map_err(client_err)?;
-                            self.pass_async().await?;
-                        }
-                    }
-                }
-                None => self.client.fill_idle().await.map_err(client_err)?,
+            if self.lease.is_some() {
+                // Boxed: an idle session without a connection does not carry this state.
+                Box::pin(self.wait_on_lease()).await?;
+            } else {
+                self.client.fill_idle().await.map_err(client_err)?;
+            }
+        }
+    }
+
+    /// The next unit, if the client's buffer holds all of it.
+    fn buffered_unit(&self) -> Result<Option<Unit>, SessionError> {
+        let client = &self.client;
+        unit::next_unit(&client.buf, |at| {
+            Ok(client.message_at(at)?.map(|(m, len)| (m.tag, len)))
+        })
+        .map_err(|e| SessionError::Client(e.to_string()))
+    }
+
+    /// Waits for the client's next bytes while holding a connection, passing on what the
+    /// server sends meanwhile.
+    async fn wait_on_lease(&mut self) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        let conn = lease.conn();
+        tokio::select! {
+            r = self.client.fill() => r.map_err(client_err),
+            r = conn.readable() => {
+                r.map_err(client_err)?;
+                self.pass_async().await
             }
         }
     }

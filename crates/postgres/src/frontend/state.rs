@@ -3,7 +3,9 @@
 //! connection that serves it; and the state that cannot move (temporary tables, session
 //! advisory locks, `LISTEN`, ...), which pins the session to its connection until it is gone.
 
+use sluice_runtime::intern::Interner;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Why a session keeps its server connection between transactions (bit flags, as the admin
 /// API lists them).
@@ -58,8 +60,9 @@ pub mod pin {
 #[derive(Debug, Default)]
 pub struct Settings {
     /// From the startup packet: name → the statement that sets it, sorted by name (a few
-    /// entries: a list costs an idle session far less than a map). `RESET` returns to these.
-    startup: Box<[(Box<str>, Box<str>)]>,
+    /// entries: a list costs an idle session far less than a map), shared by the sessions
+    /// that started alike. `RESET` returns to these.
+    startup: Arc<[(Box<str>, Box<str>)]>,
     /// Made with `SET` since: name → the statement; `None` for a `RESET` of a startup value
     /// (back to the server's default).
     made: BTreeMap<String, Option<String>>,
@@ -81,16 +84,19 @@ pub enum Change {
 }
 
 impl Settings {
-    /// Settings starting from the client's startup parameters (name, value).
-    pub fn from_startup<'a>(params: impl Iterator<Item = (&'a str, &'a str)>) -> Settings {
+    /// Settings starting from the client's startup parameters (name, value), shared through
+    /// `interner` with the sessions that started alike.
+    pub fn from_startup<'a>(
+        params: impl Iterator<Item = (&'a str, &'a str)>,
+        interner: &Interner<[(Box<str>, Box<str>)]>,
+    ) -> Settings {
         let mut startup: Vec<(Box<str>, Box<str>)> = params
             .map(|(n, v)| (n.to_ascii_lowercase().into(), set_config(n, v).into()))
             .collect();
         startup.sort();
         startup.dedup_by(|a, b| a.0 == b.0);
-        let startup = startup.into_boxed_slice();
         Settings {
-            startup,
+            startup: interner.intern(&startup),
             generation: 1,
             ..Default::default()
         }
@@ -243,7 +249,8 @@ mod tests {
 
     #[test]
     fn settings_move_as_differences() {
-        let mut s = Settings::from_startup([("application_name", "app")].into_iter());
+        let mut s =
+            Settings::from_startup([("application_name", "app")].into_iter(), &Interner::new(4));
         let conn = BTreeMap::new();
         let first = difference(&conn, &s.desired()).unwrap();
         assert_eq!(

@@ -205,13 +205,13 @@ fn put(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
 /// The session's view of statement names while forwarding a unit.
 pub struct Names<'a> {
     /// Named statements.
-    pub statements: &'a mut std::collections::HashMap<String, Arc<StmtDef>>,
+    pub statements: &'a mut super::names::NameMap<Arc<StmtDef>>,
     /// The unnamed statement as the client last parsed it.
     pub unnamed: &'a mut Option<Arc<StmtDef>>,
     /// The unnamed statement on the connection is the session's.
     pub conn_has_unnamed: &'a mut bool,
     /// Statements bound to portals (by portal name).
-    pub portals: &'a mut std::collections::HashMap<String, Arc<StmtDef>>,
+    pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
 }
 
 /// Rewrites and forwards the extended-protocol and simple messages of `unit`.
@@ -236,7 +236,7 @@ pub fn forward(
             b'C' => close(body, whole, &mut names, &mut f),
             b'E' => {
                 let portal = cstr(body).map(|(p, _)| p).unwrap_or_default();
-                if let Some(def) = names.portals.get(&*String::from_utf8_lossy(portal)) {
+                if let Some(def) = names.portals.get(&String::from_utf8_lossy(portal)) {
                     f.ran.push(def.clone());
                 }
                 f.out.extend_from_slice(whole);
@@ -367,7 +367,7 @@ fn ensure(
         return Some((Vec::new(), def));
     }
     let name = String::from_utf8_lossy(name);
-    let def = pending(&name, f).or_else(|| n.statements.get(&*name).cloned())?;
+    let def = pending(&name, f).or_else(|| n.statements.get(&name).cloned())?;
     if let Ensure::Prepare { evict } = conn.statements.ensure(&def) {
         close_on_server(evict, f);
         def.parse_message(&mut f.out);
@@ -431,11 +431,11 @@ fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Forwarded) {
     match (what, name) {
         (Some(b'S'), Some(stmt)) if !stmt.is_empty() => {
             // The statement stays on the server for other sessions; the client's name goes.
-            n.statements.remove(&*String::from_utf8_lossy(stmt));
+            n.statements.remove(&String::from_utf8_lossy(stmt));
             f.exps.push_back(Exp::synth(b'3'));
         }
         (Some(b'P'), Some(portal)) => {
-            n.portals.remove(&*String::from_utf8_lossy(portal));
+            n.portals.remove(&String::from_utf8_lossy(portal));
             f.out.extend_from_slice(whole);
             f.exps.push_back(Exp::pass(Resp::Close));
         }
