@@ -16,6 +16,7 @@ use crate::error::{AcquireError, ConnectError};
 use crate::pool_growth::Growth;
 use crate::server::Server;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -562,7 +563,8 @@ impl<C> Hostgroup<C> {
                 // Candidates: servers with an idle connection of this key, or room to open
                 // one (possibly by replacing an idle connection of another key).
                 let has_key = |m: &Member<C>| m.idle.iter().any(|c| &c.key == key);
-                let with_room: Vec<usize> = (0..st.members.len())
+                // On the stack for hostgroups of up to 8 servers: this runs on every lease.
+                let with_room: SmallVec<[usize; 8]> = (0..st.members.len())
                     .filter(|&i| {
                         let m = &st.members[i];
                         m.server.is_usable() && (has_key(m) || m.can_open(settings.max_connecting))
@@ -570,7 +572,7 @@ impl<C> Hostgroup<C> {
                     .collect();
                 // Prefer servers holding an idle connection with the right key, so a warm pool
                 // is used before new connections are opened, then balance among those.
-                let matching: Vec<usize> = with_room
+                let matching: SmallVec<[usize; 8]> = with_room
                     .iter()
                     .copied()
                     .filter(|&i| has_key(&st.members[i]))
@@ -583,7 +585,7 @@ impl<C> Hostgroup<C> {
                 } else {
                     &with_room
                 };
-                let cands: Vec<Candidate> = pool_from
+                let cands: SmallVec<[Candidate; 8]> = pool_from
                     .iter()
                     .map(|&i| st.members[i].candidate())
                     .collect();

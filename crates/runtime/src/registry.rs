@@ -24,6 +24,9 @@ pub struct SessionKey {
     pub secret: u32,
 }
 
+/// Bytes of a statement in flight that views show.
+pub const STATEMENT_SHOWN: usize = 256;
+
 /// The shared view of one session.
 #[derive(Debug)]
 pub struct SessionHandle {
@@ -51,8 +54,9 @@ pub struct SessionHandle {
 pub struct Current {
     /// The backend connection serving it (server, thread id), if any.
     pub backend: Option<(Arc<Server>, u32)>,
-    /// The statement in flight and when it started.
-    pub statement: Option<(String, Instant)>,
+    /// The statement in flight (its text, shared with the session, or its first
+    /// [`STATEMENT_SHOWN`] bytes) and when it started.
+    pub statement: Option<(Arc<[u8]>, Instant)>,
     /// The cancel secret of the backend in `backend` (PostgreSQL: with the process id there,
     /// the server's own cancel key; 0 for MySQL).
     pub cancel_secret: u32,
@@ -107,11 +111,13 @@ impl SessionHandle {
     }
     /// Records the statement in flight (None when idle). The text is truncated.
     pub fn set_statement(&self, sql: Option<&[u8]>) {
-        let mut c = self.current.lock();
-        c.statement = sql.map(|s| {
-            let s = &s[..s.len().min(256)];
-            (String::from_utf8_lossy(s).into_owned(), Instant::now())
-        });
+        let sql = sql.map(|s| Arc::from(&s[..s.len().min(STATEMENT_SHOWN)]));
+        self.current.lock().statement = sql.map(|s| (s, Instant::now()));
+    }
+
+    /// Sets the statement in flight from a text the session already shares (no copy).
+    pub fn set_statement_shared(&self, sql: Arc<[u8]>) {
+        self.current.lock().statement = Some((sql, Instant::now()));
     }
 }
 

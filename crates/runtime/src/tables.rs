@@ -205,7 +205,10 @@ pub fn sessions(registry: &Registry) -> Vec<SessionRow> {
                 pinned_by: h.pin_reasons(),
                 backend: cur.backend.as_ref().map(|(s, _)| s.name.to_string()),
                 backend_thread: cur.backend.as_ref().map(|(_, t)| *t),
-                statement: cur.statement.as_ref().map(|(s, _)| s.clone()),
+                statement: cur.statement.as_ref().map(|(s, _)| {
+                    let shown = &s[..s.len().min(crate::registry::STATEMENT_SHOWN)];
+                    String::from_utf8_lossy(shown).into_owned()
+                }),
                 statement_ms: cur
                     .statement
                     .as_ref()

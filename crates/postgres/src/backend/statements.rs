@@ -10,8 +10,8 @@ use std::sync::Arc;
 /// A statement as a client prepared it (a Parse message's content).
 #[derive(Debug)]
 pub struct StmtDef {
-    /// The SQL text.
-    pub sql: Vec<u8>,
+    /// The SQL text (shared with the session's view in the registry while it runs).
+    pub sql: std::sync::Arc<[u8]>,
     /// The parameter type section of the Parse message (count and OIDs), as sent.
     pub types: Vec<u8>,
     /// Hash of both: the name it has on servers.
@@ -30,7 +30,7 @@ impl StmtDef {
         sql.hash(&mut h);
         types.hash(&mut h);
         StmtDef {
-            sql: sql.to_vec(),
+            sql: sql.into(),
             types: types.to_vec(),
             hash: h.finish(),
             info: crate::classify::classify(sql),

@@ -41,7 +41,8 @@ impl Session {
             let last = i + 1 == ran.len();
             let (id, text) = def.digest.get_or_init(|| {
                 // PostgreSQL texts: standard strings (a backslash is an ordinary character).
-                let mut buf = Vec::new();
+                let mut buf =
+                    Vec::with_capacity(def.sql.len().min(sluice_sqlscan::digest::MAX_TEXT));
                 let id = sluice_sqlscan::digest::normalize_into(&def.sql, true, &mut buf);
                 (id, buf.into_boxed_slice())
             });

@@ -219,7 +219,7 @@ impl Session {
         let mut fwd = unit::forward(&self.client.buf[..unit.len], &unit, &defs, conn, names);
         self.client.consume(unit.len);
         if let Some(first) = fwd.ran.first() {
-            self.handle.set_statement(Some(&first.sql));
+            self.handle.set_statement_shared(first.sql.clone());
         }
         let started = std::time::Instant::now();
         let sent = conn.send(&fwd.out).await;
@@ -227,8 +227,13 @@ impl Session {
         let relayed = match sent {
             Ok(()) => {
                 // Answers still owed by a batch forwarded without its end come first.
-                let mut exps = std::mem::take(&mut self.owed);
-                exps.append(&mut fwd.exps);
+                let mut exps = if self.owed.is_empty() {
+                    std::mem::take(&mut fwd.exps)
+                } else {
+                    let mut owed = std::mem::take(&mut self.owed);
+                    owed.append(&mut fwd.exps);
+                    owed
+                };
                 if self.skipping {
                     skip_to_sync(conn, &mut exps, &mut self.skipping);
                 }
@@ -438,10 +443,15 @@ impl Session {
                     Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());
                 }
             }
-            // Seen exactly what the connection has: share its map (an idle session then
-            // holds no copy of its own).
+            // Seen exactly what the connection has: both keep the more widely shared of the
+            // two equal maps, so that an idle session holds no copy of its own and equal
+            // maps converge to one, found equal by pointer next time, without comparing.
             if self.reported == conn.params {
-                self.reported = conn.params.clone();
+                if Arc::strong_count(&self.reported) > Arc::strong_count(&conn.params) {
+                    conn.params = self.reported.clone();
+                } else {
+                    self.reported = conn.params.clone();
+                }
             }
         }
         if !w.as_bytes().is_empty() {

@@ -76,7 +76,8 @@ pub fn next_unit(
 
 /// The statements a unit's Parse and Query messages carry, classified once (by message
 /// index): routing, forwarding and tracking all read them.
-pub type Defs = Vec<(usize, Arc<StmtDef>)>;
+/// On the stack for units of up to two statements (nearly all).
+pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 2]>;
 
 /// Classifies the statement texts of `unit` (no allocation for a unit without any).
 pub fn statement_defs(buf: &[u8], unit: &Unit) -> Defs {
@@ -184,7 +185,7 @@ pub struct Forwarded {
     /// Responses expected, in order.
     pub exps: VecDeque<Exp>,
     /// The statements the unit executes (for the session's tracking).
-    pub ran: Vec<Arc<StmtDef>>,
+    pub ran: smallvec::SmallVec<[Arc<StmtDef>; 2]>,
 }
 
 /// Reads a NUL-terminated string at the start of `b`: it and the rest.
