@@ -1,10 +1,12 @@
 //! The PostgreSQL front end: what the runtime needs to serve PostgreSQL clients (the session
 //! handler, the topology of PostgreSQL connections) and what its sessions share.
 
+use crate::agent::PgAgent;
 use crate::backend::{PgConn, PgConnector};
 use sluice_config::Config;
 use sluice_core::{Cluster, Protocol, Topology};
-use sluice_monitor::Monitor;
+use sluice_monitor::coordinator::Local;
+use sluice_monitor::{Monitor, Settings};
 use sluice_runtime::admission::Admission;
 use sluice_runtime::frontend::{BoxFuture, Started};
 use sluice_runtime::intern::Interner;
@@ -36,6 +38,19 @@ pub struct PostgresFrontend {
     pub verifiers: crate::frontend::login::Verifiers,
     /// Database names and startup settings, shared by the sessions that have them alike.
     pub shared: Shared,
+    /// The monitor of the PostgreSQL servers (`[monitor] enabled`).
+    monitor: Option<Arc<Monitor>>,
+    /// Its agent (a reload changes its credentials).
+    monitor_agent: Option<Arc<PgAgent>>,
+}
+
+/// The monitor's settings for PostgreSQL: the configured ones, without failover and rejoin,
+/// which the PostgreSQL agent does not do yet.
+fn monitor_settings(config: &Config) -> Settings {
+    let mut s = Settings::from_config(config);
+    s.failover = false;
+    s.rejoin = false;
+    s
 }
 
 /// What sessions share instead of holding a copy each.
@@ -76,6 +91,23 @@ impl PostgresFrontend {
             .iter()
             .cloned()
             .collect();
+        let monitor_agent = config.monitor.enabled.then(|| {
+            let (user, password) = config.monitor_credentials();
+            Arc::new(PgAgent::new(user, password))
+        });
+        if config.monitor.enabled && config.failover.enabled {
+            tracing::warn!(
+                "[failover] enabled: automatic failover is not implemented for PostgreSQL servers yet; their monitor finds roles and lag only"
+            );
+        }
+        let monitor = monitor_agent.clone().map(|agent| {
+            Monitor::new(
+                agent,
+                topology.clone(),
+                monitor_settings(&config),
+                Arc::new(Local),
+            )
+        });
         Arc::new(PostgresFrontend {
             rt,
             topology,
@@ -83,6 +115,8 @@ impl PostgresFrontend {
             read_only_functions,
             verifiers: Default::default(),
             shared: Default::default(),
+            monitor,
+            monitor_agent,
         })
     }
 }
@@ -114,14 +148,20 @@ impl Frontend for PostgresFrontend {
     }
 
     fn monitor(&self) -> Option<&Arc<Monitor>> {
-        None
+        self.monitor.as_ref()
     }
 
     fn start(
         self: Arc<Self>,
-        _shutdown: watch::Receiver<bool>,
+        shutdown: watch::Receiver<bool>,
     ) -> BoxFuture<'static, Result<Started, StartError>> {
         Box::pin(async move {
+            if let Some(m) = &self.monitor {
+                // On a thread of its own; roles first, so that the first clients find the
+                // primary placed.
+                let first_round = m.start(shutdown.clone()).map_err(StartError::Monitor)?;
+                let _ = first_round.await;
+            }
             let admission = self.rt.client_admission("sorry, too many clients already");
             let handler: Arc<dyn Handler> = Arc::new(PgHandler {
                 fe: self.clone(),
@@ -135,8 +175,22 @@ impl Frontend for PostgresFrontend {
         })
     }
 
-    fn apply_reload(&self, _old: &Config, _new: &Config) -> Vec<String> {
-        Vec::new()
+    fn apply_reload(&self, old: &Config, new: &Config) -> Vec<String> {
+        let mut changes = Vec::new();
+        if let (Some(m), Some(agent)) = (&self.monitor, &self.monitor_agent) {
+            if old.monitor_credentials() != new.monitor_credentials() {
+                let (user, password) = new.monitor_credentials();
+                agent.set_credentials(user, password);
+                m.recheck_privileges();
+                changes.push("PostgreSQL monitor credentials".into());
+            }
+            let settings = monitor_settings(&new.for_protocol(Protocol::Postgres));
+            if m.settings() != settings {
+                m.set_settings(settings);
+                changes.push("PostgreSQL monitor settings".into());
+            }
+        }
+        changes
     }
 }
 

@@ -3,6 +3,7 @@
 //! and settings, and client sessions pooled by transaction with read/write splitting.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod backend;
 pub mod classify;
 pub mod front;

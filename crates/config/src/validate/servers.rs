@@ -23,12 +23,6 @@ impl Config {
                 ));
             }
             non_empty(&format!("{f}.hostgroup"), hg)?;
-            if s.hostgroup.is_none() && s.protocol == crate::Protocol::Postgres {
-                return Err(ConfigError::new(
-                    format!("{f}.hostgroup"),
-                    "is required for PostgreSQL servers (the monitor does not find PostgreSQL roles yet)",
-                ));
-            }
             if !servers.insert((s.protocol, s.address.as_str(), hg)) {
                 return Err(ConfigError::new(
                     format!("{f}.address"),

@@ -99,6 +99,29 @@ impl Connector<Box<PgConn>> for PgConnector {
     }
 }
 
+/// A connection to `address` logged in as `user` with `password` (plaintext, or PostgreSQL's
+/// `md5…` hash) to `database`: the monitor's own connections.
+pub async fn open_as(
+    address: &str,
+    user: &str,
+    password: &str,
+    database: &str,
+) -> Result<PgConn, ConnectError> {
+    let credential = match password.strip_prefix("md5") {
+        Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Credential::Md5(h.to_string())
+        }
+        _ => Credential::Password(password.to_string()),
+    };
+    let stream = TcpStream::connect(address)
+        .await
+        .map_err(|e| ConnectError::down(format!("{address}: {e}")))?;
+    let _ = stream.set_nodelay(true);
+    let mut conn = PgConn::new(stream, 0);
+    login(&mut conn, user, database, credential).await?;
+    Ok(conn)
+}
+
 fn refused(sqlstate: [u8; 5], message: String) -> ConnectError {
     ConnectError::refused(0, sqlstate, message)
 }

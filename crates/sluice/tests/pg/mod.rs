@@ -46,9 +46,33 @@ pub fn config(topo: &PgTopology, extra: &str) -> String {
     text
 }
 
+/// The issue-13 configuration for these servers: the listener and user of [`config`], every
+/// server listed without a hostgroup (roles come from the monitor, logging in as `monitor`);
+/// `extra` appended.
+pub fn managed_config(topo: &PgTopology, extra: &str) -> String {
+    let mut text = String::from(
+        "[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n",
+    );
+    for s in &topo.servers {
+        text.push_str(&format!(
+            "[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\n",
+            s.addr()
+        ));
+    }
+    text.push_str("\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n");
+    text.push_str(extra);
+    text
+}
+
 /// Starts a primary with `replicas` replicas, the `app` role (password `app`, SCRAM on the
 /// servers) and sluice with [`config`] plus `extra`.
 pub async fn start(replicas: usize, extra: &str) -> PgEnv {
+    start_with(replicas, |topo| config(topo, extra)).await
+}
+
+/// As [`start`], with the configuration `config` makes for the servers; the servers also have
+/// the role `monitor` (password `monitor`, member of `pg_monitor`).
+pub async fn start_with(replicas: usize, config: impl FnOnce(&PgTopology) -> String) -> PgEnv {
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -61,6 +85,9 @@ pub async fn start(replicas: usize, extra: &str) -> PgEnv {
         topo.primary()
             .sql("CREATE ROLE app LOGIN SUPERUSER PASSWORD 'app'")
             .unwrap();
+        topo.primary()
+            .sql("CREATE ROLE monitor LOGIN PASSWORD 'monitor'; GRANT pg_monitor TO monitor")
+            .unwrap();
         for s in &topo.servers {
             s.require_passwords(&[]).unwrap();
         }
@@ -70,7 +97,7 @@ pub async fn start(replicas: usize, extra: &str) -> PgEnv {
     .unwrap();
     // The role reaches the replicas before anyone logs in there.
     wait_replayed(&topo).await;
-    let text = config(&topo, extra);
+    let text = config(&topo);
     let (process, running) = start_sluice(&text).await;
     let port = running.addrs[0].port();
     PgEnv {

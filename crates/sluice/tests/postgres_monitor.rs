@@ -1,0 +1,154 @@
+//! The PostgreSQL monitor against a real primary with two streaming standbys: servers listed
+//! without hostgroups are placed by what they report (`pg_is_in_recovery()`, the WAL
+//! receiver's upstream), a standby whose replay falls behind `max_replication_lag` or whose
+//! WAL receiver stopped takes no reads until it catches up, and with every standby out the
+//! primary serves the reads.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod pg;
+
+use pg::http::get_json;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// What the admin API says of the server at `addr`: (hostgroup, role, state, replicates from).
+fn server_view(admin: SocketAddr, addr: &str) -> (String, String, String, String) {
+    let servers = get_json(admin, "/api/servers");
+    let s = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["address"] == addr)
+        .unwrap_or_else(|| panic!("{addr} not in {servers}"));
+    let text = |k: &str| s[k].as_str().unwrap_or("").to_string();
+    (
+        text("hostgroup"),
+        text("role"),
+        text("state"),
+        text("replicates_from"),
+    )
+}
+
+/// Waits (at most 60 s: a hang guard, not a timing) until `ok` holds for the view of `addr`.
+async fn wait_view(
+    admin: SocketAddr,
+    addr: &str,
+    what: &str,
+    ok: impl Fn(&(String, String, String, String)) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = server_view(admin, addr);
+        if ok(&v) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{addr}: {what}; still {v:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_reads() {
+    // The configuration as written ([failover] enabled included), plus a lag bound
+    // and a short check interval.
+    let env = pg::start_with(2, |topo| {
+        pg::managed_config(
+            topo,
+            "interval = \"100ms\"\nmax_replication_lag = \"1s\"\n\n[failover]\nenabled = true\n",
+        )
+    })
+    .await;
+    let admin = env.admin().await;
+    let primary = env.topo.primary().addr();
+    let standbys: Vec<String> = env.topo.replicas().iter().map(|r| r.addr()).collect();
+
+    // Roles come from the servers: the primary writes, the standbys read and say whom they
+    // stream from.
+    let (hg, role, state, _) = server_view(admin.addr, &primary);
+    assert_eq!((&*hg, &*role, &*state), ("writer", "primary", "ONLINE"));
+    for s in &standbys {
+        wait_view(admin.addr, s, "a streaming replica in reader", |v| {
+            v.0 == "reader" && v.1 == "replica" && v.2 == "ONLINE" && v.3 == primary
+        })
+        .await;
+    }
+    let port_of = |a: &str| a.rsplit_once(':').unwrap().1.to_string();
+    assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "t");
+    env.psql("CREATE TABLE lagged (x int)");
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT count(*) FROM lagged")
+            .unwrap()
+            .trim(),
+        "0"
+    );
+
+    // The first standby applies WAL 10 minutes late: it receives but does not replay, so its
+    // lag grows past the bound after the next write, and it takes no reads.
+    let slow = &env.topo.replicas()[0];
+    slow.sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
+        .unwrap();
+    slow.sql("SELECT pg_reload_conf()").unwrap();
+    env.psql("INSERT INTO lagged VALUES (1)");
+    wait_view(admin.addr, &standbys[0], "out of reads for its lag", |v| {
+        v.2.starts_with("SHUNNED (replication lag")
+    })
+    .await;
+    for _ in 0..10 {
+        let port = env.psql("SELECT inet_server_port()");
+        assert_eq!(
+            port.trim(),
+            port_of(&standbys[1]),
+            "a read on a lagging standby"
+        );
+    }
+
+    // The second standby's WAL receiver stops (no upstream): it is out too, and the primary
+    // serves the reads.
+    let stopped = &env.topo.replicas()[1];
+    let conninfo = stopped
+        .sql("SHOW primary_conninfo")
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(!conninfo.is_empty());
+    stopped
+        .sql("ALTER SYSTEM SET primary_conninfo = ''")
+        .unwrap();
+    stopped.sql("SELECT pg_reload_conf()").unwrap();
+    wait_view(
+        admin.addr,
+        &standbys[1],
+        "out of reads without a WAL receiver",
+        |v| v.2.starts_with("SHUNNED (replication"),
+    )
+    .await;
+    for _ in 0..5 {
+        assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "f");
+    }
+
+    // Both catch up: they take reads again.
+    slow.sql("ALTER SYSTEM RESET recovery_min_apply_delay")
+        .unwrap();
+    slow.sql("SELECT pg_reload_conf()").unwrap();
+    stopped
+        .sql(&format!(
+            "ALTER SYSTEM SET primary_conninfo = '{}'",
+            conninfo.replace('\'', "''")
+        ))
+        .unwrap();
+    stopped.sql("SELECT pg_reload_conf()").unwrap();
+    for s in &standbys {
+        wait_view(admin.addr, s, "back in reader once caught up", |v| {
+            v.0 == "reader" && v.2 == "ONLINE"
+        })
+        .await;
+    }
+    pg::wait_replayed(&env.topo).await;
+    assert_eq!(
+        env.psql("SELECT pg_is_in_recovery(), count(*) FROM lagged")
+            .trim(),
+        "t|1"
+    );
+}
