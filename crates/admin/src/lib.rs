@@ -178,6 +178,8 @@ pub struct ServerView {
     reachable: bool,
     read_only: Option<bool>,
     lag_seconds: Option<u64>,
+    /// Bytes of WAL behind the primary (PostgreSQL standbys).
+    lag_bytes: Option<u64>,
     latency_us: Option<u64>,
     replicates_from: Option<String>,
     replication_running: Option<bool>,
@@ -202,6 +204,7 @@ fn server_view(row: sluice_runtime::tables::ServerRow) -> ServerView {
         reachable: o.reachable,
         read_only: o.read_only,
         lag_seconds: o.lag.map(|d| d.as_secs()),
+        lag_bytes: o.lag_bytes,
         latency_us: o.rtt.map(|d| d.as_micros() as u64),
         replicates_from: o.source,
         replication_running: o.replication_running,

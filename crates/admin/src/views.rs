@@ -301,6 +301,7 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
                 weight: q.weight.unwrap_or(1),
                 max_connections: q.max_connections,
                 max_replication_lag: None,
+                max_replication_lag_bytes: None,
             });
             Ok(())
         })

@@ -104,6 +104,10 @@ pub struct MonitorConfig {
     /// A hostgroup's or server's own `max_replication_lag` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replication_lag: Option<HumanDuration>,
+    /// PostgreSQL standbys more than this many bytes of WAL behind the primary take no reads
+    /// until they catch up (default: no limit). A hostgroup's or server's own overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replication_lag_bytes: Option<u64>,
 }
 
 /// `[failover]`: automatic promotion of a replica when the primary fails.
@@ -203,6 +207,7 @@ impl Default for MonitorConfig {
             timeout: default_monitor_timeout(),
             failure_threshold: default_failure_threshold(),
             max_replication_lag: None,
+            max_replication_lag_bytes: None,
         }
     }
 }
@@ -370,6 +375,9 @@ pub struct ServerConfig {
     /// Replication lag above which this replica takes no reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replication_lag: Option<HumanDuration>,
+    /// Bytes of WAL behind the primary above which this PostgreSQL standby takes no reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replication_lag_bytes: Option<u64>,
 }
 
 /// How a hostgroup spreads statements over its servers.
@@ -395,6 +403,9 @@ pub struct HostgroupConfig {
     /// Replication lag above which its replicas take no reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replication_lag: Option<HumanDuration>,
+    /// Bytes of WAL behind the primary above which its PostgreSQL standbys take no reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replication_lag_bytes: Option<u64>,
 }
 
 /// `[[rules]]`: a query rule.
@@ -590,6 +601,27 @@ impl Config {
             })
             .or(self.monitor.max_replication_lag)
             .map(|d| d.get())
+    }
+
+    /// The WAL-bytes lag limit for a PostgreSQL server: its own, its hostgroup's, or the
+    /// monitor's (none for MySQL servers: their positions are GTIDs, not bytes).
+    pub fn max_lag_bytes_of(&self, server: &ServerConfig) -> Option<u64> {
+        if server.protocol != crate::Protocol::Postgres {
+            return None;
+        }
+        let hg = server
+            .hostgroup
+            .as_deref()
+            .unwrap_or(&self.proxy.reader_hostgroup);
+        server
+            .max_replication_lag_bytes
+            .or_else(|| {
+                self.hostgroups
+                    .iter()
+                    .find(|h| h.name == hg)
+                    .and_then(|h| h.max_replication_lag_bytes)
+            })
+            .or(self.monitor.max_replication_lag_bytes)
     }
 
     /// Every hostgroup name that servers or `[[hostgroups]]` define, in first-seen order.

@@ -47,6 +47,8 @@ pub struct Observed {
     pub read_only: Option<bool>,
     /// Replication lag, for a replica whose replication runs.
     pub lag: Option<Duration>,
+    /// Bytes of WAL it is behind the primary (PostgreSQL standbys).
+    pub lag_bytes: Option<u64>,
     /// `host:port` it replicates from.
     pub source: Option<String>,
     /// Replication threads running (for a replica).
@@ -91,6 +93,8 @@ pub struct Server {
     pub managed: bool,
     /// Replication lag above which it takes no reads.
     max_lag: Mutex<Option<Duration>>,
+    /// Bytes of WAL behind the primary above which it takes no reads (PostgreSQL).
+    max_lag_bytes: Mutex<Option<u64>>,
     weight: AtomicU32,
     max_connections: AtomicU32,
     health: Mutex<Health>,
@@ -135,6 +139,7 @@ impl Server {
             hostgroup: Mutex::new(Arc::from(hostgroup)),
             managed: false,
             max_lag: Mutex::new(None),
+            max_lag_bytes: Mutex::new(None),
             weight: AtomicU32::new(weight),
             max_connections: AtomicU32::new(max_connections.max(1)),
             health: Mutex::new(Health::Online),
@@ -156,6 +161,16 @@ impl Server {
     /// Changes the lag limit (a reload).
     pub fn set_max_lag(&self, lag: Option<Duration>) {
         *self.max_lag.lock() = lag;
+    }
+
+    /// Bytes of WAL behind the primary above which it takes no reads.
+    pub fn max_lag_bytes(&self) -> Option<u64> {
+        *self.max_lag_bytes.lock()
+    }
+
+    /// Changes the WAL-bytes lag limit (a reload).
+    pub fn set_max_lag_bytes(&self, bytes: Option<u64>) {
+        *self.max_lag_bytes.lock() = bytes;
     }
 
     /// The hostgroup it serves now.

@@ -217,6 +217,7 @@ fn build_server(cfg: &Config, s: &ServerConfig) -> Server {
     }
     server.managed = cfg.is_managed(s);
     server.set_max_lag(cfg.max_lag_of(s));
+    server.set_max_lag_bytes(cfg.max_lag_bytes_of(s));
     server
 }
 
@@ -377,6 +378,15 @@ impl<C> Topology<C> {
                     lag.map_or("none".into(), |d| format!("{} s", d.as_secs_f64()))
                 ));
                 server.set_max_lag(lag);
+            }
+            let bytes = cfg.max_lag_bytes_of(s);
+            if server.max_lag_bytes() != bytes {
+                changes.push(format!(
+                    "{}: max_replication_lag_bytes {}",
+                    server.name,
+                    bytes.map_or("none".into(), |b| b.to_string())
+                ));
+                server.set_max_lag_bytes(bytes);
             }
             let max = s.max_connections(&cfg.pool);
             if server.max_connections() != max {

@@ -123,6 +123,11 @@ pub trait Agent: Send + Sync + 'static {
     fn probe<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<Report>>;
     /// Compares positions: `Greater` if `a` has more than `b`.
     fn compare(&self, a: &str, b: &str) -> Ordering;
+    /// How many bytes position `behind` is behind `ahead`, for protocols whose positions
+    /// count bytes (PostgreSQL's WAL); `None` for the others (GTIDs).
+    fn distance(&self, _ahead: &str, _behind: &str) -> Option<u64> {
+        None
+    }
     /// Waits until `server` has applied everything up to `position` (its relay log, or a
     /// primary's binlog position), without restarting its replication. Changes nothing.
     fn catch_up<'a>(

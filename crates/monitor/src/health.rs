@@ -52,6 +52,14 @@ impl Monitor {
         };
         let now = Instant::now();
         let primary = st.primary.clone();
+        // The primary's position at its last check: how far behind a replica is, in bytes,
+        // for protocols whose positions count bytes.
+        let primary_position = primary.as_ref().and_then(|p| {
+            match st.views.get(&p.name).and_then(|v| v.last.as_ref()) {
+                Some(Ok(r)) if !std::ptr::eq(&**p, &**s) => Some(r.position.clone()),
+                _ => None,
+            }
+        });
         let primary_up = primary.as_ref().is_some_and(|p| {
             matches!(
                 st.views.get(&p.name).and_then(|v| v.last.as_ref()),
@@ -79,6 +87,10 @@ impl Monitor {
                 o.source = rep.replica.as_ref().map(|r| r.source.clone());
                 o.replication_running = rep.replica.as_ref().map(|r| r.io_running && r.sql_running);
                 o.lag = rep.replica.as_ref().and_then(|r| r.lag);
+                o.lag_bytes = rep.replica.as_ref().and_then(|_| {
+                    self.agent
+                        .distance(primary_position.as_deref()?, &rep.position)
+                });
                 if !s.managed {
                     // Servers with a configured hostgroup: their role is only shown (the
                     // monitor decides nothing from it).
@@ -110,11 +122,10 @@ impl Monitor {
                     follows_other,
                     stopped_by_us: ours_stopped,
                 };
-                s.set_monitor_block(
-                    rep.replica
-                        .as_ref()
-                        .and_then(|rs| replica_verdict(rs, s.max_lag(), &following)),
-                );
+                s.set_monitor_block(rep.replica.as_ref().and_then(|rs| {
+                    replica_verdict(rs, s.max_lag(), &following)
+                        .or_else(|| bytes_verdict(o.lag_bytes, s.max_lag_bytes()))
+                }));
             }
             Err(e) => {
                 let since = *v.first_fail.get_or_insert(started);
@@ -211,6 +222,17 @@ pub(crate) fn replica_verdict(
             lag.as_secs(),
             max.as_secs_f64()
         )),
+        _ => None,
+    }
+}
+
+/// Why a replica should take no reads for the bytes of WAL it is behind the primary, if it
+/// should not.
+pub(crate) fn bytes_verdict(lag: Option<u64>, max: Option<u64>) -> Option<String> {
+    match (lag, max) {
+        (Some(lag), Some(max)) if lag > max => {
+            Some(format!("replication lag {lag} bytes > {max} bytes"))
+        }
         _ => None,
     }
 }

@@ -477,7 +477,7 @@ async fn a_starved_monitor_does_not_hide_a_dead_server_for_ever() {
 mod decisions {
     use crate::agent::ReplicaStatus;
     use crate::failover::{failover_due, rank_candidates};
-    use crate::health::{replica_verdict, Following};
+    use crate::health::{bytes_verdict, replica_verdict, Following};
     use sluice_core::Server;
     use std::cmp::Ordering;
     use std::time::Duration;
@@ -591,5 +591,16 @@ mod decisions {
         );
         let v = replica_verdict(&reconnecting, max, &following(true, false, false));
         assert!(v.is_some_and(|v| v.contains("cannot connect")));
+    }
+
+    #[test]
+    fn a_replica_too_many_wal_bytes_behind_takes_no_reads() {
+        assert_eq!(bytes_verdict(Some(10), Some(10)), None);
+        assert_eq!(bytes_verdict(Some(10), None), None);
+        assert_eq!(bytes_verdict(None, Some(10)), None);
+        assert_eq!(
+            bytes_verdict(Some(11), Some(10)).as_deref(),
+            Some("replication lag 11 bytes > 10 bytes")
+        );
     }
 }

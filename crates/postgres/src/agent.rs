@@ -187,6 +187,11 @@ impl Agent for PgAgent {
         lsn(a).cmp(&lsn(b))
     }
 
+    fn distance(&self, ahead: &str, behind: &str) -> Option<u64> {
+        let (a, b) = (lsn(ahead), lsn(behind));
+        (a != 0 && b != 0).then(|| a.saturating_sub(b))
+    }
+
     fn catch_up<'a>(
         &'a self,
         server: &'a Server,

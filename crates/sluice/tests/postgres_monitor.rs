@@ -49,12 +49,17 @@ async fn wait_view(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_reads() {
-    // The configuration as written ([failover] enabled included), plus a lag bound
-    // and a short check interval.
+    // The configuration as written ([failover] enabled included), with a lag bound
+    // per standby: the first one in WAL bytes, the second one in time.
     let env = pg::start_with(2, |topo| {
         pg::managed_config(
             topo,
-            "interval = \"100ms\"\nmax_replication_lag = \"1s\"\n\n[failover]\nenabled = true\n",
+            &[
+                "",
+                "max_replication_lag_bytes = 1048576",
+                "max_replication_lag = \"1s\"",
+            ],
+            "interval = \"100ms\"\n\n[failover]\nenabled = true\n",
         )
     })
     .await;
@@ -74,7 +79,7 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     }
     let port_of = |a: &str| a.rsplit_once(':').unwrap().1.to_string();
     assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "t");
-    env.psql("CREATE TABLE lagged (x int)");
+    env.psql("CREATE TABLE lagged (x int, pad text)");
     assert_eq!(
         env.topo
             .primary()
@@ -84,16 +89,20 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
         "0"
     );
 
-    // The first standby applies WAL 10 minutes late: it receives but does not replay, so its
-    // lag grows past the bound after the next write, and it takes no reads.
-    let slow = &env.topo.replicas()[0];
-    slow.sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
+    // The first standby applies WAL 10 minutes late: it receives but does not replay. Once
+    // the primary has written more than 1 MiB of WAL past it, it takes no reads.
+    let first = &env.topo.replicas()[0];
+    first
+        .sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
         .unwrap();
-    slow.sql("SELECT pg_reload_conf()").unwrap();
-    env.psql("INSERT INTO lagged VALUES (1)");
-    wait_view(admin.addr, &standbys[0], "out of reads for its lag", |v| {
-        v.2.starts_with("SHUNNED (replication lag")
-    })
+    first.sql("SELECT pg_reload_conf()").unwrap();
+    env.psql("INSERT INTO lagged SELECT g, repeat('x', 100) FROM generate_series(1, 30000) g");
+    wait_view(
+        admin.addr,
+        &standbys[0],
+        "out of reads for its WAL bytes",
+        |v| v.2.starts_with("SHUNNED (replication lag") && v.2.contains("bytes"),
+    )
     .await;
     for _ in 0..10 {
         let port = env.psql("SELECT inet_server_port()");
@@ -104,24 +113,19 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
         );
     }
 
-    // The second standby's WAL receiver stops (no upstream): it is out too, and the primary
-    // serves the reads.
-    let stopped = &env.topo.replicas()[1];
-    let conninfo = stopped
-        .sql("SHOW primary_conninfo")
-        .unwrap()
-        .trim()
-        .to_string();
-    assert!(!conninfo.is_empty());
-    stopped
-        .sql("ALTER SYSTEM SET primary_conninfo = ''")
+    // The second one too, and its bound is in time: once a transaction waits longer than 1 s
+    // to be replayed there, it is out as well, and the primary serves the reads.
+    let second = &env.topo.replicas()[1];
+    second
+        .sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
         .unwrap();
-    stopped.sql("SELECT pg_reload_conf()").unwrap();
+    second.sql("SELECT pg_reload_conf()").unwrap();
+    env.psql("INSERT INTO lagged VALUES (0, 'late')");
     wait_view(
         admin.addr,
         &standbys[1],
-        "out of reads without a WAL receiver",
-        |v| v.2.starts_with("SHUNNED (replication"),
+        "out of reads for its lag in time",
+        |v| v.2.starts_with("SHUNNED (replication lag") && v.2.contains(" s > "),
     )
     .await;
     for _ in 0..5 {
@@ -129,16 +133,11 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     }
 
     // Both catch up: they take reads again.
-    slow.sql("ALTER SYSTEM RESET recovery_min_apply_delay")
-        .unwrap();
-    slow.sql("SELECT pg_reload_conf()").unwrap();
-    stopped
-        .sql(&format!(
-            "ALTER SYSTEM SET primary_conninfo = '{}'",
-            conninfo.replace('\'', "''")
-        ))
-        .unwrap();
-    stopped.sql("SELECT pg_reload_conf()").unwrap();
+    for r in env.topo.replicas() {
+        r.sql("ALTER SYSTEM RESET recovery_min_apply_delay")
+            .unwrap();
+        r.sql("SELECT pg_reload_conf()").unwrap();
+    }
     for s in &standbys {
         wait_view(admin.addr, s, "back in reader once caught up", |v| {
             v.0 == "reader" && v.2 == "ONLINE"
@@ -149,6 +148,47 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     assert_eq!(
         env.psql("SELECT pg_is_in_recovery(), count(*) FROM lagged")
             .trim(),
-        "t|1"
+        "t|30001"
     );
+
+    // A standby whose WAL receiver stops (no upstream) takes no reads until it streams again.
+    let conninfo = second
+        .sql("SHOW primary_conninfo")
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(!conninfo.is_empty());
+    second
+        .sql("ALTER SYSTEM SET primary_conninfo = ''")
+        .unwrap();
+    second.sql("SELECT pg_reload_conf()").unwrap();
+    wait_view(
+        admin.addr,
+        &standbys[1],
+        "out of reads without a WAL receiver",
+        |v| v.2.starts_with("SHUNNED (replication"),
+    )
+    .await;
+    for _ in 0..5 {
+        let port = env.psql("SELECT inet_server_port()");
+        assert_eq!(
+            port.trim(),
+            port_of(&standbys[0]),
+            "a read on a stopped standby"
+        );
+    }
+    second
+        .sql(&format!(
+            "ALTER SYSTEM SET primary_conninfo = '{}'",
+            conninfo.replace('\'', "''")
+        ))
+        .unwrap();
+    second.sql("SELECT pg_reload_conf()").unwrap();
+    wait_view(
+        admin.addr,
+        &standbys[1],
+        "back once it streams again",
+        |v| v.0 == "reader" && v.2 == "ONLINE",
+    )
+    .await;
 }

@@ -116,13 +116,27 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result
     family(
         enc,
         "sluice_replication_lag_seconds",
-        "Replication lag (Seconds_Behind_Master) of each replica, when known.",
+        "Replication lag of each replica, when known (MariaDB: Seconds_Behind_Master; PostgreSQL: time since the last replayed transaction while WAL waits to be replayed).",
         MetricType::Gauge,
         observed.iter().filter_map(|(s, o)| {
             o.lag.map(|l| {
                 (
                     vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
                     gauge(l.as_secs() as i64),
+                )
+            })
+        }),
+    )?;
+    family(
+        enc,
+        "sluice_replication_lag_bytes",
+        "Bytes of WAL each PostgreSQL standby is behind the primary, when known.",
+        MetricType::Gauge,
+        observed.iter().filter_map(|(s, o)| {
+            o.lag_bytes.map(|b| {
+                (
+                    vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
+                    gauge(i64::try_from(b).unwrap_or(i64::MAX)),
                 )
             })
         }),

@@ -47,16 +47,17 @@ pub fn config(topo: &PgTopology, extra: &str) -> String {
 }
 
 /// The issue-13 configuration for these servers: the listener and user of [`config`], every
-/// server listed without a hostgroup (roles come from the monitor, logging in as `monitor`);
-/// `extra` appended.
-pub fn managed_config(topo: &PgTopology, extra: &str) -> String {
+/// server listed without a hostgroup (roles come from the monitor, logging in as `monitor`),
+/// the `i`-th with `server_extra[i]` if given (the primary first); `extra` appended.
+pub fn managed_config(topo: &PgTopology, server_extra: &[&str], extra: &str) -> String {
     let mut text = String::from(
         "[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n",
     );
-    for s in &topo.servers {
+    for (i, s) in topo.servers.iter().enumerate() {
         text.push_str(&format!(
-            "[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\n",
-            s.addr()
+            "[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\n{}\n",
+            s.addr(),
+            server_extra.get(i).copied().unwrap_or("")
         ));
     }
     text.push_str("\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n");
