@@ -184,6 +184,8 @@ pub struct ServerView {
     replicates_from: Option<String>,
     replication_running: Option<bool>,
     gtid_position: String,
+    /// The timeline its WAL is on (PostgreSQL).
+    timeline: Option<u32>,
     error: Option<String>,
     pool_in_use: u32,
     pool_idle: u32,
@@ -208,6 +210,7 @@ fn server_view(row: sluice_runtime::tables::ServerRow) -> ServerView {
         latency_us: o.rtt.map(|d| d.as_micros() as u64),
         replicates_from: o.source,
         replication_running: o.replication_running,
+        timeline: o.timeline,
         gtid_position: o.position,
         error: o.error,
         pool_in_use: row.pool_in_use,

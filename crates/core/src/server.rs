@@ -49,6 +49,8 @@ pub struct Observed {
     pub lag: Option<Duration>,
     /// Bytes of WAL it is behind the primary (PostgreSQL standbys).
     pub lag_bytes: Option<u64>,
+    /// The timeline its WAL is on (PostgreSQL), when known.
+    pub timeline: Option<u32>,
     /// `host:port` it replicates from.
     pub source: Option<String>,
     /// Replication threads running (for a replica).

@@ -31,6 +31,9 @@ pub struct Report {
     pub limited: Option<String>,
     /// The version string the server sends in its handshake, byte for byte.
     pub version: String,
+    /// The timeline its WAL is on (PostgreSQL; a standby's is the one it receives), when
+    /// known.
+    pub timeline: Option<u32>,
 }
 
 /// Replication state of a replica.

@@ -83,6 +83,7 @@ impl Monitor {
                 o.rtt = Some(rep.rtt);
                 o.read_only = Some(rep.read_only);
                 o.position = rep.position.clone();
+                o.timeline = rep.timeline;
                 s.set_version(&rep.version);
                 o.source = rep.replica.as_ref().map(|r| r.source.clone());
                 o.replication_running = rep.replica.as_ref().map(|r| r.io_running && r.sql_running);

@@ -28,18 +28,21 @@ const MONITOR_DATABASE: &str = "postgres";
 
 /// Checks a server: recovery, its position (a primary's current WAL position, a standby's
 /// replay position), a standby's received position, replay paused, lag in seconds (0 when
-/// everything received is replayed; -1 when nothing was replayed yet).
+/// everything received is replayed; -1 when nothing was replayed yet), and a primary's
+/// timeline (from the name of its current WAL file).
 const CHECK: &str = "SELECT pg_is_in_recovery(), \
      CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, \
      pg_last_wal_receive_lsn(), \
      CASE WHEN pg_is_in_recovery() THEN pg_is_wal_replay_paused() END, \
      CASE WHEN NOT pg_is_in_recovery() THEN 0 \
           WHEN pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0 \
-          ELSE COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp()), -1) END";
+          ELSE COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp()), -1) END, \
+     CASE WHEN NOT pg_is_in_recovery() THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END";
 
 /// A standby's WAL receiver: its state and where it streams from (`sender_host` and
 /// `sender_port` are shown to superusers and members of `pg_read_all_stats`).
-const RECEIVER: &str = "SELECT status, sender_host, sender_port FROM pg_stat_wal_receiver";
+const RECEIVER: &str =
+    "SELECT status, sender_host, sender_port, received_tli FROM pg_stat_wal_receiver";
 
 /// How long an operation may take.
 const OP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -103,6 +106,7 @@ impl PgAgent {
                 .get("server_version")
                 .cloned()
                 .unwrap_or_default(),
+            timeline: field(5).parse().ok(),
         };
         if in_recovery {
             let paused = field(3) == "t";
@@ -124,6 +128,7 @@ impl PgAgent {
                 _ => String::new(),
             };
             let streaming = status == "streaming";
+            report.timeline = get(&receiver, 3).and_then(|t| t.parse().ok());
             if receiver.is_some() && source.is_empty() && report.limited.is_none() {
                 report.limited = Some(
                     "pg_stat_wal_receiver hides the upstream: grant pg_monitor to the monitor user"

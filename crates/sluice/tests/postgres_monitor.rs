@@ -77,6 +77,11 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
         })
         .await;
     }
+    // Every server reports the timeline it is on: the first, as nothing was ever promoted.
+    let servers = get_json(admin.addr, "/api/servers");
+    for s in servers.as_array().unwrap() {
+        assert_eq!(s["timeline"], 1, "{s}");
+    }
     let port_of = |a: &str| a.rsplit_once(':').unwrap().1.to_string();
     assert_eq!(env.psql("SELECT pg_is_in_recovery()").trim(), "t");
     env.psql("CREATE TABLE lagged (x int, pad text)");

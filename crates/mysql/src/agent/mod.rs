@@ -116,6 +116,7 @@ impl MariaDbAgent {
             position: field(1),
             limited: None,
             version: conn.server_version.clone(),
+            timeline: None,
         };
         match conn.query_table("SHOW ALL SLAVES STATUS").await {
             Ok((names, rows)) => report.replica = replica_status(&names, &rows),
