@@ -190,6 +190,30 @@ pub trait Agent: Send + Sync + 'static {
     }
 }
 
+/// A check's result as [`Agent::probe`] returns it: a server that could not be reached is an
+/// error; one that answered with any other failure is alive, with its role unknown
+/// ([`Report::limited`]).
+pub fn alive_unless_unreachable(checked: AgentResult<Report>) -> AgentResult<Report> {
+    match checked {
+        Err(e) if e.kind != ErrorKind::Unreachable => Ok(Report {
+            limited: Some(e.message),
+            ..Report::default()
+        }),
+        other => other,
+    }
+}
+
+/// `f`, or an [`ErrorKind::Unreachable`] error if it takes longer than `limit`.
+pub async fn within<T>(limit: Duration, f: impl Future<Output = AgentResult<T>>) -> AgentResult<T> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(r) => r,
+        Err(_) => Err(AgentError::unreachable(format!(
+            "no answer within {} ms",
+            limit.as_millis()
+        ))),
+    }
+}
+
 /// True if a replica's `source` (`host:port` as its replication is configured) is the server
 /// at `address`. Loopback spellings are treated as one host.
 pub fn same_endpoint(source: &str, address: &str) -> bool {

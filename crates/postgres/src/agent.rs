@@ -17,7 +17,8 @@ use crate::backend::PgConn;
 use crate::wire::error_fields;
 use sluice_core::Server;
 use sluice_monitor::agent::{
-    Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus, Report, Threads,
+    alive_unless_unreachable, within, Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus,
+    Report, Threads,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -175,17 +176,7 @@ fn not_yet(what: &str) -> AgentError {
 
 impl Agent for PgAgent {
     fn probe<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<Report>> {
-        Box::pin(async move {
-            match self.check(server).await {
-                Ok(r) => Ok(r),
-                Err(e) if e.kind == sluice_monitor::agent::ErrorKind::Unreachable => Err(e),
-                // It answered: alive, but the monitor cannot tell its role.
-                Err(e) => Ok(Report {
-                    limited: Some(e.message),
-                    ..Report::default()
-                }),
-            }
-        })
+        Box::pin(async move { alive_unless_unreachable(self.check(server).await) })
     }
 
     fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {
@@ -203,16 +194,19 @@ impl Agent for PgAgent {
         position: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, AgentResult<()>> {
+        const AT: &str = "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END";
         Box::pin(async move {
             let target = lsn(position);
             let deadline = Instant::now() + timeout;
+            // One connection for the whole wait, not a login per look.
+            let mut conn = within(OP_TIMEOUT, self.connect(server)).await?;
             loop {
-                let at = self
-                    .value(
-                        server,
-                        "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END",
-                    )
-                    .await?;
+                let at = within(OP_TIMEOUT, first_row(&mut conn, AT))
+                    .await?
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .unwrap_or_default();
                 if lsn(&at) >= target {
                     return Ok(());
                 }
@@ -286,19 +280,6 @@ pub fn lsn(s: &str) -> u64 {
     match (u64::from_str_radix(hi, 16), u64::from_str_radix(lo, 16)) {
         (Ok(hi), Ok(lo)) if hi <= u64::from(u32::MAX) && lo <= u64::from(u32::MAX) => hi << 32 | lo,
         _ => 0,
-    }
-}
-
-async fn within<T>(
-    limit: Duration,
-    f: impl std::future::Future<Output = AgentResult<T>>,
-) -> AgentResult<T> {
-    match tokio::time::timeout(limit, f).await {
-        Ok(r) => r,
-        Err(_) => Err(AgentError::unreachable(format!(
-            "no answer within {} ms",
-            limit.as_millis()
-        ))),
     }
 }
 

@@ -10,7 +10,8 @@ use crate::backend::stmt_cache::StmtCache;
 use crate::backend::{BackendConn, BackendError};
 use sluice_core::Server;
 use sluice_monitor::agent::{
-    Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus, Report, Threads,
+    alive_unless_unreachable, within, Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus,
+    Report, Threads,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -189,19 +190,6 @@ fn agent_error(e: BackendError) -> AgentError {
     }
 }
 
-async fn within<T>(
-    limit: Duration,
-    f: impl std::future::Future<Output = AgentResult<T>>,
-) -> AgentResult<T> {
-    match tokio::time::timeout(limit, f).await {
-        Ok(r) => r,
-        Err(_) => Err(AgentError::unreachable(format!(
-            "no answer within {} ms",
-            limit.as_millis()
-        ))),
-    }
-}
-
 /// The default replication connection's state from `SHOW ALL SLAVES STATUS`.
 fn replica_status(names: &[String], rows: &[Vec<Option<String>>]) -> Option<ReplicaStatus> {
     let col = |row: &Vec<Option<String>>, name: &str| -> String {
@@ -238,17 +226,7 @@ fn replica_status(names: &[String], rows: &[Vec<Option<String>>]) -> Option<Repl
 
 impl Agent for MariaDbAgent {
     fn probe<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<Report>> {
-        Box::pin(async move {
-            match self.check(server).await {
-                Ok(r) => Ok(r),
-                Err(e) if e.kind == sluice_monitor::agent::ErrorKind::Unreachable => Err(e),
-                // It answered: alive, but the monitor cannot tell its role.
-                Err(e) => Ok(Report {
-                    limited: Some(e.message),
-                    ..Report::default()
-                }),
-            }
-        })
+        Box::pin(async move { alive_unless_unreachable(self.check(server).await) })
     }
 
     fn compare(&self, a: &str, b: &str) -> std::cmp::Ordering {

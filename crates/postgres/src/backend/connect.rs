@@ -59,6 +59,13 @@ impl PgConnector {
                 })
             }));
         }
+        Credential::plain(password)
+    }
+}
+
+impl Credential {
+    /// A configured password: PostgreSQL's `md5…` hash, or the password itself.
+    fn plain(password: &str) -> Credential {
         match password.strip_prefix("md5") {
             Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
                 Credential::Md5(h.to_string())
@@ -107,12 +114,7 @@ pub async fn open_as(
     password: &str,
     database: &str,
 ) -> Result<PgConn, ConnectError> {
-    let credential = match password.strip_prefix("md5") {
-        Some(h) if h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            Credential::Md5(h.to_string())
-        }
-        _ => Credential::Password(password.to_string()),
-    };
+    let credential = Credential::plain(password);
     let stream = TcpStream::connect(address)
         .await
         .map_err(|e| ConnectError::down(format!("{address}: {e}")))?;
