@@ -51,6 +51,14 @@ impl<V> NameMap<V> {
     pub fn clear(&mut self) {
         self.0 = None;
     }
+
+    /// Removes every entry, keeping the room for the next ones (portals, closed at the end of
+    /// every transaction: a client that binds once binds again).
+    pub fn empty(&mut self) {
+        if let Some(m) = &mut self.0 {
+            m.clear();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -68,6 +76,9 @@ mod tests {
         assert!(m.contains_key("a") && !m.contains_key("b"));
         assert_eq!((m.get("a"), m.len()), (Some(&2), 1));
         assert_eq!(m.remove("a"), Some(2));
+        m.insert("b".into(), 3);
+        m.empty();
+        assert!(m.is_empty() && m.0.is_some(), "emptied, the room stays");
         m.insert("b".into(), 3);
         m.clear();
         assert!(m.is_empty() && m.0.is_none());

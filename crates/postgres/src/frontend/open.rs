@@ -36,18 +36,15 @@ pub fn serve(
     live_after(Box::pin(open(fe, admission, place, stream, peer, listener)))
 }
 
-/// The login's outcome: the session, its key and its admission permit.
-type Opened = Box<Session>;
-
 /// The session, once the login gave one.
-async fn live_after<F: Future<Output = Option<Opened>>>(login: Pin<Box<F>>) {
+async fn live_after<F: Future<Output = Option<Box<Session>>>>(login: Pin<Box<F>>) {
     if let Some(session) = login.await {
         session.live().await;
     }
 }
 
-/// The login: a session, unless the client is refused,
-/// fails to log in or only cancels a statement.
+/// The login: a session (holding its admission permit), unless the client is refused, fails
+/// to log in or only cancels a statement.
 async fn open(
     fe: Arc<PostgresFrontend>,
     admission: Arc<Admission>,
@@ -55,7 +52,7 @@ async fn open(
     stream: TcpStream,
     peer: SocketAddr,
     listener: Arc<ListenerInfo>,
-) -> Option<Opened> {
+) -> Option<Box<Session>> {
     let mut client = Client {
         stream: MaybeTls::Plain(stream),
         buf: sluice_runtime::buffers::read_buffer(),

@@ -292,7 +292,7 @@ impl Session {
         if self.status == ReadyStatus::Idle
             && matches!(unit.end, End::Sync | End::Query | End::Function)
         {
-            self.portals.clear();
+            self.portals.empty();
             if self.pins == 0 {
                 self.release();
             }
