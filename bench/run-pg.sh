@@ -15,4 +15,4 @@ apt_install build-essential pkg-config cmake ca-certificates \
 ensure_rust
 cargo build --release --bin sluice -p sluice
 cargo build --release -p sluice-bench --bin pgsuite
-exec target/release/pgsuite "$@"
+exec target/release/pgsuite --plots docs/img "$@"

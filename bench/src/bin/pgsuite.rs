@@ -64,7 +64,9 @@ struct Opts {
     server_connections: u32,
     idle: u32,
     scale: u32,
-    plots: PathBuf,
+    /// Where the charts go; none without `--plots` (a partial run does not overwrite the
+    /// committed ones).
+    plots: Option<PathBuf>,
     sluice_threads: u32,
     targets: Vec<String>,
 }
@@ -103,7 +105,7 @@ impl Opts {
             server_connections: 50,
             idle: 5000,
             scale: 10,
-            plots: PathBuf::from("docs/img"),
+            plots: None,
             sluice_threads: 1,
             targets: ALL_TARGETS.map(String::from).to_vec(),
         };
@@ -131,7 +133,7 @@ impl Opts {
                 "--server-connections" => o.server_connections = num(2)?,
                 "--idle" => o.idle = num(0)?,
                 "--scale" => o.scale = num(1)?,
-                "--plots" => o.plots = PathBuf::from(v),
+                "--plots" => o.plots = Some(PathBuf::from(v)),
                 "--sluice-threads" => o.sluice_threads = num(0)?,
                 "--targets" => {
                     o.targets = list_of(&a, &v, &ALL_TARGETS)?;
@@ -165,7 +167,9 @@ impl Opts {
             self.server_connections,
             self.idle,
             self.scale,
-            self.plots.display(),
+            self.plots
+                .as_ref()
+                .map_or("none".into(), |p| p.display().to_string()),
             self.sluice_threads,
             self.targets.join(",")
         )
@@ -862,7 +866,9 @@ fn run(o: &Opts) -> Result<(), String> {
     print_many(o, &many);
     print_idle(o, &idle);
     print_goals(o, &rows, &connect_rows, &many, &idle);
-    write_plots(&rows, &names, o)?;
+    if let Some(dir) = &o.plots {
+        write_plots(&rows, &names, o, dir)?;
+    }
     drop(server);
     drop(tmp);
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -1639,12 +1645,11 @@ fn print_goals(
     }
 }
 
-fn write_plots(rows: &[Row], targets: &[&'static str], o: &Opts) -> Result<(), String> {
+fn write_plots(rows: &[Row], targets: &[&'static str], o: &Opts, dir: &Path) -> Result<(), String> {
     if rows.is_empty() {
         return Ok(());
     }
-    std::fs::create_dir_all(&o.plots)
-        .map_err(|e| format!("cannot create {}: {e}", o.plots.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut clients = o.clients.clone();
     clients.sort_unstable();
     clients.dedup();
@@ -1675,7 +1680,7 @@ fn write_plots(rows: &[Row], targets: &[&'static str], o: &Opts) -> Result<(), S
                 log_x: true,
                 series,
             };
-            let path = o.plots.join(format!("pg-{w}-{mode}.svg"));
+            let path = dir.join(format!("pg-{w}-{mode}.svg"));
             std::fs::write(&path, chart.svg())
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             println!("plot: {}", path.display());
