@@ -94,13 +94,16 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
         "0"
     );
 
-    // The first standby applies WAL 10 minutes late: it receives but does not replay. Once
-    // the primary has written more than 1 MiB of WAL past it, it takes no reads.
+    // The first standby applies commits 10 minutes late: its replay stops at the next commit
+    // record (PostgreSQL delays only those) and receives everything after it. Once the
+    // primary has written more than 1 MiB of WAL past that point, it takes no reads, and
+    // stays out while its replay waits.
     let first = &env.topo.replicas()[0];
     first
         .sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
         .unwrap();
     first.sql("SELECT pg_reload_conf()").unwrap();
+    env.psql("CREATE TABLE replay_stops_here ()");
     env.psql("INSERT INTO lagged SELECT g, repeat('x', 100) FROM generate_series(1, 30000) g");
     wait_view(
         admin.addr,
@@ -109,11 +112,13 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
         |v| v.2.starts_with("SHUNNED (replication lag") && v.2.contains("bytes"),
     )
     .await;
+    // (The other standby may be out for a moment too while it replays the insert: the
+    // guarantee checked is that the lagging one takes no read.)
     for _ in 0..10 {
         let port = env.psql("SELECT inet_server_port()");
-        assert_eq!(
+        assert_ne!(
             port.trim(),
-            port_of(&standbys[1]),
+            port_of(&standbys[0]),
             "a read on a lagging standby"
         );
     }
@@ -176,9 +181,9 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     .await;
     for _ in 0..5 {
         let port = env.psql("SELECT inet_server_port()");
-        assert_eq!(
+        assert_ne!(
             port.trim(),
-            port_of(&standbys[0]),
+            port_of(&standbys[1]),
             "a read on a stopped standby"
         );
     }
