@@ -139,6 +139,15 @@ pub struct FailoverConfig {
     /// Its password.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replication_password: Option<String>,
+    /// PostgreSQL: a shell command that makes a former primary a standby of the new one
+    /// (typically: stop it, `pg_rewind -R`, start it). Run with the servers' addresses in its
+    /// environment; without it, a former primary stays out of service until restarted as a
+    /// standby by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewind_command: Option<String>,
+    /// How long `rewind_command` may run before it is killed.
+    #[serde(default = "default_rewind_timeout")]
+    pub rewind_timeout: HumanDuration,
 }
 
 /// `[admin]`: the HTTP admin API.
@@ -223,6 +232,8 @@ impl Default for FailoverConfig {
             rejoin: true,
             replication_user: None,
             replication_password: None,
+            rewind_command: None,
+            rewind_timeout: default_rewind_timeout(),
         }
     }
 }
@@ -727,6 +738,9 @@ fn default_catchup_timeout() -> HumanDuration {
 }
 fn default_drain_timeout() -> HumanDuration {
     HumanDuration::from_millis(10_000)
+}
+fn default_rewind_timeout() -> HumanDuration {
+    HumanDuration::from_millis(300_000)
 }
 fn default_log_level() -> String {
     "info".into()

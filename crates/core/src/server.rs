@@ -307,6 +307,22 @@ impl Server {
         self.fail_in_flight();
     }
 
+    /// Why connections to it are being lost, if the monitor knows, as a clause for error
+    /// messages (`"; …"`, or empty). The most precise first: replaced by a failover,
+    /// declared failed (a failover may follow), then merely found unreachable.
+    pub fn failure_note(&self) -> String {
+        match (self.health(), self.declared_failed(), self.monitor_block()) {
+            (Health::Offline { reason }, _, _) if reason == "failed primary" => {
+                "; the server stopped answering and a failover replaced it".into()
+            }
+            (_, Some(why), _) => format!("; {why}"),
+            (_, None, Some(block)) if block.starts_with("unreachable") => {
+                format!("; the monitor finds it {block}")
+            }
+            _ => String::new(),
+        }
+    }
+
     /// It answers again.
     pub fn clear_declared_failed(&self) {
         self.declared_failed.lock().take();

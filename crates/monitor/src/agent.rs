@@ -34,6 +34,10 @@ pub struct Report {
     /// The timeline its WAL is on (PostgreSQL; a standby's is the one it receives), when
     /// known.
     pub timeline: Option<u32>,
+    /// A primary whose commits wait for standbys (PostgreSQL `synchronous_standby_names`):
+    /// the names ([`ReplicaStatus::name`]) of the standbys it reports as synchronous. Only
+    /// these may replace it. `None` when its commits wait for no standby.
+    pub synchronous: Option<Vec<String>>,
 }
 
 /// Replication state of a replica.
@@ -53,6 +57,9 @@ pub struct ReplicaStatus {
     pub received: String,
     /// The last replication error, if any.
     pub error: Option<String>,
+    /// The name it replicates under, as its source reports it (PostgreSQL:
+    /// `application_name`); empty when unknown.
+    pub name: String,
 }
 
 /// What kind of failure an agent operation met.
@@ -187,6 +194,12 @@ pub trait Agent: Send + Sync + 'static {
         _server: &'a Server,
     ) -> BoxFuture<'a, AgentResult<Vec<String>>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+    /// True if [`Agent::replicate_from`] can also bring back a server whose history diverged
+    /// from the primary's ([`Agent::errant`] found something): PostgreSQL with a configured
+    /// `rewind_command`. Otherwise a diverged server is kept out until someone repairs it.
+    fn repairs_divergence(&self) -> bool {
+        false
     }
 }
 

@@ -59,9 +59,15 @@ pub(crate) struct Attempts {
 }
 
 impl Monitor {
-    /// The replicas that could take over from `old`, best first: most received, then least lag.
-    pub(crate) fn candidates(&self, old: &Arc<Server>) -> Vec<(Arc<Server>, String)> {
-        let mut c: Vec<(Arc<Server>, String, Option<Duration>)> = self
+    /// The replicas of `old`, best first: most received, then least lag; each with what it
+    /// received and whether it may replace `old` in a failover (when `old`'s commits waited
+    /// for synchronous standbys, only those may: another standby may lack commits `old`
+    /// acknowledged).
+    pub(crate) fn candidates(&self, old: &Arc<Server>) -> Vec<(Arc<Server>, String, bool)> {
+        let synchronous = self.state.lock().synchronous.clone();
+        // ((server, eligible), received, lag)
+        type Ranked = ((Arc<Server>, bool), String, Option<Duration>);
+        let mut c: Vec<Ranked> = self
             .cluster
             .servers()
             .iter()
@@ -70,11 +76,14 @@ impl Monitor {
             .filter_map(|s| {
                 let rep = self.report(s)?;
                 let rs = rep.replica?;
-                Some((s.clone(), rs.received, rs.lag))
+                let eligible = synchronous.as_ref().is_none_or(|n| n.contains(&rs.name));
+                Some(((s.clone(), eligible), rs.received, rs.lag))
             })
             .collect();
         rank_candidates(&mut c, |a, b| self.agent.compare(a, b));
-        c.into_iter().map(|(s, pos, _)| (s, pos)).collect()
+        c.into_iter()
+            .map(|((s, eligible), pos, _)| (s, pos, eligible))
+            .collect()
     }
 
     /// Starts a failover if the primary has been down for the detection time, failover is
@@ -198,11 +207,19 @@ impl Monitor {
     pub(crate) async fn failover(&self, old: Arc<Server>, down_for: Duration) {
         let started = Instant::now();
         let candidates = self.candidates(&old);
-        let Some((cand, received)) = candidates.first().cloned() else {
-            let why = format!(
-                "unreachable for {} ms, but no reachable replica can take over",
-                down_for.as_millis()
-            );
+        let Some((cand, received, _)) = candidates.iter().find(|c| c.2).cloned() else {
+            let synchronous = self.state.lock().synchronous.clone();
+            let why = match synchronous {
+                Some(names) => format!(
+                    "unreachable for {} ms, and none of its synchronous standbys ({}) is reachable: another standby may lack commits it acknowledged",
+                    down_for.as_millis(),
+                    if names.is_empty() { "none identified: give each standby its own application_name".to_string() } else { names.join(", ") }
+                ),
+                None => format!(
+                    "unreachable for {} ms, but no reachable replica can take over",
+                    down_for.as_millis()
+                ),
+            };
             self.attempt_failed(&old, None, FailoverStep::NoCandidate, &why, None);
             return;
         };
@@ -243,7 +260,11 @@ impl Monitor {
         // moment: see `Agent::detach`), so that a primary that only hung cannot send them
         // what the new one will not have; they go on applying what they received, and follow
         // the new primary once it is promoted.
-        let others: Vec<Arc<Server>> = candidates.iter().skip(1).map(|(r, _)| r.clone()).collect();
+        let others: Vec<Arc<Server>> = candidates
+            .iter()
+            .filter(|c| !Arc::ptr_eq(&c.0, &cand))
+            .map(|c| c.0.clone())
+            .collect();
         let detach_others = join_all(
             others
                 .iter()

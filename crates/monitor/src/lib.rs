@@ -116,6 +116,9 @@ struct State {
     /// Why failover cannot be carried out with the monitor's user (missing privileges), from
     /// the last check of its grants.
     preflight: preflight::Preflight,
+    /// The standbys the primary last reported as synchronous ([`Report::synchronous`]),
+    /// kept while it is down: only they may replace it.
+    synchronous: Option<Vec<String>>,
 }
 
 /// The monitor.

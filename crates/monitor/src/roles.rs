@@ -90,6 +90,9 @@ impl Monitor {
         if !self.reachable(&primary) {
             return;
         }
+        if let Some(r) = self.report(&primary) {
+            self.state.lock().synchronous = r.synchronous;
+        }
         if primary.observed().role != Role::Primary {
             self.set_role(&primary, Role::Primary);
         }
@@ -132,6 +135,7 @@ impl Monitor {
                     }
                     let stopped = !rs.io_running || !rs.sql_running;
                     self.repair_done_if(&s, Action::Follow);
+                    self.repair_done_if(&s, Action::Rejoin);
                     if !stopped {
                         self.repair_done_if(&s, Action::Restart);
                     } else if owed == Some(Action::Restart) && self.repair_due(&s, Action::Restart)
@@ -141,6 +145,10 @@ impl Monitor {
                             Err(e) => self.repair_failed(&s, Action::Restart, &e.message),
                         }
                     }
+                }
+                Some(rs) if rs.source.is_empty() && owed.is_none() => {
+                    // No upstream at all (a PostgreSQL standby with no WAL receiver): an
+                    // operator's doing, not the monitor's to change; it takes no reads.
                 }
                 Some(rs) => {
                     // Following another server (a former primary): follow the primary, once
@@ -248,22 +256,17 @@ impl Monitor {
             return;
         }
         match self.agent.errant(s, primary).await {
-            Ok(None) => match self.agent.replicate_from(s, primary, true).await {
-                Ok(()) => {
-                    self.events.push(
-                        "rejoin",
-                        format!("{} rejoined as a replica of {}", s.name, primary.name),
-                    );
-                    self.state.lock().repairs.done(&s.name, Action::Rejoin);
-                    s.set_offline(None);
-                    self.set_role(s, Role::Replica);
-                }
-                Err(e) => {
-                    s.set_offline(Some(format!("rejoin failed: {e}")));
-                    self.set_role(s, Role::Fenced);
-                    self.repair_failed(s, Action::Rejoin, &e.message);
-                }
-            },
+            Ok(None) => self.rejoin(s, primary).await,
+            Ok(Some(diverged)) if self.agent.repairs_divergence() => {
+                self.events.push(
+                    "fence",
+                    format!(
+                        "{} diverged from the primary {} ({diverged}): bringing it back with rewind_command",
+                        s.name, primary.name
+                    ),
+                );
+                self.rejoin(s, primary).await;
+            }
             Ok(Some(errant)) => {
                 if !matches!(s.health(), Health::Offline { reason } if reason.starts_with("errant"))
                 {
@@ -279,6 +282,27 @@ impl Monitor {
                 s.set_offline(Some(format!("cannot compare histories: {e}")));
                 self.set_role(s, Role::Fenced);
                 self.repair_failed(s, Action::Rejoin, &format!("cannot compare histories: {e}"));
+            }
+        }
+    }
+
+    /// Makes a fenced former primary a replica of `primary` (retried with backoff while that
+    /// fails; out of service meanwhile).
+    async fn rejoin(&self, s: &Arc<Server>, primary: &Arc<Server>) {
+        match self.agent.replicate_from(s, primary, true).await {
+            Ok(()) => {
+                self.events.push(
+                    "rejoin",
+                    format!("{} rejoined as a replica of {}", s.name, primary.name),
+                );
+                self.state.lock().repairs.done(&s.name, Action::Rejoin);
+                s.set_offline(None);
+                self.set_role(s, Role::Replica);
+            }
+            Err(e) => {
+                s.set_offline(Some(format!("rejoin failed: {e}")));
+                self.set_role(s, Role::Fenced);
+                self.repair_failed(s, Action::Rejoin, &e.message);
             }
         }
     }

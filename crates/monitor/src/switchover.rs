@@ -32,12 +32,13 @@ impl Monitor {
         let target = match to {
             Some(t) => candidates
                 .iter()
-                .find(|(s, _)| *s.address == *t || *s.name == *t)
-                .map(|(s, _)| s.clone())
+                .find(|(s, _, _)| *s.address == *t || *s.name == *t)
+                .map(|(s, _, _)| s.clone())
                 .ok_or_else(|| format!("{t} is not a reachable replica of {}", old.name))?,
+            // Any replica is safe (it catches up with the primary first): the best.
             None => candidates
                 .first()
-                .map(|(s, _)| s.clone())
+                .map(|(s, _, _)| s.clone())
                 .ok_or("no replica to switch over to")?,
         };
         self.events.push(
@@ -123,7 +124,10 @@ impl Monitor {
                 self.repair_failed(&old, Action::Rejoin, &e.message);
             }
         }
-        for (r, _) in candidates.iter().filter(|(s, _)| !Arc::ptr_eq(s, &target)) {
+        for (r, _, _) in candidates
+            .iter()
+            .filter(|(s, _, _)| !Arc::ptr_eq(s, &target))
+        {
             if let Err(e) = self.agent.replicate_from(r, &target, false).await {
                 self.repair_failed(r, Action::Follow, &e.message);
             }

@@ -25,6 +25,8 @@ struct Fake {
     denied: Vec<&'static str>,
     /// Operations that fail because the server dies during them.
     dies_in: Vec<&'static str>,
+    /// A primary whose commits wait for these replicas (by address).
+    synchronous: Option<Vec<String>>,
 }
 
 impl Fake {
@@ -35,6 +37,7 @@ impl Fake {
             replica: None,
             denied: vec![],
             dies_in: vec![],
+            synchronous: None,
         }
     }
     fn replica_of(source: &str) -> Fake {
@@ -44,6 +47,7 @@ impl Fake {
             replica: Some((source.to_string(), true)),
             denied: vec![],
             dies_in: vec![],
+            synchronous: None,
         }
     }
 }
@@ -112,8 +116,10 @@ impl Agent for FakeAgent {
                     lag: None,
                     received: "0-1-10".into(),
                     error: None,
+                    name: server.address.to_string(),
                 }),
                 position: "0-1-10".into(),
+                synchronous: f.synchronous,
                 ..Report::default()
             })
         })
@@ -361,6 +367,48 @@ async fn candidate_dying_during_catch_up_hands_over_to_the_other() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn only_a_synchronous_standby_replaces_a_synchronous_primary() {
+    let (m, agent) = cluster().await;
+    // The best-ranked replica is not synchronous: the other one takes over, and the best
+    // one follows it.
+    let first = m.candidates(&server(&m, P))[0].0.address.to_string();
+    let second = if first == R1 { R2 } else { R1 };
+    agent.with(P, |f| f.synchronous = Some(vec![second.to_string()]));
+    m.round().await;
+    agent.with(P, |f| f.up = false);
+    m.round().await;
+    m.round().await;
+    assert_eq!(
+        &*m.primary().expect("promoted").address,
+        second,
+        "{}",
+        events(&m)
+    );
+    assert!(agent
+        .log
+        .lock()
+        .contains(&format!("replicate_from {first}")));
+
+    // With no synchronous standby reachable, no failover at all.
+    let (m, agent) = cluster().await;
+    agent.with(P, |f| {
+        f.synchronous = Some(vec!["10.0.0.9:3306".to_string()])
+    });
+    m.round().await;
+    agent.with(P, |f| f.up = false);
+    for _ in 0..3 {
+        m.round().await;
+    }
+    assert_eq!(
+        &*m.primary().expect("still the primary to replace").address,
+        P
+    );
+    assert_eq!(agent.ops("promote"), 0);
+    let ev = events(&m);
+    assert!(ev.contains("none of its synchronous standbys"), "{ev}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn failed_repoint_is_retried_and_keeps_the_replica_out_of_reads() {
     let (m, agent) = cluster().await;
     let first = m.candidates(&server(&m, P))[0].0.address.to_string();
@@ -538,6 +586,7 @@ mod decisions {
             lag: Some(secs(1)),
             received: "0-1-10".into(),
             error: None,
+            name: String::new(),
         };
         let following = |up: bool, other: bool, ours: bool| Following {
             primary: Some(&primary),

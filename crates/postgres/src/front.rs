@@ -47,10 +47,19 @@ pub struct PostgresFrontend {
 /// The monitor's settings for PostgreSQL: the configured ones, without failover and rejoin,
 /// which the PostgreSQL agent does not do yet.
 fn monitor_settings(config: &Config) -> Settings {
-    let mut s = Settings::from_config(config);
-    s.failover = false;
-    s.rejoin = false;
-    s
+    Settings::from_config(config)
+}
+
+/// `[failover] rewind_command` and its time limit.
+fn rewind_command(config: &Config) -> Option<crate::agent::RewindCommand> {
+    config
+        .failover
+        .rewind_command
+        .clone()
+        .map(|command| crate::agent::RewindCommand {
+            command,
+            timeout: config.failover.rewind_timeout.get(),
+        })
 }
 
 /// What sessions share instead of holding a copy each.
@@ -93,13 +102,10 @@ impl PostgresFrontend {
             .collect();
         let monitor_agent = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
-            Arc::new(PgAgent::new(user, password))
+            let agent = PgAgent::new(user, password);
+            agent.set_rewind_command(rewind_command(&config));
+            Arc::new(agent)
         });
-        if config.monitor.enabled && config.failover.enabled {
-            tracing::warn!(
-                "[failover] enabled: automatic failover is not implemented for PostgreSQL servers yet; their monitor finds roles and lag only"
-            );
-        }
         let monitor = monitor_agent.clone().map(|agent| {
             Monitor::new(
                 agent,
@@ -183,6 +189,10 @@ impl Frontend for PostgresFrontend {
                 agent.set_credentials(user, password);
                 m.recheck_privileges();
                 changes.push("PostgreSQL monitor credentials".into());
+            }
+            if rewind_command(old) != rewind_command(new) {
+                agent.set_rewind_command(rewind_command(new));
+                changes.push("PostgreSQL rewind_command".into());
             }
             let settings = monitor_settings(&new.for_protocol(Protocol::Postgres));
             if m.settings() != settings {

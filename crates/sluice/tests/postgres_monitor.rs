@@ -8,44 +8,7 @@
 mod pg;
 
 use pg::http::get_json;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
-
-/// What the admin API says of the server at `addr`: (hostgroup, role, state, replicates from).
-fn server_view(admin: SocketAddr, addr: &str) -> (String, String, String, String) {
-    let servers = get_json(admin, "/api/servers");
-    let s = servers
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["address"] == addr)
-        .unwrap_or_else(|| panic!("{addr} not in {servers}"));
-    let text = |k: &str| s[k].as_str().unwrap_or("").to_string();
-    (
-        text("hostgroup"),
-        text("role"),
-        text("state"),
-        text("replicates_from"),
-    )
-}
-
-/// Waits (at most 60 s: a hang guard, not a timing) until `ok` holds for the view of `addr`.
-async fn wait_view(
-    admin: SocketAddr,
-    addr: &str,
-    what: &str,
-    ok: impl Fn(&(String, String, String, String)) -> bool,
-) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let v = server_view(admin, addr);
-        if ok(&v) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{addr}: {what}; still {v:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use pg::{server_view, wait_view};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_reads() {

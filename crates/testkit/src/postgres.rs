@@ -163,40 +163,101 @@ impl Postgres {
         user: Option<(u32, u32)>,
     ) -> Result<Postgres> {
         let port = free_port()?;
-        let log = std::fs::File::create(dir.join("server.log"))?;
+        let mut server = Postgres {
+            port,
+            primary_port,
+            dir,
+            child: None,
+        };
+        server.spawn(bin, user)?;
+        Ok(server)
+    }
+
+    /// Starts its `postgres` process (the data directory as it is) and waits until it
+    /// answers.
+    fn spawn(&mut self, bin: &Path, user: Option<(u32, u32)>) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))?;
         if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(dir.join("server.log"), Some(uid), Some(gid))?;
+            std::os::unix::fs::chown(self.dir.join("server.log"), Some(uid), Some(gid))?;
         }
         let mut cmd = command(&bin.join("postgres"), user);
-        cmd.arg("-D").arg(dir.join("data"));
-        cmd.arg("-p").arg(port.to_string());
-        for setting in [
-            "listen_addresses=127.0.0.1".to_string(),
-            format!("unix_socket_directories={}", dir.display()),
-            "fsync=off".into(),
-            "synchronous_commit=off".into(),
-            "full_page_writes=off".into(),
-            "wal_level=replica".into(),
-            "max_wal_senders=10".into(),
-            "hot_standby=on".into(),
-            "max_connections=200".into(),
-            "shared_buffers=32MB".into(),
-        ] {
+        cmd.arg("-D").arg(self.dir.join("data"));
+        for setting in settings(&self.dir, self.port) {
             cmd.arg("-c").arg(setting);
         }
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
         set_parent_death_signal(&mut cmd);
-        let child = spawn_from_long_lived_thread(cmd)?;
-        let mut server = Postgres {
-            port,
-            primary_port,
-            dir,
-            child: Some(child),
+        self.child = Some(spawn_from_long_lived_thread(cmd)?);
+        self.wait_ready()
+    }
+
+    /// Starts it again after [`Postgres::kill`], on the same port, from its data directory
+    /// (crash recovery, then the role that directory gives it).
+    pub fn start_again(&mut self) -> Result<()> {
+        self.kill();
+        let bin = pg_bin_dir()?;
+        let user = pg_server_user()?;
+        self.spawn(&bin, user)
+    }
+
+    /// Freezes the whole server (SIGSTOP to the postmaster, then to every process it
+    /// started): sockets stay open, nothing is answered, as a hung host.
+    pub fn pause(&self) -> Result<()> {
+        self.signal(libc::SIGSTOP)?;
+        for child in self.children() {
+            // SAFETY: kill(2) on a process whose parent is this server's postmaster.
+            unsafe { libc::kill(child, libc::SIGSTOP) };
+        }
+        Ok(())
+    }
+
+    /// Thaws it (SIGCONT to its processes, then to the postmaster).
+    pub fn resume(&self) -> Result<()> {
+        for child in self.children() {
+            // SAFETY: as in `pause`.
+            unsafe { libc::kill(child, libc::SIGCONT) };
+        }
+        self.signal(libc::SIGCONT)
+    }
+
+    /// The processes its postmaster started.
+    fn children(&self) -> Vec<i32> {
+        let Some(pid) = self.pid() else {
+            return Vec::new();
         };
-        server.wait_ready()?;
-        Ok(server)
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|p| {
+                // /proc/PID/stat: "pid (comm) state ppid ...", comm may hold spaces.
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .ok()
+                    .and_then(|st| {
+                        let after = &st[st.rfind(')')? + 2..];
+                        after.split(' ').nth(1)?.parse::<u32>().ok()
+                    })
+                    == Some(pid)
+            })
+            .collect()
+    }
+
+    fn signal(&self, signal: i32) -> Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| Error::Other("postgres is not running".into()))?;
+        // SAFETY: kill(2) with a pid read from the server's own lock file.
+        if unsafe { libc::kill(pid as i32, signal) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(())
     }
 
     /// Waits until it answers a query.
@@ -228,14 +289,26 @@ impl Postgres {
         ))
     }
 
+    /// The last `n` lines of its server log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
     /// Its directory (data directory, socket, log); removed on drop.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// The server process's id, while it runs.
+    /// The postmaster's process id, from its lock file (it may have been restarted by
+    /// something else than this handle: a rewind command), else the process this handle
+    /// started.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
+        std::fs::read_to_string(self.dir.join("data").join("postmaster.pid"))
+            .ok()
+            .and_then(|t| t.lines().next()?.trim().parse().ok())
+            .or_else(|| self.child.as_ref().map(|c| c.id()))
     }
 
     /// `127.0.0.1:PORT`.
@@ -281,11 +354,26 @@ impl Postgres {
         Ok(())
     }
 
-    /// Stops it at once (SIGKILL), as a crash would.
+    /// Stops it at once (SIGKILL), as a crash would: the process this handle started, and
+    /// a postmaster started in its directory by something else (a rewind command).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(pid) = self.pid() {
+            let alive = std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe.ends_with("postgres"));
+            if alive {
+                // SAFETY: kill(2) on the postmaster named by the server's own lock file.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while std::path::Path::new(&format!("/proc/{pid}")).exists()
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
         }
     }
 }
@@ -295,6 +383,30 @@ impl Drop for Postgres {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The settings every test server runs with (on the command line, where they win over the
+/// configuration files a base backup or `pg_rewind` copies from another server; except
+/// `synchronous_commit`, which roles and sessions may change). `cluster_name` is the name
+/// it streams under as a standby (`pg<port>`).
+fn settings(dir: &Path, port: u16) -> Vec<String> {
+    vec![
+        format!("port={port}"),
+        "listen_addresses=127.0.0.1".into(),
+        format!("unix_socket_directories={}", dir.display()),
+        format!("cluster_name=pg{port}"),
+        "fsync=off".into(),
+        "synchronous_commit=off".into(),
+        // pg_rewind needs both, and the WAL back to the last checkpoint before the fork.
+        "full_page_writes=on".into(),
+        "wal_log_hints=on".into(),
+        "wal_keep_size=128MB".into(),
+        "wal_level=replica".into(),
+        "max_wal_senders=10".into(),
+        "hot_standby=on".into(),
+        "max_connections=200".into(),
+        "shared_buffers=32MB".into(),
+    ]
 }
 
 /// A primary and its streaming replicas.
@@ -325,5 +437,48 @@ impl PgTopology {
     /// The replicas.
     pub fn replicas(&self) -> &[Postgres] {
         &self.servers[1..]
+    }
+
+    /// Writes a script, for `[failover] rewind_command`, that makes the server named by
+    /// `SLUICE_SERVER_PORT` a standby of `SLUICE_PRIMARY_HOST`:`SLUICE_PRIMARY_PORT`: fast
+    /// shutdown, `pg_rewind -R` from the primary (as `postgres`), start with the test
+    /// settings (after a `CHECKPOINT` on the primary: see the script). Returns the command
+    /// line that runs it.
+    pub fn rewind_command(&self) -> Result<String> {
+        let bin = pg_bin_dir()?;
+        let as_server_user = match pg_server_user()? {
+            Some((uid, gid)) => format!("setpriv --reuid={uid} --regid={gid} --clear-groups --"),
+            None => String::new(),
+        };
+        let mut script = String::from("#!/bin/sh\nset -e\ncase \"$SLUICE_SERVER_PORT\" in\n");
+        for s in &self.servers {
+            script.push_str(&format!("{}) DIR={} ;;\n", s.port, s.dir.display()));
+        }
+        script.push_str("*) echo \"unknown server $SLUICE_SERVER\" >&2; exit 1 ;;\nesac\n");
+        let bin = bin.display();
+        script.push_str(&format!(
+            "{as_server_user} {bin}/pg_ctl -D \"$DIR/data\" -m fast -w stop >/dev/null 2>&1 || true\n"
+        ));
+        // pg_rewind reads the source's timeline from its control file, which a server
+        // promoted a moment ago updates only at its next checkpoint.
+        script.push_str(&format!(
+            "{bin}/psql -XAtq -h \"$SLUICE_PRIMARY_HOST\" -p \"$SLUICE_PRIMARY_PORT\" -U postgres -d postgres -c CHECKPOINT\n"
+        ));
+        script.push_str(&format!(
+            "{as_server_user} {bin}/pg_rewind -D \"$DIR/data\" -R --source-server=\"host=$SLUICE_PRIMARY_HOST port=$SLUICE_PRIMARY_PORT user=postgres dbname=postgres\"\n"
+        ));
+        let opts: Vec<String> = settings(Path::new("$DIR"), 0)
+            .into_iter()
+            .filter(|s| !s.starts_with("port=") && !s.starts_with("cluster_name="))
+            .map(|s| format!("-c {s}"))
+            .collect();
+        script.push_str(&format!(
+            "{as_server_user} {bin}/pg_ctl -D \"$DIR/data\" -l \"$DIR/server.log\" -w -t 60 -o \"-c port=$SLUICE_SERVER_PORT -c cluster_name=pg$SLUICE_SERVER_PORT {}\" start >/dev/null\n",
+            opts.join(" ")
+        ));
+        // Removed with the first server's directory.
+        let path = self.servers[0].dir.join("rewind.sh");
+        std::fs::write(&path, script)?;
+        Ok(format!("sh {}", path.display()))
     }
 }

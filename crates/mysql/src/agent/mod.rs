@@ -118,6 +118,7 @@ impl MariaDbAgent {
             limited: None,
             version: conn.server_version.clone(),
             timeline: None,
+            synchronous: None,
         };
         match conn.query_table("SHOW ALL SLAVES STATUS").await {
             Ok((names, rows)) => report.replica = replica_status(&names, &rows),
@@ -221,6 +222,7 @@ fn replica_status(names: &[String], rows: &[Vec<Option<String>>]) -> Option<Repl
             .map(Duration::from_secs),
         received: col(row, "Gtid_IO_Pos"),
         error,
+        name: String::new(),
     })
 }
 

@@ -94,17 +94,7 @@ impl Session {
         else {
             return String::new();
         };
-        // The most precise first: replaced by a failover, declared failed (a failover may
-        // follow), then merely found unreachable.
-        match (s.health(), s.declared_failed(), s.monitor_block()) {
-            (sluice_core::Health::Offline { reason }, _, _) if reason == "failed primary" => {
-                "; the server stopped answering and a failover replaced it".into()
-            }
-            (_, Some(why), _) => format!("; {why}"),
-            (_, None, Some(block)) if block.starts_with("unreachable") => {
-                format!("; the monitor finds it {block}")
-            }
-            _ => String::new(),
-        }
+        // The lost connection's server, which may no longer hold the role it had.
+        s.failure_note()
     }
 }

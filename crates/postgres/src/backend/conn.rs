@@ -10,6 +10,7 @@ use std::io;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 /// The largest message accepted from a server (a row or a COPY chunk bigger than this ends
 /// the connection with an error).
@@ -30,6 +31,8 @@ pub struct PgConn {
     pub statements: ServerStatements,
     /// Something went wrong mid-exchange: it must not be reused.
     pub broken: bool,
+    /// Changes when the monitor declares the server failed (a failover): reads give up.
+    pub(crate) failed: Option<watch::Receiver<u64>>,
 }
 
 impl PgConn {
@@ -43,6 +46,7 @@ impl PgConn {
             applied: BTreeMap::new(),
             statements: ServerStatements::new(cache),
             broken: false,
+            failed: None,
         }
     }
 
@@ -50,7 +54,7 @@ impl PgConn {
     /// sat idle (an idle connection hears nothing: data means the server closed it, or is
     /// closing it with an error such as 57P01 after `pg_terminate_backend`).
     pub fn usable(&self) -> bool {
-        if self.broken || !self.rbuf.is_empty() {
+        if self.broken || !self.rbuf.is_empty() || self.server_failed() {
             return false;
         }
         let mut probe = [0u8; 1];
@@ -74,7 +78,16 @@ impl PgConn {
         r
     }
 
-    /// Reads more bytes into the buffer; an error when the server closed the connection.
+    /// True if the monitor declared the server failed since this connection was opened.
+    pub fn server_failed(&self) -> bool {
+        self.failed
+            .as_ref()
+            .is_some_and(|f| f.has_changed().unwrap_or(false))
+    }
+
+    /// Reads more bytes into the buffer; an error when the server closed the connection, or
+    /// when the monitor declares it failed (a hung server answers nothing, and a failover
+    /// replaces it).
     pub async fn fill(&mut self) -> io::Result<()> {
         if self.rbuf.capacity() == 0 {
             self.rbuf = sluice_runtime::buffers::read_buffer();
@@ -82,7 +95,14 @@ impl PgConn {
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
             self.rbuf.reserve(16 * 1024);
         }
-        match self.stream.read_buf(&mut self.rbuf).await {
+        let read = tokio::select! {
+            biased;
+            r = self.stream.read_buf(&mut self.rbuf) => r,
+            _ = declared_failed(&mut self.failed) => Err(io::Error::other(
+                "the server stopped answering and was declared failed",
+            )),
+        };
+        match read {
             Ok(0) => {
                 self.broken = true;
                 Err(io::Error::new(
@@ -147,6 +167,19 @@ impl PgConn {
             return Ok(());
         }
         self.stream.readable().await
+    }
+}
+
+/// Resolves when the monitor declares the connection's server failed (never, without a
+/// watch).
+async fn declared_failed(failed: &mut Option<watch::Receiver<u64>>) {
+    match failed {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
     }
 }
 

@@ -101,6 +101,7 @@ impl Connector<Box<PgConn>> for PgConnector {
             let _ = stream.set_nodelay(true);
             let mut conn = PgConn::new(stream, self.statements_per_connection);
             login(&mut conn, &key.user, database, credential).await?;
+            conn.failed = Some(server.failure_watch());
             Ok(Box::new(conn))
         })
     }

@@ -255,11 +255,8 @@ impl Session {
             }
             Err(RelayError::Server(e)) => {
                 lease.discard();
-                let msg = format!(
-                    "sluice: lost the connection to server {}: {e}",
-                    lease.server().name
-                );
-                let _ = self.client.fatal("08006", &msg).await;
+                let (code, msg) = lost(prior, &fwd.ran, lease.server(), &e);
+                let _ = self.client.fatal(code, &msg).await;
                 return Err(SessionError::Refused(msg));
             }
         };
@@ -546,5 +543,40 @@ async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<(), String> {
             b'Z' => return error.map_or(Ok(()), Err),
             _ => {}
         }
+    }
+}
+
+/// What a client is told when its server connection is lost under a statement (it is then
+/// disconnected, as a server crash disconnects its clients): inside a transaction block,
+/// that the transaction was rolled back and must be restarted (40001), unless the statement
+/// was committing it; then, or for a write outside a block, that its outcome is unknown
+/// (08007); otherwise that the connection failed (08006).
+fn lost(
+    prior: ReadyStatus,
+    ran: &[Arc<crate::backend::statements::StmtDef>],
+    server: &sluice_core::Server,
+    e: &std::io::Error,
+) -> (&'static str, String) {
+    let what = format!(
+        "lost the connection to server {}{}: {e}",
+        server.name,
+        server.failure_note()
+    );
+    let commits = ran.iter().any(|d| d.info.commits);
+    let writes = ran
+        .iter()
+        .any(|d| d.info.route == sluice_core::router::Route::Write);
+    if prior != ReadyStatus::Idle && !commits {
+        (
+            "40001",
+            format!("sluice: the transaction was rolled back: {what}; restart the transaction"),
+        )
+    } else if commits || (prior == ReadyStatus::Idle && writes) {
+        (
+            "08007",
+            format!("sluice: {what}; the statement's outcome is unknown: it may have been committed or not"),
+        )
+    } else {
+        ("08006", format!("sluice: {what}"))
     }
 }

@@ -10,6 +10,7 @@ pub mod raw;
 use sluice_config::Config;
 use sluice_runtime::{Process, Running};
 use sluice_testkit::{find_program, PgTopology};
+use std::net::SocketAddr;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -74,6 +75,16 @@ pub async fn start(replicas: usize, extra: &str) -> PgEnv {
 /// As [`start`], with the configuration `config` makes for the servers; the servers also have
 /// the role `monitor` (password `monitor`, member of `pg_monitor`).
 pub async fn start_with(replicas: usize, config: impl FnOnce(&PgTopology) -> String) -> PgEnv {
+    start_prepared(replicas, |_| {}, config).await
+}
+
+/// As [`start_with`], `prepare` run on the servers (as `postgres`, through the testkit)
+/// before sluice starts.
+pub async fn start_prepared(
+    replicas: usize,
+    prepare: impl FnOnce(&PgTopology) + Send + 'static,
+    config: impl FnOnce(&PgTopology) -> String,
+) -> PgEnv {
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -92,6 +103,7 @@ pub async fn start_with(replicas: usize, config: impl FnOnce(&PgTopology) -> Str
         for s in &topo.servers {
             s.require_passwords(&[]).unwrap();
         }
+        prepare(&topo);
         topo
     })
     .await
@@ -179,6 +191,46 @@ pub async fn wait_replayed(topo: &PgTopology) {
             );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// What the admin API at `admin` says of the server at `addr`: (hostgroup, role, state,
+/// replicates from).
+pub fn server_view(admin: SocketAddr, addr: &str) -> (String, String, String, String) {
+    let servers = http::get_json(admin, "/api/servers");
+    let s = servers
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["address"] == addr)
+        .unwrap_or_else(|| panic!("{addr} not in {servers}"));
+    let text = |k: &str| s[k].as_str().unwrap_or("").to_string();
+    (
+        text("hostgroup"),
+        text("role"),
+        text("state"),
+        text("replicates_from"),
+    )
+}
+
+/// Waits (at most 60 s: a hang guard, not a timing) until `ok` holds for the view of `addr`.
+pub async fn wait_view(
+    admin: SocketAddr,
+    addr: &str,
+    what: &str,
+    ok: impl Fn(&(String, String, String, String)) -> bool,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let v = server_view(admin, addr);
+        if ok(&v) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{addr}: {what}; still {v:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 

@@ -57,17 +57,32 @@ pub struct Raw {
 impl Raw {
     /// Connects and logs in with SCRAM (or no password) to `database`.
     pub async fn connect(port: u16, user: &str, password: &str, database: &str) -> Raw {
-        let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        match Raw::try_connect(port, user, password, database).await {
+            Ok(raw) => raw,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// As [`Raw::connect`], an error instead of a panic.
+    pub async fn try_connect(
+        port: u16,
+        user: &str,
+        password: &str,
+        database: &str,
+    ) -> Result<Raw, String> {
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
         let mut raw = Raw {
             stream,
             rbuf: BytesMut::new(),
             out: BytesMut::new(),
         };
         frontend::startup_message([("user", user), ("database", database)], &mut raw.out).unwrap();
-        raw.flush().await;
+        raw.try_flush().await?;
         let mut scram = None;
         loop {
-            let m = raw.next().await;
+            let m = raw.try_next().await?;
             match m.tag {
                 b'R' => {
                     let kind = u32::from_be_bytes(m.body[..4].try_into().unwrap());
@@ -85,21 +100,104 @@ impl Raw {
                             )
                             .unwrap();
                             scram = Some(s);
-                            raw.flush().await;
+                            raw.try_flush().await?;
                         }
                         11 => {
-                            let s = scram.as_mut().unwrap();
-                            s.update(&m.body[4..]).unwrap();
+                            let s = scram.as_mut().ok_or("SASL continue before start")?;
+                            s.update(&m.body[4..]).map_err(|e| e.to_string())?;
                             frontend::sasl_response(s.message(), &mut raw.out).unwrap();
-                            raw.flush().await;
+                            raw.try_flush().await?;
                         }
-                        12 => scram.as_mut().unwrap().finish(&m.body[4..]).unwrap(),
-                        other => panic!("authentication request {other} not handled"),
+                        12 => scram
+                            .as_mut()
+                            .ok_or("SASL final before start")?
+                            .finish(&m.body[4..])
+                            .map_err(|e| e.to_string())?,
+                        other => return Err(format!("authentication request {other} not handled")),
                     }
                 }
-                b'E' => panic!("login failed: {:?}", m.field(b'M')),
-                b'Z' => return raw,
+                b'E' => {
+                    return Err(format!(
+                        "login failed: {} {}",
+                        m.sqlstate().unwrap_or_default(),
+                        m.field(b'M').unwrap_or_default()
+                    ))
+                }
+                b'Z' => return Ok(raw),
                 _ => {}
+            }
+        }
+    }
+
+    /// Runs `sql` as a simple query: its messages up to ReadyForQuery, or the error
+    /// (`SQLSTATE message`) it failed with, or why the connection failed.
+    pub async fn try_simple(&mut self, sql: &str) -> Result<Vec<Msg>, String> {
+        frontend::query(sql, &mut self.out).unwrap();
+        self.try_flush().await?;
+        let mut got = Vec::new();
+        let mut failed = None;
+        loop {
+            let m = self.try_next().await?;
+            match m.tag {
+                b'Z' => break,
+                b'E' => {
+                    failed = Some(format!(
+                        "{} {}",
+                        m.sqlstate().unwrap_or_default(),
+                        m.field(b'M').unwrap_or_default()
+                    ))
+                }
+                b'S' | b'N' => {}
+                _ => got.push(m),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(got),
+        }
+    }
+
+    async fn try_flush(&mut self) -> Result<(), String> {
+        let out = self.out.split();
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| format!("send: {e}"))
+    }
+
+    /// The next message, or why there is none (an error message the server closed the
+    /// connection after included).
+    pub async fn try_next(&mut self) -> Result<Msg, String> {
+        let mut last_error: Option<Msg> = None;
+        loop {
+            if self.rbuf.len() >= 5 {
+                let len = u32::from_be_bytes(self.rbuf[1..5].try_into().unwrap()) as usize;
+                if self.rbuf.len() > len {
+                    let m = self.rbuf.split_to(len + 1);
+                    let msg = Msg {
+                        tag: m[0],
+                        body: m[5..].to_vec(),
+                    };
+                    if msg.tag == b'E' && msg.field(b'S').as_deref() == Some("FATAL") {
+                        last_error = Some(msg);
+                        continue;
+                    }
+                    return Ok(msg);
+                }
+            }
+            let n = tokio::time::timeout(DEADLINE, self.stream.read_buf(&mut self.rbuf))
+                .await
+                .map_err(|_| "the server did not answer within 60 s".to_string())?
+                .map_err(|e| format!("receive: {e}"))?;
+            if n == 0 {
+                return Err(match last_error {
+                    Some(m) => format!(
+                        "{} {}",
+                        m.sqlstate().unwrap_or_default(),
+                        m.field(b'M').unwrap_or_default()
+                    ),
+                    None => "the connection closed".into(),
+                });
             }
         }
     }

@@ -9,12 +9,17 @@
 //! WAL receiver is not streaming has an unknown lag, as a MariaDB replica whose I/O thread is
 //! not connected.
 //!
-//! Promotion, repointing and fencing are not done by this agent yet: the front end runs the
-//! monitor for PostgreSQL with failover and rejoin off, and the operations say so if called.
+//! The operations failover, switchover and rejoin are made of (promotion, repointing,
+//! fencing, telling whether a former primary diverged) are in `ops.rs`.
 
-use crate::backend::connect::open_as;
+mod connection;
+pub mod conninfo;
+mod ops;
+mod rewind;
+
 use crate::backend::PgConn;
-use crate::wire::error_fields;
+use connection::{first_row, login, rows, OP_TIMEOUT};
+pub use rewind::RewindCommand;
 use sluice_core::Server;
 use sluice_monitor::agent::{
     alive_unless_unreachable, within, Agent, AgentError, AgentResult, BoxFuture, ReplicaStatus,
@@ -23,9 +28,6 @@ use sluice_monitor::agent::{
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The database the monitor logs in to.
-const MONITOR_DATABASE: &str = "postgres";
 
 /// Checks a server: recovery, its position (a primary's current WAL position, a standby's
 /// replay position), a standby's received position, replay paused, lag in seconds (0 when
@@ -38,15 +40,22 @@ const CHECK: &str = "SELECT pg_is_in_recovery(), \
      CASE WHEN NOT pg_is_in_recovery() THEN 0 \
           WHEN pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() THEN 0 \
           ELSE COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp()), -1) END, \
-     CASE WHEN NOT pg_is_in_recovery() THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END";
+     CASE WHEN NOT pg_is_in_recovery() THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END, \
+     current_setting('default_transaction_read_only'), \
+     CASE WHEN NOT pg_is_in_recovery() THEN current_setting('synchronous_standby_names') END";
+
+/// A primary's standbys and whether its commits wait for them.
+const STANDBYS: &str = "SELECT application_name, sync_state FROM pg_stat_replication";
 
 /// A standby's WAL receiver: its state and where it streams from (`sender_host` and
 /// `sender_port` are shown to superusers and members of `pg_read_all_stats`).
 const RECEIVER: &str =
     "SELECT status, sender_host, sender_port, received_tli FROM pg_stat_wal_receiver";
 
-/// How long an operation may take.
-const OP_TIMEOUT: Duration = Duration::from_secs(5);
+/// What a standby streams as: its `primary_conninfo` (read by members of
+/// `pg_read_all_settings`) and `cluster_name`.
+const STREAMS_AS: &str =
+    "SELECT current_setting('primary_conninfo'), current_setting('cluster_name')";
 
 /// The monitor's agent for PostgreSQL.
 pub struct PgAgent {
@@ -55,6 +64,15 @@ pub struct PgAgent {
     /// Check connections, one per server; taken out while in use (a check that times out
     /// drops its connection with it).
     probes: parking_lot::Mutex<HashMap<Arc<str>, PgConn>>,
+    /// `synchronous_standby_names` of the last primary checked: a standby promoted in its
+    /// place gets it when it has none of its own.
+    synchronous_names: parking_lot::Mutex<String>,
+    /// The `primary_conninfo` of standbys whose replication [`Agent::detach`] stopped.
+    detached: parking_lot::Mutex<HashMap<Arc<str>, String>>,
+    /// `[failover] rewind_command`, if set.
+    rewind_command: parking_lot::Mutex<Option<RewindCommand>>,
+    /// Rewinds running or finished.
+    rewinds: rewind::Rewinds,
 }
 
 impl PgAgent {
@@ -63,7 +81,16 @@ impl PgAgent {
         PgAgent {
             creds: parking_lot::Mutex::new((user, password)),
             probes: parking_lot::Mutex::new(HashMap::new()),
+            synchronous_names: Default::default(),
+            detached: Default::default(),
+            rewind_command: Default::default(),
+            rewinds: Default::default(),
         }
+    }
+
+    /// The command that makes a former primary a standby (a reload may change it).
+    pub fn set_rewind_command(&self, command: Option<RewindCommand>) {
+        *self.rewind_command.lock() = command;
     }
 
     /// New credentials (a reload): connections opened from now on use them.
@@ -74,22 +101,41 @@ impl PgAgent {
 
     async fn connect(&self, server: &Server) -> AgentResult<PgConn> {
         let (user, password) = self.creds.lock().clone();
-        open_as(&server.address, &user, &password, MONITOR_DATABASE)
-            .await
-            .map_err(|e| {
-                if e.server_down {
-                    AgentError::unreachable(e.message)
-                } else {
-                    AgentError::denied(format!("monitor login as \"{user}\": {}", e.message))
-                }
-            })
+        login(&server.address, &user, &password).await
+    }
+
+    /// The `application_name` a standby streams under (its primary lists it by that name
+    /// in `pg_stat_replication`): from its `primary_conninfo` (the one it had before the
+    /// monitor emptied it), else `cluster_name`, else PostgreSQL's default.
+    async fn streams_as(&self, conn: &mut PgConn, server: &str) -> AgentResult<String> {
+        let row = first_row(conn, STREAMS_AS).await?;
+        let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let info = match col(0) {
+            c if c.is_empty() => self
+                .detached
+                .lock()
+                .get(server)
+                .cloned()
+                .unwrap_or_default(),
+            c => c,
+        };
+        Ok(match conninfo::application_name(&info) {
+            n if !n.is_empty() => n,
+            _ if !col(1).is_empty() => col(1),
+            _ => "walreceiver".into(),
+        })
     }
 
     async fn check(&self, server: &Server) -> AgentResult<Report> {
         let pooled = self.probes.lock().remove(&server.name);
         let mut conn = match pooled {
             Some(c) => c,
-            None => self.connect(server).await?,
+            None => self.connect(server).await.map_err(|e| {
+                match self.rewinds.failure(&server.name) {
+                    Some(why) => e.context(format!("after a failed rewind ({why})")),
+                    None => e,
+                }
+            })?,
         };
         let started = Instant::now();
         let row = first_row(&mut conn, CHECK).await?;
@@ -108,7 +154,16 @@ impl PgAgent {
                 .cloned()
                 .unwrap_or_default(),
             timeline: field(5).parse().ok(),
+            synchronous: None,
         };
+        report.read_only |= field(6) == "on";
+        if !in_recovery {
+            let names = field(7);
+            if !names.trim().is_empty() {
+                report.synchronous = Some(synchronous_standbys(&rows(&mut conn, STANDBYS).await?));
+            }
+            *self.synchronous_names.lock() = names;
+        }
         if in_recovery {
             let paused = field(3) == "t";
             let lag_s: f64 = field(4).parse().unwrap_or(-1.0);
@@ -143,6 +198,7 @@ impl PgAgent {
                 sql_running: !paused,
                 lag: (streaming && lag_s >= 0.0).then(|| Duration::from_secs_f64(lag_s)),
                 received: field(2),
+                name: self.streams_as(&mut conn, &server.name).await?,
                 error: (!streaming).then(|| {
                     if receiver.is_none() {
                         "no WAL receiver is running".to_string()
@@ -155,23 +211,6 @@ impl PgAgent {
         self.probes.lock().insert(server.name.clone(), conn);
         Ok(report)
     }
-
-    /// The first column of the first row of `sql`, on a fresh connection.
-    async fn value(&self, server: &Server, sql: &str) -> AgentResult<String> {
-        let work = async {
-            let mut conn = self.connect(server).await?;
-            let row = first_row(&mut conn, sql).await?;
-            Ok(row.into_iter().next().flatten().unwrap_or_default())
-        };
-        within(OP_TIMEOUT, work).await
-    }
-}
-
-/// Operations the PostgreSQL agent does not do yet.
-fn not_yet(what: &str) -> AgentError {
-    AgentError::failed(format!(
-        "{what} is not implemented for PostgreSQL servers yet"
-    ))
 }
 
 impl Agent for PgAgent {
@@ -223,52 +262,75 @@ impl Agent for PgAgent {
 
     fn detach<'a>(
         &'a self,
-        _server: &'a Server,
+        server: &'a Server,
         _source_failed: bool,
         _which: Threads,
     ) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(async { Err(not_yet("stopping a standby's replication")) })
+        Box::pin(self.stop_receiving(server))
     }
 
-    fn resume<'a>(
-        &'a self,
-        _server: &'a Server,
-        _which: Threads,
-    ) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(async { Err(not_yet("resuming a standby's replication")) })
+    fn resume<'a>(&'a self, server: &'a Server, _which: Threads) -> BoxFuture<'a, AgentResult<()>> {
+        Box::pin(self.receive_again(server))
     }
 
-    fn promote<'a>(&'a self, _server: &'a Server) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(async { Err(not_yet("promotion")) })
+    fn promote<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<()>> {
+        Box::pin(self.make_primary(server))
     }
 
     fn replicate_from<'a>(
         &'a self,
-        _replica: &'a Server,
-        _primary: &'a Server,
+        replica: &'a Server,
+        primary: &'a Server,
         _fresh: bool,
     ) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(async { Err(not_yet("repointing a standby")) })
+        Box::pin(self.follow(replica, primary))
     }
 
-    fn set_read_only<'a>(
-        &'a self,
-        _server: &'a Server,
-        _on: bool,
-    ) -> BoxFuture<'a, AgentResult<()>> {
-        Box::pin(async { Err(not_yet("fencing")) })
+    fn set_read_only<'a>(&'a self, server: &'a Server, on: bool) -> BoxFuture<'a, AgentResult<()>> {
+        Box::pin(self.fence(server, on))
     }
 
     fn errant<'a>(
         &'a self,
-        _server: &'a Server,
-        _primary: &'a Server,
+        server: &'a Server,
+        primary: &'a Server,
     ) -> BoxFuture<'a, AgentResult<Option<String>>> {
-        Box::pin(async { Err(not_yet("checking a returning server's history")) })
+        Box::pin(self.diverged(server, primary))
     }
 
     fn write_position<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<String>> {
         Box::pin(self.value(server, "SELECT pg_current_wal_lsn()"))
+    }
+
+    fn missing_privileges<'a>(
+        &'a self,
+        server: &'a Server,
+    ) -> BoxFuture<'a, AgentResult<Vec<String>>> {
+        Box::pin(self.lacking(server))
+    }
+
+    fn repairs_divergence(&self) -> bool {
+        self.rewind_command.lock().is_some()
+    }
+}
+
+/// The standbys a primary reports as synchronous (`sync` or `quorum`), by name. A name
+/// that synchronous and other standbys share cannot tell them apart: then none is named.
+fn synchronous_standbys(rows: &[Vec<Option<String>>]) -> Vec<String> {
+    let col = |r: &Vec<Option<String>>, i: usize| r.get(i).cloned().flatten().unwrap_or_default();
+    let sync = |state: &str| matches!(state, "sync" | "quorum");
+    let names: Vec<String> = rows
+        .iter()
+        .filter(|r| sync(&col(r, 1)))
+        .map(|r| col(r, 0))
+        .collect();
+    let ambiguous = rows
+        .iter()
+        .any(|r| !sync(&col(r, 1)) && names.contains(&col(r, 0)));
+    if ambiguous {
+        Vec::new()
+    } else {
+        names
     }
 }
 
@@ -283,77 +345,9 @@ pub fn lsn(s: &str) -> u64 {
     }
 }
 
-/// The first row of `sql` (an empty row if it returned none).
-async fn first_row(conn: &mut PgConn, sql: &str) -> AgentResult<Vec<Option<String>>> {
-    Ok(rows(conn, sql)
-        .await?
-        .into_iter()
-        .next()
-        .unwrap_or_default())
-}
-
-/// The rows of a simple query, as text.
-async fn rows(conn: &mut PgConn, sql: &str) -> AgentResult<Vec<Vec<Option<String>>>> {
-    let mut w = crate::wire::Writer::new();
-    w.begin(b'Q');
-    w.cstr(sql);
-    w.end();
-    let broken = |e: std::io::Error| AgentError::unreachable(format!("monitor connection: {e}"));
-    conn.send(w.as_bytes()).await.map_err(broken)?;
-    let mut out = Vec::new();
-    let mut failure = None;
-    loop {
-        let (tag, body) = conn.next_owned().await.map_err(broken)?;
-        match tag {
-            b'D' => {
-                out.push(data_row(&body).ok_or_else(|| {
-                    AgentError::unreachable("monitor connection: malformed DataRow")
-                })?)
-            }
-            b'E' => {
-                let fields = error_fields(&body).unwrap_or_default();
-                let get = |c: u8| fields.iter().find(|(k, _)| *k == c).map(|(_, v)| v.clone());
-                let code = get(b'C').unwrap_or_default();
-                let message = format!("{} ({code})", get(b'M').unwrap_or_default());
-                failure = Some(if code == "42501" || code.starts_with("28") {
-                    AgentError::denied(message)
-                } else {
-                    AgentError::failed(message)
-                });
-            }
-            b'S' => conn.note_parameter(&body),
-            b'Z' => break,
-            _ => {}
-        }
-    }
-    match failure {
-        Some(e) => Err(e.context(sql)),
-        None => Ok(out),
-    }
-}
-
-/// A DataRow's columns as text (`None` for NULL).
-fn data_row(body: &[u8]) -> Option<Vec<Option<String>>> {
-    let n = u16::from_be_bytes(body.get(..2)?.try_into().ok()?);
-    let mut at = 2;
-    let mut cols = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let len = i32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?);
-        at += 4;
-        if len < 0 {
-            cols.push(None);
-            continue;
-        }
-        let v = body.get(at..at + len as usize)?;
-        at += len as usize;
-        cols.push(Some(String::from_utf8_lossy(v).into_owned()));
-    }
-    Some(cols)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{data_row, lsn};
+    use super::{lsn, synchronous_standbys};
 
     #[test]
     fn lsns_compare_as_numbers() {
@@ -367,12 +361,18 @@ mod tests {
     }
 
     #[test]
-    fn data_rows_parse_with_nulls_and_refuse_truncation() {
-        let mut b = vec![0, 2];
-        b.extend_from_slice(&1i32.to_be_bytes());
-        b.push(b't');
-        b.extend_from_slice(&(-1i32).to_be_bytes());
-        assert_eq!(data_row(&b), Some(vec![Some("t".into()), None]));
-        assert_eq!(data_row(&b[..b.len() - 1]), None);
+    fn synchronous_standbys_are_named_only_when_their_names_tell_them_apart() {
+        let row = |n: &str, s: &str| vec![Some(n.to_string()), Some(s.to_string())];
+        assert_eq!(
+            synchronous_standbys(&[row("a", "sync"), row("b", "potential")]),
+            vec!["a".to_string()]
+        );
+        assert_eq!(
+            synchronous_standbys(&[row("a", "quorum"), row("b", "quorum")]),
+            vec!["a".to_string(), "b".to_string()]
+        );
+        let same = [row("walreceiver", "sync"), row("walreceiver", "potential")];
+        assert!(synchronous_standbys(&same).is_empty());
+        assert!(synchronous_standbys(&[row("a", "async")]).is_empty());
     }
 }
