@@ -340,6 +340,11 @@ pub struct UserConfig {
     /// How PostgreSQL clients prove the password (MySQL clients use `[mysql]`'s plugins).
     #[serde(default, skip_serializing_if = "PgAuthMethod::is_default")]
     pub auth_method: PgAuthMethod,
+    /// PostgreSQL: this user's sessions read their own writes (a read after a write goes
+    /// only to a standby that replayed it, or to the primary). Sessions can change it with
+    /// `SET sluice.read_your_writes`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_your_writes: bool,
 }
 
 /// A PostgreSQL password exchange, as `pg_hba.conf` names it.

@@ -150,6 +150,7 @@ impl MysqlFrontend {
                 max_connections: 0,
                 require_tls: false,
                 auth_method: Default::default(),
+                read_your_writes: false,
             }]);
             // Its own budgets: a flood of the client ports cannot lock the operator out.
             let admission = Arc::new(Admission::new(

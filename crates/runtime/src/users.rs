@@ -17,6 +17,8 @@ pub struct User {
     pub require_tls: bool,
     /// How PostgreSQL clients prove the password.
     pub auth_method: sluice_config::PgAuthMethod,
+    /// Sessions start reading their own writes.
+    pub read_your_writes: bool,
     /// Current client connections.
     pub connections: AtomicU32,
 }
@@ -52,6 +54,7 @@ impl Users {
                             max_connections: u.max_connections,
                             require_tls: u.require_tls,
                             auth_method: u.auth_method,
+                            read_your_writes: u.read_your_writes,
                             connections: AtomicU32::new(0),
                         }),
                     )
@@ -73,7 +76,8 @@ impl Users {
                         if old.password == new.password
                             && old.max_connections == new.max_connections
                             && old.require_tls == new.require_tls
-                            && old.auth_method == new.auth_method =>
+                            && old.auth_method == new.auth_method
+                            && old.read_your_writes == new.read_your_writes =>
                     {
                         (name, old.clone())
                     }

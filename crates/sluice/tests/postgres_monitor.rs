@@ -165,3 +165,137 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     )
     .await;
 }
+
+/// psql through sluice as `user` running each of `sqls` in one session; stdout lines.
+fn session(env: &pg::PgEnv, user: &str, sqls: &[&str]) -> Vec<String> {
+    let mut args = Vec::new();
+    for s in sqls {
+        args.extend(["-c", s]);
+    }
+    let out = pg::psql(env.port, user, user, "postgres", &args);
+    assert!(
+        out.status.success(),
+        "{sqls:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_asks_reads_its_own_writes_from_standbys_that_replayed_them() {
+    let env = pg::start_prepared(
+        2,
+        |topo| {
+            topo.primary()
+                .sql("CREATE ROLE ryw LOGIN PASSWORD 'ryw'; CREATE TABLE seen (x int); GRANT ALL ON seen TO app, ryw")
+                .unwrap();
+        },
+        |topo| {
+            pg::managed_config(
+                topo,
+                &[],
+                "interval = \"100ms\"\n\n[[users]]\nname = \"ryw\"\npassword = \"ryw\"\nread_your_writes = true\n",
+            )
+        },
+    )
+    .await;
+    let admin = env.admin().await;
+    let primary_port = env.topo.primary().port.to_string();
+    for r in env.topo.replicas() {
+        wait_view(admin.addr, &r.addr(), "a streaming replica", |v| {
+            v.1 == "replica" && v.2 == "ONLINE"
+        })
+        .await;
+    }
+    // The standbys stop replaying at the next commit (they keep receiving, and keep taking
+    // reads: no lag bound is configured).
+    for r in env.topo.replicas() {
+        r.sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
+            .unwrap();
+        r.sql("SELECT pg_reload_conf()").unwrap();
+    }
+    env.topo
+        .primary()
+        .sql("CREATE TABLE replay_stops_here ()")
+        .unwrap();
+
+    // Without read-your-writes a session's read does not see its write: it is on a standby.
+    let plain = session(
+        &env,
+        "app",
+        &[
+            "INSERT INTO seen VALUES (1)",
+            "SELECT count(*), inet_server_port() <> inet_server_port() FROM seen",
+            "SELECT inet_server_port()",
+        ],
+    );
+    assert_eq!(plain[0], "0|f", "{plain:?}");
+    assert_ne!(plain[1], primary_port);
+
+    // Asked for with SET: the read goes where the write is (the primary, as no standby
+    // replayed it).
+    let asked = session(
+        &env,
+        "app",
+        &[
+            "SET sluice.read_your_writes = on",
+            "INSERT INTO seen VALUES (2)",
+            "SELECT count(*) FROM seen",
+            "SELECT inet_server_port()",
+        ],
+    );
+    assert_eq!(asked, vec!["2".to_string(), primary_port.clone()]);
+    // The user's default: the same; a read before any write still goes to a standby.
+    let by_user = session(
+        &env,
+        "ryw",
+        &[
+            "SELECT inet_server_port()",
+            "BEGIN",
+            "INSERT INTO seen VALUES (3)",
+            "COMMIT",
+            "SELECT count(*) FROM seen",
+        ],
+    );
+    assert_ne!(by_user[0], primary_port, "{by_user:?}");
+    assert_eq!(by_user[1], "3", "{by_user:?}");
+    // And turned off again, reads go back to the standbys.
+    let off = session(
+        &env,
+        "ryw",
+        &[
+            "INSERT INTO seen VALUES (4)",
+            "SET sluice.read_your_writes = off",
+            "SELECT count(*) FROM seen",
+        ],
+    );
+    assert_eq!(off, vec!["0".to_string()]);
+
+    // Once the standbys replayed the write, they serve the session's reads again, and every
+    // read sees it (bounded wait: a hang guard).
+    for r in env.topo.replicas() {
+        r.sql("ALTER SYSTEM RESET recovery_min_apply_delay")
+            .unwrap();
+        r.sql("SELECT pg_reload_conf()").unwrap();
+    }
+    // One session writes, then (the test waits until both standbys replayed it) reads: on
+    // a standby, seeing the write.
+    let mut c = pg::raw::Raw::connect(env.port, "ryw", "ryw", "postgres").await;
+    c.try_simple("INSERT INTO seen VALUES (5)").await.unwrap();
+    pg::wait_replayed(&env.topo).await;
+    let read = c
+        .try_simple("SELECT count(*) || ' ' || inet_server_port() FROM seen")
+        .await
+        .unwrap();
+    let row = pg::raw::Raw::column(&read);
+    assert_eq!(row.len(), 1);
+    let (count, port) = row[0].split_once(' ').unwrap();
+    assert_eq!(count, "5");
+    assert_ne!(
+        port, primary_port,
+        "a read after the standbys replayed the write"
+    );
+}

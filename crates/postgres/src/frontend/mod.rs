@@ -11,6 +11,7 @@ mod names;
 mod open;
 pub mod relay;
 mod route;
+mod ryw;
 pub mod session;
 pub mod state;
 pub mod unit;

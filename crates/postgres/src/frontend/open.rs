@@ -141,6 +141,7 @@ async fn open(
         lease_generation: 0,
         lease_has_unnamed: false,
         status: ReadyStatus::Idle,
+        ryw: super::ryw::Ryw::new(user.read_your_writes),
         reported: Arc::default(),
         deferred_begin: None,
         held_by_flush: false,

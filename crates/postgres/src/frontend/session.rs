@@ -38,6 +38,8 @@ pub struct Session {
     pub(super) lease_has_unnamed: bool,
     /// The status the client last saw.
     pub(super) status: ReadyStatus,
+    /// Read-your-writes.
+    pub(super) ryw: super::ryw::Ryw,
     /// ParameterStatus values the client has seen.
     pub(super) reported: Arc<BTreeMap<String, String>>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
@@ -276,7 +278,9 @@ impl Session {
             self.status = st;
         }
         self.track(&fwd.ran, prior, relayed.failed, &mut lease);
+        let on_writer = **lease.hostgroup() == *self.fe.topology.router.writer;
         self.lease = Some(lease);
+        self.ryw_after(&fwd.ran, on_writer).await?;
         if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
             // The server now skips what comes up to the next Sync.
             self.skipping = true;
@@ -369,6 +373,27 @@ impl Session {
         &mut self,
         decision: &sluice_core::router::Decision,
     ) -> Result<(), (String, String)> {
+        self.lease_for(decision).await?;
+        if !self.ryw_may_read_here(decision).await {
+            // Not replayed there yet: the primary has it.
+            self.release();
+            let writer = sluice_core::router::Decision {
+                hostgroup: self.fe.topology.router.writer.clone(),
+                reason: decision.reason,
+            };
+            self.lease_for(&writer).await?;
+        }
+        self.sync_settings()
+            .await
+            .map_err(|e| ("08006".to_string(), e.to_string()))?;
+        Ok(())
+    }
+
+    /// Leases a connection for `decision`.
+    async fn lease_for(
+        &mut self,
+        decision: &sluice_core::router::Decision,
+    ) -> Result<(), (String, String)> {
         let topo = self.fe.topology.clone();
         let lease = topo
             .lease_for(decision, &self.key, &self.fe.connector, |c| c.usable())
@@ -389,9 +414,6 @@ impl Session {
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
         self.lease_generation = 0;
-        self.sync_settings()
-            .await
-            .map_err(|e| ("08006".to_string(), e.to_string()))?;
         Ok(())
     }
 
@@ -520,7 +542,7 @@ pub(super) fn command_complete(w: &mut Writer, tag: &str) {
     w.end();
 }
 
-fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
+pub(super) fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
     out.push(b'Q');
     out.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
     out.extend_from_slice(sql);
