@@ -186,6 +186,9 @@ pub struct ServerView {
     gtid_position: String,
     /// The timeline its WAL is on (PostgreSQL).
     timeline: Option<u32>,
+    /// Found by `[[discovery]]`: which source (absent for servers in the file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    discovered: Option<String>,
     error: Option<String>,
     pool_in_use: u32,
     pool_idle: u32,
@@ -211,6 +214,7 @@ fn server_view(row: sluice_runtime::tables::ServerRow) -> ServerView {
         replicates_from: o.source,
         replication_running: o.replication_running,
         timeline: o.timeline,
+        discovered: s.discovered.as_deref().map(str::to_string),
         gtid_position: o.position,
         error: o.error,
         pool_in_use: row.pool_in_use,

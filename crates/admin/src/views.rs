@@ -302,6 +302,7 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
                 max_connections: q.max_connections,
                 max_replication_lag: None,
                 max_replication_lag_bytes: None,
+                discovered: None,
             });
             Ok(())
         })
@@ -342,7 +343,8 @@ pub(crate) async fn drift(State(ctx): State<Ctx>) -> Json<Vec<String>> {
     let cfg = ctx.rt().effective.load_full();
     let key = |s: &sluice_config::ServerConfig| (s.address.clone(), s.hostgroup.clone());
     let mut out = Vec::new();
-    for s in &cfg.servers {
+    // (Servers `[[discovery]]` found are not drift: the file names their source.)
+    for s in cfg.servers.iter().filter(|s| s.discovered.is_none()) {
         if !file.servers.iter().any(|f| key(f) == key(s)) {
             out.push(format!(
                 "{}: added over the admin API (file: absent)",

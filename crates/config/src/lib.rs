@@ -5,6 +5,7 @@
 //! (`servers[1].address: ...`) so that `sluice check` can point straight at it.
 #![forbid(unsafe_code)]
 
+mod discovery;
 mod duration;
 mod login;
 mod mysql;
@@ -13,6 +14,7 @@ mod protocol;
 mod types;
 mod validate;
 
+pub use discovery::DiscoveryConfig;
 pub use duration::{parse_duration, HumanDuration};
 pub use login::LoginConfig;
 pub use mysql::MysqlConfig;

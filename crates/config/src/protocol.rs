@@ -53,6 +53,7 @@ impl crate::Config {
     pub fn for_protocol(&self, protocol: Protocol) -> crate::Config {
         let mut c = self.clone();
         c.servers.retain(|s| s.protocol == protocol);
+        c.discovery.retain(|d| d.protocol == protocol);
         c.listeners.retain(|l| l.protocol == protocol);
         if protocol != Protocol::Mysql {
             c.proxy.listen = None;

@@ -357,3 +357,33 @@ fn protocols_need_their_listeners_and_servers() {
     .unwrap_err();
     assert_eq!(e.field, "listeners[0].hostgroup");
 }
+
+#[test]
+fn discovery_sources_are_checked() {
+    let base = "[proxy]\nlisten = \"127.0.0.1:3306\"\n[[users]]\nname = \"a\"\npassword = \"a\"\n[[servers]]\naddress = \"127.0.0.1:3307\"\n[monitor]\nuser = \"m\"\npassword = \"m\"\n";
+    let ok = format!("{base}[[discovery]]\ndns = \"replicas.internal:3306\"\n[[discovery]]\nfrom_primary = true\n[[discovery]]\ncommand = \"cat list\"\nmax_servers = 3\n");
+    let c = Config::from_toml(&ok).unwrap();
+    assert_eq!(c.discovery.len(), 3);
+    assert_eq!(c.discovery[0].describe(), "dns replicas.internal:3306");
+    assert_eq!(c.discovery[1].describe(), "mysql primary");
+    let two = format!("{base}[[discovery]]\ndns = \"r:3306\"\nfrom_primary = true\n");
+    assert_eq!(err_of(&two).field, "discovery[0]");
+    let none = format!("{base}[[discovery]]\ninterval = \"1s\"\n");
+    assert_eq!(err_of(&none).field, "discovery[0]");
+    let no_port = format!("{base}[[discovery]]\ndns = \"replicas.internal\"\n");
+    assert_eq!(err_of(&no_port).field, "discovery[0].dns");
+    let too_many = format!("{base}[[discovery]]\ncommand = \"x\"\nmax_servers = 1000\n");
+    assert_eq!(err_of(&too_many).field, "discovery[0].max_servers");
+    let pg_only = format!("{base}[[discovery]]\nfrom_primary = true\nport = 5432\n");
+    assert_eq!(err_of(&pg_only).field, "discovery[0]");
+    let no_monitor = ok
+        .replace(
+            "[monitor]\nuser = \"m\"\npassword = \"m\"\n",
+            "[monitor]\nenabled = false\n",
+        )
+        .replace(
+            "address = \"127.0.0.1:3307\"\n",
+            "address = \"127.0.0.1:3307\"\nhostgroup = \"writer\"\n",
+        );
+    assert_eq!(err_of(&no_monitor).field, "discovery[0]");
+}

@@ -53,6 +53,9 @@ pub struct Config {
     /// What only PostgreSQL clients and servers have.
     #[serde(default, skip_serializing_if = "crate::PostgresConfig::is_default")]
     pub postgres: crate::PostgresConfig,
+    /// `[[discovery]]`: sources of servers found at runtime.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discovery: Vec<crate::DiscoveryConfig>,
 }
 
 /// `[digests]`: statistics per statement shape.
@@ -394,6 +397,9 @@ pub struct ServerConfig {
     /// Bytes of WAL behind the primary above which this PostgreSQL standby takes no reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replication_lag_bytes: Option<u64>,
+    /// Added by `[[discovery]]` (its description), not by the file: set by sluice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovered: Option<String>,
 }
 
 /// How a hostgroup spreads statements over its servers.

@@ -93,6 +93,8 @@ pub struct Server {
     hostgroup: Mutex<Arc<str>>,
     /// Its writer/reader membership follows the monitor's view of the replication topology.
     pub managed: bool,
+    /// Found by `[[discovery]]` (which source), not listed in the configuration file.
+    pub discovered: Option<Arc<str>>,
     /// Replication lag above which it takes no reads.
     max_lag: Mutex<Option<Duration>>,
     /// Bytes of WAL behind the primary above which it takes no reads (PostgreSQL).
@@ -140,6 +142,7 @@ impl Server {
             address: Arc::from(address),
             hostgroup: Mutex::new(Arc::from(hostgroup)),
             managed: false,
+            discovered: None,
             max_lag: Mutex::new(None),
             max_lag_bytes: Mutex::new(None),
             weight: AtomicU32::new(weight),

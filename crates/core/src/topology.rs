@@ -216,6 +216,7 @@ fn build_server(cfg: &Config, s: &ServerConfig) -> Server {
         server.name = Arc::from(format!("{}@{}", s.address, hostgroup));
     }
     server.managed = cfg.is_managed(s);
+    server.discovered = s.discovered.as_deref().map(Arc::from);
     server.set_max_lag(cfg.max_lag_of(s));
     server.set_max_lag_bytes(cfg.max_lag_bytes_of(s));
     server

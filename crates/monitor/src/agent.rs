@@ -62,6 +62,17 @@ pub struct ReplicaStatus {
     pub name: String,
 }
 
+/// A replica as its primary reports it (for `[[discovery]] from_primary`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportedReplica {
+    /// Its name (PostgreSQL `application_name`; MariaDB `server_id`).
+    pub name: String,
+    /// The host it connects from, or reports (MariaDB `report_host`).
+    pub host: String,
+    /// The port it reports (MariaDB `report_port`); PostgreSQL reports none.
+    pub port: Option<u16>,
+}
+
 /// What kind of failure an agent operation met.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -200,6 +211,13 @@ pub trait Agent: Send + Sync + 'static {
     /// `rewind_command`. Otherwise a diverged server is kept out until someone repairs it.
     fn repairs_divergence(&self) -> bool {
         false
+    }
+    /// The replicas connected to `primary`, as it reports them.
+    fn reported_replicas<'a>(
+        &'a self,
+        _primary: &'a Server,
+    ) -> BoxFuture<'a, AgentResult<Vec<ReportedReplica>>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 }
 

@@ -186,6 +186,24 @@ impl Monitor {
         self.state.lock().primary.clone()
     }
 
+    /// The replicas the current primary reports (for discovery); an error if no primary
+    /// is known or it does not answer.
+    pub async fn reported_replicas(&self) -> Result<Vec<agent::ReportedReplica>, String> {
+        let p = self.primary().ok_or("no primary is known")?;
+        if !self.reachable(&p) {
+            return Err(format!("the primary {} does not answer", p.name));
+        }
+        self.agent
+            .reported_replicas(&p)
+            .await
+            .map_err(|e| format!("{}: {e}", p.name))
+    }
+
+    /// Records something `[[discovery]]` did, with the monitor's events.
+    pub fn discovery_event(&self, what: String) {
+        self.events.push("discovery", what);
+    }
+
     /// Runs one round of checks and decisions (at start, before clients are accepted), and
     /// checks that the monitor's user can carry out what the configuration asks of it.
     pub async fn first_round(self: &Arc<Self>) {

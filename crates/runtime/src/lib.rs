@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod buffers;
+mod discovery;
 pub mod errors;
 pub mod frontend;
 pub mod intern;

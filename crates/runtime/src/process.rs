@@ -162,6 +162,10 @@ impl Process {
             }
         }
         let _ = self.serving.set(serving);
+        tasks.push(tokio::spawn(crate::discovery::run(
+            self.clone(),
+            rx.clone(),
+        )));
         tasks.push(tokio::spawn(self.clone().maintain(rx)));
         Ok(Running {
             process: self.clone(),
@@ -195,7 +199,10 @@ impl Process {
     /// changes anything else is refused whole, with the reason, and the running one stays.
     pub async fn reload(&self, new: Config) -> Result<Vec<String>, ReloadError> {
         let _one = self.reloading.lock().await;
-        let changes = self.apply_config(new.clone())?;
+        // Servers discovered at runtime stay while their source does.
+        let mut running = new.clone();
+        crate::discovery::carry_over(&self.runtime.effective.load_full(), &mut running);
+        let changes = self.apply_config(running)?;
         self.runtime.loaded.store(Arc::new(new));
         tracing::info!(changes = %changes.join("; "), "configuration reloaded");
         Ok(changes)

@@ -156,6 +156,9 @@ impl MariaDb {
             .arg(format!("--log-error={}", self.error_log().display()))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--server-id={}", self.opts.server_id))
+            // What SHOW REPLICA HOSTS reports of it on its primary (discovery).
+            .arg("--report-host=127.0.0.1")
+            .arg(format!("--report-port={}", self.port))
             .arg("--log-bin=mysql-bin")
             .arg("--log-slave-updates=1")
             .arg("--binlog-format=ROW")

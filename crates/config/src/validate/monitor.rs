@@ -41,6 +41,52 @@ impl Config {
                 ));
             }
         }
+        for (i, d) in self.discovery.iter().enumerate() {
+            let f = format!("discovery[{i}]");
+            let sources = usize::from(d.dns.is_some())
+                + usize::from(d.from_primary)
+                + usize::from(d.command.is_some());
+            if sources != 1 {
+                return Err(ConfigError::new(
+                    f,
+                    "needs exactly one of dns, from_primary and command",
+                ));
+            }
+            if !m.enabled {
+                return Err(ConfigError::new(
+                    f,
+                    "needs [monitor] enabled (the monitor checks discovered servers and gives them their role)",
+                ));
+            }
+            if let Some(dns) = &d.dns {
+                if !dns
+                    .rsplit_once(':')
+                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0))
+                {
+                    return Err(ConfigError::new(format!("{f}.dns"), "must be name:port"));
+                }
+            }
+            if d.max_servers == 0 || d.max_servers > 256 {
+                return Err(ConfigError::new(
+                    format!("{f}.max_servers"),
+                    "must be between 1 and 256",
+                ));
+            }
+            if d.interval.get() < std::time::Duration::from_millis(100) {
+                return Err(ConfigError::new(
+                    format!("{f}.interval"),
+                    "must be at least 100ms",
+                ));
+            }
+            if (d.port.is_some() || !d.names.is_empty())
+                && !(d.from_primary && d.protocol == crate::Protocol::Postgres)
+            {
+                return Err(ConfigError::new(
+                    f,
+                    "port and names apply to from_primary on PostgreSQL only",
+                ));
+            }
+        }
         Ok(())
     }
 }

@@ -191,15 +191,18 @@ fn agent_error(e: BackendError) -> AgentError {
     }
 }
 
+/// The column `name` of `row` (empty when absent or NULL).
+fn col(names: &[String], row: &[Option<String>], name: &str) -> String {
+    names
+        .iter()
+        .position(|n| n.eq_ignore_ascii_case(name))
+        .and_then(|i| row.get(i).cloned().flatten())
+        .unwrap_or_default()
+}
+
 /// The default replication connection's state from `SHOW ALL SLAVES STATUS`.
 fn replica_status(names: &[String], rows: &[Vec<Option<String>>]) -> Option<ReplicaStatus> {
-    let col = |row: &Vec<Option<String>>, name: &str| -> String {
-        names
-            .iter()
-            .position(|n| n.eq_ignore_ascii_case(name))
-            .and_then(|i| row.get(i).cloned().flatten())
-            .unwrap_or_default()
-    };
+    let col = |row: &Vec<Option<String>>, name: &str| col(names, row, name);
     let row = rows
         .iter()
         .find(|r| col(r, "Connection_name").is_empty())
@@ -297,6 +300,31 @@ impl Agent for MariaDbAgent {
 
     fn write_position<'a>(&'a self, server: &'a Server) -> BoxFuture<'a, AgentResult<String>> {
         Box::pin(async move { self.value(server, "SELECT @@gtid_binlog_pos").await })
+    }
+
+    fn reported_replicas<'a>(
+        &'a self,
+        primary: &'a Server,
+    ) -> BoxFuture<'a, AgentResult<Vec<sluice_monitor::agent::ReportedReplica>>> {
+        Box::pin(async move {
+            let work = async {
+                let mut conn = self.connect(primary).await?;
+                let (names, rows) = conn
+                    .query_table("SHOW REPLICA HOSTS")
+                    .await
+                    .map_err(agent_error)?;
+                Ok(rows
+                    .iter()
+                    .map(|r| sluice_monitor::agent::ReportedReplica {
+                        name: col(&names, r, "Server_id"),
+                        host: col(&names, r, "Host"),
+                        port: col(&names, r, "Port").parse().ok().filter(|p| *p > 0),
+                    })
+                    .filter(|r| !r.host.is_empty())
+                    .collect())
+            };
+            within(OP_TIMEOUT, work).await
+        })
     }
 
     fn missing_privileges<'a>(

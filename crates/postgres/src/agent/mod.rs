@@ -312,6 +312,31 @@ impl Agent for PgAgent {
     fn repairs_divergence(&self) -> bool {
         self.rewind_command.lock().is_some()
     }
+
+    fn reported_replicas<'a>(
+        &'a self,
+        primary: &'a Server,
+    ) -> BoxFuture<'a, AgentResult<Vec<sluice_monitor::agent::ReportedReplica>>> {
+        Box::pin(async move {
+            let work = async {
+                let mut conn = self.connect(primary).await?;
+                let rows = rows(
+                    &mut conn,
+                    "SELECT application_name, host(client_addr) FROM pg_stat_replication WHERE client_addr IS NOT NULL",
+                )
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|r| sluice_monitor::agent::ReportedReplica {
+                        name: r.first().cloned().flatten().unwrap_or_default(),
+                        host: r.get(1).cloned().flatten().unwrap_or_default(),
+                        port: None,
+                    })
+                    .collect())
+            };
+            within(OP_TIMEOUT, work).await
+        })
+    }
 }
 
 /// The standbys a primary reports as synchronous (`sync` or `quorum`), by name. A name

@@ -197,23 +197,29 @@ pub async fn wait_replayed(topo: &PgTopology) {
 /// What the admin API at `admin` says of the server at `addr`: (hostgroup, role, state,
 /// replicates from).
 pub fn server_view(admin: SocketAddr, addr: &str) -> (String, String, String, String) {
+    try_server_view(admin, addr).unwrap_or_else(|| panic!("{addr} is not listed"))
+}
+
+/// As [`server_view`]; `None` while the server is not listed.
+pub fn try_server_view(admin: SocketAddr, addr: &str) -> Option<(String, String, String, String)> {
     let servers = http::get_json(admin, "/api/servers");
     let s = servers
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["address"] == addr)
-        .unwrap_or_else(|| panic!("{addr} not in {servers}"));
+        .find(|s| s["address"] == addr)?
+        .clone();
     let text = |k: &str| s[k].as_str().unwrap_or("").to_string();
-    (
+    Some((
         text("hostgroup"),
         text("role"),
         text("state"),
         text("replicates_from"),
-    )
+    ))
 }
 
-/// Waits (at most 60 s: a hang guard, not a timing) until `ok` holds for the view of `addr`.
+/// Waits (at most 60 s: a hang guard, not a timing) until the server at `addr` is listed and
+/// `ok` holds for its view.
 pub async fn wait_view(
     admin: SocketAddr,
     addr: &str,
@@ -222,8 +228,8 @@ pub async fn wait_view(
 ) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let v = server_view(admin, addr);
-        if ok(&v) {
+        let v = try_server_view(admin, addr);
+        if v.as_ref().is_some_and(&ok) {
             return;
         }
         assert!(
