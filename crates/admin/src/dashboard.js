@@ -91,19 +91,30 @@ function renderServers(servers) {
     const pool = s.pool_in_use + s.pool_idle;
     box.append(el("div", { class: "server", "data-address": s.address, "data-role": s.role },
       el("div", {}, el("span", { class: "addr" }, s.address),
-         el("span", { class: "badge role-" + s.role }, s.role)),
+         el("span", { class: "badge role-" + s.role }, s.role),
+         el("span", { class: "badge proto" }, s.protocol),
+         s.discovered ? el("span", { class: "badge discovered", title: "found by " + s.discovered }, "discovered") : ""),
       el("div", { class: "state " + state }, s.state),
       el("div", { class: "grid2" },
         el("span", {}, "hostgroup"), el("span", {}, s.hostgroup),
         el("span", {}, "queries/s"), el("span", {}, fmt(qps, 0)),
-        el("span", {}, "lag"), el("span", {}, s.lag_seconds == null ? "–" : s.lag_seconds + " s"),
+        el("span", {}, "lag"), el("span", {}, lagText(s)),
         el("span", {}, "latency"), el("span", {}, s.latency_us == null ? "–" : fmt(s.latency_us / 1000, 2) + " ms"),
         el("span", {}, "pool"), el("span", {}, s.pool_in_use + " in use / " + pool + " open"),
-        el("span", {}, "source"), el("span", {}, s.replicates_from || "–")),
+        el("span", {}, "source"), el("span", {}, s.replicates_from || "–"),
+        el("span", {}, "position"), el("span", {}, (s.gtid_position || "–") + (s.timeline == null ? "" : " (timeline " + s.timeline + ")"))),
       el("div", { class: "bar", title: "connections in use" },
         el("div", { style: "width:" + (pool ? Math.round(100 * s.pool_in_use / pool) : 0) + "%" }))));
   }
   document.getElementById("qps").textContent = fmt(total, 0);
+}
+
+/** Replication lag: time, and WAL bytes for PostgreSQL standbys. */
+function lagText(s) {
+  const parts = [];
+  if (s.lag_seconds != null) parts.push(s.lag_seconds + " s");
+  if (s.lag_bytes != null) parts.push(fmt(s.lag_bytes, 0) + " B");
+  return parts.length ? parts.join(", ") : "–";
 }
 
 async function refresh() {

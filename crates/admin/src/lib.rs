@@ -48,11 +48,39 @@ impl Ctx {
     }
 
     /// The monitor (of the first front end that has one).
-    pub(crate) fn monitor(&self) -> Option<Arc<Monitor>> {
+    /// Every protocol's monitor, in the order of the front ends.
+    pub(crate) fn monitors(&self) -> Vec<(sluice_config::Protocol, Arc<Monitor>)> {
         self.process
             .frontends()
             .iter()
-            .find_map(|f| f.monitor().cloned())
+            .filter_map(|f| f.monitor().map(|m| (f.protocol(), m.clone())))
+            .collect()
+    }
+
+    /// The monitor a request is about: the one of `protocol` if given, else the one whose
+    /// servers include `server` if given, else the only one (or the first, with several).
+    pub(crate) fn monitor_for(
+        &self,
+        protocol: Option<sluice_config::Protocol>,
+        server: Option<&str>,
+    ) -> Result<Arc<Monitor>, String> {
+        let all = self.monitors();
+        if let Some(p) = protocol {
+            return all
+                .into_iter()
+                .find(|(q, _)| *q == p)
+                .map(|(_, m)| m)
+                .ok_or_else(|| format!("no monitor runs for {}", p.as_str()));
+        }
+        if let Some(s) = server {
+            if let Some((_, m)) = all.iter().find(|(_, m)| m.has_server(s)) {
+                return Ok(m.clone());
+            }
+        }
+        all.into_iter()
+            .next()
+            .map(|(_, m)| m)
+            .ok_or_else(|| "the monitor is disabled".to_string())
     }
 }
 
@@ -235,26 +263,32 @@ struct EventView {
     at_ms: u128,
     kind: &'static str,
     message: String,
+    /// The protocol of the cluster it is about.
+    protocol: &'static str,
 }
 
 async fn events(State(ctx): State<Ctx>) -> Response {
-    let Some(m) = ctx.monitor() else {
+    let monitors = ctx.monitors();
+    if monitors.is_empty() {
         return error(StatusCode::NOT_FOUND, "the monitor is disabled".into());
-    };
-    let list: Vec<EventView> = m
-        .events
-        .all()
-        .into_iter()
-        .map(|e| EventView {
-            at_ms: e
-                .at
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0),
-            kind: e.kind,
-            message: e.message,
+    }
+    // Every protocol's events, in time order.
+    let mut list: Vec<EventView> = monitors
+        .iter()
+        .flat_map(|(p, m)| {
+            m.events.all().into_iter().map(move |e| EventView {
+                at_ms: e
+                    .at
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0),
+                kind: e.kind,
+                message: e.message,
+                protocol: p.as_str(),
+            })
         })
         .collect();
+    list.sort_by_key(|e| e.at_ms);
     Json(list).into_response()
 }
 
@@ -341,11 +375,14 @@ async fn digests(State(ctx): State<Ctx>, Query(q): Query<DigestParams>) -> Respo
 struct SwitchoverParams {
     /// Address or name of the replica to promote (default: the most advanced one).
     to: Option<String>,
+    /// Which protocol's cluster (default: the one `to` belongs to, else the first).
+    protocol: Option<sluice_config::Protocol>,
 }
 
 async fn switchover(State(ctx): State<Ctx>, Query(q): Query<SwitchoverParams>) -> Response {
-    let Some(m) = ctx.monitor() else {
-        return error(StatusCode::CONFLICT, "the monitor is disabled".into());
+    let m = match ctx.monitor_for(q.protocol, q.to.as_deref()) {
+        Ok(m) => m,
+        Err(e) => return error(StatusCode::CONFLICT, e),
     };
     match m.switchover(q.to.as_deref()).await {
         Ok(msg) => Json(serde_json::json!({ "result": msg })).into_response(),

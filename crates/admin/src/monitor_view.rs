@@ -33,10 +33,20 @@ struct MonitorView {
     switchovers: u64,
 }
 
-pub(crate) async fn monitor(State(ctx): State<Ctx>) -> Response {
+/// `?protocol=`: which protocol's monitor (default: the first front end's).
+#[derive(serde::Deserialize)]
+pub(crate) struct MonitorParams {
+    protocol: Option<sluice_config::Protocol>,
+}
+
+pub(crate) async fn monitor(
+    State(ctx): State<Ctx>,
+    axum::extract::Query(q): axum::extract::Query<MonitorParams>,
+) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
-    let Some(m) = ctx.monitor() else {
-        return error(StatusCode::NOT_FOUND, "the monitor is disabled".into());
+    let m = match ctx.monitor_for(q.protocol, None) {
+        Ok(m) => m,
+        Err(e) => return error(StatusCode::NOT_FOUND, e),
     };
     let s = m.status();
     Json(MonitorView {

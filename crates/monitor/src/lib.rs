@@ -199,6 +199,14 @@ impl Monitor {
             .map_err(|e| format!("{}: {e}", p.name))
     }
 
+    /// True if `server` (an address or name) is one of the servers it watches.
+    pub fn has_server(&self, server: &str) -> bool {
+        self.cluster
+            .servers()
+            .iter()
+            .any(|s| *s.address == *server || *s.name == *server)
+    }
+
     /// Records something `[[discovery]]` did, with the monitor's events.
     pub fn discovery_event(&self, what: String) {
         self.events.push("discovery", what);

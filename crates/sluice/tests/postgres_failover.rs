@@ -382,5 +382,12 @@ async fn postgres_fails_over_to_a_synchronous_standby_rejoins_and_switches_over(
         events(a)
     );
     eprintln!("switchover to {p3}: {body}");
+    // The admin API answers for the PostgreSQL cluster by protocol, and says which
+    // protocol each event is about.
+    let m = get_json(a, "/api/monitor?protocol=postgres");
+    assert_eq!(m["primary"], p3, "{m}");
+    let (status, _) = request(a, "GET", "/api/monitor?protocol=mysql", None);
+    assert_eq!(status, 404);
+    assert!(events(a).contains("\"protocol\":\"postgres\""));
     rejoins(&env, a, &p2, &p3).await;
 }
