@@ -4,7 +4,7 @@ use crate::{HumanDuration, Protocol};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// One source of servers. Exactly one of `dns`, `from_primary` and `command`.
+/// One source of servers. Exactly one of `dns`, `srv`, `from_primary` and `command`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DiscoveryConfig {
@@ -15,6 +15,14 @@ pub struct DiscoveryConfig {
     /// `interval`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<String>,
+    /// A DNS SRV name (`_postgresql._tcp.db.example`): each record's target (resolved to
+    /// its A and AAAA addresses) and port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srv: Option<String>,
+    /// `ip:port` of the DNS server `dns` and `srv` ask (default: the system's resolver
+    /// configuration, `/etc/resolv.conf`; `dns` without it also reads `/etc/hosts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nameserver: Option<String>,
     /// The replicas the primary reports (MariaDB `SHOW REPLICA HOSTS`, with the replicas'
     /// `report_host`/`report_port`; PostgreSQL `pg_stat_replication`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -44,6 +52,9 @@ pub struct DiscoveryConfig {
 impl DiscoveryConfig {
     /// What it is, for events and for the servers it adds (`dns name:port`, ...).
     pub fn describe(&self) -> String {
+        if let Some(s) = &self.srv {
+            return format!("srv {s}");
+        }
         match (&self.dns, self.from_primary, &self.command) {
             (Some(d), _, _) => format!("dns {d}"),
             (_, true, _) => format!("{} primary", self.protocol.as_str()),

@@ -201,7 +201,20 @@ fn changes(
 
 /// The `host:port` addresses a source lists now.
 async fn list(process: &Arc<Process>, d: &DiscoveryConfig) -> Result<Vec<String>, String> {
+    if let Some(name) = &d.srv {
+        return srv(name, d.nameserver.as_deref()).await;
+    }
     if let Some(name) = &d.dns {
+        if let Some(ns) = &d.nameserver {
+            let (host, port) = name.rsplit_once(':').ok_or("not name:port")?;
+            let port: u16 = port.parse().map_err(|_| "not name:port")?;
+            let r = resolver(Some(ns))?;
+            let ips = r
+                .lookup_ip(host)
+                .await
+                .map_err(|e| format!("cannot resolve {host}: {e}"))?;
+            return Ok(ips.iter().map(|ip| join(&ip.to_string(), port)).collect());
+        }
         let addrs = tokio::net::lookup_host(name.as_str())
             .await
             .map_err(|e| format!("cannot resolve {name}: {e}"))?;
@@ -230,6 +243,57 @@ async fn list(process: &Arc<Process>, d: &DiscoveryConfig) -> Result<Vec<String>
             Some(join(&r.host, port))
         })
         .collect())
+}
+
+/// A resolver asking `nameserver` (`ip:port`), or the system's.
+fn resolver(nameserver: Option<&str>) -> Result<hickory_resolver::TokioResolver, String> {
+    use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+    match nameserver {
+        Some(ns) => {
+            let at: std::net::SocketAddr = ns.parse().map_err(|_| format!("{ns}: not ip:port"))?;
+            let mut udp = ConnectionConfig::udp();
+            udp.port = at.port();
+            let mut tcp = ConnectionConfig::tcp();
+            tcp.port = at.port();
+            let server = NameServerConfig::new(at.ip(), true, vec![udp, tcp]);
+            Ok(hickory_resolver::Resolver::builder_with_config(
+                ResolverConfig::from_name_servers(vec![server]),
+                TokioRuntimeProvider::default(),
+            )
+            .build()
+            .map_err(|e| e.to_string())?)
+        }
+        None => Ok(hickory_resolver::Resolver::builder_tokio()
+            .map_err(|e| format!("the system's resolver configuration: {e}"))?
+            .build()
+            .map_err(|e| e.to_string())?),
+    }
+}
+
+/// Every SRV record's target, resolved to its addresses, with the record's port.
+async fn srv(name: &str, nameserver: Option<&str>) -> Result<Vec<String>, String> {
+    use hickory_resolver::proto::rr::RData;
+    let r = resolver(nameserver)?;
+    let found = r
+        .srv_lookup(name)
+        .await
+        .map_err(|e| format!("cannot resolve SRV {name}: {e}"))?;
+    let mut out = Vec::new();
+    for record in found.answers() {
+        let RData::SRV(srv) = &record.data else {
+            continue;
+        };
+        if srv.target.is_root() {
+            continue; // "." : the service is not available there
+        }
+        let ips = r
+            .lookup_ip(srv.target.clone())
+            .await
+            .map_err(|e| format!("cannot resolve {}: {e}", srv.target))?;
+        out.extend(ips.iter().map(|ip| join(&ip.to_string(), srv.port)));
+    }
+    Ok(out)
 }
 
 /// `host:port`, with brackets around an IPv6 address.

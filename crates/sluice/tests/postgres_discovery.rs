@@ -8,7 +8,9 @@
 //! 2. from an operator's command: what it prints joins; an address nothing answers at is
 //!    listed as discovered but never takes traffic; output that is not `host:port` changes
 //!    nothing; what it stops printing leaves;
-//! 3. from DNS: `localhost:<port>` finds the standby there.
+//! 3. from DNS: `localhost:<port>` finds the standby there;
+//! 4. from DNS SRV records (a DNS server in the test answers them): both standbys join, one
+//!    whose record is withdrawn leaves.
 //!
 //! Waits are bounded at 60 s as hang guards only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -44,6 +46,62 @@ async fn wait_servers(admin: SocketAddr, what: &str, ok: impl Fn(&[serde_json::V
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A DNS server on 127.0.0.1 answering SRV queries for `name` with `records` (target name,
+/// port) as they are at each query, and A queries for any name with 127.0.0.1.
+async fn dns_server(
+    name: &'static str,
+    records: std::sync::Arc<std::sync::Mutex<Vec<(String, u16)>>>,
+) -> SocketAddr {
+    use hickory_proto::op::{Message, MessageType, ResponseCode};
+    use hickory_proto::rr::rdata::{A, SRV};
+    use hickory_proto::rr::{Name, RData, Record, RecordType};
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+                return;
+            };
+            let Ok(query) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            let mut answer = Message::response(query.metadata.id, query.metadata.op_code);
+            answer.metadata.recursion_desired = query.metadata.recursion_desired;
+            answer.metadata.recursion_available = true;
+            answer.metadata.authoritative = true;
+            answer.metadata.message_type = MessageType::Response;
+            for q in &query.queries {
+                answer.add_query(q.clone());
+                let qname = q.name().to_ascii().trim_end_matches('.').to_string();
+                match q.query_type() {
+                    RecordType::SRV if qname == name => {
+                        for (target, port) in records.lock().unwrap().iter() {
+                            let rdata = RData::SRV(SRV::new(
+                                0,
+                                1,
+                                *port,
+                                Name::from_ascii(target).unwrap(),
+                            ));
+                            answer.add_answer(Record::from_rdata(q.name().clone(), 1, rdata));
+                        }
+                    }
+                    RecordType::A => {
+                        let rdata = RData::A(A(std::net::Ipv4Addr::LOCALHOST));
+                        answer.add_answer(Record::from_rdata(q.name().clone(), 1, rdata));
+                    }
+                    _ => {}
+                }
+            }
+            answer.metadata.response_code = ResponseCode::NoError;
+            if let Ok(bytes) = answer.to_vec() {
+                let _ = socket.send_to(&bytes, from).await;
+            }
+        }
+    });
+    addr
 }
 
 /// Starts pgbench select-only through sluice on `port` for `secs` seconds.
@@ -207,5 +265,50 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
             .any(|v| v["address"] == standbys[0] || v["address"] == "127.0.0.1:1")
     })
     .await;
+    drop(running);
+
+    // 4. SRV records, from a DNS server of the test's.
+    let records = std::sync::Arc::new(std::sync::Mutex::new(vec![
+        (
+            "first.replicas.test.".to_string(),
+            env.topo.replicas()[0].port,
+        ),
+        (
+            "second.replicas.test.".to_string(),
+            env.topo.replicas()[1].port,
+        ),
+    ]));
+    let ns = dns_server("_pg._tcp.replicas.test", records.clone()).await;
+    let text = format!(
+        "[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\n\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\ninterval = \"100ms\"\n\n[[discovery]]\nprotocol = \"postgres\"\nsrv = \"_pg._tcp.replicas.test\"\nnameserver = \"{ns}\"\ninterval = \"200ms\"\n",
+        env.topo.primary().addr(),
+    );
+    let (process, running) = pg::start_sluice(&text).await;
+    let admin = sluice_admin::serve(
+        &sluice_config::AdminConfig::new("127.0.0.1:0"),
+        process.clone(),
+        running.shutdown_signal(),
+    )
+    .await
+    .unwrap();
+    let a = admin.addr;
+    for s in &standbys {
+        wait_view(a, s, "found by SRV", |v| {
+            v.1 == "replica" && v.2 == "ONLINE"
+        })
+        .await;
+        assert_eq!(
+            listed(a, s).unwrap()["discovered"],
+            "srv _pg._tcp.replicas.test"
+        );
+    }
+    records.lock().unwrap().pop();
+    wait_servers(
+        a,
+        "the standby whose SRV record was withdrawn leaves",
+        |s| !s.iter().any(|v| v["address"] == standbys[1]),
+    )
+    .await;
+    assert!(listed(a, &standbys[0]).is_some());
     drop(running);
 }

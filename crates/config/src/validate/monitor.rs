@@ -44,12 +44,13 @@ impl Config {
         for (i, d) in self.discovery.iter().enumerate() {
             let f = format!("discovery[{i}]");
             let sources = usize::from(d.dns.is_some())
+                + usize::from(d.srv.is_some())
                 + usize::from(d.from_primary)
                 + usize::from(d.command.is_some());
             if sources != 1 {
                 return Err(ConfigError::new(
                     f,
-                    "needs exactly one of dns, from_primary and command",
+                    "needs exactly one of dns, srv, from_primary and command",
                 ));
             }
             if !m.enabled {
@@ -64,6 +65,20 @@ impl Config {
                     .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0))
                 {
                     return Err(ConfigError::new(format!("{f}.dns"), "must be name:port"));
+                }
+            }
+            if let Some(ns) = &d.nameserver {
+                if ns.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(ConfigError::new(
+                        format!("{f}.nameserver"),
+                        "must be ip:port",
+                    ));
+                }
+                if d.dns.is_none() && d.srv.is_none() {
+                    return Err(ConfigError::new(
+                        format!("{f}.nameserver"),
+                        "applies to dns and srv only",
+                    ));
                 }
             }
             if d.max_servers == 0 || d.max_servers > 256 {
