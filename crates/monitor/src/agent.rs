@@ -212,6 +212,19 @@ pub trait Agent: Send + Sync + 'static {
     fn repairs_divergence(&self) -> bool {
         false
     }
+    /// Makes `replica` fetch from `source` (another replica of the same failed primary)
+    /// what it received beyond its own position, up to `position`, within `timeout`; it
+    /// stops receiving from `source` only when [`Agent::detach`] says so. For protocols
+    /// where a replica can stream from another (PostgreSQL cascading replication).
+    fn fast_forward<'a>(
+        &'a self,
+        _replica: &'a Server,
+        _source: &'a Server,
+        _position: &'a str,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, AgentResult<()>> {
+        Box::pin(async { Err(AgentError::failed("not supported for this protocol")) })
+    }
     /// The replicas connected to `primary`, as it reports them.
     fn reported_replicas<'a>(
         &'a self,

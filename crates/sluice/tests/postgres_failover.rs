@@ -2,11 +2,11 @@
 //! standbys under synchronous replication (`FIRST 1` of all three servers, by their
 //! `cluster_name`), with a client writing numbered rows through sluice all along:
 //!
-//! 1. the primary is killed (SIGKILL): its synchronous standby is promoted, the other one
+//! 1. the primary is killed (SIGKILL), twice: its synchronous standby is promoted, the other one
 //!    follows it, writes resume there, and every acknowledged row is on it; the old primary,
 //!    started again, is kept out of traffic at once, found diverged (its crash recovery
 //!    wrote past the fork point) and brought back as a standby by `rewind_command`;
-//! 2. the new primary hangs (SIGSTOP): the same, and the statement in flight on it fails
+//! 2. then the primary hangs (SIGSTOP): the same, and the statement in flight on it fails
 //!    with a clear error instead of hanging; thawed, it is fenced and rewound as well;
 //! 3. a switchover under pgbench load: no client error, the old primary rejoins.
 //!
@@ -128,6 +128,15 @@ fn events(admin: SocketAddr) -> String {
     get_json(admin, "/api/events").to_string()
 }
 
+/// The events and every server's recent log, for a failure message.
+fn diagnosis(env: &pg::PgEnv, admin: SocketAddr) -> String {
+    let mut out = events(admin);
+    for s in &env.topo.servers {
+        out.push_str(&format!("\n--- {} ---\n{}", s.addr(), s.log_tail(25)));
+    }
+    out
+}
+
 /// Waits until a server other than `old` holds the primary role; returns it.
 async fn new_primary(admin: SocketAddr, old: &str) -> String {
     let deadline = Instant::now() + LONG;
@@ -184,6 +193,62 @@ fn all_present(env: &pg::PgEnv, addr: &str, acked: &BTreeSet<u64>, what: &str) {
         lost.is_empty(),
         "{what}: acknowledged rows missing on {addr}: {lost:?}"
     );
+}
+
+/// `kill -SIG pid`.
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+/// The server that is neither `a` nor `b`.
+fn other_than(env: &pg::PgEnv, a: &str, b: &str) -> String {
+    env.topo
+        .servers
+        .iter()
+        .map(|s| s.addr())
+        .find(|s| s != a && s != b)
+        .unwrap()
+}
+
+/// Freezes the WAL receiver of the standby at `sync`, has the primary write (as `postgres`,
+/// whose commits wait for no standby) far more WAL than the frozen connection's socket
+/// buffers hold, and waits until the standby at `ahead` received it: `ahead` then has more
+/// WAL than `sync` will ever get from this primary. Returns the frozen process.
+async fn freeze_receiver(env: &pg::PgEnv, sync: &str, ahead: &str) -> u32 {
+    let by_addr = |a: &str| env.topo.servers.iter().find(|s| s.addr() == a).unwrap();
+    let pid: u32 = by_addr(sync)
+        .sql("SELECT pid FROM pg_stat_wal_receiver")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    signal(pid, "STOP");
+    let primary = env
+        .topo
+        .servers
+        .iter()
+        .find(|s| s.addr() != sync && s.addr() != ahead)
+        .unwrap();
+    primary
+        .sql("CREATE TABLE IF NOT EXISTS unsynced (x int); INSERT INTO unsynced SELECT generate_series(1, 500000)")
+        .unwrap();
+    let lsn = primary.sql("SELECT pg_current_wal_lsn()").unwrap();
+    let q = format!(
+        "SELECT pg_last_wal_receive_lsn() >= '{}'::pg_lsn",
+        lsn.trim()
+    );
+    let deadline = Instant::now() + LONG;
+    while by_addr(ahead).sql(&q).unwrap().trim() != "t" {
+        assert!(Instant::now() < deadline, "{ahead} did not receive {lsn}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pid
 }
 
 /// The standby the primary at `addr` reports as synchronous now.
@@ -254,55 +319,78 @@ async fn postgres_fails_over_to_a_synchronous_standby_rejoins_and_switches_over(
     let w = Writer::start(env.port);
     w.more(20, || events(a)).await;
 
-    // 1. SIGKILL: the synchronous standby takes over.
-    let sync = synchronous_standby(&env, &original);
-    let killed_at = w.acked().len();
+    // 1. Rounds of SIGKILL, then SIGSTOP, of whichever server is the primary: its
+    //    synchronous standby takes over, the other standby follows it, writes resume with
+    //    every acknowledged row on it, and the old primary comes back as a standby.
     let mut env = env;
-    env.topo.servers[0].kill();
-    let p1 = new_primary(a, &original).await;
-    assert_eq!(p1, sync, "promoted a standby that was not synchronous");
-    w.more(20, || events(a)).await;
-    all_present(&env, &p1, &w.acked(), "after SIGKILL");
-    let other = env
-        .topo
-        .servers
-        .iter()
-        .map(|s| s.addr())
-        .find(|s| *s != original && *s != p1)
-        .unwrap();
-    wait_view(a, &other, "following the new primary", |v| {
-        v.1 == "replica" && v.2 == "ONLINE" && v.3 == p1
-    })
-    .await;
-    eprintln!(
-        "SIGKILL: {} promoted; {} rows acknowledged at the kill, {} now, all on it",
-        p1,
-        killed_at,
-        w.acked().len()
-    );
-    // The old primary comes back: kept out, rewound, a standby of the new one.
-    // (sluice may fence it, stop it and rewind it before the testkit sees it answer: then the
-    // testkit reports that the process it started exited; what counts is that it rejoins.)
-    if let Err(e) = tokio::task::block_in_place(|| env.topo.servers[0].start_again()) {
-        eprintln!("the old primary's first start: {e}");
+    let mut current = original.clone();
+    for (round, hang) in [(1, false), (2, false), (3, true)] {
+        let how = if hang { "SIGSTOP" } else { "SIGKILL" };
+        let sync = synchronous_standby(&env, &current);
+        let at = env
+            .topo
+            .servers
+            .iter()
+            .position(|s| s.addr() == current)
+            .unwrap();
+        let acked_before = w.acked().len();
+        // In the first round the synchronous standby stops receiving (its WAL receiver
+        // frozen) while the primary writes a commit that waits for no standby: the
+        // asynchronous standby then has more WAL than the one that may be promoted, which
+        // must first fetch it from there (or the other could not follow it).
+        let frozen = if round == 1 {
+            Some(freeze_receiver(&env, &sync, &other_than(&env, &current, &sync)).await)
+        } else {
+            None
+        };
+        if hang {
+            env.topo.servers[at].pause().unwrap();
+        } else {
+            env.topo.servers[at].kill();
+        }
+        // (Thawed once the primary is dead: it finds nothing more to receive.)
+        if let Some(pid) = frozen {
+            signal(pid, "CONT");
+        }
+        let next = new_primary(a, &current).await;
+        if frozen.is_some() {
+            let ev = events(a);
+            assert!(ev.contains("fetched from"), "no fast-forward: {ev}");
+        }
+        assert_eq!(
+            next, sync,
+            "round {round}: promoted a standby that was not synchronous"
+        );
+        w.more(20, || diagnosis(&env, a)).await;
+        all_present(&env, &next, &w.acked(), how);
+        let other = env
+            .topo
+            .servers
+            .iter()
+            .map(|s| s.addr())
+            .find(|s| *s != current && *s != next)
+            .unwrap();
+        wait_view(a, &other, "following the new primary", |v| {
+            v.1 == "replica" && v.2 == "ONLINE" && v.3 == next
+        })
+        .await;
+        eprintln!(
+            "round {round} ({how}): {next} promoted; {acked_before} rows acknowledged before, {} now, all on it",
+            w.acked().len()
+        );
+        // The old primary comes back: kept out, found diverged or not, rewound, a standby
+        // of the new one. (After a SIGKILL sluice may fence, stop and rewind it before the
+        // testkit sees it answer: then the testkit says the process it started exited; what
+        // counts is that it rejoins.)
+        if hang {
+            env.topo.servers[at].resume().unwrap();
+        } else if let Err(e) = tokio::task::block_in_place(|| env.topo.servers[at].start_again()) {
+            eprintln!("the old primary's first start: {e}");
+        }
+        rejoins(&env, a, &current, &next).await;
+        current = next;
     }
-    rejoins(&env, a, &original, &p1).await;
-
-    // 2. SIGSTOP: a hung primary is replaced the same way.
-    let sync = synchronous_standby(&env, &p1);
-    let hung = env
-        .topo
-        .servers
-        .iter()
-        .position(|s| s.addr() == p1)
-        .unwrap();
-    env.topo.servers[hung].pause().unwrap();
-    let p2 = new_primary(a, &p1).await;
-    assert_eq!(p2, sync, "promoted a standby that was not synchronous");
-    w.more(20, || events(a)).await;
-    all_present(&env, &p2, &w.acked(), "after SIGSTOP");
-    env.topo.servers[hung].resume().unwrap();
-    rejoins(&env, a, &p1, &p2).await;
+    let p2 = current;
     for s in env
         .topo
         .servers
@@ -389,5 +477,27 @@ async fn postgres_fails_over_to_a_synchronous_standby_rejoins_and_switches_over(
     let (status, _) = request(a, "GET", "/api/monitor?protocol=mysql", None);
     assert_eq!(status, 404);
     assert!(events(a).contains("\"protocol\":\"postgres\""));
+    // Every promotion started a timeline: the primary is on the fifth (three failovers and a
+    // switchover), as the API and the metrics say.
+    let view = get_json(a, "/api/servers");
+    let tl = view
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["address"] == p3)
+        .unwrap()["timeline"]
+        .as_u64();
+    assert_eq!(tl, Some(5), "{view}");
+    let (_, metrics) = request(a, "GET", "/metrics", None);
+    assert!(
+        metrics.contains(&format!(
+            "sluice_server_timeline{{server=\"{p3}\",protocol=\"postgres\"}} 5"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sluice_replication_lag_bytes{"),
+        "{metrics}"
+    );
     rejoins(&env, a, &p2, &p3).await;
 }

@@ -143,6 +143,20 @@ pub(super) fn encode(enc: &mut DescriptorEncoder<'_>, sc: &Scrape<'_>) -> Result
     )?;
     family(
         enc,
+        "sluice_server_timeline",
+        "The timeline each PostgreSQL server's WAL is on (it changes with every promotion).",
+        MetricType::Gauge,
+        observed.iter().filter_map(|(s, o)| {
+            o.timeline.map(|t| {
+                (
+                    vec![("server", &*s.name), ("protocol", sc.protocol_of(s))],
+                    gauge(i64::from(t)),
+                )
+            })
+        }),
+    )?;
+    family(
+        enc,
         "sluice_server_check_latency_microseconds",
         "Round-trip time of the monitor's last successful check.",
         MetricType::Gauge,

@@ -227,13 +227,17 @@ impl Agent for PgAgent {
         (a != 0 && b != 0).then(|| a.saturating_sub(b))
     }
 
+    /// A standby has caught up with `position` once it has *received* it (flushed it to its
+    /// WAL): promotion replays everything received before it ends recovery, and the
+    /// position received can lie past the last complete record (a primary that died in the
+    /// middle of one), which replay never reaches.
     fn catch_up<'a>(
         &'a self,
         server: &'a Server,
         position: &'a str,
         timeout: Duration,
     ) -> BoxFuture<'a, AgentResult<()>> {
-        const AT: &str = "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END";
+        const AT: &str = "SELECT CASE WHEN pg_is_in_recovery() THEN GREATEST(pg_last_wal_replay_lsn(), pg_last_wal_receive_lsn()) ELSE pg_current_wal_lsn() END";
         Box::pin(async move {
             let target = lsn(position);
             let deadline = Instant::now() + timeout;
@@ -251,7 +255,7 @@ impl Agent for PgAgent {
                 }
                 if Instant::now() >= deadline {
                     return Err(AgentError::failed(format!(
-                        "replayed up to {at}, not {position}, within {} ms",
+                        "received up to {at}, not {position}, within {} ms",
                         timeout.as_millis()
                     )));
                 }
@@ -307,6 +311,16 @@ impl Agent for PgAgent {
         server: &'a Server,
     ) -> BoxFuture<'a, AgentResult<Vec<String>>> {
         Box::pin(self.lacking(server))
+    }
+
+    fn fast_forward<'a>(
+        &'a self,
+        replica: &'a Server,
+        source: &'a Server,
+        position: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, AgentResult<()>> {
+        Box::pin(self.fetch_from(replica, source, position, timeout))
     }
 
     fn repairs_divergence(&self) -> bool {

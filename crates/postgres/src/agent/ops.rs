@@ -205,6 +205,35 @@ impl PgAgent {
         Ok(())
     }
 
+    /// `Agent::fast_forward`: the standby streams from `source` (cascading replication)
+    /// until it received `position`.
+    pub(super) async fn fetch_from(
+        &self,
+        replica: &Server,
+        source: &Server,
+        position: &str,
+        timeout: Duration,
+    ) -> AgentResult<()> {
+        self.follow(replica, source).await?;
+        let target = lsn(position);
+        let deadline = Instant::now() + timeout;
+        let mut conn = self.op_conn(replica).await?;
+        loop {
+            let at = Self::run(&mut conn, "SELECT pg_last_wal_receive_lsn()").await?;
+            let at = at.into_iter().next().flatten().unwrap_or_default();
+            if lsn(&at) >= target {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(AgentError::failed(format!(
+                    "received up to {at}, not {position}, within {} ms",
+                    timeout.as_millis()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// A former primary must restart as a standby: starts `rewind_command` (or says how far
     /// it is, or why it cannot).
     fn rewind(&self, server: &Server, primary: &Server) -> AgentResult<()> {
