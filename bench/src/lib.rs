@@ -10,6 +10,7 @@ pub mod hist;
 pub mod load;
 pub mod pg;
 pub mod pgclient;
+pub mod pgmanaged;
 pub mod plot;
 
 use std::path::PathBuf;

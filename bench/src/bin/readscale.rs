@@ -26,7 +26,7 @@
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sluice_bench::cgroup::{CpuCap, CpuStat};
+use sluice_bench::cgroup::{children_cpu_micros, machine_jiffies, CpuCap, CpuStat};
 use sluice_bench::plot::{Chart, Series};
 use sluice_bench::*;
 use sluice_testkit::{Topology, TopologyOptions};
@@ -111,32 +111,6 @@ const PERIOD_US: u64 = 100_000;
 
 // ---------------------------------------------------------------------------------------------
 // Measurements
-
-/// (busy, total) jiffies of the whole machine from /proc/stat.
-fn machine_jiffies() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let total: u64 = f.iter().sum();
-    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
-    (total - idle, total)
-}
-
-/// CPU time (user + system) of this process's waited-for children, microseconds.
-fn children_cpu_micros() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    us(ru.ru_utime) + us(ru.ru_stime)
-}
 
 fn com_selects(topo: &Topology) -> Result<Vec<u64>, String> {
     topo.servers

@@ -357,6 +357,11 @@ impl Postgres {
     /// Stops it at once (SIGKILL), as a crash would: the process this handle started, and
     /// a postmaster started in its directory by something else (a rewind command).
     pub fn kill(&mut self) {
+        // Its processes first: a frozen one (see `pause`) would outlive the postmaster.
+        for child in self.children() {
+            // SAFETY: kill(2) on a process whose parent is this server's postmaster.
+            unsafe { libc::kill(child, libc::SIGKILL) };
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
