@@ -104,6 +104,19 @@ async fn dns_server(
     addr
 }
 
+/// Starts sluice in process for `text`, with the admin API on a free port.
+async fn sluice_with_admin(text: &str) -> (sluice_runtime::Running, sluice_admin::Admin) {
+    let (process, running) = pg::start_sluice(text).await;
+    let admin = sluice_admin::serve(
+        &sluice_config::AdminConfig::new("127.0.0.1:0"),
+        process,
+        running.shutdown_signal(),
+    )
+    .await
+    .unwrap();
+    (running, admin)
+}
+
 /// Starts pgbench select-only through sluice on `port` for `secs` seconds.
 fn pgbench(port: u16, secs: u32) -> tokio::task::JoinHandle<std::process::Output> {
     let bin = sluice_testkit::find_program("pgbench", "postgresql-client-15").unwrap();
@@ -163,14 +176,19 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
         let view = listed(a, s).unwrap();
         assert_eq!(view["discovered"], "postgres primary", "{view}");
     }
-    // They serve reads.
+    // They serve reads (pgbench's, and reads of the test's own while pgbench may be over).
     let deadline = Instant::now() + Duration::from_secs(60);
     while standbys
         .iter()
         .any(|s| listed(a, s).unwrap()["queries"].as_u64().unwrap() == 0)
     {
         assert!(Instant::now() < deadline, "{:#?}", servers(a));
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let port = env.port;
+        tokio::task::spawn_blocking(move || {
+            pg::psql(port, "app", "app", "postgres", &["-c", "SELECT 1"])
+        })
+        .await
+        .unwrap();
     }
     // The second one stops streaming: the primary no longer reports it, and it leaves.
     let second = &env.topo.replicas()[1];
@@ -209,14 +227,7 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
         list.display(),
         env.topo.replicas()[1].port
     );
-    let (process, running) = pg::start_sluice(&text).await;
-    let admin = sluice_admin::serve(
-        &sluice_config::AdminConfig::new("127.0.0.1:0"),
-        process.clone(),
-        running.shutdown_signal(),
-    )
-    .await
-    .unwrap();
+    let (running, admin) = sluice_with_admin(&text).await;
     let a = admin.addr;
     wait_view(a, &standbys[0], "found by the command", |v| {
         v.1 == "replica" && v.2 == "ONLINE"
@@ -254,10 +265,15 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
     }
     // Output that is not host:port: a failed look, nothing changes.
     std::fs::write(&list, "not an address\n").unwrap();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !get_json(a, "/api/events")
+        .to_string()
+        .contains("not host:port")
+    {
+        assert!(Instant::now() < deadline, "{}", get_json(a, "/api/events"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(listed(a, &standbys[0]).is_some());
-    let events = get_json(a, "/api/events").to_string();
-    assert!(events.contains("not host:port"), "{events}");
     // It stops listing them: they leave.
     std::fs::write(&list, "").unwrap();
     wait_servers(a, "what the command no longer lists leaves", |s| {
@@ -283,14 +299,7 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
         "[[listeners]]\nlisten = \"127.0.0.1:0\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\n\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\ninterval = \"100ms\"\n\n[[discovery]]\nprotocol = \"postgres\"\nsrv = \"_pg._tcp.replicas.test\"\nnameserver = \"{ns}\"\ninterval = \"200ms\"\n",
         env.topo.primary().addr(),
     );
-    let (process, running) = pg::start_sluice(&text).await;
-    let admin = sluice_admin::serve(
-        &sluice_config::AdminConfig::new("127.0.0.1:0"),
-        process.clone(),
-        running.shutdown_signal(),
-    )
-    .await
-    .unwrap();
+    let (running, admin) = sluice_with_admin(&text).await;
     let a = admin.addr;
     for s in &standbys {
         wait_view(a, s, "found by SRV", |v| {

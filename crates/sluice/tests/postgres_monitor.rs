@@ -217,10 +217,31 @@ async fn a_session_that_asks_reads_its_own_writes_from_standbys_that_replayed_th
             .unwrap();
         r.sql("SELECT pg_reload_conf()").unwrap();
     }
-    env.topo
-        .primary()
-        .sql("CREATE TABLE replay_stops_here ()")
-        .unwrap();
+    // (The delay applies once the standby's startup process has read the new setting: a
+    // marker commit it does not replay at once shows it has; one it replays is tried again.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for n in 0.. {
+        env.topo
+            .primary()
+            .sql(&format!("CREATE TABLE replay_stops_here_{n} ()"))
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let replayed = env.topo.replicas().iter().any(|r| {
+            r.sql(&format!(
+                "SELECT to_regclass('replay_stops_here_{n}') IS NOT NULL"
+            ))
+            .unwrap()
+            .trim()
+                == "t"
+        });
+        if !replayed {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standbys never delayed their replay"
+        );
+    }
 
     // Without read-your-writes a session's read does not see its write: it is on a standby.
     let plain = session(

@@ -12,7 +12,7 @@
 //! The operations failover, switchover and rejoin are made of (promotion, repointing,
 //! fencing, telling whether a former primary diverged) are in `ops.rs`.
 
-mod connection;
+pub(crate) mod connection;
 pub mod conninfo;
 mod ops;
 mod rewind;
@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 /// Checks a server: recovery, its position (a primary's current WAL position, a standby's
 /// replay position), a standby's received position, replay paused, lag in seconds (0 when
 /// everything received is replayed; -1 when nothing was replayed yet), and a primary's
-/// timeline (from the name of its current WAL file).
+/// timeline (from the name of its current WAL file); whether it refuses writes, a primary's
+/// `synchronous_standby_names`, and what a standby streams as (`primary_conninfo`, read by
+/// members of `pg_read_all_settings`, and `cluster_name`).
 const CHECK: &str = "SELECT pg_is_in_recovery(), \
      CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, \
      pg_last_wal_receive_lsn(), \
@@ -42,7 +44,9 @@ const CHECK: &str = "SELECT pg_is_in_recovery(), \
           ELSE COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp()), -1) END, \
      CASE WHEN NOT pg_is_in_recovery() THEN ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END, \
      current_setting('default_transaction_read_only'), \
-     CASE WHEN NOT pg_is_in_recovery() THEN current_setting('synchronous_standby_names') END";
+     CASE WHEN NOT pg_is_in_recovery() THEN current_setting('synchronous_standby_names') END, \
+     CASE WHEN pg_is_in_recovery() THEN current_setting('primary_conninfo') END, \
+     current_setting('cluster_name')";
 
 /// A primary's standbys and whether its commits wait for them.
 const STANDBYS: &str = "SELECT application_name, sync_state FROM pg_stat_replication";
@@ -51,11 +55,6 @@ const STANDBYS: &str = "SELECT application_name, sync_state FROM pg_stat_replica
 /// `sender_port` are shown to superusers and members of `pg_read_all_stats`).
 const RECEIVER: &str =
     "SELECT status, sender_host, sender_port, received_tli FROM pg_stat_wal_receiver";
-
-/// What a standby streams as: its `primary_conninfo` (read by members of
-/// `pg_read_all_settings`) and `cluster_name`.
-const STREAMS_AS: &str =
-    "SELECT current_setting('primary_conninfo'), current_setting('cluster_name')";
 
 /// The monitor's agent for PostgreSQL.
 pub struct PgAgent {
@@ -107,10 +106,8 @@ impl PgAgent {
     /// The `application_name` a standby streams under (its primary lists it by that name
     /// in `pg_stat_replication`): from its `primary_conninfo` (the one it had before the
     /// monitor emptied it), else `cluster_name`, else PostgreSQL's default.
-    async fn streams_as(&self, conn: &mut PgConn, server: &str) -> AgentResult<String> {
-        let row = first_row(conn, STREAMS_AS).await?;
-        let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-        let info = match col(0) {
+    fn streams_as(&self, server: &str, primary_conninfo: String, cluster_name: String) -> String {
+        let info = match primary_conninfo {
             c if c.is_empty() => self
                 .detached
                 .lock()
@@ -119,11 +116,11 @@ impl PgAgent {
                 .unwrap_or_default(),
             c => c,
         };
-        Ok(match conninfo::application_name(&info) {
+        match conninfo::application_name(&info) {
             n if !n.is_empty() => n,
-            _ if !col(1).is_empty() => col(1),
+            _ if !cluster_name.is_empty() => cluster_name,
             _ => "walreceiver".into(),
-        })
+        }
     }
 
     async fn check(&self, server: &Server) -> AgentResult<Report> {
@@ -198,7 +195,7 @@ impl PgAgent {
                 sql_running: !paused,
                 lag: (streaming && lag_s >= 0.0).then(|| Duration::from_secs_f64(lag_s)),
                 received: field(2),
-                name: self.streams_as(&mut conn, &server.name).await?,
+                name: self.streams_as(&server.name, field(8), field(9)),
                 error: (!streaming).then(|| {
                     if receiver.is_none() {
                         "no WAL receiver is running".to_string()

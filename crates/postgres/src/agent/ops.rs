@@ -22,7 +22,7 @@ use super::rewind::{self, Job, State};
 use super::{lsn, PgAgent};
 use crate::backend::PgConn;
 use sluice_core::Server;
-use sluice_monitor::agent::{within, AgentError, AgentResult};
+use sluice_monitor::agent::{within, Agent, AgentError, AgentResult};
 use std::time::{Duration, Instant};
 
 /// How long `pg_promote()` may take.
@@ -48,6 +48,30 @@ impl PgAgent {
         within(OP_TIMEOUT, first_row(conn, sql)).await
     }
 
+    /// Whether the server is in recovery (a standby), and the columns `cols` (one
+    /// `SELECT` list) as text.
+    async fn recovery_and(conn: &mut PgConn, cols: &str) -> AgentResult<(bool, Vec<String>)> {
+        let row = Self::run(conn, &format!("SELECT pg_is_in_recovery(), {cols}")).await?;
+        let mut row = row.into_iter().map(Option::unwrap_or_default);
+        let standby = row.next().is_some_and(|r| r == "t");
+        Ok((standby, row.collect()))
+    }
+
+    /// As [`PgAgent::recovery_and`], an error unless the server is a standby.
+    async fn standby_and(
+        conn: &mut PgConn,
+        server: &Server,
+        cols: &str,
+    ) -> AgentResult<Vec<String>> {
+        match Self::recovery_and(conn, cols).await? {
+            (true, row) => Ok(row),
+            (false, _) => Err(AgentError::failed(format!(
+                "{} is not a standby",
+                server.name
+            ))),
+        }
+    }
+
     /// Changes settings with `ALTER SYSTEM` (one statement each: it cannot run in a
     /// transaction block, implicit ones included), then reloads the configuration.
     async fn alter_system(conn: &mut PgConn, settings: &[String]) -> AgentResult<()> {
@@ -60,19 +84,9 @@ impl PgAgent {
     /// `Agent::detach`: the standby stops receiving (its WAL receiver gone), replaying on.
     pub(super) async fn stop_receiving(&self, server: &Server) -> AgentResult<()> {
         let mut conn = self.op_conn(server).await?;
-        let row = Self::run(
-            &mut conn,
-            "SELECT pg_is_in_recovery(), current_setting('primary_conninfo')",
-        )
-        .await?;
-        let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-        if col(0) != "t" {
-            return Err(AgentError::failed(format!(
-                "{} is not a standby",
-                server.name
-            )));
-        }
-        let previous = col(1);
+        let previous = Self::standby_and(&mut conn, server, "current_setting('primary_conninfo')")
+            .await?
+            .swap_remove(0);
         if !previous.is_empty() {
             self.detached
                 .lock()
@@ -127,24 +141,19 @@ impl PgAgent {
     /// `Agent::promote`.
     pub(super) async fn make_primary(&self, server: &Server) -> AgentResult<()> {
         let mut conn = self.op_conn(server).await?;
-        let row = Self::run(
+        let row = Self::standby_and(
             &mut conn,
-            "SELECT pg_is_in_recovery(), current_setting('default_transaction_read_only'), current_setting('synchronous_standby_names')",
+            server,
+            "current_setting('default_transaction_read_only'), current_setting('synchronous_standby_names')",
         )
         .await?;
-        let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-        if col(0) != "t" {
-            return Err(AgentError::failed(format!(
-                "{} is not a standby",
-                server.name
-            )));
-        }
+        let (read_only, own_names) = (&row[0], &row[1]);
         let mut settings = Vec::new();
-        if col(1) == "on" {
+        if read_only == "on" {
             settings.push("default_transaction_read_only = off".to_string());
         }
         let names = self.synchronous_names.lock().clone();
-        if col(2).trim().is_empty() && !names.trim().is_empty() {
+        if own_names.trim().is_empty() && !names.trim().is_empty() {
             settings.push(format!("synchronous_standby_names = {}", literal(&names)));
         }
         if !settings.is_empty() {
@@ -166,17 +175,13 @@ impl PgAgent {
     /// under way; the monitor places the server once it reports as a standby).
     pub(super) async fn follow(&self, replica: &Server, primary: &Server) -> AgentResult<()> {
         let mut conn = self.op_conn(replica).await?;
-        let row = Self::run(
-            &mut conn,
-            "SELECT pg_is_in_recovery(), current_setting('primary_conninfo')",
-        )
-        .await?;
-        let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-        if col(0) != "t" {
+        let (standby, mut row) =
+            Self::recovery_and(&mut conn, "current_setting('primary_conninfo')").await?;
+        if !standby {
             return self.rewind(replica, primary);
         }
         let (host, port) = rewind::split(&primary.address);
-        let current = col(1);
+        let current = row.swap_remove(0);
         let base = if current.is_empty() {
             self.detached.lock().get(&replica.name).cloned()
         } else {
@@ -215,23 +220,7 @@ impl PgAgent {
         timeout: Duration,
     ) -> AgentResult<()> {
         self.follow(replica, source).await?;
-        let target = lsn(position);
-        let deadline = Instant::now() + timeout;
-        let mut conn = self.op_conn(replica).await?;
-        loop {
-            let at = Self::run(&mut conn, "SELECT pg_last_wal_receive_lsn()").await?;
-            let at = at.into_iter().next().flatten().unwrap_or_default();
-            if lsn(&at) >= target {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Err(AgentError::failed(format!(
-                    "received up to {at}, not {position}, within {} ms",
-                    timeout.as_millis()
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        self.catch_up(replica, position, timeout).await
     }
 
     /// A former primary must restart as a standby: starts `rewind_command` (or says how far
@@ -286,16 +275,15 @@ impl PgAgent {
         primary: &Server,
     ) -> AgentResult<Option<String>> {
         let mut conn = self.op_conn(server).await?;
-        let row = Self::run(
+        let (standby, row) = Self::recovery_and(
             &mut conn,
-            &format!("SELECT pg_is_in_recovery(), CASE WHEN NOT pg_is_in_recovery() THEN pg_current_wal_insert_lsn() END, CASE WHEN NOT pg_is_in_recovery() THEN {TIMELINE} END"),
+            &format!("CASE WHEN NOT pg_is_in_recovery() THEN pg_current_wal_insert_lsn() END, CASE WHEN NOT pg_is_in_recovery() THEN {TIMELINE} END"),
         )
         .await?;
-        let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
-        if col(0) == "t" {
+        if standby {
             return Ok(None);
         }
-        let (end, tli) = (col(1), col(2).parse::<u32>().unwrap_or(0));
+        let (end, tli) = (&row[0], row[1].parse::<u32>().unwrap_or(0));
         let mut pconn = self.op_conn(primary).await?;
         let prow = Self::run(
             &mut pconn,
@@ -328,7 +316,7 @@ impl PgAgent {
                 "its timeline {tli} is not in the history of the primary's timeline {ptli}"
             )));
         };
-        let past = lsn(&end).saturating_sub(lsn(&fork));
+        let past = lsn(end).saturating_sub(lsn(&fork));
         Ok((past > 0).then(|| {
             format!(
                 "its WAL ends at {end}, {past} bytes past {fork}, where {} left timeline {tli}",

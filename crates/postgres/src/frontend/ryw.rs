@@ -1,6 +1,7 @@
 //! Read-your-writes: a session that asks for it (`[[users]] read_your_writes`, or
 //! `SET sluice.read_your_writes = on`) reads only from a standby that has replayed its last
-//! write, or from the primary.
+//! write, or from the primary. Whether it asked is read from the session's settings, which
+//! follow `SET`, `RESET` and transactions (a `SET` in a rolled-back block never counted).
 //!
 //! When a transaction that wrote on the primary is over, sluice asks that connection for its
 //! WAL insert position (one hidden round trip, before the connection goes back to the pool):
@@ -10,7 +11,6 @@
 //! primary instead. Nothing waits: other sessions, and this one, go on at once.
 
 use super::session::{Session, SessionError};
-use super::state::Change;
 use crate::agent::lsn;
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
@@ -24,9 +24,7 @@ pub const SETTING: &str = "sluice.read_your_writes";
 /// A session's read-your-writes state.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Ryw {
-    /// Asked for (the user's default until the session sets it).
-    pub on: bool,
-    /// The user's default (`RESET` goes back to it).
+    /// The user's default (what holds while the session has not set it).
     pub default: bool,
     /// The open transaction wrote on the primary.
     dirty: bool,
@@ -38,55 +36,45 @@ impl Ryw {
     /// For a user whose default is `on`.
     pub fn new(on: bool) -> Ryw {
         Ryw {
-            on,
             default: on,
             ..Ryw::default()
         }
     }
 }
 
-/// `Some(value)` if `change` sets (or resets, to `default`) read-your-writes.
-fn asked(change: &Change, default: bool) -> Option<bool> {
-    match change {
-        Change::Set(name, stmt) if name == SETTING => {
-            let lower = stmt.to_ascii_lowercase();
-            let after = &lower[lower.find(SETTING)? + SETTING.len()..];
-            let value = after
-                .trim_start()
-                .strip_prefix('=')
-                .or_else(|| after.trim_start().strip_prefix("to "))?;
-            match value.trim().trim_matches(['\'', '"', ';', ' ']) {
-                "on" | "true" | "yes" | "1" => Some(true),
-                "off" | "false" | "no" | "0" => Some(false),
-                "default" => Some(default),
-                _ => None,
-            }
-        }
-        Change::Reset(name) if name == SETTING => Some(default),
-        Change::ResetAll => Some(default),
+/// The value a `SET sluice.read_your_writes ...` statement gives (`None`: not a boolean, or
+/// not such a statement).
+fn asked(stmt: &str) -> Option<bool> {
+    let lower = stmt.to_ascii_lowercase();
+    let after = &lower[lower.find(SETTING)? + SETTING.len()..];
+    let value = after
+        .trim_start()
+        .strip_prefix('=')
+        .or_else(|| after.trim_start().strip_prefix("to "))?;
+    match value.trim().trim_matches(['\'', '"', ';', ' ']) {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
         _ => None,
     }
 }
 
 impl Session {
-    /// After a unit ran on `hostgroup`: follows `SET sluice.read_your_writes`, notes a write
-    /// on the primary and, once its transaction is over, where the primary's WAL was.
-    pub(super) async fn ryw_after(
-        &mut self,
-        ran: &[Arc<StmtDef>],
-        on_writer: bool,
-    ) -> Result<(), SessionError> {
-        for def in ran {
-            for c in &def.info.changes {
-                if let Some(on) = asked(c, self.ryw.default) {
-                    self.ryw.on = on;
-                }
-            }
-        }
-        if !self.ryw.on {
-            self.ryw.dirty = false;
-            return Ok(());
-        }
+    /// True if the session reads its own writes now: as its settings say, else as its
+    /// user's default.
+    fn ryw_on(&self) -> bool {
+        self.settings
+            .statement(SETTING)
+            .and_then(asked)
+            .unwrap_or(self.ryw.default)
+    }
+
+    /// After a unit ran: notes a write on the primary and, once its transaction is over,
+    /// where the primary's WAL was (if the session reads its own writes then).
+    pub(super) async fn ryw_after(&mut self, ran: &[Arc<StmtDef>]) -> Result<(), SessionError> {
+        let on_writer = self
+            .lease
+            .as_ref()
+            .is_some_and(|l| **l.hostgroup() == *self.fe.topology.router.writer);
         if on_writer
             && ran
                 .iter()
@@ -98,6 +86,9 @@ impl Session {
             return Ok(());
         }
         self.ryw.dirty = false;
+        if !self.ryw_on() {
+            return Ok(());
+        }
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
@@ -118,7 +109,7 @@ impl Session {
     /// is the primary, or a standby that replayed the session's last write); false if the
     /// read must go to the primary instead.
     pub(super) async fn ryw_may_read_here(&mut self, decision: &Decision) -> bool {
-        if !self.ryw.on || self.ryw.lsn == 0 {
+        if self.ryw.lsn == 0 || !self.ryw_on() {
             return true;
         }
         if *decision.hostgroup == *self.fe.topology.router.writer {
@@ -141,68 +132,45 @@ impl Session {
     }
 }
 
-/// The WAL position a one-value query on `conn` returns.
+/// The WAL position a one-value query on `conn` returns (the monitor's way of reading it).
 async fn position(conn: &mut PgConn, sql: &str) -> Result<u64, String> {
-    let mut q = Vec::with_capacity(sql.len() + 6);
-    super::session::put_query(&mut q, sql.as_bytes());
-    conn.send(&q).await.map_err(|e| e.to_string())?;
-    let mut value = None;
-    let mut error = None;
-    loop {
-        let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
-        match tag {
-            b'D' => {
-                // One column: length, then the text.
-                let len = body
-                    .get(2..6)
-                    .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-                    .unwrap_or(-1);
-                if len >= 0 {
-                    value = body
-                        .get(6..6 + len as usize)
-                        .map(|v| String::from_utf8_lossy(v).into_owned());
-                }
-            }
-            b'S' => conn.note_parameter(&body),
-            b'E' => {
-                let fields = crate::wire::error_fields(&body).unwrap_or_default();
-                error = fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m);
-            }
-            b'Z' => break,
-            _ => {}
-        }
-    }
-    if let Some(e) = error {
-        return Err(e);
-    }
-    Ok(value.map(|v| lsn(&v)).unwrap_or(0))
+    let row = crate::agent::connection::first_row(conn, sql)
+        .await
+        .map_err(|e| e.message)?;
+    Ok(row
+        .into_iter()
+        .next()
+        .flatten()
+        .map(|v| lsn(&v))
+        .unwrap_or(0))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{asked, Change, SETTING};
+    use super::{asked, SETTING};
+    use crate::frontend::state::{Change, Settings};
+    use sluice_runtime::intern::Interner;
 
     #[test]
     fn the_setting_is_read_from_set_and_reset() {
-        let set = |s: &str| Change::Set(SETTING.into(), s.into());
-        assert_eq!(
-            asked(&set("SET sluice.read_your_writes = on"), false),
-            Some(true)
-        );
-        assert_eq!(
-            asked(&set("set sluice.read_your_writes to 'off'"), true),
-            Some(false)
-        );
-        assert_eq!(
-            asked(&set("SET sluice.read_your_writes TO DEFAULT"), true),
-            Some(true)
-        );
-        assert_eq!(
-            asked(&set("SET sluice.read_your_writes = maybe"), false),
-            None
-        );
-        assert_eq!(asked(&Change::Reset(SETTING.into()), true), Some(true));
-        assert_eq!(asked(&Change::ResetAll, false), Some(false));
-        assert_eq!(asked(&Change::Reset("timezone".into()), true), None);
+        assert_eq!(asked("SET sluice.read_your_writes = on"), Some(true));
+        assert_eq!(asked("set sluice.read_your_writes to 'off'"), Some(false));
+        assert_eq!(asked("SET sluice.read_your_writes = maybe"), None);
+        // RESET and RESET ALL go back to the user's default: nothing is set any more.
+        let interner = Interner::new(4);
+        let mut s = Settings::from_startup(std::iter::empty(), &interner);
+        s.apply(Change::Set(
+            SETTING.into(),
+            "SET sluice.read_your_writes = on".into(),
+        ));
+        assert_eq!(s.statement(SETTING).and_then(asked), Some(true));
+        s.apply(Change::Reset(SETTING.into()));
+        assert_eq!(s.statement(SETTING), None);
+        s.apply(Change::Set(
+            SETTING.into(),
+            "SET sluice.read_your_writes = on".into(),
+        ));
+        s.apply(Change::ResetAll);
+        assert_eq!(s.statement(SETTING), None);
     }
 }

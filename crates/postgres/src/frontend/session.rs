@@ -278,9 +278,8 @@ impl Session {
             self.status = st;
         }
         self.track(&fwd.ran, prior, relayed.failed, &mut lease);
-        let on_writer = **lease.hostgroup() == *self.fe.topology.router.writer;
         self.lease = Some(lease);
-        self.ryw_after(&fwd.ran, on_writer).await?;
+        self.ryw_after(&fwd.ran).await?;
         if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
             // The server now skips what comes up to the next Sync.
             self.skipping = true;

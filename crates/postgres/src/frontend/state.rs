@@ -171,6 +171,19 @@ impl Settings {
         n == applied.len()
     }
 
+    /// The statement that gives parameter `name` (lower case) its value in force, if any
+    /// (a `SET` outside a transaction block or in a committed one, else the startup value).
+    pub fn statement(&self, name: &str) -> Option<&str> {
+        match self.made.get(name) {
+            Some(made) => made.as_deref(),
+            None => self
+                .startup
+                .iter()
+                .find(|(n, _)| **n == *name)
+                .map(|(_, s)| &**s),
+        }
+    }
+
     /// What a connection must have: parameter name → the statement setting it.
     pub fn desired(&self) -> BTreeMap<String, String> {
         let mut d: BTreeMap<String, String> = self
