@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--connect-clients 1,16] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
+const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--connect-clients 1,16] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
 
 const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
@@ -45,6 +45,15 @@ const MODES: [&str; 3] = ["simple", "extended", "prepared"];
 /// The role every client logs in as (SCRAM-SHA-256), and its password.
 const ROLE: &str = "app";
 const PASSWORD: &str = "app";
+/// What the server, sluice and PgBouncer store for the role: the plaintext password (each
+/// derives its own verifier with 4,096 iterations), or with `--scram-iterations` one SCRAM
+/// secret of that many iterations, the same for all three (sluice and PgBouncer log in to
+/// the server with the client key a client's proof reveals).
+static STORED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn stored_password() -> &'static str {
+    STORED.get().map_or(PASSWORD, String::as_str)
+}
 const DATABASE: &str = "postgres";
 /// PostgreSQL's `max_connections`: every target's clients or pool at once, with room.
 const PG_MAX_CONNECTIONS: u32 = 1500;
@@ -68,6 +77,8 @@ struct Opts {
     /// committed ones).
     plots: Option<PathBuf>,
     sluice_threads: u32,
+    /// PBKDF2 iterations of the stored SCRAM secret; none: PASSWORD stored in plaintext.
+    scram_iterations: Option<u32>,
     targets: Vec<String>,
 }
 
@@ -107,6 +118,7 @@ impl Opts {
             scale: 10,
             plots: None,
             sluice_threads: 1,
+            scram_iterations: None,
             targets: ALL_TARGETS.map(String::from).to_vec(),
         };
         let mut args = args;
@@ -135,6 +147,7 @@ impl Opts {
                 "--scale" => o.scale = num(1)?,
                 "--plots" => o.plots = Some(PathBuf::from(v)),
                 "--sluice-threads" => o.sluice_threads = num(0)?,
+                "--scram-iterations" => o.scram_iterations = Some(num(1)?),
                 "--targets" => {
                     o.targets = list_of(&a, &v, &ALL_TARGETS)?;
                     if !o.targets.iter().any(|t| t == "direct") {
@@ -157,7 +170,7 @@ impl Opts {
             }
         };
         format!(
-            "--time {} --clients {} --workloads {} --modes {} --connect-clients {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --targets {}",
+            "--time {} --clients {} --workloads {} --modes {} --connect-clients {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
             self.time,
             j(&self.clients),
             self.workloads.join(","),
@@ -171,6 +184,8 @@ impl Opts {
                 .as_ref()
                 .map_or("none".into(), |p| p.display().to_string()),
             self.sluice_threads,
+            self.scram_iterations
+                .map_or("none".into(), |n| n.to_string()),
             self.targets.join(",")
         )
     }
@@ -255,6 +270,10 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(n) = opts.scram_iterations {
+        let v = sluice_postgres::scram::Verifier::from_password(PASSWORD, b"pgsuite-salt-16b", n);
+        let _ = STORED.set(v.to_secret());
+    }
     if let Err(e) = run(&opts) {
         eprintln!("pgsuite: {e}");
         std::process::exit(1);
@@ -319,7 +338,8 @@ fn sluice_config(
     reader_max: u32,
 ) -> String {
     format!(
-        "[proxy]\nworker_threads = {threads}\n\n[[listeners]]\nlisten = \"127.0.0.1:{port}\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"{ROLE}\"\npassword = \"{PASSWORD}\"\n\n[[servers]]\naddress = \"{server}\"\nprotocol = \"postgres\"\nhostgroup = \"writer\"\nmax_connections = {writer_max}\n\n[[servers]]\naddress = \"{server}\"\nprotocol = \"postgres\"\nhostgroup = \"reader\"\nmax_connections = {reader_max}\n\n[monitor]\nenabled = false\n\n[log]\nlevel = \"warn\"\n"
+        "[proxy]\nworker_threads = {threads}\n\n[[listeners]]\nlisten = \"127.0.0.1:{port}\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"{ROLE}\"\npassword = \"{}\"\n\n[[servers]]\naddress = \"{server}\"\nprotocol = \"postgres\"\nhostgroup = \"writer\"\nmax_connections = {writer_max}\n\n[[servers]]\naddress = \"{server}\"\nprotocol = \"postgres\"\nhostgroup = \"reader\"\nmax_connections = {reader_max}\n\n[monitor]\nenabled = false\n\n[log]\nlevel = \"warn\"\n",
+        stored_password()
     )
 }
 
@@ -357,7 +377,7 @@ fn start_pgbouncer(
     owned_dir(&d)?;
     write_owned(
         &d.join("userlist.txt"),
-        &format!("\"{ROLE}\" \"{PASSWORD}\"\n"),
+        &format!("\"{ROLE}\" \"{}\"\n", stored_password()),
     )?;
     let ini = format!(
         "[databases]\n{DATABASE} = host=127.0.0.1 port={server_port} dbname={DATABASE}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = scram-sha-256\nauth_file = {}\npool_mode = transaction\nmax_client_conn = {max_clients}\ndefault_pool_size = {pool}\nmax_db_connections = {pool}\nlog_connections = 0\nlog_disconnections = 0\nlogfile = {}\n",
@@ -637,8 +657,18 @@ fn run(o: &Opts) -> Result<(), String> {
         "# server: PostgreSQL {version}, -c {} (pg_hba: {ROLE} by scram-sha-256 over TCP)",
         settings.join(" -c ")
     );
+    println!(
+        "# role {ROLE}: {}",
+        match o.scram_iterations {
+            Some(n) => format!(
+                "one SCRAM-SHA-256 secret of {n} iterations stored by PostgreSQL, sluice and PgBouncer (Pgpool-II: the plaintext password)"
+            ),
+            None => "the plaintext password stored by every target (SCRAM-SHA-256 verifiers of 4,096 iterations)".into(),
+        }
+    );
     server.sql(&format!(
-        "CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'; GRANT CREATE ON SCHEMA public TO {ROLE}"
+        "CREATE ROLE {ROLE} LOGIN PASSWORD '{}'; GRANT CREATE ON SCHEMA public TO {ROLE}",
+        stored_password()
     ))?;
     eprintln!("pgbench -i -s {} ...", o.scale);
     {

@@ -41,7 +41,12 @@ impl PgConnector {
     /// with the SCRAM secret `secret`.
     pub fn remember_client_key(&self, user: &str, secret: &str, key: [u8; 32]) {
         if let Ok(mut keys) = self.client_keys.lock() {
-            keys.insert(user.to_string(), (secret.to_string(), key));
+            match keys.get_mut(user) {
+                Some((s, k)) if s == secret => *k = key,
+                _ => {
+                    keys.insert(user.to_string(), (secret.to_string(), key));
+                }
+            }
         }
     }
 

@@ -21,6 +21,10 @@ pub struct Client {
     pub stream: ClientStream,
     /// Bytes received and not yet handled.
     pub buf: BytesMut,
+    /// Messages queued for the client, written ahead of the next send: a login's last
+    /// messages (SASLFinal, AuthenticationOk, ParameterStatus, BackendKeyData,
+    /// ReadyForQuery) leave in one write, as PostgreSQL sends them.
+    pub pending: Vec<u8>,
 }
 
 impl Client {
@@ -64,9 +68,20 @@ impl Client {
         self.buf.advance(n);
     }
 
-    /// Sends `bytes`.
+    /// Queues `bytes` for the next send.
+    pub fn queue(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+    }
+
+    /// Sends what is queued, then `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes).await
+        if self.pending.is_empty() {
+            return self.stream.write_all(bytes).await;
+        }
+        // Taken: an idle session keeps no queue's allocation.
+        let mut out = std::mem::take(&mut self.pending);
+        out.extend_from_slice(bytes);
+        self.stream.write_all(&out).await
     }
 
     /// Sends an ErrorResponse (severity ERROR) and ReadyForQuery.

@@ -56,6 +56,7 @@ async fn open(
     let mut client = Client {
         stream: MaybeTls::Plain(stream),
         buf: sluice_runtime::buffers::read_buffer(),
+        pending: Vec::new(),
     };
     let timeout = fe.rt.effective.load().login.handshake_timeout.get();
     let tls = fe.rt.tls.load_full();
@@ -86,6 +87,7 @@ async fn open(
         }
         Outcome::LoggedIn(p, u, client_key) => {
             if let Some(key) = client_key.filter(|_| u.password.starts_with("SCRAM-SHA-256$")) {
+                // Needed for server logins with the stored secret (SCRAM pass-through).
                 fe.connector.remember_client_key(&u.name, &u.password, key);
             }
             (p, u)

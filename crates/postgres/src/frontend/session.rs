@@ -73,9 +73,10 @@ impl Session {
     /// Finishes the login: a connection to the database proves it exists (or its error goes
     /// to the client), its ParameterStatus values and the session's key go to the client.
     pub(super) async fn welcome(&mut self, key: SessionKey) -> Result<(), SessionError> {
+        // Queued: the welcome leaves in one write with what the login queued.
         let mut w = Writer::new();
         w.auth_ok();
-        self.client.send(w.as_bytes()).await.map_err(client_err)?;
+        self.client.queue(w.as_bytes());
         let writer = self.fe.topology.router.writer.clone();
         let decision = sluice_core::router::Decision {
             hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
@@ -427,7 +428,8 @@ impl Session {
     }
 
     /// Applies the session's settings to the leased connection (one round trip, when they
-    /// differ), then tells the client of parameters that differ from what it saw.
+    /// differ), then queues ParameterStatus for parameters that differ from what the client
+    /// saw.
     async fn sync_settings(&mut self) -> Result<(), SessionError> {
         let Some(lease) = &mut self.lease else {
             return Ok(());
@@ -454,7 +456,13 @@ impl Session {
         }
         self.lease_generation = self.settings.generation();
         let mut w = Writer::new();
-        if !Arc::ptr_eq(&self.reported, &conn.params) {
+        if self.reported.is_empty() {
+            // A new session has seen nothing: all of them, and the connection's map shared.
+            for (k, v) in conn.params.iter() {
+                w.parameter_status(k, v);
+            }
+            self.reported = conn.params.clone();
+        } else if !Arc::ptr_eq(&self.reported, &conn.params) {
             for (k, v) in conn.params.iter() {
                 if self.reported.get(k) != Some(v) {
                     w.parameter_status(k, v);
@@ -472,9 +480,8 @@ impl Session {
                 }
             }
         }
-        if !w.as_bytes().is_empty() {
-            self.client.send(w.as_bytes()).await.map_err(client_err)?;
-        }
+        // Sent ahead of the answer to what comes next (no write of their own).
+        self.client.queue(w.as_bytes());
         Ok(())
     }
 
