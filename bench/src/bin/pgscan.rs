@@ -1,12 +1,20 @@
-//! Cost of classifying a PostgreSQL statement (`sluice_sqlscan::postgres::scan`), per statement,
-//! on pgbench's statements and typical ORM queries.
+//! Cost of classifying a PostgreSQL statement (`sluice_sqlscan::postgres::scan`, which also
+//! computes the statement's digest id in the same pass), per statement, on pgbench's statements
+//! and typical ORM queries; and of the digest's text (`postgres::digest_text`) when a new
+//! digest needs it.
+//!
+//! For comparison it also times `sluice_sqlscan::digest::normalize_into`, the digest the
+//! PostgreSQL front end computed before (with the MySQL lexer, in a pass of its own), alone and
+//! followed by a scan: that sum stands for the cost before the digest was fused into the scan
+//! (it counts the fused digest once too many, so it overstates the old cost a little).
 //!
 //! Usage: cargo run --release -p sluice-bench --bin pgscan
 // A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sluice_sqlscan::postgres::{scan, Route};
+use sluice_sqlscan::digest::normalize_into;
+use sluice_sqlscan::postgres::{digest_text, scan, Route};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -14,6 +22,10 @@ const STATEMENTS: &[(&str, &str)] = &[
     (
         "pgbench select",
         "SELECT abalance FROM pgbench_accounts WHERE aid = $1;",
+    ),
+    (
+        "pgbench select, literal",
+        "SELECT abalance FROM pgbench_accounts WHERE aid = 12345;",
     ),
     (
         "pgbench update accounts",
@@ -52,8 +64,14 @@ const STATEMENTS: &[(&str, &str)] = &[
     ("set", "SET application_name = 'worker-3'"),
 ];
 
+/// Rounds of a fixed number of calls; the median round resists other load on the machine, the
+/// best one shows the cost undisturbed.
+const ROUNDS: usize = 20;
+const PER_ROUND: usize = 20_000;
+
 fn main() {
     let expected = [
+        Route::Read,
         Route::Read,
         Route::Write,
         Route::Write,
@@ -65,44 +83,73 @@ fn main() {
         Route::Write,
         Route::Write,
     ];
+    let mut text = Vec::with_capacity(4096);
     for ((name, sql), want) in STATEMENTS.iter().zip(expected) {
-        assert_eq!(scan(sql.as_bytes()).route(), want, "{name}");
+        let s = scan(sql.as_bytes());
+        assert_eq!(s.route(), want, "{name}");
+        assert_eq!(digest_text(sql.as_bytes(), &mut text), s.digest, "{name}");
     }
-    // Rounds of a fixed number of scans; the median round resists other load on the machine,
-    // the best one shows the cost undisturbed.
-    let (rounds, per_round) = (20, 25_000);
-    let (mut total_median, mut total_best) = (0.0, 0.0);
-    println!("{:<32} {:>8} {:>8}", "ns per statement", "median", "best");
+    let columns = [
+        "scan (fused)",
+        "digest_text",
+        "old digest",
+        "old digest+scan",
+    ];
+    print!("{:<30}", "ns per statement, median/best");
+    for c in columns {
+        print!(" {c:>15}");
+    }
+    println!();
+    let mut totals = [(0.0, 0.0); 4];
     for (name, sql) in STATEMENTS {
-        for _ in 0..1000 {
-            black_box(scan(black_box(sql.as_bytes())));
+        let sql = sql.as_bytes();
+        let times = [
+            time(&mut || {
+                black_box(scan(black_box(sql)));
+            }),
+            time(&mut || {
+                black_box(digest_text(black_box(sql), &mut text));
+            }),
+            time(&mut || {
+                black_box(normalize_into(black_box(sql), true, &mut text));
+            }),
+            time(&mut || {
+                black_box(normalize_into(black_box(sql), true, &mut text));
+                black_box(scan(black_box(sql)));
+            }),
+        ];
+        print!("{name:<30}");
+        for ((median, best), total) in times.into_iter().zip(totals.iter_mut()) {
+            total.0 += median;
+            total.1 += best;
+            print!(" {:>15}", format!("{median:.0}/{best:.0}"));
         }
-        let mut times: Vec<f64> = (0..rounds)
-            .map(|_| {
-                let t = Instant::now();
-                for _ in 0..per_round {
-                    black_box(scan(black_box(sql.as_bytes())));
-                }
-                per(t.elapsed(), per_round)
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        let (median, best) = (times[rounds / 2], times[0]);
-        total_median += median;
-        total_best += best;
-        println!(
-            "{:<32} {median:>8.0} {best:>8.0}   ({} bytes)",
-            name,
-            sql.len()
-        );
+        println!("   ({} bytes)", sql.len());
     }
     let n = STATEMENTS.len() as f64;
-    println!(
-        "{:<32} {:>8.0} {:>8.0}",
-        "mean",
-        total_median / n,
-        total_best / n
-    );
+    print!("{:<30}", "mean");
+    for (median, best) in totals {
+        print!(" {:>15}", format!("{:.0}/{:.0}", median / n, best / n));
+    }
+    println!();
+}
+
+/// Median and best nanoseconds per call of `run`.
+fn time(run: &mut dyn FnMut()) -> (f64, f64) {
+    for _ in 0..1000 {
+        run();
+    }
+    let mut times: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..PER_ROUND {
+                run();
+            }
+            per(t.elapsed(), PER_ROUND)
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    (times[ROUNDS / 2], times[0])
 }
 
 fn per(d: Duration, n: usize) -> f64 {

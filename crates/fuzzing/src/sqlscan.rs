@@ -4,11 +4,13 @@
 //!
 //! Checked: tokens are non-empty, in order, inside the input, and end; a hint span lies in the
 //! input; the digest text is bounded (by `MAX_TEXT` and by the input's size) and the same
-//! through both entry points; a rewrite leaves no call to rewrite.
+//! through both entry points; a rewrite leaves no call to rewrite. The same text also goes to
+//! the PostgreSQL scanner: its hint lies in the input, and the digest it computes while
+//! classifying is the one `postgres::digest_text` gives, whose text is bounded.
 
 use sluice_sqlscan::digest::{digest, normalize_into, MAX_TEXT};
 use sluice_sqlscan::lexer::Lexer;
-use sluice_sqlscan::{names, rewrite, scan_with, Options};
+use sluice_sqlscan::{names, postgres, rewrite, scan_with, Options};
 
 /// The harness body.
 pub fn run(data: &[u8]) {
@@ -81,4 +83,38 @@ pub fn run(data: &[u8]) {
     let _ = names::created_temp_table(sql);
     assert!(names::dropped_tables(sql).len() <= tokens);
     let _ = names::prepared_statement_name(sql);
+
+    run_postgres(sql, &mut out);
+}
+
+/// The PostgreSQL scanner and its digest.
+fn run_postgres(sql: &[u8], out: &mut Vec<u8>) {
+    let pg = postgres::scan(sql);
+    if let Some((a, b)) = pg.hint {
+        assert!(
+            a <= b && b <= sql.len(),
+            "hint {a}..{b} in {} bytes",
+            sql.len()
+        );
+    }
+    let id = postgres::digest_text(sql, out);
+    assert_eq!(
+        id,
+        pg.digest,
+        "scan and digest_text disagree on {:?}",
+        String::from_utf8_lossy(sql)
+    );
+    assert!(
+        out.len() <= postgres::MAX_TEXT,
+        "PostgreSQL digest text of {} bytes",
+        out.len()
+    );
+    // One space at most before each token (a `::` lexed from two bytes writes two bytes), and
+    // a list replaced by ` (...)` is longer than its shortest form `(1)` by three bytes.
+    assert!(
+        out.len() <= 2 * sql.len() + 8,
+        "PostgreSQL digest text of {} bytes for {} input bytes",
+        out.len(),
+        sql.len()
+    );
 }

@@ -1,5 +1,6 @@
 //! Statement classification for PostgreSQL: route, command, pins and unpins.
 
+use super::digest::Batched;
 use super::lexer::{Kind, Lexer, Token};
 use super::walk::{create, dml_command, query, walk_from};
 use super::{Boundary, PgCommand, PgScan, Pins, Unpins};
@@ -15,6 +16,7 @@ pub fn scan(sql: &[u8]) -> PgScan {
         ended: true,
         eof: false,
         hint: None,
+        digest: Batched::new(),
     };
     let mut out = PgScan::default();
     let mut calls: Option<Vec<(usize, usize)>> = Some(Vec::new());
@@ -42,11 +44,12 @@ pub fn scan(sql: &[u8]) -> PgScan {
     }
     out.hint = cur.hint;
     out.user_calls = calls.filter(|c| !c.is_empty());
+    out.digest = cur.digest.finish(sql);
     out
 }
 
 /// Tokens of one statement at a time, with one token of look-ahead; comments are read for a
-/// routing hint on the way.
+/// routing hint on the way, and every token but comments goes to the digest once.
 pub(super) struct Cursor<'a> {
     lx: Lexer<'a>,
     pub(super) src: &'a [u8],
@@ -57,6 +60,9 @@ pub(super) struct Cursor<'a> {
     /// The end of input was reached.
     eof: bool,
     hint: Option<(usize, usize)>,
+    /// The whole text's digest: `fetch` is the only reader of `lx`, so each token passes here
+    /// once, in order (those of skipped statement tails and the `;`s that end statements too).
+    digest: Batched,
 }
 
 impl Cursor<'_> {
@@ -76,6 +82,7 @@ impl Cursor<'_> {
                 }
                 continue;
             }
+            self.digest.push(self.src, t);
             if self.bound.feed(self.src, &t) {
                 self.ended = true;
                 return None;

@@ -1,6 +1,7 @@
 //! The PostgreSQL dialect: a lexer, a statement splitter for simple-Query strings, and the
 //! classification the router needs — can a statement go to a replica, which session state
-//! pins it to its server connection or releases such state, does it carry a routing hint.
+//! pins it to its server connection or releases such state, does it carry a routing hint —
+//! with the statement's digest id computed in the same pass ([`digest_text`] gives its text).
 //!
 //! Like the MySQL scanner it is not a parser and never allocates (except to report the
 //! parameter a `SET`/`RESET` names). Where the text alone cannot tell, it errs towards the
@@ -8,12 +9,15 @@
 
 mod classify;
 mod commands;
+mod digest;
 mod functions;
 pub mod lexer;
 mod walk;
 
+pub use crate::digest::MAX_TEXT;
 pub use crate::Route;
 pub use classify::scan;
+pub use digest::digest_text;
 
 use lexer::{Kind, Lexer, Token};
 
@@ -39,6 +43,10 @@ pub struct PgScan {
     /// know (a user function may write): the spans of those functions' names, so that
     /// functions configured as read-only can let it go to a replica.
     pub user_calls: Option<Vec<(usize, usize)>>,
+    /// The digest id of the whole text: a 64-bit hash of its normalised form (literals out,
+    /// case and spacing normalised), computed in the same lexing pass; [`digest_text`] gives
+    /// the same id with the normalised text.
+    pub digest: u64,
 }
 
 impl PgScan {
