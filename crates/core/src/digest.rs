@@ -8,7 +8,7 @@
 use crate::stats::LATENCY_BUCKETS;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -99,9 +99,15 @@ impl DigestStats {
     }
 }
 
+/// Keys of a shard's map: already hashes.
+type Shard = HashMap<u64, DigestStats, foldhash::fast::RandomState>;
+
 /// The table.
 pub struct DigestTable {
-    shards: Vec<Mutex<HashMap<u64, DigestStats>>>,
+    shards: Vec<Mutex<Shard>>,
+    /// Hashes (digest, user, schema, hostgroup) into a shard and its key: seeded per process,
+    /// and cheap (every statement is recorded).
+    keys: foldhash::fast::RandomState,
     per_shard: usize,
     /// Entries dropped to stay within capacity.
     pub evicted: AtomicU64,
@@ -111,7 +117,8 @@ impl DigestTable {
     /// A table of at most `capacity` entries (0 disables recording).
     pub fn new(capacity: usize) -> DigestTable {
         DigestTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            keys: foldhash::fast::RandomState::default(),
             per_shard: capacity.div_ceil(SHARDS),
             evicted: AtomicU64::new(0),
         }
@@ -134,18 +141,26 @@ impl DigestTable {
 
     /// Records one statement; `text` (the normalised statement) is only read for a new entry.
     pub fn record(&self, key: DigestKey<'_>, text: &[u8], s: DigestSample) {
+        self.record_with(key, || text, s)
+    }
+
+    /// Records one statement; `text` makes the normalised statement, only for a new entry
+    /// (the id alone finds an existing one: most statements never need their text).
+    pub fn record_with<T: AsRef<[u8]>>(
+        &self,
+        key: DigestKey<'_>,
+        text: impl FnOnce() -> T,
+        s: DigestSample,
+    ) {
         if self.per_shard == 0 {
             return;
         }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (key.id, key.user, key.schema, key.hostgroup).hash(&mut h);
-        let k = h.finish();
+        let k = self
+            .keys
+            .hash_one((key.id, key.user, key.schema, key.hostgroup));
         let now = SystemTime::now();
         let us = s.elapsed.as_micros().min(u64::MAX as u128) as u64;
-        let bucket = LATENCY_BUCKETS
-            .iter()
-            .position(|b| s.elapsed.as_secs_f64() <= *b)
-            .unwrap_or(LATENCY_BUCKETS.len());
+        let bucket = crate::stats::bucket_of(s.elapsed);
         let mut shard = self.shards[(k as usize) % SHARDS].lock();
         // A hash collision between different keys would merge them; check and keep apart
         // by simply not recording into someone else's entry.
@@ -177,7 +192,7 @@ impl DigestTable {
             k,
             DigestStats {
                 id: key.id,
-                text: Arc::from(String::from_utf8_lossy(text).as_ref()),
+                text: Arc::from(String::from_utf8_lossy(text().as_ref()).as_ref()),
                 user: Arc::from(key.user),
                 schema: Arc::from(key.schema),
                 hostgroup: Arc::from(key.hostgroup),
@@ -196,7 +211,7 @@ impl DigestTable {
     }
 
     /// Drops the least recently seen eighth of a full shard (at least one entry).
-    fn evict(&self, shard: &mut HashMap<u64, DigestStats>) {
+    fn evict(&self, shard: &mut Shard) {
         let n = (shard.len() / 8).max(1);
         let mut ages: Vec<(SystemTime, u64)> =
             shard.iter().map(|(k, e)| (e.last_seen, *k)).collect();

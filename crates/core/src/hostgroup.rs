@@ -453,14 +453,43 @@ impl<C> Hostgroup<C> {
         C: Send + 'static,
     {
         let settings = self.settings();
-        let started = tokio::time::Instant::now();
-        let deadline = started + settings.queue_timeout;
+        // The usual case at once: an idle connection, no waiting (and no waiting state in
+        // this future, which every statement's future holds).
+        let first = self.pick(key, &settings, None, connector);
+        if let Ok(Pick::Got(server, conn)) = first {
+            return Ok(self.lease(server, key, conn));
+        }
+        Box::pin(self.acquire_waiting(key, connector, settings, first)).await
+    }
+
+    /// [`Hostgroup::acquire`] when the first pick did not lend a connection: waits in line,
+    /// or for a server while one is held back (a failover).
+    async fn acquire_waiting<K>(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        connector: &Arc<K>,
+        settings: PoolSettings,
+        first: Result<Pick<C>, AcquireError>,
+    ) -> Result<Lease<C>, AcquireError>
+    where
+        K: Connector<C> + 'static,
+        C: Send + 'static,
+    {
+        // Read the clock only when the statement cannot be served at once.
+        let mut started: Option<tokio::time::Instant> = None;
         let mut last_error: Option<ConnectError> = None;
-        let hold_until = (*self.hold.lock()).map(|d| started + d);
+        let mut first = Some(first);
         loop {
-            let picked = match self.pick(key, &settings, last_error.as_ref(), connector) {
+            let pick = match first.take() {
+                Some(p) => p,
+                None => self.pick(key, &settings, last_error.as_ref(), connector),
+            };
+            let picked = match pick {
                 Err(AcquireError::NoServer { .. })
-                    if hold_until.is_some_and(|t| tokio::time::Instant::now() < t) =>
+                    if (*self.hold.lock()).is_some_and(|d| {
+                        let since = *started.get_or_insert_with(tokio::time::Instant::now);
+                        tokio::time::Instant::now() < since + d
+                    }) =>
                 {
                     // No usable server (a failover in progress): wait for one.
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -473,6 +502,8 @@ impl<C> Hostgroup<C> {
                 Pick::Got(server, conn) => return Ok(self.lease(server, key, conn)),
                 Pick::Wait(rx) => rx,
             };
+            let deadline =
+                *started.get_or_insert_with(tokio::time::Instant::now) + settings.queue_timeout;
             match tokio::time::timeout_at(deadline, rx).await {
                 Ok(Ok(Handoff::Conn(grant))) => match grant.take() {
                     (server, Some(conn)) => return Ok(self.lease(server, key, conn)),
@@ -561,36 +592,25 @@ impl<C> Hostgroup<C> {
             let mut open_on = None;
             if st.waiters.is_empty() {
                 // Candidates: servers with an idle connection of this key, or room to open
-                // one (possibly by replacing an idle connection of another key).
-                let has_key = |m: &Member<C>| m.idle.iter().any(|c| &c.key == key);
-                // On the stack for hostgroups of up to 8 servers: this runs on every lease.
-                let with_room: SmallVec<[usize; 8]> = (0..st.members.len())
-                    .filter(|&i| {
-                        let m = &st.members[i];
-                        m.server.is_usable() && (has_key(m) || m.can_open(settings.max_connecting))
-                    })
-                    .collect();
-                // Prefer servers holding an idle connection with the right key, so a warm pool
-                // is used before new connections are opened, then balance among those.
-                let matching: SmallVec<[usize; 8]> = with_room
-                    .iter()
-                    .copied()
-                    .filter(|&i| has_key(&st.members[i]))
-                    .collect();
-                let pool_from = if !matching.is_empty()
-                    && policy == Balance::Weighted
-                    && matching.len() == with_room.len()
-                {
-                    &matching
-                } else {
-                    &with_room
+                // one (possibly by replacing an idle connection of another key); one pass,
+                // on the stack for hostgroups of up to 8 servers: this runs on every lease.
+                let mut room: SmallVec<[(usize, Candidate); 8]> = SmallVec::new();
+                for (i, m) in st.members.iter().enumerate() {
+                    let has_key = || m.idle.iter().any(|c| &c.key == key);
+                    if m.server.is_usable() && (has_key() || m.can_open(settings.max_connecting)) {
+                        room.push((i, m.candidate()));
+                    }
+                }
+                let ci = match room.len() {
+                    0 => None,
+                    1 => Some(0),
+                    _ => {
+                        let cands: SmallVec<[Candidate; 8]> = room.iter().map(|r| r.1).collect();
+                        balance::pick(policy, &cands)
+                    }
                 };
-                let cands: SmallVec<[Candidate; 8]> = pool_from
-                    .iter()
-                    .map(|&i| st.members[i].candidate())
-                    .collect();
-                if let Some(ci) = balance::pick(policy, &cands) {
-                    let i = pool_from[ci];
+                if let Some(ci) = ci {
+                    let i = room[ci].0;
                     let m = &mut st.members[i];
                     if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
                         let idle = m.idle.remove(pos);
@@ -710,6 +730,15 @@ impl<C> Hostgroup<C> {
 
     /// Gives a connection of member `i` to the oldest waiter for `key`, or keeps it idle.
     fn hand_out(&self, st: &mut State<C>, i: usize, key: PoolKey, conn: C) {
+        if st.waiters.is_empty() {
+            // No one waits (the usual case): it stays idle.
+            st.members[i].idle.push(Idle {
+                key,
+                conn,
+                since: Instant::now(),
+            });
+            return;
+        }
         let server = st.members[i].server.clone();
         st.members[i].lent += 1;
         let grant = Handoff::Conn(self.grant(&server, &key, conn));

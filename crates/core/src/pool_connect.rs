@@ -86,6 +86,10 @@ impl<C> Hostgroup<C> {
     /// Starts connects for waiters that no connect in flight is meant for, while servers have
     /// room and connect slots (see [`crate::pool_growth`]).
     pub(super) fn grow(&self, st: &mut State<C>, closing: &mut Vec<C>) {
+        if st.waiters.is_empty() {
+            // The usual case, on every return: nothing to open.
+            return;
+        }
         let max_connecting = self.settings.lock().max_connecting;
         let policy = *self.balance.lock();
         loop {

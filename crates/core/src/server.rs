@@ -2,7 +2,7 @@
 //! Nothing here knows the wire protocol.
 
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -102,6 +102,11 @@ pub struct Server {
     weight: AtomicU32,
     max_connections: AtomicU32,
     health: Mutex<Health>,
+    /// `health` is not Online (written under its lock): read without the lock by
+    /// [`Server::is_usable`], which runs several times per statement.
+    unhealthy: AtomicBool,
+    /// `monitor_block` is set (written under its lock), for the same reason.
+    blocked: AtomicBool,
     /// Counters, updated without locks.
     pub stats: ServerStats,
     /// Why the monitor keeps it from taking traffic (lag, broken replication, unreachable).
@@ -113,6 +118,8 @@ pub struct Server {
     version: Mutex<Option<Arc<str>>>,
     /// Bumped when the server is declared failed: statements in flight on it give up.
     failures: watch::Sender<u64>,
+    /// Notified at the same time, for the [`crate::FailedWatch`]es of its connections.
+    failures_notify: Arc<tokio::sync::Notify>,
     /// Bumped when the server is taken out of service.
     draining: watch::Sender<u64>,
 }
@@ -148,12 +155,15 @@ impl Server {
             weight: AtomicU32::new(weight),
             max_connections: AtomicU32::new(max_connections.max(1)),
             health: Mutex::new(Health::Online),
+            unhealthy: AtomicBool::new(false),
+            blocked: AtomicBool::new(false),
             stats: ServerStats::default(),
             monitor_block: Mutex::new(None),
             declared_failed: Mutex::new(None),
             observed: Mutex::new(Observed::default()),
             version: Mutex::new(None),
             failures: watch::channel(0).0,
+            failures_notify: Arc::default(),
             draining: watch::channel(0).0,
         }
     }
@@ -213,8 +223,11 @@ impl Server {
     /// True if new statements may be sent here now (a shunned server whose retry time has
     /// come is usable again: the next connection attempt decides).
     pub fn is_usable(&self) -> bool {
-        if self.weight() == 0 || self.monitor_block.lock().is_some() {
+        if self.weight() == 0 || self.blocked.load(Relaxed) {
             return false;
+        }
+        if !self.unhealthy.load(Relaxed) {
+            return true;
         }
         match &*self.health.lock() {
             Health::Online => true,
@@ -234,6 +247,7 @@ impl Server {
                 reason,
                 until: Instant::now() + retry_after,
             };
+            self.unhealthy.store(true, Relaxed);
         }
     }
 
@@ -243,6 +257,7 @@ impl Server {
         if matches!(*h, Health::Shunned { .. }) {
             tracing::info!(server = %self.name, hostgroup = %self.hostgroup(), "server back online");
             *h = Health::Online;
+            self.unhealthy.store(false, Relaxed);
         }
     }
 
@@ -262,6 +277,7 @@ impl Server {
             }
             _ => {}
         }
+        self.blocked.store(reason.is_some(), Relaxed);
         *b = reason;
     }
 
@@ -300,6 +316,7 @@ impl Server {
     /// Declares the server failed: statements in flight on it stop waiting for it.
     pub fn fail_in_flight(&self) {
         self.failures.send_modify(|n| *n += 1);
+        self.failures_notify.notify_waiters();
     }
 
     /// Declares the server failed, saying why (kept until [`Server::clear_declared_failed`],
@@ -341,6 +358,12 @@ impl Server {
         self.failures.subscribe()
     }
 
+    /// What a connection to it watches while it waits for it: [`Server::fail_in_flight`]
+    /// from now on.
+    pub fn failed_watch(&self) -> crate::FailedWatch {
+        crate::FailedWatch::new(self.failures.subscribe(), self.failures_notify.clone())
+    }
+
     /// State as operators see it: `ONLINE`, `SHUNNED (reason)`, `OFFLINE (reason)`.
     pub fn state_text(&self) -> String {
         match self.state() {
@@ -369,10 +392,13 @@ impl Server {
     /// Takes the server out of service, or puts it back.
     pub fn set_offline(&self, reason: Option<String>) {
         let offline = reason.is_some();
-        *self.health.lock() = match reason {
+        let mut h = self.health.lock();
+        *h = match reason {
             Some(reason) => Health::Offline { reason },
             None => Health::Online,
         };
+        self.unhealthy.store(offline, Relaxed);
+        drop(h);
         if offline {
             self.draining.send_modify(|n| *n += 1);
         }

@@ -10,6 +10,27 @@ pub const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// [`LATENCY_BUCKETS`] in nanoseconds.
+const BUCKET_NANOS: [u64; LATENCY_BUCKETS.len()] = {
+    let mut out = [0u64; LATENCY_BUCKETS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = (LATENCY_BUCKETS[i] * 1e9) as u64;
+        i += 1;
+    }
+    out
+};
+
+/// The bucket a duration falls in: the first bound it does not exceed (`LATENCY_BUCKETS.len()`
+/// for +Inf).
+pub fn bucket_of(d: Duration) -> usize {
+    let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    BUCKET_NANOS
+        .iter()
+        .position(|&b| ns <= b)
+        .unwrap_or(BUCKET_NANOS.len())
+}
+
 /// A fixed-bucket latency histogram: one relaxed atomic add per bucket hit, no lock.
 #[derive(Debug, Default)]
 pub struct LatencyHistogram {
@@ -33,12 +54,7 @@ pub struct HistogramSnapshot {
 impl LatencyHistogram {
     /// Records one observation.
     pub fn observe(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        let i = LATENCY_BUCKETS
-            .iter()
-            .position(|b| s <= *b)
-            .unwrap_or(LATENCY_BUCKETS.len());
-        self.buckets[i].fetch_add(1, Relaxed);
+        self.buckets[bucket_of(d)].fetch_add(1, Relaxed);
         self.sum_us
             .fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Relaxed);
     }

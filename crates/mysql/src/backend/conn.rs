@@ -14,7 +14,6 @@ use crate::wire::packet::{frame, read_packet, Packet, ReadError};
 use bytes::BytesMut;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
 
 /// Capabilities the proxy always asks servers for. Flavour bits (see [`crate::flavour`]) are
 /// added per connection.
@@ -122,7 +121,7 @@ pub struct BackendConn {
     /// The server's `max_prepared_stmt_count` when the connection was opened.
     pub server_stmt_limit: u64,
     /// Changes when the monitor declares the server failed: reads give up then.
-    pub failed: Option<watch::Receiver<u64>>,
+    pub failed: Option<sluice_core::FailedWatch>,
     /// How long a read waits for the server (`[pool] read_timeout`; none by default).
     pub read_timeout: ReadTimeout,
     /// Sequence id the server's next packet must carry (the exchange's next).
@@ -167,7 +166,7 @@ impl BackendConn {
         let p = tokio::select! {
             biased;
             r = work => r?,
-            _ = declared_failed(failed) => return Err(ReadError::Io(server_failed_error())),
+            _ = declared_failed(failed.as_mut()) => return Err(ReadError::Io(server_failed_error())),
             _ = expiry(limit) => return Err(ReadError::Io(timed_out(limit))),
         };
         self.next_seq = p.last_seq.wrapping_add(1);
@@ -181,7 +180,7 @@ impl BackendConn {
         tokio::select! {
             biased;
             r = self.stream.read_buf(&mut self.rbuf) => r,
-            _ = declared_failed(&mut self.failed) => Err(server_failed_error()),
+            _ = declared_failed(self.failed.as_mut()) => Err(server_failed_error()),
             _ = expiry(limit) => Err(timed_out(limit)),
         }
     }
@@ -189,9 +188,7 @@ impl BackendConn {
     /// True if the server was declared failed since this connection was opened: it must not
     /// be used again.
     pub fn server_failed(&self) -> bool {
-        self.failed
-            .as_ref()
-            .is_some_and(|f| f.has_changed().unwrap_or(false))
+        self.failed.as_ref().is_some_and(|f| f.has_failed())
     }
 
     /// True if this idle connection can no longer serve a statement: the server closed it
@@ -323,13 +320,9 @@ async fn write_framed(
 
 /// Resolves when the monitor declares the connection's server failed (never, without a
 /// watch).
-async fn declared_failed(failed: &mut Option<watch::Receiver<u64>>) {
+async fn declared_failed(failed: Option<&mut sluice_core::FailedWatch>) {
     match failed {
-        Some(rx) => {
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
+        Some(w) => w.failed().await,
         None => std::future::pending::<()>().await,
     }
 }

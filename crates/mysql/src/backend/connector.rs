@@ -61,7 +61,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
             };
             // A connection attempt to a server that hangs gives up when the monitor declares
             // it failed, not only at the connect timeout.
-            let mut failed = server.failure_watch();
+            let mut failed = server.failed_watch();
             let attempt = BackendConn::connect_with(
                 &server.address,
                 &key.user,
@@ -72,11 +72,11 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
             );
             let mut conn = tokio::select! {
                 r = attempt => r?,
-                Ok(()) = failed.changed() => {
+                () = failed.failed() => {
                     return Err(ConnectError::down(format!("{}: the server stopped answering and was declared failed", server.name)))
                 }
             };
-            conn.failed = Some(server.failure_watch());
+            conn.failed = Some(failed);
             server.set_version(&conn.server_version);
             conn.read_timeout = self.read_timeout.clone();
             // Keep the proxy's statements to half the server's limit: other clients of the
