@@ -35,6 +35,9 @@ pub struct Scanned {
     pub deallocate: Option<String>,
     /// Number of statements in the text.
     pub statements: u32,
+    /// The id of its digest (its shape, literals taken out: see
+    /// [`sluice_sqlscan::postgres::digest_text`]).
+    pub digest: u64,
     /// When it writes only because its queries call functions the scanner does not know:
     /// those functions' names (as PostgreSQL resolves them: unquoted ones in lower case).
     pub user_calls: Option<Box<[String]>>,
@@ -60,6 +63,7 @@ pub fn classify(sql: &[u8]) -> Scanned {
         drops_statements: false,
         deallocate: None,
         statements: whole.statements,
+        digest: whole.digest,
         user_calls: whole.user_calls.as_ref().map(|spans| {
             spans
                 .iter()

@@ -13,6 +13,7 @@ use aws_lc_rs::{constant_time, digest, hmac, pbkdf2};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 
 /// The mechanism name.
 pub const MECHANISM: &str = "SCRAM-SHA-256";
@@ -71,6 +72,7 @@ pub struct Verifier {
     pub server_key: [u8; 32],
 }
 
+/// HMAC-SHA-256 of `data` under `key` (set up for this one use).
 pub(crate) fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
     let k = hmac::Key::new(hmac::HMAC_SHA256, key);
     let mut out = [0u8; 32];
@@ -78,6 +80,7 @@ pub(crate) fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
     out
 }
 
+/// SHA-256 of `data`.
 pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(digest::digest(&digest::SHA256, data).as_ref());
@@ -139,23 +142,89 @@ impl Verifier {
     }
 }
 
+/// A verifier made ready for logins: its two HMAC keys set up once (setting a key up hashes
+/// its two padded blocks, a third of what checking a proof costs otherwise) and what the
+/// server-first message says of it. Cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    keys: Arc<Keys>,
+    /// `,s=<salt>,i=<iterations>`: the end of the server-first message.
+    salt_and_iterations: Arc<str>,
+}
+
+/// A verifier's keys, the HMAC ones set up.
+#[derive(Debug)]
+struct Keys {
+    stored_key: [u8; 32],
+    stored: hmac::Key,
+    server: hmac::Key,
+}
+
+impl Prepared {
+    /// `verifier` made ready.
+    pub fn new(verifier: &Verifier) -> Prepared {
+        Prepared {
+            keys: Arc::new(Keys {
+                stored_key: verifier.stored_key,
+                stored: hmac::Key::new(hmac::HMAC_SHA256, &verifier.stored_key),
+                server: hmac::Key::new(hmac::HMAC_SHA256, &verifier.server_key),
+            }),
+            salt_and_iterations: salt_and_iterations(&verifier.salt, verifier.iterations).into(),
+        }
+    }
+
+    /// True if both have the very same keys (set up once).
+    #[cfg(test)]
+    pub(crate) fn shares_keys_with(&self, other: &Prepared) -> bool {
+        Arc::ptr_eq(&self.keys, &other.keys)
+    }
+
+    /// The same keys announced with another salt and iteration count (a mock verifier for
+    /// an unknown user: the salt is the user's own, the keys no proof matches).
+    pub fn with_salt(&self, salt: &[u8], iterations: u32) -> Prepared {
+        Prepared {
+            keys: self.keys.clone(),
+            salt_and_iterations: salt_and_iterations(salt, iterations).into(),
+        }
+    }
+}
+
+fn salt_and_iterations(salt: &[u8], iterations: u32) -> String {
+    format!(",s={},i={iterations}", B64.encode(salt))
+}
+
+/// Raw bytes in a server nonce, as PostgreSQL makes it (24 characters of base64).
+const NONCE_BYTES: usize = 18;
+
+/// A fresh server nonce: random printable characters, no comma.
+pub(crate) fn server_nonce() -> String {
+    let mut raw = [0u8; NONCE_BYTES];
+    random_bytes(&mut raw);
+    B64.encode(raw)
+}
+
 /// The server's side of one exchange, between its first and the client's final message.
 #[derive(Debug)]
 pub struct ServerExchange {
-    verifier: Verifier,
-    client_first_bare: String,
-    server_first: String,
-    nonce: String,
+    keys: Arc<Keys>,
+    /// The AuthMessage as far as it is known: client-first-message-bare, `,`,
+    /// server-first-message, `,` (the client's final message without its proof follows).
+    auth: String,
+    /// Where the server-first message starts in `auth` (`r=<nonce>,...`).
+    server_first_at: usize,
+    /// The length of the nonce (the client's and the server's).
+    nonce_len: usize,
 }
 
 impl ServerExchange {
-    /// Reads the client's first message and answers it; `server_nonce` is fresh random
-    /// printable characters (no comma).
+    /// Reads the client's first message and makes the server's (see
+    /// [`ServerExchange::server_first`]); `server_nonce` is fresh random printable characters
+    /// (no comma).
     pub fn start(
-        verifier: Verifier,
+        verifier: &Prepared,
         client_first: &str,
         server_nonce: &str,
-    ) -> Result<(ServerExchange, String), ScramError> {
+    ) -> Result<ServerExchange, ScramError> {
         let bare = match client_first.as_bytes().first() {
             Some(b'n') | Some(b'y') => client_first
                 .strip_prefix("n,,")
@@ -169,25 +238,41 @@ impl ServerExchange {
             .find_map(|a| a.strip_prefix("r="))
             .filter(|n| !n.is_empty())
             .ok_or(ScramError::Malformed("no client nonce"))?;
-        let nonce = format!("{client_nonce}{server_nonce}");
-        let server_first = format!(
-            "r={nonce},s={},i={}",
-            B64.encode(&verifier.salt),
-            verifier.iterations
-        );
-        let exchange = ServerExchange {
-            verifier,
-            client_first_bare: bare.to_string(),
-            server_first: server_first.clone(),
-            nonce,
-        };
-        Ok((exchange, server_first))
+        let nonce_len = client_nonce.len() + server_nonce.len();
+        let tail = &*verifier.salt_and_iterations;
+        // Room for the client's final message without its proof (`c=biws,r=<nonce>`) too.
+        let mut auth = String::with_capacity(bare.len() + 2 * nonce_len + tail.len() + 16);
+        auth.push_str(bare);
+        auth.push(',');
+        let server_first_at = auth.len();
+        auth.push_str("r=");
+        auth.push_str(client_nonce);
+        auth.push_str(server_nonce);
+        auth.push_str(tail);
+        auth.push(',');
+        Ok(ServerExchange {
+            keys: verifier.keys.clone(),
+            auth,
+            server_first_at,
+            nonce_len,
+        })
+    }
+
+    /// The server-first message: `r=<both nonces>,s=<salt>,i=<iterations>`.
+    pub fn server_first(&self) -> &str {
+        &self.auth[self.server_first_at..self.auth.len() - 1]
+    }
+
+    /// Both nonces.
+    fn nonce(&self) -> &str {
+        let at = self.server_first_at + 2;
+        &self.auth[at..at + self.nonce_len]
     }
 
     /// Checks the client's final message; when the proof holds, the server's final message
     /// and the client key the proof revealed (what logging in to a server that stores the
     /// same secret takes, without the password).
-    pub fn finish(self, client_final: &str) -> Result<(String, [u8; 32]), ScramError> {
+    pub fn finish(mut self, client_final: &str) -> Result<(String, [u8; 32]), ScramError> {
         let (without_proof, proof) = client_final
             .rsplit_once(",p=")
             .ok_or(ScramError::Malformed("no proof"))?;
@@ -204,30 +289,82 @@ impl ServerExchange {
         if !matches!(binding, Some("biws") | Some("eSws")) {
             return Err(ScramError::ChannelBinding);
         }
-        if nonce != Some(self.nonce.as_str()) {
+        if nonce != Some(self.nonce()) {
             return Err(ScramError::Nonce);
         }
-        let proof = B64
-            .decode(proof)
-            .map_err(|_| ScramError::Malformed("proof not base64"))?;
-        if proof.len() != 32 {
-            return Err(ScramError::Malformed("proof not 32 bytes"));
-        }
-        let auth_message = format!(
-            "{},{},{}",
-            self.client_first_bare, self.server_first, without_proof
-        );
-        let signature = hmac_sha256(&self.verifier.stored_key, auth_message.as_bytes());
+        let proof = decode_proof(proof)?;
+        self.auth.push_str(without_proof);
+        let keys = &*self.keys;
+        let signature = hmac::sign(&keys.stored, self.auth.as_bytes());
         let mut client_key = [0u8; 32];
-        for (k, (p, s)) in client_key.iter_mut().zip(proof.iter().zip(signature)) {
+        for (k, (p, s)) in client_key
+            .iter_mut()
+            .zip(proof.iter().zip(signature.as_ref()))
+        {
             *k = p ^ s;
         }
-        constant_time::verify_slices_are_equal(&sha256(&client_key), &self.verifier.stored_key)
+        constant_time::verify_slices_are_equal(&sha256(&client_key), &keys.stored_key)
             .map_err(|_| ScramError::Proof)?;
-        let server_signature = hmac_sha256(&self.verifier.server_key, auth_message.as_bytes());
-        Ok((format!("v={}", B64.encode(server_signature)), client_key))
+        let server_signature = hmac::sign(&keys.server, self.auth.as_bytes());
+        // The AuthMessage's room holds the answer.
+        let mut server_final = self.auth;
+        server_final.clear();
+        server_final.push_str("v=");
+        B64.encode_string(server_signature.as_ref(), &mut server_final);
+        Ok((server_final, client_key))
     }
 }
+
+/// The client's proof: 32 bytes in base64.
+fn decode_proof(proof: &str) -> Result<[u8; 32], ScramError> {
+    const NOT_BASE64: ScramError = ScramError::Malformed("proof not base64");
+    let mut buf = [0u8; 48];
+    // Base64 of up to 48 bytes decodes on the stack; a longer one is too long anyway.
+    let len = if proof.len() <= 64 {
+        B64.decode_slice(proof, &mut buf).map_err(|_| NOT_BASE64)?
+    } else {
+        B64.decode(proof).map_err(|_| NOT_BASE64)?.len()
+    };
+    buf.get(..len)
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or(ScramError::Malformed("proof not 32 bytes"))
+}
+
+/// Fills `out` with unpredictable bytes (nonces, salts, cancel keys) from aws-lc's
+/// CSPRNG, drawn [`RANDOM_POOL`] bytes at a time per thread: a draw of 512 bytes costs
+/// little more than one of 18 (the generator's own upkeep dominates), so a login's 22 bytes
+/// cost a twentieth of one. Bytes handed out are wiped from the pool; those it still holds
+/// are no more exposed than the generator's own state, from which they would follow.
+pub(crate) fn random_bytes(out: &mut [u8]) {
+    thread_local! {
+        static POOL: std::cell::RefCell<([u8; RANDOM_POOL], usize)> =
+            const { std::cell::RefCell::new(([0; RANDOM_POOL], RANDOM_POOL)) };
+    }
+    if out.len() > RANDOM_POOL / 4 {
+        let _ = aws_lc_rs::rand::fill(out);
+        return;
+    }
+    POOL.with_borrow_mut(|(pool, used)| {
+        let mut out = &mut out[..];
+        while !out.is_empty() {
+            if *used == RANDOM_POOL {
+                // aws-lc aborts rather than fail to produce randomness.
+                let _ = aws_lc_rs::rand::fill(pool);
+                *used = 0;
+            }
+            let n = out.len().min(RANDOM_POOL - *used);
+            let (now, rest) = std::mem::take(&mut out).split_at_mut(n);
+            let taken = &mut pool[*used..*used + n];
+            now.copy_from_slice(taken);
+            taken.fill(0);
+            *used += n;
+            out = rest;
+        }
+    })
+}
+
+/// Bytes each thread draws from the CSPRNG at a time.
+const RANDOM_POOL: usize = 512;
 
 #[cfg(test)]
 mod tests {
@@ -246,11 +383,79 @@ mod tests {
         Verifier::from_password("pencil", &B64.decode(SALT_B64).unwrap(), 4096)
     }
 
+    fn start(v: &Verifier, first: &str, nonce: &str) -> Result<ServerExchange, ScramError> {
+        ServerExchange::start(&Prepared::new(v), first, nonce)
+    }
+
     #[test]
     fn the_rfc_7677_exchange_succeeds_byte_for_byte() {
-        let (ex, first) = ServerExchange::start(pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
-        assert_eq!(first, SERVER_FIRST);
+        let ex = start(&pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
+        assert_eq!(ex.server_first(), SERVER_FIRST);
         assert_eq!(ex.finish(CLIENT_FINAL).unwrap().0, SERVER_FINAL);
+    }
+
+    #[test]
+    fn keys_set_up_once_sign_as_keys_set_up_each_time() {
+        let v = pencil();
+        let p = Prepared::new(&v);
+        for msg in [&b""[..], b"Client Key", &[7u8; 300]] {
+            let stored = hmac::sign(&p.keys.stored, msg);
+            assert_eq!(stored.as_ref(), hmac_sha256(&v.stored_key, msg));
+            let server = hmac::sign(&p.keys.server, msg);
+            assert_eq!(server.as_ref(), hmac_sha256(&v.server_key, msg));
+        }
+        // One prepared verifier serves exchange after exchange.
+        for _ in 0..3 {
+            let ex = ServerExchange::start(&p, CLIENT_FIRST, SERVER_NONCE).unwrap();
+            assert_eq!(ex.finish(CLIENT_FINAL).unwrap().0, SERVER_FINAL);
+        }
+        let (_, key) = ServerExchange::start(&p, CLIENT_FIRST, SERVER_NONCE)
+            .unwrap()
+            .finish(CLIENT_FINAL)
+            .unwrap();
+        assert_eq!(sha256(&key), v.stored_key);
+    }
+
+    #[test]
+    fn another_salt_is_announced() {
+        let p = Prepared::new(&pencil()).with_salt(b"0123456789abcdef", 4096);
+        let ex = ServerExchange::start(&p, CLIENT_FIRST, SERVER_NONCE).unwrap();
+        assert!(ex
+            .server_first()
+            .ends_with(",s=MDEyMzQ1Njc4OWFiY2RlZg==,i=4096"));
+        // The proof covers the server-first message the client saw, with the RFC's salt.
+        assert_eq!(ex.finish(CLIENT_FINAL), Err(ScramError::Proof));
+    }
+
+    #[test]
+    fn proofs_of_the_wrong_size_or_not_base64_are_malformed() {
+        let good = "dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=";
+        assert!(decode_proof(good).is_ok());
+        const NOT_BASE64: ScramError = ScramError::Malformed("proof not base64");
+        const SIZE: ScramError = ScramError::Malformed("proof not 32 bytes");
+        assert_eq!(decode_proof("dHzb*apW"), Err(NOT_BASE64));
+        assert_eq!(decode_proof("dHzbZapW"), Err(SIZE));
+        assert_eq!(decode_proof(""), Err(SIZE));
+        assert_eq!(decode_proof(&B64.encode([1u8; 33])), Err(SIZE));
+        assert_eq!(decode_proof(&B64.encode([1u8; 48])), Err(SIZE));
+        assert_eq!(decode_proof(&B64.encode([1u8; 300])), Err(SIZE));
+        assert_eq!(decode_proof(&"*".repeat(100)), Err(NOT_BASE64));
+    }
+
+    #[test]
+    fn random_bytes_come_fresh_across_pool_refills() {
+        let mut seen = std::collections::HashSet::new();
+        // Sizes that straddle the pool's end, and one drawn directly.
+        for len in [4, 18, 100, 7, RANDOM_POOL / 4, RANDOM_POOL, 4, 18] {
+            for _ in 0..40 {
+                let mut b = vec![0u8; len];
+                random_bytes(&mut b);
+                assert!(seen.insert(b), "a {len}-byte draw repeated");
+            }
+        }
+        let n = server_nonce();
+        assert_eq!(n.len(), 24);
+        assert!(!n.contains(',') && n != server_nonce());
     }
 
     #[test]
@@ -259,7 +464,7 @@ mod tests {
         assert!(secret.starts_with("SCRAM-SHA-256$4096:W22ZaJ0SNY7soEsUEjb6gQ==$"));
         let v = Verifier::parse(&secret).unwrap();
         assert_eq!(v, pencil());
-        let (ex, _) = ServerExchange::start(v, CLIENT_FIRST, SERVER_NONCE).unwrap();
+        let ex = start(&v, CLIENT_FIRST, SERVER_NONCE).unwrap();
         assert_eq!(ex.finish(CLIENT_FINAL).unwrap().0, SERVER_FINAL);
         for bad in [
             "md5abc",
@@ -274,37 +479,37 @@ mod tests {
     #[test]
     fn a_wrong_password_a_foreign_nonce_or_channel_binding_fail() {
         let wrong = Verifier::from_password("pencil2", &B64.decode(SALT_B64).unwrap(), 4096);
-        let (ex, _) = ServerExchange::start(wrong, CLIENT_FIRST, SERVER_NONCE).unwrap();
+        let ex = start(&wrong, CLIENT_FIRST, SERVER_NONCE).unwrap();
         assert_eq!(ex.finish(CLIENT_FINAL), Err(ScramError::Proof));
 
-        let (ex, _) = ServerExchange::start(pencil(), CLIENT_FIRST, "other").unwrap();
+        let ex = start(&pencil(), CLIENT_FIRST, "other").unwrap();
         assert_eq!(ex.finish(CLIENT_FINAL), Err(ScramError::Nonce));
 
         let plus = "p=tls-server-end-point,,n=,r=abc";
         assert_eq!(
-            ServerExchange::start(pencil(), plus, SERVER_NONCE).unwrap_err(),
+            start(&pencil(), plus, SERVER_NONCE).unwrap_err(),
             ScramError::ChannelBinding
         );
-        let (ex, _) = ServerExchange::start(pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
+        let ex = start(&pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
         let bound = CLIENT_FINAL.replace("c=biws", "c=cD10bHMtc2VydmVyLWVuZC1wb2ludCws");
         assert_eq!(ex.finish(&bound), Err(ScramError::ChannelBinding));
 
         for bad in ["", "x,,r=a", "n,,n=user"] {
-            assert!(
-                ServerExchange::start(pencil(), bad, SERVER_NONCE).is_err(),
-                "{bad:?}"
-            );
+            assert!(start(&pencil(), bad, SERVER_NONCE).is_err(), "{bad:?}");
         }
-        let (ex, _) = ServerExchange::start(pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
+        let ex = start(&pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
         assert!(ex.finish("c=biws,r=x").is_err());
+        // A nonce that only starts like the exchange's is not it.
+        let ex = start(&pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
+        let longer = CLIENT_FINAL.replace("$k0,p=", "$k0x,p=");
+        assert_eq!(ex.finish(&longer), Err(ScramError::Nonce));
     }
 
     #[test]
     fn postgres_clients_send_an_empty_user_name() {
         // libpq's client-first: the user name is in the startup packet, not here.
-        let (ex, first) =
-            ServerExchange::start(pencil(), "n,,n=,r=rOprNGfwEbeRWgbNEkqO", SERVER_NONCE).unwrap();
-        assert_eq!(first, SERVER_FIRST);
+        let ex = start(&pencil(), "n,,n=,r=rOprNGfwEbeRWgbNEkqO", SERVER_NONCE).unwrap();
+        assert_eq!(ex.server_first(), SERVER_FIRST);
         // The proof covers the client-first-message-bare, so it differs from the RFC's.
         assert_eq!(ex.finish(CLIENT_FINAL), Err(ScramError::Proof));
     }

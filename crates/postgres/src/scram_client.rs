@@ -138,15 +138,15 @@ pub fn md5_hex(parts: &[&[u8]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scram::{ServerExchange, Verifier};
+    use crate::scram::{Prepared, ServerExchange, Verifier};
 
     #[test]
     fn the_client_logs_in_to_sluices_own_server_side() {
         let v = Verifier::from_password("pencil", b"saltsalt", 4096);
         let (mut c, first) =
             ClientExchange::start(ClientSecret::Password("pencil".into()), "abcdef");
-        let (s, server_first) = ServerExchange::start(v.clone(), &first, "XYZ").unwrap();
-        let fin = c.respond(&server_first).unwrap();
+        let s = ServerExchange::start(&Prepared::new(&v), &first, "XYZ").unwrap();
+        let fin = c.respond(s.server_first()).unwrap();
         let (server_final, client_key) = s.finish(&fin).unwrap();
         c.verify(&server_final).unwrap();
         assert!(c.verify("v=AAAA").is_err());
@@ -157,14 +157,14 @@ mod tests {
             client_key,
         };
         let (mut c, first) = ClientExchange::start(keys.clone(), "ghijkl");
-        let (s, server_first) = ServerExchange::start(v, &first, "UVW").unwrap();
-        let fin = c.respond(&server_first).unwrap();
+        let s = ServerExchange::start(&Prepared::new(&v), &first, "UVW").unwrap();
+        let fin = c.respond(s.server_first()).unwrap();
         c.verify(&s.finish(&fin).unwrap().0).unwrap();
         // ... and not to one with another salt.
         let other = Verifier::from_password("pencil", b"pepperpe", 4096);
         let (mut c, first) = ClientExchange::start(keys, "mnopqr");
-        let (_, server_first) = ServerExchange::start(other, &first, "RST").unwrap();
-        assert_eq!(c.respond(&server_first), Err(ScramError::OtherSecret));
+        let s = ServerExchange::start(&Prepared::new(&other), &first, "RST").unwrap();
+        assert_eq!(c.respond(s.server_first()), Err(ScramError::OtherSecret));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! full the caller gets a copy of its own.
 
 use parking_lot::Mutex;
+use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -11,8 +12,15 @@ use std::sync::Arc;
 /// A bounded set of shared values.
 #[derive(Debug)]
 pub struct Interner<T: ?Sized> {
-    set: Mutex<HashSet<Arc<T>>>,
+    values: Mutex<Values<T>>,
     capacity: usize,
+}
+
+#[derive(Debug)]
+struct Values<T: ?Sized> {
+    set: HashSet<Arc<T>>,
+    /// The value last made by [`Interner::intern_made`], with the source it was made from.
+    last_made: Option<(Box<[u8]>, Arc<T>)>,
 }
 
 impl<T: ?Sized + Hash + Eq> Interner<T>
@@ -22,14 +30,17 @@ where
     /// An interner of at most `capacity` values.
     pub fn new(capacity: usize) -> Interner<T> {
         Interner {
-            set: Mutex::new(HashSet::new()),
+            values: Mutex::new(Values {
+                set: HashSet::new(),
+                last_made: None,
+            }),
             capacity,
         }
     }
 
     /// The shared copy of `v`.
     pub fn intern(&self, v: &T) -> Arc<T> {
-        let mut set = self.set.lock();
+        let set = &mut self.values.lock().set;
         if let Some(a) = set.get(v) {
             return a.clone();
         }
@@ -44,9 +55,23 @@ where
         a
     }
 
+    /// The shared copy of the value `make` makes from `source`, bytes that determine it
+    /// (equal sources make equal values). The last one made is remembered with its source:
+    /// a run of clients alike (one application's) costs neither making nor hashing it.
+    pub fn intern_made<V: Borrow<T>>(&self, source: &[u8], make: impl FnOnce() -> V) -> Arc<T> {
+        if let Some((made_from, v)) = &self.values.lock().last_made {
+            if **made_from == *source {
+                return v.clone();
+            }
+        }
+        let v = self.intern(make().borrow());
+        self.values.lock().last_made = Some((source.into(), v.clone()));
+        v
+    }
+
     /// Values held now.
     pub fn len(&self) -> usize {
-        self.set.lock().len()
+        self.values.lock().set.len()
     }
 
     /// Holds nothing.
@@ -76,6 +101,30 @@ mod tests {
         let e = i.intern("third");
         assert!(Arc::ptr_eq(&e, &i.intern("third")));
         assert_eq!(i.len(), 2);
+    }
+
+    #[test]
+    fn a_value_made_from_the_source_of_the_last_one_is_not_made_again() {
+        let i: Interner<str> = Interner::new(2);
+        let made = std::cell::Cell::new(0);
+        let make = |v: &'static str| {
+            made.set(made.get() + 1);
+            v.to_string()
+        };
+        let a = i.intern_made(b"src-a", || make("A"));
+        let b = i.intern_made(b"src-a", || make("A"));
+        assert!(Arc::ptr_eq(&a, &b) && made.get() == 1);
+        // Another source: made, and shared with what equals it.
+        let c = i.intern_made(b"src-c", || make("A"));
+        assert!(Arc::ptr_eq(&a, &c) && made.get() == 2);
+        let d = i.intern_made(b"src-d", || make("D"));
+        assert_eq!((&*d, made.get()), ("D", 3));
+        assert!(Arc::ptr_eq(&d, &i.intern("D")));
+        // Still bounded: the remembered value counts as held, the others can go.
+        drop((a, b, c));
+        i.intern("E");
+        assert_eq!(i.len(), 2);
+        assert!(Arc::ptr_eq(&d, &i.intern_made(b"src-d", || make("never"))));
     }
 
     #[test]

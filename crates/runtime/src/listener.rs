@@ -58,8 +58,26 @@ pub fn bind(addr: &str, reuse_port: bool) -> io::Result<TcpListener> {
     if reuse_port {
         sock.set_reuseport(true)?;
     }
+    // Passed on to accepted sockets (Linux): no setsockopt per client (see `serve`).
+    sock.set_nodelay(true)?;
     sock.bind(sa)?;
     sock.listen(4096)
+}
+
+/// Turns Nagle's algorithm off on a client socket (replies are written whole): nothing to do
+/// when it inherited that from its listener, as `inherits` says once the first one told.
+fn nodelay(stream: &TcpStream, inherits: &mut Option<bool>) {
+    if *inherits == Some(true) {
+        return;
+    }
+    if inherits.is_none() {
+        let inherited = stream.nodelay().unwrap_or(false);
+        *inherits = Some(inherited);
+        if inherited {
+            return;
+        }
+    }
+    let _ = stream.set_nodelay(true);
 }
 
 /// Accepts clients until `shutdown` turns true.
@@ -70,6 +88,8 @@ pub async fn serve<H: Handler + ?Sized>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(5);
+    // Whether accepted sockets inherit TCP_NODELAY from the listener: learnt from the first.
+    let mut inherits_nodelay = None;
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -78,7 +98,7 @@ pub async fn serve<H: Handler + ?Sized>(
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::from_millis(5);
-                let _ = stream.set_nodelay(true);
+                nodelay(&stream, &mut inherits_nodelay);
                 // One span per client session: everything it logs carries its peer, and the
                 // id and user the front end records once it knows them.
                 let span = tracing::info_span!(
@@ -96,6 +116,52 @@ pub async fn serve<H: Handler + ?Sized>(
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// Tells whether each client's socket has TCP_NODELAY.
+    struct Probe(mpsc::UnboundedSender<bool>);
+
+    impl Handler for Probe {
+        fn handle(
+            self: Arc<Self>,
+            stream: TcpStream,
+            _peer: SocketAddr,
+            _listener: Arc<ListenerInfo>,
+        ) -> HandlerFuture {
+            let _ = self.0.send(stream.nodelay().unwrap_or(false));
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn every_client_socket_has_nodelay() {
+        for listener in [bind("127.0.0.1:0", false).unwrap(), {
+            // A listener bound elsewhere, without the option: set on each client.
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.set_nonblocking(true).unwrap();
+            TcpListener::from_std(l).unwrap()
+        }] {
+            let addr = listener.local_addr().unwrap();
+            let info = Arc::new(ListenerInfo {
+                addr,
+                hostgroup: None,
+            });
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let (stop, shutdown) = watch::channel(false);
+            let task = tokio::spawn(serve(listener, info, Arc::new(Probe(tx)), shutdown));
+            for _ in 0..3 {
+                let _client = TcpStream::connect(addr).await.unwrap();
+                assert_eq!(rx.recv().await, Some(true));
+            }
+            stop.send(true).unwrap();
+            task.await.unwrap();
         }
     }
 }

@@ -115,9 +115,10 @@ impl SessionHandle {
         self.current.lock().statement = sql.map(|s| (s, Instant::now()));
     }
 
-    /// Sets the statement in flight from a text the session already shares (no copy).
-    pub fn set_statement_shared(&self, sql: Arc<[u8]>) {
-        self.current.lock().statement = Some((sql, Instant::now()));
+    /// Sets the statement in flight from a text the session already shares (no copy), started
+    /// at `at`.
+    pub fn set_statement_shared(&self, sql: Arc<[u8]>, at: Instant) {
+        self.current.lock().statement = Some((sql, at));
     }
 }
 
@@ -182,7 +183,11 @@ impl Registry {
     /// Forgets a session.
     pub fn remove(&self, id: u32) {
         self.sessions.lock().remove(&id);
-        self.lock_holders.lock().remove(&id);
+        let mut holders = self.lock_holders.lock();
+        // Nearly always empty (MySQL user-level locks): no hashing then.
+        if !holders.is_empty() {
+            holders.remove(&id);
+        }
     }
 
     /// Records on which backend connection (server name, thread id) session `id` may hold

@@ -10,11 +10,14 @@ use std::io;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 /// The largest message accepted from a server (a row or a COPY chunk bigger than this ends
 /// the connection with an error).
 pub const MAX_SERVER_MESSAGE: usize = 64 << 20;
+
+/// The most read buffer a pooled connection keeps (what [`PgConn::fill`] grows to for
+/// ordinary answers).
+const PARKED_BUFFER: usize = 24 * 1024;
 
 /// A logged-in server connection.
 pub struct PgConn {
@@ -31,8 +34,8 @@ pub struct PgConn {
     pub statements: ServerStatements,
     /// Something went wrong mid-exchange: it must not be reused.
     pub broken: bool,
-    /// Changes when the monitor declares the server failed (a failover): reads give up.
-    pub(crate) failed: Option<watch::Receiver<u64>>,
+    /// The monitor declaring the server failed (a failover): reads give up.
+    pub(crate) failed: Option<sluice_core::FailedWatch>,
 }
 
 impl PgConn {
@@ -61,10 +64,12 @@ impl PgConn {
         matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
-    /// Gives the read buffer back to the process's shelf while the connection sits in the
-    /// pool (a pooled connection holds none; the next read takes one).
+    /// Before the connection goes back to the pool: a read buffer grown by a large result
+    /// goes back to the process's shelf (which keeps or frees it); one of ordinary size stays
+    /// (pooled connections are few, bounded by `max_connections`, and taking a buffer from
+    /// the shelf at every statement cost more than the rest of the read).
     pub fn park(&mut self) {
-        if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > PARKED_BUFFER {
             sluice_runtime::buffers::give_read(std::mem::take(&mut self.rbuf));
         }
     }
@@ -80,9 +85,7 @@ impl PgConn {
 
     /// True if the monitor declared the server failed since this connection was opened.
     pub fn server_failed(&self) -> bool {
-        self.failed
-            .as_ref()
-            .is_some_and(|f| f.has_changed().unwrap_or(false))
+        self.failed.as_ref().is_some_and(|f| f.has_failed())
     }
 
     /// Reads more bytes into the buffer; an error when the server closed the connection, or
@@ -95,13 +98,14 @@ impl PgConn {
         if self.rbuf.capacity() - self.rbuf.len() < 4096 {
             self.rbuf.reserve(16 * 1024);
         }
-        let read = tokio::select! {
-            biased;
-            r = self.stream.read_buf(&mut self.rbuf) => r,
-            _ = declared_failed(&mut self.failed) => Err(io::Error::other(
-                "the server stopped answering and was declared failed",
-            )),
-        };
+        let read =
+            sluice_core::unless_failed(self.failed.as_mut(), self.stream.read_buf(&mut self.rbuf))
+                .await
+                .unwrap_or_else(|| {
+                    Err(io::Error::other(
+                        "the server stopped answering and was declared failed",
+                    ))
+                });
         match read {
             Ok(0) => {
                 self.broken = true;
@@ -122,6 +126,15 @@ impl PgConn {
     /// [`PgConn::consume`]).
     pub fn peek(&mut self) -> Result<Option<(Message<'_>, usize)>, WireError> {
         let r = read_message(&self.rbuf, MAX_SERVER_MESSAGE);
+        if r.is_err() {
+            self.broken = true;
+        }
+        r
+    }
+
+    /// The complete message `offset` bytes into the buffer, if any (not consumed).
+    pub fn peek_at(&mut self, offset: usize) -> Result<Option<(Message<'_>, usize)>, WireError> {
+        let r = read_message(&self.rbuf[offset..], MAX_SERVER_MESSAGE);
         if r.is_err() {
             self.broken = true;
         }
@@ -167,19 +180,6 @@ impl PgConn {
             return Ok(());
         }
         self.stream.readable().await
-    }
-}
-
-/// Resolves when the monitor declares the connection's server failed (never, without a
-/// watch).
-async fn declared_failed(failed: &mut Option<watch::Receiver<u64>>) {
-    match failed {
-        Some(rx) => {
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-        None => std::future::pending::<()>().await,
     }
 }
 

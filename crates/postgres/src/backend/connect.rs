@@ -105,8 +105,9 @@ impl Connector<Box<PgConn>> for PgConnector {
                 .map_err(|e| ConnectError::down(format!("{}: {e}", server.address)))?;
             let _ = stream.set_nodelay(true);
             let mut conn = PgConn::new(stream, self.statements_per_connection);
+            // From now on: a login to a server that hangs gives up when it is declared failed.
+            conn.failed = Some(server.failed_watch());
             login(&mut conn, &key.user, database, credential).await?;
-            conn.failed = Some(server.failure_watch());
             Ok(Box::new(conn))
         })
     }

@@ -7,40 +7,70 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A statement as a client prepared it (a Parse message's content).
+/// A statement as a client prepared it (a Parse message's content), or a simple query's text.
 #[derive(Debug)]
 pub struct StmtDef {
     /// The SQL text (shared with the session's view in the registry while it runs).
     pub sql: std::sync::Arc<[u8]>,
     /// The parameter type section of the Parse message (count and OIDs), as sent.
     pub types: Vec<u8>,
-    /// Hash of both: the name it has on servers.
+    /// Hash of both: the name it has on servers (0 for a simple query, never prepared).
     pub hash: u64,
-    /// What the scanner found in its text.
+    /// Its name on server connections: `sluice_` and the hash in hex.
+    name: [u8; SERVER_NAME_LEN],
+    /// What the scanner found in its text (its digest's id among it).
     pub info: crate::classify::Scanned,
-    /// Its digest (id, normalised text), computed at its first count.
-    pub digest: std::sync::OnceLock<(u64, Box<[u8]>)>,
+}
+
+/// `sluice_` and 16 hex digits.
+const SERVER_NAME_LEN: usize = 23;
+
+/// Hashes statement texts into their server names: fixed for the process (every session
+/// must name a text alike), fast (a text is hashed at every Parse).
+fn text_hash(sql: &[u8], types: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static SEED: std::sync::OnceLock<foldhash::quality::SeedableRandomState> =
+        std::sync::OnceLock::new();
+    let mut h = SEED
+        .get_or_init(foldhash::quality::SeedableRandomState::random)
+        .build_hasher();
+    h.write(sql);
+    h.write_u8(0xff);
+    h.write(types);
+    h.finish()
 }
 
 impl StmtDef {
     /// A definition from a Parse message's text and type section.
     pub fn new(sql: &[u8], types: &[u8]) -> StmtDef {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        sql.hash(&mut h);
-        types.hash(&mut h);
+        let hash = text_hash(sql, types);
+        let mut name = *b"sluice_0000000000000000";
+        for (i, b) in name[7..].iter_mut().enumerate() {
+            *b = b"0123456789abcdef"[(hash >> (60 - 4 * i) & 0xf) as usize];
+        }
         StmtDef {
             sql: sql.into(),
             types: types.to_vec(),
-            hash: h.finish(),
+            hash,
+            name,
             info: crate::classify::classify(sql),
-            digest: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A simple query's text: classified, never prepared (no server name).
+    pub fn query(sql: &[u8]) -> StmtDef {
+        StmtDef {
+            sql: sql.into(),
+            types: Vec::new(),
+            hash: 0,
+            name: [0; SERVER_NAME_LEN],
+            info: crate::classify::classify(sql),
         }
     }
 
     /// Its name on server connections.
-    pub fn server_name(&self) -> String {
-        format!("sluice_{:016x}", self.hash)
+    pub fn server_name(&self) -> &[u8] {
+        &self.name
     }
 
     /// The Parse message that prepares it on a server under [`StmtDef::server_name`].
@@ -49,7 +79,7 @@ impl StmtDef {
         let len = 4 + name.len() + 1 + self.sql.len() + 1 + self.types.len();
         out.push(b'P');
         out.extend_from_slice(&(len as u32).to_be_bytes());
-        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(name);
         out.push(0);
         out.extend_from_slice(&self.sql);
         out.push(0);
@@ -62,18 +92,18 @@ impl StmtDef {
 pub struct ServerStatements {
     limit: usize,
     tick: u64,
-    held: HashMap<u64, (Arc<StmtDef>, u64)>,
+    held: HashMap<u64, (Arc<StmtDef>, u64), foldhash::fast::RandomState>,
 }
 
 /// What making room for a statement requires.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Ensure {
     /// Already there.
     Held,
     /// Must be prepared; `evict` names a statement to close first to stay in bounds.
     Prepare {
-        /// Server name of the statement to close, if the connection is full.
-        evict: Option<String>,
+        /// The statement to close (under its server name) first, if the connection is full.
+        evict: Option<Arc<StmtDef>>,
     },
 }
 
@@ -83,7 +113,7 @@ impl ServerStatements {
         ServerStatements {
             limit: limit.max(1),
             tick: 0,
-            held: HashMap::new(),
+            held: HashMap::default(),
         }
     }
 
@@ -98,7 +128,7 @@ impl ServerStatements {
         }
         // A different text under the same hash (never seen in practice) is replaced: the old
         // one is closed first.
-        let mut evict = self.held.remove(&def.hash).map(|(d, _)| d.server_name());
+        let mut evict = self.held.remove(&def.hash).map(|(d, _)| d);
         if evict.is_none() && self.held.len() >= self.limit {
             let oldest = self
                 .held
@@ -106,7 +136,7 @@ impl ServerStatements {
                 .min_by_key(|(_, (_, used))| *used)
                 .map(|(h, _)| *h);
             if let Some(h) = oldest {
-                evict = self.held.remove(&h).map(|(d, _)| d.server_name());
+                evict = self.held.remove(&h).map(|(d, _)| d);
             }
         }
         self.held.insert(def.hash, (def.clone(), self.tick));
@@ -145,15 +175,10 @@ mod tests {
     fn statements_are_held_up_to_the_limit_and_the_least_recently_used_goes() {
         let mut s = ServerStatements::new(2);
         let (a, b, c) = (def("select 1"), def("select 2"), def("select 3"));
-        assert_eq!(s.ensure(&a), Ensure::Prepare { evict: None });
-        assert_eq!(s.ensure(&b), Ensure::Prepare { evict: None });
-        assert_eq!(s.ensure(&a), Ensure::Held);
-        assert_eq!(
-            s.ensure(&c),
-            Ensure::Prepare {
-                evict: Some(b.server_name())
-            }
-        );
+        assert!(matches!(s.ensure(&a), Ensure::Prepare { evict: None }));
+        assert!(matches!(s.ensure(&b), Ensure::Prepare { evict: None }));
+        assert!(matches!(s.ensure(&a), Ensure::Held));
+        assert!(matches!(s.ensure(&c), Ensure::Prepare { evict: Some(e) } if Arc::ptr_eq(&e, &b)));
         assert_eq!(s.len(), 2);
         s.forget(c.hash);
         assert_eq!(s.len(), 1);
@@ -169,5 +194,8 @@ mod tests {
         assert_eq!(len + 1, out.len());
         assert!(out.windows(7).any(|w| w == b"sluice_"));
         assert_ne!(def("select 1").hash, def("select 2").hash);
+        assert_eq!(def("select 1").hash, def("select 1").hash);
+        let name = std::str::from_utf8(d.server_name()).unwrap();
+        assert_eq!(name, format!("sluice_{:016x}", d.hash));
     }
 }

@@ -15,6 +15,9 @@ pub const MAX_CLIENT_MESSAGE: usize = 64 << 20;
 /// waits until sluice catches up).
 pub const READ_AHEAD: usize = 1 << 20;
 
+/// What the queue of messages for the client starts with.
+const QUEUE_CAPACITY: usize = 1024;
+
 /// A client connection after the startup packet.
 pub struct Client {
     /// The stream.
@@ -70,7 +73,32 @@ impl Client {
 
     /// Queues `bytes` for the next send.
     pub fn queue(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.room_for_queue();
         self.pending.extend_from_slice(bytes);
+    }
+
+    /// Queues the messages `write` writes for the next send (written in place: no buffer
+    /// of their own).
+    pub fn queue_messages(&mut self, write: impl FnOnce(&mut Writer)) {
+        self.room_for_queue();
+        let mut w = Writer::with_buffer(std::mem::take(&mut self.pending));
+        write(&mut w);
+        self.pending = w.into_bytes();
+        if self.pending.is_empty() {
+            // Nothing queued: no room kept either.
+            self.pending = Vec::new();
+        }
+    }
+
+    /// The queue's room, made once for what usually collects in it (a login's last
+    /// messages: a few hundred bytes), not grown step by step.
+    fn room_for_queue(&mut self) {
+        if self.pending.capacity() == 0 {
+            self.pending.reserve(QUEUE_CAPACITY);
+        }
     }
 
     /// Sends what is queued, then `bytes`.

@@ -39,21 +39,19 @@ impl Session {
         let database = self.key.database.as_deref().unwrap_or("");
         for (i, def) in ran.iter().enumerate() {
             let last = i + 1 == ran.len();
-            let (id, text) = def.digest.get_or_init(|| {
-                // PostgreSQL texts: standard strings (a backslash is an ordinary character).
-                let mut buf =
-                    Vec::with_capacity(def.sql.len().min(sluice_sqlscan::digest::MAX_TEXT));
-                let id = sluice_sqlscan::digest::normalize_into(&def.sql, true, &mut buf);
-                (id, buf.into_boxed_slice())
-            });
-            digests.record(
+            digests.record_with(
                 DigestKey {
-                    id: *id,
+                    id: def.info.digest,
                     user: &self.key.user,
                     schema: database,
                     hostgroup,
                 },
-                text,
+                // Only for a digest not in the table yet.
+                || {
+                    let mut text = Vec::new();
+                    sluice_sqlscan::postgres::digest_text(&def.sql, &mut text);
+                    text
+                },
                 DigestSample {
                     elapsed: if last { elapsed } else { Duration::ZERO },
                     rows_sent: if last { relayed.rows } else { 0 },

@@ -4,11 +4,15 @@
 //! over TLS. A wrong password (or an unknown user) gets PostgreSQL's own 28P01.
 
 use super::client::Client;
-use crate::scram::{ScramError, ServerExchange, Verifier, DEFAULT_ITERATIONS, MECHANISM};
+use crate::scram::{self, Prepared, ScramError, ServerExchange, Verifier};
+use crate::scram::{DEFAULT_ITERATIONS, MECHANISM};
 use crate::scram_client::md5_hex;
 use crate::wire::{read_message, read_startup, Startup, StartupParams, WireError, Writer};
+use parking_lot::Mutex;
 use sluice_config::PgAuthMethod;
 use sluice_runtime::users::{User, Users};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How the connection phase ended.
@@ -77,7 +81,7 @@ pub async fn accept(
     if params.needs_negotiation() {
         client.send(&params.negotiate_protocol_version()).await?;
     }
-    let name = params.get("user").unwrap_or_default().to_string();
+    let name = params.get("user").unwrap_or_default();
     if params
         .get("replication")
         .is_some_and(|r| r != "false" && r != "0")
@@ -86,7 +90,7 @@ pub async fn accept(
         let _ = client.fatal("08P01", msg).await;
         return Err(LoginError::Refused(msg.into()));
     }
-    let user = users.get(&name).cloned();
+    let user = users.get(name).cloned();
     let method = user
         .as_ref()
         .map(|u| u.auth_method)
@@ -106,10 +110,12 @@ pub async fn accept(
         }
     }
     let (ok, client_key) = match method {
-        PgAuthMethod::ScramSha256 => match scram(client, verifiers.get(user.as_deref())).await? {
-            Some(key) => (true, Some(key)),
-            None => (false, None),
-        },
+        PgAuthMethod::ScramSha256 => {
+            match scram(client, verifiers.get(name, user.as_deref())).await? {
+                Some(key) => (true, Some(key)),
+                None => (false, None),
+            }
+        }
         PgAuthMethod::Md5 => (md5(client, user.as_deref()).await?, None),
         PgAuthMethod::Password => (cleartext(client, user.as_deref()).await?, None),
     };
@@ -118,13 +124,14 @@ pub async fn accept(
         _ => {
             let msg = format!("password authentication failed for user \"{name}\"");
             let _ = client.fatal("28P01", &msg).await;
-            Err(LoginError::Password(name))
+            Err(LoginError::Password(name.to_string()))
         }
     }
 }
 
-/// Reads the client's next PasswordMessage / SASL message body.
-async fn password_message(client: &mut Client) -> Result<Vec<u8>, LoginError> {
+/// Waits for the client's next PasswordMessage / SASL message: its length in the buffer
+/// (the body is `client.buf[5..len]`; the caller consumes it).
+async fn password_message(client: &mut Client) -> Result<usize, LoginError> {
     loop {
         match read_message(&client.buf, 64 * 1024) {
             Ok(Some((m, used))) => {
@@ -133,9 +140,7 @@ async fn password_message(client: &mut Client) -> Result<Vec<u8>, LoginError> {
                     let _ = client.fatal("08P01", &msg).await;
                     return Err(LoginError::Refused(msg));
                 }
-                let body = m.body.to_vec();
-                client.consume(used);
-                return Ok(body);
+                return Ok(used);
             }
             Ok(None) => client.fill().await?,
             Err(e) => {
@@ -146,105 +151,154 @@ async fn password_message(client: &mut Client) -> Result<Vec<u8>, LoginError> {
     }
 }
 
-fn auth_request(kind: i32, data: &[u8]) -> Vec<u8> {
-    let mut w = Writer::new();
+/// An authentication request (`R`) of `kind` with `data`.
+fn auth_request(w: &mut Writer, kind: i32, data: &[u8]) {
     w.begin(b'R');
     w.i32(kind);
     w.bytes(data);
     w.end();
-    w.into_bytes()
 }
 
-/// SCRAM verifiers derived from configured passwords, per user with the password they
-/// came from: PBKDF2 runs once per password, not at every login (one entry per configured
-/// user name).
-#[derive(Default)]
-pub struct Verifiers(std::sync::Mutex<std::collections::HashMap<String, (String, Verifier)>>);
+/// Sends an authentication request.
+async fn send_auth(client: &mut Client, kind: i32, data: &[u8]) -> std::io::Result<()> {
+    let mut w = Writer::new();
+    auth_request(&mut w, kind, data);
+    client.send(w.as_bytes()).await
+}
 
-impl Verifiers {
-    /// The verifier to check the user's password against (a throwaway one for an unknown
-    /// user, so that the exchange looks the same).
-    fn get(&self, user: Option<&User>) -> Verifier {
-        let Some(u) = user.filter(|u| !u.password.starts_with("SCRAM-SHA-256$")) else {
-            return verifier(user);
-        };
-        let mut cache = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match cache.get(&*u.name) {
-            Some((password, v)) if *password == u.password => v.clone(),
-            _ => {
-                let v = verifier(Some(u));
-                cache.insert(u.name.to_string(), (u.password.clone(), v.clone()));
-                v
-            }
-        }
+/// The text of a SASL message (lossy only when it is not UTF-8: no copy otherwise).
+fn text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
-/// The verifier to check the user's password against (a throwaway one for an unknown user,
-/// so that the exchange looks the same).
-fn verifier(user: Option<&User>) -> Verifier {
-    // Random keys no proof can match, with the iterations a real verifier has: the
-    // exchange looks the same and costs no PBKDF2.
-    let throwaway = || {
-        let mut keys = [0u8; 80];
-        let _ = aws_lc_rs::rand::fill(&mut keys);
-        Verifier {
+/// SCRAM verifiers made ready for logins: derived from configured passwords (PBKDF2 runs once
+/// per password, not at every login) or read from configured secrets, per user with the
+/// password they came from (one entry per configured user name); and the mock one unknown
+/// users are answered with.
+pub struct Verifiers {
+    cache: Mutex<HashMap<Arc<str>, (String, Prepared)>>,
+    mock: Mock,
+}
+
+/// What unknown users are answered with, so that they look like known ones: a salt of their
+/// own that stays the same from one attempt to the next (as a known user's does; see
+/// [`Verifiers::salt`]), and keys no proof can match.
+struct Mock {
+    /// The process's secret the salts are derived with.
+    secret: [u8; 32],
+    verifier: Prepared,
+}
+
+impl Default for Verifiers {
+    fn default() -> Self {
+        let mut random = [0u8; 112];
+        scram::random_bytes(&mut random);
+        let (secret, keys) = random.split_at(32);
+        let verifier = Verifier {
             iterations: DEFAULT_ITERATIONS,
             salt: keys[64..].to_vec(),
             stored_key: keys[..32].try_into().unwrap_or_default(),
             server_key: keys[32..64].try_into().unwrap_or_default(),
+        };
+        Verifiers {
+            cache: Default::default(),
+            mock: Mock {
+                secret: secret.try_into().unwrap_or_default(),
+                verifier: Prepared::new(&verifier),
+            },
         }
-    };
-    match user {
-        Some(u) if u.password.starts_with("SCRAM-SHA-256$") => {
-            Verifier::parse(&u.password).unwrap_or_else(|_| throwaway())
+    }
+}
+
+impl Verifiers {
+    /// The verifier to check user `name`'s password against (`user`, the configured one, if
+    /// any): the mock one for an unknown user, or a secret that cannot be read.
+    fn get(&self, name: &str, user: Option<&User>) -> Prepared {
+        let Some(u) = user else {
+            return self.mock(name);
+        };
+        let mut cache = self.cache.lock();
+        if let Some((password, v)) = cache.get(&*u.name) {
+            if *password == u.password {
+                return v.clone();
+            }
         }
-        Some(u) => {
-            // The same salt for every login of a user: derived from the password, so that a
-            // restart does not change it.
-            let salt = md5_hex(&[u.name.as_bytes(), u.password.as_bytes()]);
-            Verifier::from_password(&u.password, &salt.as_bytes()[..16], DEFAULT_ITERATIONS)
+        // The first login since the password was configured (or changed).
+        let Some(v) = self.verifier(u) else {
+            drop(cache);
+            return self.mock(name);
+        };
+        let v = Prepared::new(&v);
+        cache.insert(u.name.clone(), (u.password.clone(), v.clone()));
+        v
+    }
+
+    /// The mock verifier for user `name`.
+    fn mock(&self, name: &str) -> Prepared {
+        let salt = self.salt(name, None);
+        self.mock.verifier.with_salt(&salt, DEFAULT_ITERATIONS)
+    }
+
+    /// The verifier of a configured user: from its SCRAM secret, or derived from its
+    /// password (`None`: a secret that cannot be read).
+    fn verifier(&self, u: &User) -> Option<Verifier> {
+        if u.password.starts_with("SCRAM-SHA-256$") {
+            return Verifier::parse(&u.password).ok();
         }
-        None => throwaway(),
+        let salt = self.salt(&u.name, Some(&u.password));
+        Some(Verifier::from_password(
+            &u.password,
+            &salt,
+            DEFAULT_ITERATIONS,
+        ))
+    }
+
+    /// The salt of user `name` with `password` (`None`: an unknown user's), as PostgreSQL
+    /// derives its mock salts: SHA-256 of a secret of the process and what it is for. The
+    /// same at every attempt and a new one with a new password, yet telling nothing of the
+    /// password to whoever asks for it (a salt computed from the password alone would let
+    /// anyone who starts a login test guesses offline), and alike for known and unknown
+    /// users. A restart changes them, which costs clients nothing.
+    fn salt(&self, name: &str, password: Option<&str>) -> [u8; 16] {
+        let mut h = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+        h.update(&self.mock.secret);
+        h.update(name.as_bytes());
+        if let Some(p) = password {
+            h.update(b"\0");
+            h.update(p.as_bytes());
+        }
+        let mut salt = [0u8; 16];
+        salt.copy_from_slice(&h.finish().as_ref()[..16]);
+        salt
     }
 }
 
 /// The SCRAM exchange; the client key its proof revealed when the password was right.
-async fn scram(client: &mut Client, verifier: Verifier) -> Result<Option<[u8; 32]>, LoginError> {
-    let mut offer = MECHANISM.as_bytes().to_vec();
-    offer.extend_from_slice(b"\0\0");
-    client.send(&auth_request(10, &offer)).await?;
-    let body = password_message(client).await?;
-    let Some(nul) = body.iter().position(|&b| b == 0) else {
-        return refuse(client, "malformed SASLInitialResponse").await;
-    };
-    let mechanism = String::from_utf8_lossy(&body[..nul]).into_owned();
-    if mechanism != MECHANISM {
-        let msg = format!(
-            "SASL mechanism {mechanism:?} is not supported: sluice offers SCRAM-SHA-256 without channel binding"
-        );
-        let _ = client.fatal("28000", &msg).await;
-        return Err(LoginError::Refused(msg));
-    }
-    let first = body.get(nul + 5..).unwrap_or_default();
-    let first = String::from_utf8_lossy(first).into_owned();
-    let (exchange, server_first) = match ServerExchange::start(verifier, &first, &crate::nonce()) {
+async fn scram(client: &mut Client, verifier: Prepared) -> Result<Option<[u8; 32]>, LoginError> {
+    let mut offer = [0u8; MECHANISM.len() + 2];
+    offer[..MECHANISM.len()].copy_from_slice(MECHANISM.as_bytes());
+    send_auth(client, 10, &offer).await?;
+    let used = password_message(client).await?;
+    let started = sasl_initial_response(&client.buf[5..used], &verifier);
+    client.consume(used);
+    let exchange = match started {
         Ok(x) => x,
-        Err(ScramError::ChannelBinding) => {
-            let msg = "channel binding is not supported: sluice offers SCRAM-SHA-256 without channel binding";
-            let _ = client.fatal("28000", msg).await;
-            return Err(LoginError::Refused(msg.into()));
+        Err((sqlstate, msg)) => {
+            let _ = client.fatal(sqlstate, &msg).await;
+            return Err(LoginError::Refused(msg));
         }
-        Err(e) => return refuse(client, &e.to_string()).await,
     };
-    client
-        .send(&auth_request(11, server_first.as_bytes()))
-        .await?;
-    let fin = password_message(client).await?;
-    match exchange.finish(&String::from_utf8_lossy(&fin)) {
+    send_auth(client, 11, exchange.server_first().as_bytes()).await?;
+    let used = password_message(client).await?;
+    let finished = exchange.finish(&text(&client.buf[5..used]));
+    client.consume(used);
+    match finished {
         Ok((server_final, client_key)) => {
             // Sent with AuthenticationOk and the rest of the welcome, in one write.
-            client.queue(&auth_request(12, server_final.as_bytes()));
+            client.queue_messages(|w| auth_request(w, 12, server_final.as_bytes()));
             Ok(Some(client_key))
         }
         Err(ScramError::Proof) | Err(ScramError::Nonce) => Ok(None),
@@ -252,31 +306,172 @@ async fn scram(client: &mut Client, verifier: Verifier) -> Result<Option<[u8; 32
     }
 }
 
+/// Reads a SASLInitialResponse and starts the exchange; else the SQLSTATE and message to
+/// refuse the client with.
+fn sasl_initial_response(
+    body: &[u8],
+    verifier: &Prepared,
+) -> Result<ServerExchange, (&'static str, String)> {
+    let Some(nul) = body.iter().position(|&b| b == 0) else {
+        return Err(("08P01", "malformed SASLInitialResponse".into()));
+    };
+    if &body[..nul] != MECHANISM.as_bytes() {
+        let mechanism = String::from_utf8_lossy(&body[..nul]);
+        return Err(("28000", format!(
+            "SASL mechanism {mechanism:?} is not supported: sluice offers SCRAM-SHA-256 without channel binding"
+        )));
+    }
+    let first = text(body.get(nul + 5..).unwrap_or_default());
+    match ServerExchange::start(verifier, &first, &scram::server_nonce()) {
+        Ok(x) => Ok(x),
+        Err(ScramError::ChannelBinding) => Err((
+            "28000",
+            "channel binding is not supported: sluice offers SCRAM-SHA-256 without channel binding"
+                .into(),
+        )),
+        Err(e) => Err(("08P01", e.to_string())),
+    }
+}
+
 async fn md5(client: &mut Client, user: Option<&User>) -> Result<bool, LoginError> {
     let mut salt = [0u8; 4];
-    let _ = aws_lc_rs::rand::fill(&mut salt);
-    client.send(&auth_request(5, &salt)).await?;
-    let body = password_message(client).await?;
-    let got = body.strip_suffix(b"\0").unwrap_or(&body);
-    let Some(u) = user else { return Ok(false) };
-    // The password, or PostgreSQL's stored form `md5<md5(password || user)>`.
-    let inner = match u.password.strip_prefix("md5") {
-        Some(h) if h.len() == 32 => h.to_string(),
-        _ => md5_hex(&[u.password.as_bytes(), u.name.as_bytes()]),
-    };
-    let want = format!("md5{}", md5_hex(&[inner.as_bytes(), &salt]));
-    Ok(aws_lc_rs::constant_time::verify_slices_are_equal(got, want.as_bytes()).is_ok())
+    scram::random_bytes(&mut salt);
+    send_auth(client, 5, &salt).await?;
+    let used = password_message(client).await?;
+    let body = &client.buf[5..used];
+    let got = body.strip_suffix(b"\0").unwrap_or(body);
+    let ok = user.is_some_and(|u| {
+        // The password, or PostgreSQL's stored form `md5<md5(password || user)>`.
+        let inner = match u.password.strip_prefix("md5") {
+            Some(h) if h.len() == 32 => h.to_string(),
+            _ => md5_hex(&[u.password.as_bytes(), u.name.as_bytes()]),
+        };
+        let want = format!("md5{}", md5_hex(&[inner.as_bytes(), &salt]));
+        aws_lc_rs::constant_time::verify_slices_are_equal(got, want.as_bytes()).is_ok()
+    });
+    client.consume(used);
+    Ok(ok)
 }
 
 async fn cleartext(client: &mut Client, user: Option<&User>) -> Result<bool, LoginError> {
-    client.send(&auth_request(3, &[])).await?;
-    let body = password_message(client).await?;
-    let got = body.strip_suffix(b"\0").unwrap_or(&body);
-    let Some(u) = user else { return Ok(false) };
-    Ok(aws_lc_rs::constant_time::verify_slices_are_equal(got, u.password.as_bytes()).is_ok())
+    send_auth(client, 3, &[]).await?;
+    let used = password_message(client).await?;
+    let body = &client.buf[5..used];
+    let got = body.strip_suffix(b"\0").unwrap_or(body);
+    let ok = user.is_some_and(|u| {
+        aws_lc_rs::constant_time::verify_slices_are_equal(got, u.password.as_bytes()).is_ok()
+    });
+    client.consume(used);
+    Ok(ok)
 }
 
 async fn refuse<T>(client: &mut Client, why: &str) -> Result<T, LoginError> {
     let _ = client.fatal("08P01", why).await;
     Err(LoginError::Refused(why.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scram_client::{ClientExchange, ClientSecret};
+
+    fn user(name: &str, password: &str) -> User {
+        User {
+            name: Arc::from(name),
+            password: password.into(),
+            max_connections: 0,
+            require_tls: false,
+            auth_method: PgAuthMethod::ScramSha256,
+            read_your_writes: false,
+            connections: Default::default(),
+        }
+    }
+
+    /// A full exchange of a client knowing `password` against `v`: whether it logs in.
+    fn logs_in(v: &Prepared, password: &str) -> bool {
+        let (mut c, first) = ClientExchange::start(ClientSecret::Password(password.into()), "n1");
+        let s = ServerExchange::start(v, &first, &scram::server_nonce()).unwrap();
+        let fin = c.respond(s.server_first()).unwrap();
+        match s.finish(&fin) {
+            Ok((server_final, _)) => c.verify(&server_final).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// The salt a verifier announces.
+    fn salt(v: &Prepared) -> String {
+        let s = ServerExchange::start(v, "n,,n=,r=x", "y").unwrap();
+        s.server_first().split(',').nth(1).unwrap().to_string()
+    }
+
+    #[test]
+    fn known_users_verifiers_are_made_once_per_password() {
+        let vs = Verifiers::default();
+        let app = user("app", "pw");
+        let v = vs.get("app", Some(&app));
+        assert!(logs_in(&v, "pw") && !logs_in(&v, "other"));
+        assert!(vs.get("app", Some(&app)).shares_keys_with(&v));
+        assert_eq!(salt(&vs.get("app", Some(&app))), salt(&v));
+        // Nothing of the password in the salt: another process has another one.
+        assert_ne!(salt(&Verifiers::default().get("app", Some(&app))), salt(&v));
+        // A changed password: a verifier of its own, with a salt of its own.
+        let changed = user("app", "pw2");
+        let v2 = vs.get("app", Some(&changed));
+        assert!(logs_in(&v2, "pw2") && !logs_in(&v2, "pw"));
+        assert_ne!(salt(&v2), salt(&v));
+        // A stored secret: its own salt and iterations.
+        let secret = Verifier::from_password("pencil", b"0123456789abcdef", 4096).to_secret();
+        let stored = user("s", &secret);
+        let v3 = vs.get("s", Some(&stored));
+        assert_eq!(salt(&v3), "s=MDEyMzQ1Njc4OWFiY2RlZg==");
+        assert!(logs_in(&v3, "pencil"));
+    }
+
+    #[test]
+    fn unknown_users_look_like_known_ones_and_never_log_in() {
+        let vs = Verifiers::default();
+        let a = vs.get("ghost", None);
+        // The same salt at every attempt (a real user's stays the same too), another one
+        // for another name, the iterations of a real verifier.
+        assert_eq!(salt(&a), salt(&vs.get("ghost", None)));
+        assert_ne!(salt(&a), salt(&vs.get("ghost2", None)));
+        assert_eq!(salt(&a).len(), "s=".len() + 24);
+        let s = ServerExchange::start(&a, "n,,n=,r=x", "y").unwrap();
+        assert!(s.server_first().ends_with(",i=4096"));
+        for password in ["", "pw", "ghost"] {
+            assert!(!logs_in(&a, password));
+        }
+        // A secret that cannot be read is answered the same way.
+        let broken = user("broken", "SCRAM-SHA-256$nonsense");
+        let b = vs.get("broken", Some(&broken));
+        assert_eq!(salt(&b), salt(&vs.get("broken", None)));
+        assert!(!logs_in(&b, "SCRAM-SHA-256$nonsense"));
+        // Another process answers with other salts.
+        assert_ne!(salt(&Verifiers::default().get("ghost", None)), salt(&a));
+    }
+
+    #[test]
+    fn sasl_initial_responses_are_read_or_refused() {
+        let v = Verifiers::default().get("ghost", None);
+        let mut body = b"SCRAM-SHA-256\0".to_vec();
+        let first = b"n,,n=,r=abc";
+        body.extend_from_slice(&(first.len() as i32).to_be_bytes());
+        body.extend_from_slice(first);
+        let ex = sasl_initial_response(&body, &v).unwrap();
+        assert!(ex.server_first().starts_with("r=abc"));
+        assert_eq!(
+            ex.server_first().split(',').next().unwrap().len(),
+            2 + 3 + 24
+        );
+        let refused = |body: &[u8]| sasl_initial_response(body, &v).err().unwrap();
+        assert_eq!(refused(b"SCRAM-SHA-256").0, "08P01");
+        let plus = refused(b"SCRAM-SHA-256-PLUS\0\0\0\0\x05p=x,,");
+        assert_eq!(plus.0, "28000");
+        assert!(plus.1.contains("\"SCRAM-SHA-256-PLUS\""), "{}", plus.1);
+        assert_eq!(
+            refused(b"SCRAM-SHA-256\0\0\0\0\x0fp=tls,,n=,r=ab").0,
+            "28000"
+        );
+        assert_eq!(refused(b"SCRAM-SHA-256\0\0\0\0\x04n,,x").0, "08P01");
+    }
 }

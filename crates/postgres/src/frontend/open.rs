@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpStream;
+use tracing::level_filters::LevelFilter;
 
 /// Serves one client from its first packet to its last. The login and the session are
 /// futures of their own: the login is boxed, so that an idle session's memory holds none of
@@ -112,16 +113,17 @@ async fn open(
         user.name.clone(),
         peer,
     );
-    tracing::Span::current().record("id", key.id);
-    tracing::Span::current().record("user", &*user.name);
+    // The session span is at INFO: when that level is off, there is none to fill in.
+    if LevelFilter::current() >= LevelFilter::INFO {
+        let span = tracing::Span::current();
+        span.record("id", key.id);
+        span.record("user", &*user.name);
+    }
     let startup = params
-        .params
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "user" | "database" | "options" | "replication"));
-    let settings = Settings::from_startup(
-        startup.map(|(k, v)| (k.as_str(), v.as_str())),
-        &fe.shared.startups,
-    );
+        .filter(|(k, _)| !matches!(*k, "user" | "database" | "options" | "replication"));
+    let settings =
+        Settings::from_startup_packet(params.text().as_bytes(), startup, &fe.shared.startups);
     // The startup packet is not kept: what moves is in the settings now.
     drop(params);
     let s = Box::new(Session {
@@ -184,8 +186,9 @@ impl Session {
     }
 }
 
+/// A cancel secret: unpredictable, so that only the client given it can cancel.
 fn rand_u32() -> u32 {
     let mut b = [0u8; 4];
-    let _ = aws_lc_rs::rand::fill(&mut b);
+    crate::scram::random_bytes(&mut b);
     u32::from_be_bytes(b)
 }

@@ -6,11 +6,11 @@
 //! client and sluice never wait on each other.
 
 use super::client::Client;
-use super::unit::{Exp, Register, Resp};
+use super::unit::{Exps, Register, Resp};
 use crate::backend::conn::parameter_status;
 use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io;
 
 /// Client output is written once this much is gathered.
@@ -42,35 +42,119 @@ pub enum RelayError {
     Client(io::Error),
 }
 
+/// What goes to the client next, in order: a run of server messages passed on as they are,
+/// sent straight from the connection's read buffer (the usual answer is nothing but such
+/// messages: no copy), then what had to be built or copied (messages sluice answers itself,
+/// replaced errors, whatever follows a message kept from the client).
+#[derive(Default)]
+struct Out {
+    /// Bytes at the front of the connection's buffer that go to the client as they are.
+    run: usize,
+    /// What follows them (empty until needed; then from the process's shelf).
+    built: Vec<u8>,
+}
+
+impl Out {
+    /// The server message of `len` bytes after the run goes to the client as it is.
+    fn pass(&mut self, conn: &mut PgConn, len: usize) {
+        if self.built.is_empty() {
+            self.run += len;
+        } else {
+            self.built.extend_from_slice(&conn.buffered()[..len]);
+            conn.consume(len);
+        }
+    }
+
+    /// The server message of `len` bytes after the run is dropped.
+    fn drop_message(&mut self, conn: &mut PgConn, len: usize) {
+        self.settle(conn);
+        conn.consume(len);
+    }
+
+    /// Adds bytes sluice built.
+    fn push(&mut self, conn: &mut PgConn, bytes: &[u8]) {
+        self.settle(conn);
+        self.built.extend_from_slice(bytes);
+    }
+
+    /// Moves the run into `built` (something goes after it that is not in the buffer).
+    fn settle(&mut self, conn: &mut PgConn) {
+        if self.run > 0 {
+            if self.built.capacity() == 0 {
+                self.built = sluice_runtime::buffers::write_buffer();
+            }
+            self.built.extend_from_slice(&conn.buffered()[..self.run]);
+            conn.consume(self.run);
+            self.run = 0;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.run + self.built.len()
+    }
+
+    /// Sends what is gathered.
+    async fn flush(&mut self, conn: &mut PgConn, client: &mut Client) -> Result<(), RelayError> {
+        if self.run > 0 {
+            client
+                .send(&conn.buffered()[..self.run])
+                .await
+                .map_err(RelayError::Client)?;
+            conn.consume(self.run);
+            self.run = 0;
+        }
+        if !self.built.is_empty() {
+            client.send(&self.built).await.map_err(RelayError::Client)?;
+            self.built.clear();
+        }
+        Ok(())
+    }
+
+    /// Gives the built buffer back to the shelf.
+    fn done(self) {
+        if self.built.capacity() > 0 {
+            sluice_runtime::buffers::give_write(self.built);
+        }
+    }
+}
+
 /// Relays until every expectation is met.
 pub async fn relay(
     conn: &mut PgConn,
     client: &mut Client,
-    exps: &mut VecDeque<Exp>,
+    exps: &mut Exps,
     reported: &mut std::sync::Arc<BTreeMap<String, String>>,
 ) -> Result<Relayed, RelayError> {
-    // From the process's shelf, and back to it at the end: no allocation per unit.
-    let mut out = sluice_runtime::buffers::write_buffer();
+    let mut out = Out::default();
+    let r = relay_into(conn, client, exps, reported, &mut out).await;
+    out.done();
+    r
+}
+
+async fn relay_into(
+    conn: &mut PgConn,
+    client: &mut Client,
+    exps: &mut Exps,
+    reported: &mut std::sync::Arc<BTreeMap<String, String>>,
+    out: &mut Out,
+) -> Result<Relayed, RelayError> {
     let mut r = Relayed::default();
     let mut extended_copy_done = false;
     loop {
         // What sluice answers itself, when its turn comes.
         while let Some(tag) = exps.front().and_then(|e| e.synth) {
-            out.extend_from_slice(&[tag, 0, 0, 0, 4]);
+            out.push(conn, &[tag, 0, 0, 0, 4]);
             if let Some(e) = exps.pop_front() {
-                r.registered.extend(e.register);
+                r.registered.extend(e.register.map(|r| *r));
             }
         }
         if exps.is_empty() {
             break;
         }
-        let (tag, len) = match conn.peek() {
+        let (tag, len) = match conn.peek_at(out.run) {
             Ok(Some((m, len))) => (m.tag, len),
             Ok(None) => {
-                if !out.is_empty() {
-                    client.send(&out).await.map_err(RelayError::Client)?;
-                    out.clear();
-                }
+                out.flush(conn, client).await?;
                 // The Sync that ends an extended COPY may have come with its CopyDone.
                 if extended_copy_done && forward_sync(conn, client).await? {
                     extended_copy_done = false;
@@ -88,25 +172,28 @@ pub async fn relay(
         };
         let Some(head) = exps.front() else { break };
         let forward = head.forward;
+        // The message, after the run.
+        let at = out.run;
         match tag {
-            b'N' | b'A' => out.extend_from_slice(&conn.buffered()[..len]),
+            b'N' | b'A' => out.pass(conn, len),
             b'S' => {
-                let msg = &conn.buffered()[..len];
-                out.extend_from_slice(msg);
+                let msg = &conn.buffered()[at..at + len];
                 let kv = parameter_status(&msg[5..]).map(|(k, v)| (k.to_string(), v.to_string()));
                 if let Some((k, v)) = kv {
                     std::sync::Arc::make_mut(reported).insert(k.clone(), v.clone());
                     std::sync::Arc::make_mut(&mut conn.params).insert(k, v);
                 }
+                out.pass(conn, len);
             }
             b'E' => {
                 match &head.replace_error {
                     Some(e) => {
                         let mut w = crate::wire::Writer::new();
                         w.error("ERROR", e.0, &e.1);
-                        out.extend_from_slice(w.as_bytes());
+                        out.drop_message(conn, len);
+                        out.push(conn, w.as_bytes());
                     }
-                    None => out.extend_from_slice(&conn.buffered()[..len]),
+                    None => out.pass(conn, len),
                 }
                 r.failed = true;
                 // The server skips to the next Sync; a simple query goes on to its
@@ -123,19 +210,22 @@ pub async fn relay(
                 }
             }
             b'Z' => {
-                let msg = &conn.buffered()[..len];
-                r.status = msg.get(5).copied().and_then(ReadyStatus::from_byte);
+                r.status = conn
+                    .buffered()
+                    .get(at + 5)
+                    .copied()
+                    .and_then(ReadyStatus::from_byte);
                 if forward {
-                    out.extend_from_slice(msg);
+                    out.pass(conn, len);
+                } else {
+                    out.drop_message(conn, len);
                 }
                 exps.pop_front();
             }
             b'G' => {
                 // COPY FROM STDIN: the client's data goes to the server until CopyDone/Fail.
-                out.extend_from_slice(&conn.buffered()[..len]);
-                conn.consume(len);
-                client.send(&out).await.map_err(RelayError::Client)?;
-                out.clear();
+                out.pass(conn, len);
+                out.flush(conn, client).await?;
                 copy_in(conn, client).await?;
                 extended_copy_done = head_is_extended(exps);
                 continue;
@@ -154,31 +244,28 @@ pub async fn relay(
                     Resp::Execute => matches!(tag, b'C' | b'I' | b's'),
                     Resp::Sync | Resp::Query => false,
                 };
-                if forward {
-                    out.extend_from_slice(&conn.buffered()[..len]);
-                }
                 match tag {
                     b'D' => r.rows += 1,
-                    b'C' => r.affected += affected(&conn.buffered()[5..len]),
+                    b'C' => r.affected += affected(&conn.buffered()[at + 5..at + len]),
                     _ => {}
+                }
+                if forward {
+                    out.pass(conn, len);
+                } else {
+                    out.drop_message(conn, len);
                 }
                 if done {
                     if let Some(e) = exps.pop_front() {
-                        r.registered.extend(e.register);
+                        r.registered.extend(e.register.map(|r| *r));
                     }
                 }
             }
         }
-        conn.consume(len);
         if out.len() >= FLUSH_AT {
-            client.send(&out).await.map_err(RelayError::Client)?;
-            out.clear();
+            out.flush(conn, client).await?;
         }
     }
-    if !out.is_empty() {
-        client.send(&out).await.map_err(RelayError::Client)?;
-    }
-    sluice_runtime::buffers::give_write(out);
+    out.flush(conn, client).await?;
     Ok(r)
 }
 
@@ -197,7 +284,7 @@ fn affected(tag: &[u8]) -> u64 {
 
 /// True if the statement in progress came through the extended protocol (a Sync is still
 /// expected, not a simple query's end).
-fn head_is_extended(exps: &VecDeque<Exp>) -> bool {
+fn head_is_extended(exps: &Exps) -> bool {
     exps.iter().any(|e| e.resp == Resp::Sync) && !exps.iter().any(|e| e.resp == Resp::Query)
 }
 
@@ -205,6 +292,8 @@ fn head_is_extended(exps: &VecDeque<Exp>) -> bool {
 async fn wait(conn: &mut PgConn, client: &mut Client, want_client: bool) -> Result<(), RelayError> {
     if client.may_read_ahead() || want_client {
         tokio::select! {
+            // The server first: it is what the relay waits for (and no random draw).
+            biased;
             r = conn.fill() => r.map_err(RelayError::Server),
             r = client.fill() => r.map_err(RelayError::Client),
         }

@@ -44,9 +44,9 @@ impl Session {
         } else if let Some(name) = info
             .deallocate
             .clone()
-            .filter(|n| self.statements.contains_key(n))
+            .filter(|n| self.statements.contains_key(n.as_bytes()))
         {
-            self.statements.remove(&name);
+            self.statements.remove(name.as_bytes());
             command_complete(&mut w, "DEALLOCATE");
         } else {
             return Ok(false);
@@ -83,7 +83,7 @@ impl Session {
             let name = unit::cstr(&self.client.buf[at + 5..at + len]).map(|(name, _)| name);
             match (name, unit::def_at(defs, i)) {
                 (Some(name), Some(def)) if !name.is_empty() => {
-                    parsed.push((String::from_utf8_lossy(name).into_owned(), def.clone()))
+                    parsed.push((Box::<[u8]>::from(name), def.clone()))
                 }
                 _ => return Ok(false),
             }
@@ -91,7 +91,10 @@ impl Session {
         let mut w = Writer::new();
         for (name, def) in parsed {
             if self.statements.contains_key(&name) {
-                let msg = format!("prepared statement \"{name}\" already exists");
+                let msg = format!(
+                    "prepared statement \"{}\" already exists",
+                    String::from_utf8_lossy(&name)
+                );
                 w.error("ERROR", "42P05", &msg);
                 break;
             }
@@ -137,7 +140,7 @@ impl Session {
                         } else if name.is_empty() {
                             self.unnamed.clone()
                         } else {
-                            self.statements.get(&String::from_utf8_lossy(name)).cloned()
+                            self.statements.get(name).cloned()
                         }
                     }),
                 b'F' => {

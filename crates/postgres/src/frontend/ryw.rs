@@ -71,6 +71,16 @@ impl Session {
     /// After a unit ran: notes a write on the primary and, once its transaction is over,
     /// where the primary's WAL was (if the session reads its own writes then).
     pub(super) async fn ryw_after(&mut self, ran: &[Arc<StmtDef>]) -> Result<(), SessionError> {
+        if self.ryw_note(ran) {
+            // Boxed: most units need no position, and every unit's future would carry this.
+            Box::pin(self.ryw_read_position()).await?;
+        }
+        Ok(())
+    }
+
+    /// Notes what `ran` wrote on the primary; true if the primary's WAL position must be
+    /// read now (a write transaction ended, and the session reads its own writes).
+    fn ryw_note(&mut self, ran: &[Arc<StmtDef>]) -> bool {
         let on_writer = self
             .lease
             .as_ref()
@@ -83,12 +93,14 @@ impl Session {
             self.ryw.dirty = true;
         }
         if !self.ryw.dirty || self.status != ReadyStatus::Idle {
-            return Ok(());
+            return false;
         }
         self.ryw.dirty = false;
-        if !self.ryw_on() {
-            return Ok(());
-        }
+        self.ryw_on() && self.lease.is_some()
+    }
+
+    /// Reads the primary's WAL insert position on the leased connection.
+    async fn ryw_read_position(&mut self) -> Result<(), SessionError> {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
@@ -103,6 +115,21 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// True if the connection just leased for `decision` might not have replayed the
+    /// session's last write yet: [`Session::ryw_may_read_here`] must ask (the usual answer,
+    /// no, costs no await).
+    pub(super) fn ryw_may_be_behind(&self, decision: &Decision) -> bool {
+        if self.ryw.lsn == 0 || !self.ryw_on() {
+            return false;
+        }
+        if *decision.hostgroup == *self.fe.topology.router.writer {
+            return false;
+        }
+        self.lease
+            .as_ref()
+            .is_some_and(|l| lsn(&l.server().observed().position) < self.ryw.lsn)
     }
 
     /// Before a read runs on the connection just leased for `decision`: true if it may (it

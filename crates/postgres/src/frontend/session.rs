@@ -53,7 +53,7 @@ pub struct Session {
     pub(super) skipping: bool,
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
-    pub(super) owed: std::collections::VecDeque<unit::Exp>,
+    pub(super) owed: Option<Box<unit::Exps>>,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
@@ -74,9 +74,7 @@ impl Session {
     /// to the client), its ParameterStatus values and the session's key go to the client.
     pub(super) async fn welcome(&mut self, key: SessionKey) -> Result<(), SessionError> {
         // Queued: the welcome leaves in one write with what the login queued.
-        let mut w = Writer::new();
-        w.auth_ok();
-        self.client.queue(w.as_bytes());
+        self.client.queue_messages(Writer::auth_ok);
         let writer = self.fe.topology.router.writer.clone();
         let decision = sluice_core::router::Decision {
             hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
@@ -87,11 +85,12 @@ impl Session {
             return Err(SessionError::Refused(e.1));
         }
         // attach() told the client every parameter it had not seen: all of them.
-        let mut w = Writer::new();
-        w.backend_key_data(key.id, key.secret);
-        w.ready_for_query(ReadyStatus::Idle);
+        self.client.queue_messages(|w| {
+            w.backend_key_data(key.id, key.secret);
+            w.ready_for_query(ReadyStatus::Idle);
+        });
         self.release();
-        self.client.send(w.as_bytes()).await.map_err(client_err)
+        self.client.send(&[]).await.map_err(client_err)
     }
 
     /// Serves units until the client terminates.
@@ -103,7 +102,7 @@ impl Session {
             }
             // Boxed: an idle session's future holds only what waiting for the next unit
             // takes, not the state of relaying one.
-            Box::pin(self.unit(unit)).await?;
+            Box::pin(self.unit(&unit)).await?;
         }
     }
 
@@ -179,30 +178,30 @@ impl Session {
     }
 
     /// Runs one unit.
-    async fn unit(&mut self, unit: Unit) -> Result<(), SessionError> {
-        let defs = unit::statement_defs(&self.client.buf, &unit);
+    async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
+        let defs = unit::statement_defs(&self.client.buf, unit);
         if std::mem::take(&mut self.held_by_flush) {
-            self.leave_flushed(&unit, &defs).await?;
+            Box::pin(self.leave_flushed(unit, &defs)).await?;
         }
         if self.lease.is_none()
             && match unit.end {
-                End::Query => self.answer_alone(&unit, &defs).await?,
-                End::Sync => self.answer_parses(&unit, &defs).await?,
+                End::Query => self.answer_alone(unit, &defs).await?,
+                End::Sync => self.answer_parses(unit, &defs).await?,
                 _ => false,
             }
         {
             return Ok(());
         }
         if self.lease.is_none() {
-            let decision = match self.route(&unit, &defs) {
+            let decision = match self.route(unit, &defs) {
                 Ok(d) => d,
-                Err(msg) => return self.refuse_unit(&unit, "42704", &msg).await,
+                Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
             };
             if let Err((code, msg)) = self.attach(&decision).await {
-                return self.refuse_unit(&unit, &code, &msg).await;
+                return self.refuse_unit(unit, &code, &msg).await;
             }
             if let Some((begin, _)) = self.deferred_begin.take() {
-                self.hidden(&begin).await?;
+                Box::pin(self.hidden(&begin)).await?;
             }
         } else if self.settings.generation() != self.lease_generation {
             self.sync_settings().await?;
@@ -219,29 +218,38 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
         };
-        let mut fwd = unit::forward(&self.client.buf[..unit.len], &unit, &defs, conn, names);
-        self.client.consume(unit.len);
-        if let Some(first) = fwd.ran.first() {
-            self.handle.set_statement_shared(first.sql.clone());
-        }
+        let unit::Forwarded { out, exps, ran } =
+            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
         let started = std::time::Instant::now();
-        let sent = conn.send(&fwd.out).await;
-        sluice_runtime::buffers::give_write(std::mem::take(&mut fwd.out));
+        if let Some(first) = ran.first() {
+            self.handle.set_statement_shared(first.sql.clone(), started);
+        }
+        let sent = match out {
+            // The unit as the client wrote it: straight from its buffer.
+            None => conn.send(&self.client.buf[..unit.len]).await,
+            Some(out) => {
+                let sent = conn.send(&out).await;
+                sluice_runtime::buffers::give_write(out);
+                sent
+            }
+        };
+        self.client.consume(unit.len);
         let relayed = match sent {
             Ok(()) => {
                 // Answers still owed by a batch forwarded without its end come first.
-                let mut exps = if self.owed.is_empty() {
-                    std::mem::take(&mut fwd.exps)
-                } else {
-                    let mut owed = std::mem::take(&mut self.owed);
-                    owed.append(&mut fwd.exps);
-                    owed
+                let mut exps = match self.owed.take() {
+                    None => exps,
+                    Some(mut owed) => {
+                        let mut exps = exps;
+                        owed.append(&mut exps);
+                        *owed
+                    }
                 };
                 if self.skipping {
                     skip_to_sync(conn, &mut exps, &mut self.skipping);
                 }
                 if unit.end == End::Partial {
-                    self.owed = exps;
+                    self.owed = Some(Box::new(exps));
                     Ok(Default::default())
                 } else {
                     relay(conn, &mut self.client, &mut exps, &mut self.reported).await
@@ -258,7 +266,7 @@ impl Session {
             }
             Err(RelayError::Server(e)) => {
                 lease.discard();
-                let (code, msg) = lost(prior, &fwd.ran, lease.server(), &e);
+                let (code, msg) = lost(prior, &ran, lease.server(), &e);
                 let _ = self.client.fatal(code, &msg).await;
                 return Err(SessionError::Refused(msg));
             }
@@ -267,7 +275,7 @@ impl Session {
         self.count(
             &server,
             lease.hostgroup(),
-            &fwd.ran,
+            &ran,
             &relayed,
             started.elapsed(),
         );
@@ -278,9 +286,9 @@ impl Session {
         if let Some(st) = relayed.status {
             self.status = st;
         }
-        self.track(&fwd.ran, prior, relayed.failed, &mut lease);
+        self.track(&ran, prior, relayed.failed, &mut lease);
         self.lease = Some(lease);
-        self.ryw_after(&fwd.ran).await?;
+        self.ryw_after(&ran).await?;
         if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
             // The server now skips what comes up to the next Sync.
             self.skipping = true;
@@ -374,7 +382,7 @@ impl Session {
         decision: &sluice_core::router::Decision,
     ) -> Result<(), (String, String)> {
         self.lease_for(decision).await?;
-        if !self.ryw_may_read_here(decision).await {
+        if self.ryw_may_be_behind(decision) && !Box::pin(self.ryw_may_read_here(decision)).await {
             // Not replayed there yet: the primary has it.
             self.release();
             let writer = sluice_core::router::Decision {
@@ -434,27 +442,49 @@ impl Session {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
-        let conn = lease.conn();
-        let desired = if self.settings.matches(&conn.applied) {
-            None
-        } else {
-            Some(self.settings.desired())
-        };
-        if let Some((sql, desired)) =
-            desired.and_then(|d| Some((state::difference(&conn.applied, &d)?, d)))
-        {
-            let mut q = Vec::with_capacity(sql.len() + 6);
-            put_query(&mut q, sql.as_bytes());
-            if let Err(e) = run_hidden(conn, &q).await {
-                lease.discard();
-                self.lease = None;
-                let msg = format!("sluice: cannot restore the session's settings: {e}");
-                let _ = self.client.fatal("08006", &msg).await;
-                return Err(SessionError::Refused(msg));
-            }
-            conn.applied = desired;
+        if !self.settings.matches(&lease.conn().applied) {
+            // Boxed: the usual lease needs no round trip, and every statement's future would
+            // otherwise carry this one's state.
+            Box::pin(self.apply_settings()).await?;
         }
         self.lease_generation = self.settings.generation();
+        self.report_parameters();
+        Ok(())
+    }
+
+    /// Brings the leased connection to the session's settings (a hidden round trip).
+    async fn apply_settings(&mut self) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        let conn = lease.conn();
+        let desired = self.settings.desired();
+        let Some(sql) = state::difference(&conn.applied, &desired) else {
+            return Ok(());
+        };
+        let mut q = Vec::with_capacity(sql.len() + 6);
+        put_query(&mut q, sql.as_bytes());
+        if let Err(e) = run_hidden(conn, &q).await {
+            lease.discard();
+            self.lease = None;
+            let msg = format!("sluice: cannot restore the session's settings: {e}");
+            let _ = self.client.fatal("08006", &msg).await;
+            return Err(SessionError::Refused(msg));
+        }
+        conn.applied = desired;
+        Ok(())
+    }
+
+    /// Queues ParameterStatus for the leased connection's parameters the client has not
+    /// seen (sent ahead of the answer to what comes next: no write of their own).
+    fn report_parameters(&mut self) {
+        let Some(lease) = &mut self.lease else {
+            return;
+        };
+        let conn = lease.conn();
+        if Arc::ptr_eq(&self.reported, &conn.params) {
+            return;
+        }
         let mut w = Writer::new();
         if self.reported.is_empty() {
             // A new session has seen nothing: all of them, and the connection's map shared.
@@ -462,7 +492,7 @@ impl Session {
                 w.parameter_status(k, v);
             }
             self.reported = conn.params.clone();
-        } else if !Arc::ptr_eq(&self.reported, &conn.params) {
+        } else {
             for (k, v) in conn.params.iter() {
                 if self.reported.get(k) != Some(v) {
                     w.parameter_status(k, v);
@@ -480,9 +510,7 @@ impl Session {
                 }
             }
         }
-        // Sent ahead of the answer to what comes next (no write of their own).
         self.client.queue(w.as_bytes());
-        Ok(())
     }
 
     /// Sends a message sluice owes the server (a deferred BEGIN), consuming the answer.
@@ -521,11 +549,7 @@ impl Session {
 
 /// Drops the answers a server skipping to its next Sync will not send; the skipping ends at
 /// the first Sync among them.
-fn skip_to_sync(
-    conn: &mut PgConn,
-    exps: &mut std::collections::VecDeque<unit::Exp>,
-    skipping: &mut bool,
-) {
+fn skip_to_sync(conn: &mut PgConn, exps: &mut unit::Exps, skipping: &mut bool) {
     while let Some(e) = exps.front() {
         if e.resp == unit::Resp::Sync && e.synth.is_none() {
             *skipping = false;

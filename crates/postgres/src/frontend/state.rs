@@ -90,13 +90,23 @@ impl Settings {
         params: impl Iterator<Item = (&'a str, &'a str)>,
         interner: &Interner<[(Box<str>, Box<str>)]>,
     ) -> Settings {
-        let mut startup: Vec<(Box<str>, Box<str>)> = params
-            .map(|(n, v)| (n.to_ascii_lowercase().into(), set_config(n, v).into()))
-            .collect();
-        startup.sort();
-        startup.dedup_by(|a, b| a.0 == b.0);
         Settings {
-            startup: interner.intern(&startup),
+            startup: interner.intern(&startup_statements(params)),
+            generation: 1,
+            ..Default::default()
+        }
+    }
+
+    /// As [`Settings::from_startup`], for parameters that `packet` (the startup packet's
+    /// parameters as received) determines: a packet like the last one costs no statements
+    /// made, nor their hashing.
+    pub fn from_startup_packet<'a>(
+        packet: &[u8],
+        params: impl Iterator<Item = (&'a str, &'a str)>,
+        interner: &Interner<[(Box<str>, Box<str>)]>,
+    ) -> Settings {
+        Settings {
+            startup: interner.intern_made(packet, || startup_statements(params)),
             generation: 1,
             ..Default::default()
         }
@@ -228,14 +238,45 @@ pub fn difference(
     (!sql.is_empty()).then_some(sql)
 }
 
+/// Startup parameters (name, value) as settings keep them: lower-case name → the statement
+/// setting it, sorted by name.
+fn startup_statements<'a>(
+    params: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<(Box<str>, Box<str>)> {
+    let mut startup: Vec<(Box<str>, Box<str>)> = params
+        .map(|(n, v)| (n.to_ascii_lowercase().into(), set_config(n, v).into()))
+        .collect();
+    startup.sort();
+    startup.dedup_by(|a, b| a.0 == b.0);
+    startup
+}
+
 /// `SELECT set_config(...)`: sets a parameter from a startup-packet value (parsed as the
-/// server parses it there, so that `search_path = 'a, b'` is two schemas).
+/// server parses it there, so that `search_path = 'a, b'` is two schemas). Built at its exact
+/// size (it is kept as it is).
 fn set_config(name: &str, value: &str) -> String {
-    format!(
-        "SELECT pg_catalog.set_config({}, {}, false)",
-        quote_literal(name),
-        quote_literal(value)
-    )
+    const HEAD: &str = "SELECT pg_catalog.set_config(";
+    const TAIL: &str = ", false)";
+    let quoted = |s: &str| s.len() + 2 + s.bytes().filter(|&b| b == b'\'').count();
+    let mut sql = String::with_capacity(HEAD.len() + quoted(name) + 2 + quoted(value) + TAIL.len());
+    sql.push_str(HEAD);
+    push_literal(&mut sql, name);
+    sql.push_str(", ");
+    push_literal(&mut sql, value);
+    sql.push_str(TAIL);
+    sql
+}
+
+/// Appends `s` as a string literal (see [`quote_literal`]).
+fn push_literal(out: &mut String, s: &str) {
+    out.push('\'');
+    for (i, part) in s.split('\'').enumerate() {
+        if i > 0 {
+            out.push_str("''");
+        }
+        out.push_str(part);
+    }
+    out.push('\'');
 }
 
 /// A string literal.
@@ -259,6 +300,42 @@ pub fn quote_ident(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn startup_values_are_set_as_quoted_literals() {
+        for (name, value) in [
+            ("application_name", "app"),
+            ("x'y", "it's ''a'' test"),
+            ("", ""),
+        ] {
+            assert_eq!(
+                set_config(name, value),
+                format!(
+                    "SELECT pg_catalog.set_config({}, {}, false)",
+                    quote_literal(name),
+                    quote_literal(value)
+                )
+            );
+        }
+        let s = Settings::from_startup(
+            [("DateStyle", "ISO"), ("application_name", "a'b")].into_iter(),
+            &Interner::new(4),
+        );
+        assert_eq!(
+            s.statement("application_name"),
+            Some("SELECT pg_catalog.set_config('application_name', 'a''b', false)")
+        );
+        assert!(s.statement("datestyle").is_some());
+        // From the packet: the same, and shared with the packets alike.
+        let interner = Interner::new(4);
+        let params = [("application_name", "a'b"), ("DateStyle", "ISO")];
+        let from = |packet: &[u8]| {
+            Settings::from_startup_packet(packet, params.into_iter(), &interner).startup
+        };
+        let (a, b) = (from(b"p1"), from(b"p1"));
+        assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &from(b"p2")));
+        assert_eq!(*a, *s.startup);
+    }
 
     #[test]
     fn settings_move_as_differences() {

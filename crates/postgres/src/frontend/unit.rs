@@ -9,7 +9,6 @@ use crate::backend::statements::{Ensure, StmtDef};
 use crate::backend::PgConn;
 use crate::front::STATEMENTS_PER_SESSION;
 use crate::wire::WireError;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Most messages or bytes in one unit before it is forwarded without an end (the client is
@@ -37,8 +36,9 @@ pub enum End {
 /// One unit in the client's buffer.
 #[derive(Debug)]
 pub struct Unit {
-    /// Its messages: type byte, offset and length (header included).
-    pub msgs: Vec<(u8, usize, usize)>,
+    /// Its messages: type byte, offset and length (header included); on the stack for the
+    /// usual units (a Query; Parse/Bind/Describe/Execute/Sync).
+    pub msgs: smallvec::SmallVec<[(u8, usize, usize); 6]>,
     /// Bytes it takes.
     pub len: usize,
     /// How it ends.
@@ -50,7 +50,7 @@ pub fn next_unit(
     buf: &[u8],
     read: impl Fn(usize) -> Result<Option<(u8, usize)>, WireError>,
 ) -> Result<Option<Unit>, WireError> {
-    let mut msgs = Vec::new();
+    let mut msgs = smallvec::SmallVec::new();
     let mut at = 0;
     while let Some((tag, len)) = read(at)? {
         msgs.push((tag, at, len));
@@ -85,7 +85,7 @@ pub fn statement_defs(buf: &[u8], unit: &Unit) -> Defs {
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let body = &buf[at + 5..at + len];
         let def = match tag {
-            b'Q' => cstr(body).map(|(sql, _)| StmtDef::new(sql, &[])),
+            b'Q' => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
             b'P' => cstr(body)
                 .and_then(|(_, rest)| cstr(rest))
                 .map(|(sql, types)| StmtDef::new(sql, types)),
@@ -128,7 +128,7 @@ pub enum Resp {
 #[derive(Debug)]
 pub struct Register {
     /// The client's name for it.
-    pub client_name: String,
+    pub client_name: Box<[u8]>,
     /// The statement.
     pub def: Arc<StmtDef>,
 }
@@ -144,7 +144,7 @@ pub struct Exp {
     /// sluice answers it itself (nothing was sent to the server): this message type, empty.
     pub synth: Option<u8>,
     /// To do when it succeeds.
-    pub register: Option<Register>,
+    pub register: Option<Box<Register>>,
     /// A server-side prepare to forget if it fails.
     pub prepared: Option<u64>,
     /// The server's error for this message is replaced by this one (SQLSTATE, message):
@@ -177,15 +177,111 @@ impl Exp {
     }
 }
 
+/// Expected responses, oldest first: a queue on the stack for the usual units (up to four
+/// answers), taken from the front as the server's responses arrive.
+#[derive(Debug, Default)]
+pub struct Exps {
+    items: smallvec::SmallVec<[Exp; 4]>,
+    /// Items before it were taken.
+    head: usize,
+}
+
+impl Exps {
+    /// The oldest one not taken.
+    pub fn front(&self) -> Option<&Exp> {
+        self.items.get(self.head)
+    }
+
+    /// Takes the oldest one.
+    pub fn pop_front(&mut self) -> Option<Exp> {
+        let slot = self.items.get_mut(self.head)?;
+        self.head += 1;
+        // What is left in the slot is never read again.
+        Some(std::mem::replace(slot, Exp::pass(Resp::Close)))
+    }
+
+    /// Adds one at the end.
+    pub fn push_back(&mut self, e: Exp) {
+        if self.head == self.items.len() && self.head > 0 {
+            // All taken: start over, keeping the room.
+            self.items.clear();
+            self.head = 0;
+        }
+        self.items.push(e);
+    }
+
+    /// None left.
+    pub fn is_empty(&self) -> bool {
+        self.head == self.items.len()
+    }
+
+    /// The ones left, oldest first.
+    pub fn iter(&self) -> std::slice::Iter<'_, Exp> {
+        self.items[self.head..].iter()
+    }
+
+    /// Moves all of `other` after these.
+    pub fn append(&mut self, other: &mut Exps) {
+        while let Some(e) = other.pop_front() {
+            self.push_back(e);
+        }
+    }
+}
+
 /// What forwarding a unit produced.
 #[derive(Debug, Default)]
 pub struct Forwarded {
-    /// Bytes for the server.
-    pub out: Vec<u8>,
+    /// Bytes for the server, when they differ from the unit's (`None`: the unit goes as the
+    /// client wrote it, straight from its buffer: no copy).
+    pub out: Option<Vec<u8>>,
     /// Responses expected, in order.
-    pub exps: VecDeque<Exp>,
+    pub exps: Exps,
     /// The statements the unit executes (for the session's tracking).
     pub ran: smallvec::SmallVec<[Arc<StmtDef>; 2]>,
+}
+
+/// Forwarding in progress: the bytes for the server stay the unit's own until a message is
+/// rewritten or added, and are copied only then.
+struct Build<'a> {
+    /// The unit's bytes.
+    src: &'a [u8],
+    /// The output so far is the unit's first this many bytes (not copied); `None` once it
+    /// is in `out`.
+    verbatim: Option<usize>,
+    out: Vec<u8>,
+    f: Forwarded,
+}
+
+impl Build<'_> {
+    /// A message goes as the client wrote it.
+    fn keep(&mut self, whole: &[u8]) {
+        match &mut self.verbatim {
+            Some(n) => *n += whole.len(),
+            None => self.out.extend_from_slice(whole),
+        }
+    }
+
+    /// A message of the unit is not sent (sluice answers it): what follows cannot be the
+    /// unit's own bytes any more.
+    fn leave_out(&mut self) {
+        self.out();
+    }
+
+    /// Where rewritten or added messages go (the unchanged ones before them copied first).
+    fn out(&mut self) -> &mut Vec<u8> {
+        if let Some(n) = self.verbatim.take() {
+            self.out = sluice_runtime::buffers::write_buffer();
+            self.out.extend_from_slice(&self.src[..n]);
+        }
+        &mut self.out
+    }
+
+    fn finish(mut self) -> Forwarded {
+        if self.verbatim.is_none() {
+            self.f.out = Some(self.out);
+        }
+        self.f
+    }
 }
 
 /// Reads a NUL-terminated string at the start of `b`: it and the rest.
@@ -223,9 +319,11 @@ pub fn forward(
     conn: &mut PgConn,
     mut names: Names<'_>,
 ) -> Forwarded {
-    let mut f = Forwarded {
-        out: sluice_runtime::buffers::write_buffer(),
-        ..Default::default()
+    let mut f = Build {
+        src: buf,
+        verbatim: Some(0),
+        out: Vec::new(),
+        f: Forwarded::default(),
     };
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let whole = &buf[at..at + len];
@@ -237,28 +335,28 @@ pub fn forward(
             b'C' => close(body, whole, &mut names, &mut f),
             b'E' => {
                 let portal = cstr(body).map(|(p, _)| p).unwrap_or_default();
-                if let Some(def) = names.portals.get(&String::from_utf8_lossy(portal)) {
-                    f.ran.push(def.clone());
+                if let Some(def) = names.portals.get(portal) {
+                    f.f.ran.push(def.clone());
                 }
-                f.out.extend_from_slice(whole);
-                f.exps.push_back(Exp::pass(Resp::Execute));
+                f.keep(whole);
+                f.f.exps.push_back(Exp::pass(Resp::Execute));
             }
             b'S' => {
-                f.out.extend_from_slice(whole);
-                f.exps.push_back(Exp::pass(Resp::Sync));
+                f.keep(whole);
+                f.f.exps.push_back(Exp::pass(Resp::Sync));
             }
             b'Q' | b'F' => {
                 if let Some(def) = def_at(defs, i) {
-                    f.ran.push(def.clone());
+                    f.f.ran.push(def.clone());
                 }
-                f.out.extend_from_slice(whole);
-                f.exps.push_back(Exp::pass(Resp::Query));
+                f.keep(whole);
+                f.f.exps.push_back(Exp::pass(Resp::Query));
             }
             // Flush, Terminate, and anything else go as they are, answering nothing.
-            _ => f.out.extend_from_slice(whole),
+            _ => f.keep(whole),
         }
     }
-    f
+    f.finish()
 }
 
 /// A statement the server surely does not have: describing it fails, which is how sluice
@@ -271,32 +369,34 @@ fn parse(
     def: Option<&Arc<StmtDef>>,
     conn: &mut PgConn,
     names: &mut Names<'_>,
-    f: &mut Forwarded,
+    f: &mut Build<'_>,
 ) {
     let (Some((name, _)), Some(def)) = (cstr(body), def.cloned()) else {
         // Malformed: the server says so.
-        f.out.extend_from_slice(whole);
-        f.exps.push_back(Exp::pass(Resp::Parse));
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Parse));
         return;
     };
     if name.is_empty() {
         // The unnamed statement stays unnamed on the server (it lives until the next Parse,
         // which drops it first, whether it succeeds or not): what follows in this unit binds
         // this one.
-        f.out.extend_from_slice(whole);
-        f.exps.push_back(Exp::pass(Resp::Parse));
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Parse));
         *names.unnamed = Some(def);
         *names.conn_has_unnamed = true;
         return;
     }
-    let client_name = String::from_utf8_lossy(name).into_owned();
-    let refusal = if is_taken(&client_name, names, f) {
+    let refusal = if is_taken(name, names, f) {
         // PostgreSQL refuses to parse over an existing name (Close it first).
         Some((
             "42P05",
-            format!("prepared statement \"{client_name}\" already exists"),
+            format!(
+                "prepared statement \"{}\" already exists",
+                String::from_utf8_lossy(name)
+            ),
         ))
-    } else if names.statements.len() + f.exps.iter().filter(|e| e.register.is_some()).count()
+    } else if names.statements.len() + f.f.exps.iter().filter(|e| e.register.is_some()).count()
         >= STATEMENTS_PER_SESSION
     {
         Some(("54000", super::route::too_many_statements()))
@@ -306,143 +406,160 @@ fn parse(
     if let Some(error) = refusal {
         // The server is made to fail here, so that it skips the rest of the batch as
         // PostgreSQL would, and the client gets the error in its place.
-        put(&mut f.out, b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
+        put(f.out(), b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
         let mut e = Exp::pass(Resp::DescribeStatement);
         e.replace_error = Some(Box::new(error));
-        f.exps.push_back(e);
+        f.f.exps.push_back(e);
         return;
     }
-    let register = Some(Register {
-        client_name,
+    let register = Some(Box::new(Register {
+        client_name: name.into(),
         def: def.clone(),
-    });
+    }));
     match conn.statements.ensure(&def) {
         Ensure::Held => {
+            f.leave_out();
             let mut e = Exp::synth(b'1');
             e.register = register;
-            f.exps.push_back(e);
+            f.f.exps.push_back(e);
         }
         Ensure::Prepare { evict } => {
             close_on_server(evict, f);
-            def.parse_message(&mut f.out);
+            def.parse_message(f.out());
             let mut e = Exp::pass(Resp::Parse);
             e.register = register;
             e.prepared = Some(def.hash);
-            f.exps.push_back(e);
+            f.f.exps.push_back(e);
         }
     }
 }
 
 /// The statement an earlier Parse of this unit names so (registered once it succeeds).
-fn pending(name: &str, f: &Forwarded) -> Option<Arc<StmtDef>> {
-    f.exps.iter().rev().find_map(|e| {
+fn pending(name: &[u8], f: &Build<'_>) -> Option<Arc<StmtDef>> {
+    f.f.exps.iter().rev().find_map(|e| {
         e.register
             .as_ref()
-            .filter(|r| r.client_name == name)
+            .filter(|r| *r.client_name == *name)
             .map(|r| r.def.clone())
     })
 }
 
 /// The session already has a statement of this name, or the unit parses one before.
-pub fn is_taken(name: &str, names: &Names<'_>, f: &Forwarded) -> bool {
+fn is_taken(name: &[u8], names: &Names<'_>, f: &Build<'_>) -> bool {
     names.statements.contains_key(name) || pending(name, f).is_some()
 }
 
-/// Makes sure the statement a client names exists on the connection; the name to use there
-/// (`None`: the client's name is unknown, sent unchanged so the server reports it).
+/// A statement as a Bind or Describe names it on the connection.
+struct OnServer {
+    def: Arc<StmtDef>,
+    /// The unnamed statement (else its shared name).
+    unnamed: bool,
+}
+
+impl OnServer {
+    /// The name to send.
+    fn name(&self) -> &[u8] {
+        if self.unnamed {
+            b""
+        } else {
+            self.def.server_name()
+        }
+    }
+}
+
+/// Makes sure the statement a client names exists on the connection, and how it is named
+/// there (`None`: the client's name is unknown, sent unchanged so the server reports it).
 fn ensure(
     name: &[u8],
     conn: &mut PgConn,
     n: &mut Names<'_>,
-    f: &mut Forwarded,
-) -> Option<(Vec<u8>, Arc<StmtDef>)> {
+    f: &mut Build<'_>,
+) -> Option<OnServer> {
     if name.is_empty() {
         let def = n.unnamed.clone()?;
         if !*n.conn_has_unnamed {
             // Parsed on another connection: parse it here again, unnamed.
             let mut p = Vec::new();
             put(&mut p, b'P', &[b"\0", &def.sql, b"\0", &def.types]);
-            f.out.extend_from_slice(&p);
-            f.exps.push_back(Exp::swallow(Resp::Parse));
+            f.out().extend_from_slice(&p);
+            f.f.exps.push_back(Exp::swallow(Resp::Parse));
         }
-        return Some((Vec::new(), def));
+        return Some(OnServer { def, unnamed: true });
     }
-    let name = String::from_utf8_lossy(name);
-    let def = pending(&name, f).or_else(|| n.statements.get(&name).cloned())?;
+    let def = pending(name, f).or_else(|| n.statements.get(name).cloned())?;
     if let Ensure::Prepare { evict } = conn.statements.ensure(&def) {
         close_on_server(evict, f);
-        def.parse_message(&mut f.out);
+        def.parse_message(f.out());
         let mut e = Exp::swallow(Resp::Parse);
         e.prepared = Some(def.hash);
-        f.exps.push_back(e);
+        f.f.exps.push_back(e);
     }
-    Some((def.server_name().into_bytes(), def))
+    Some(OnServer {
+        def,
+        unnamed: false,
+    })
 }
 
-fn close_on_server(evict: Option<String>, f: &mut Forwarded) {
+fn close_on_server(evict: Option<Arc<StmtDef>>, f: &mut Build<'_>) {
     if let Some(old) = evict {
-        put(&mut f.out, b'C', &[b"S", old.as_bytes(), b"\0"]);
-        f.exps.push_back(Exp::swallow(Resp::Close));
+        put(f.out(), b'C', &[b"S", old.server_name(), b"\0"]);
+        f.f.exps.push_back(Exp::swallow(Resp::Close));
     }
 }
 
-fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Forwarded) {
+fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Build<'_>) {
     let parsed = cstr(body).and_then(|(portal, rest)| Some((portal, cstr(rest)?)));
     let Some((portal, (stmt, rest))) = parsed else {
-        f.out.extend_from_slice(whole);
-        f.exps.push_back(Exp::pass(Resp::Bind));
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Bind));
         return;
     };
     match ensure(stmt, conn, n, f) {
-        Some((server_name, def)) => {
-            n.portals
-                .insert(String::from_utf8_lossy(portal).into_owned(), def);
-            put(
-                &mut f.out,
-                b'B',
-                &[portal, b"\0", &server_name, b"\0", rest],
-            );
+        Some(on) => {
+            put(f.out(), b'B', &[portal, b"\0", on.name(), b"\0", rest]);
+            n.portals.insert(portal.into(), on.def);
         }
-        None => f.out.extend_from_slice(whole),
+        None => f.keep(whole),
     }
-    f.exps.push_back(Exp::pass(Resp::Bind));
+    f.f.exps.push_back(Exp::pass(Resp::Bind));
 }
 
-fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Forwarded) {
+fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Build<'_>) {
     let what = body.first().copied();
     let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
     match (what, name) {
         (Some(b'S'), Some(stmt)) => {
             match ensure(stmt, conn, n, f) {
-                Some((server_name, _)) => put(&mut f.out, b'D', &[b"S", &server_name, b"\0"]),
-                None => f.out.extend_from_slice(whole),
+                Some(on) => put(f.out(), b'D', &[b"S", on.name(), b"\0"]),
+                None => f.keep(whole),
             }
-            f.exps.push_back(Exp::pass(Resp::DescribeStatement));
+            f.f.exps.push_back(Exp::pass(Resp::DescribeStatement));
         }
         _ => {
-            f.out.extend_from_slice(whole);
-            f.exps.push_back(Exp::pass(Resp::DescribePortal));
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::DescribePortal));
         }
     }
 }
 
-fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Forwarded) {
+fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Build<'_>) {
     let what = body.first().copied();
     let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
     match (what, name) {
         (Some(b'S'), Some(stmt)) if !stmt.is_empty() => {
             // The statement stays on the server for other sessions; the client's name goes.
-            n.statements.remove(&String::from_utf8_lossy(stmt));
-            f.exps.push_back(Exp::synth(b'3'));
+            n.statements.remove(stmt);
+            f.leave_out();
+            f.f.exps.push_back(Exp::synth(b'3'));
         }
         (Some(b'P'), Some(portal)) => {
-            n.portals.remove(&String::from_utf8_lossy(portal));
-            f.out.extend_from_slice(whole);
-            f.exps.push_back(Exp::pass(Resp::Close));
+            n.portals.remove(portal);
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Close));
         }
         _ => {
-            f.out.extend_from_slice(whole);
-            f.exps.push_back(Exp::pass(Resp::Close));
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Close));
         }
     }
 }

@@ -89,6 +89,9 @@ pub fn error_fields(body: &[u8]) -> Result<Vec<(u8, String)>, WireError> {
     }
 }
 
+/// What a writer's buffer starts with.
+const FIRST_CAPACITY: usize = 512;
+
 /// Builds messages into one buffer.
 #[derive(Debug, Default)]
 pub struct Writer {
@@ -102,11 +105,27 @@ impl Writer {
         Writer::default()
     }
 
+    /// A writer appending to `buf` (what [`Writer::into_bytes`] gives back).
+    pub fn with_buffer(buf: Vec<u8>) -> Writer {
+        Writer { buf, start: 0 }
+    }
+
     /// Starts a message of type `tag`.
     pub fn begin(&mut self, tag: u8) {
+        self.room(5);
         self.buf.push(tag);
         self.start = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]);
+    }
+
+    /// Room for `n` more bytes; a first buffer has room for a few messages at once (growing
+    /// from a few bytes by doubling would copy them again at every step).
+    fn room(&mut self, n: usize) {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(FIRST_CAPACITY.max(n));
+        } else {
+            self.buf.reserve(n);
+        }
     }
 
     /// Ends the current message: fills in its length.
@@ -145,10 +164,13 @@ impl Writer {
 
     /// ParameterStatus.
     pub fn parameter_status(&mut self, name: &str, value: &str) {
-        self.begin(b'S');
+        // Written in one go (a login sends a dozen or more): its length is known.
+        let len = 4 + name.len() + 1 + value.len() + 1;
+        self.room(1 + len);
+        self.buf.push(b'S');
+        self.buf.extend_from_slice(&(len as u32).to_be_bytes());
         self.cstr(name);
         self.cstr(value);
-        self.end();
     }
 
     /// BackendKeyData: the process id and secret a client quotes to cancel.
@@ -258,6 +280,16 @@ mod tests {
         );
         assert!(error_fields(b"Mno end").is_err());
         assert!(error_fields(b"").is_err());
+    }
+
+    #[test]
+    fn a_writer_appends_to_the_buffer_it_is_given() {
+        let mut w = Writer::with_buffer(b"queued".to_vec());
+        w.ready_for_query(ReadyStatus::Idle);
+        let b = w.into_bytes();
+        assert_eq!(&b[..6], b"queued");
+        let (z, used) = read_message(&b[6..], 64).unwrap().unwrap();
+        assert_eq!((z.tag, z.body, used), (b'Z', &b"I"[..], 6));
     }
 
     #[test]

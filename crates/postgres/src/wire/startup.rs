@@ -54,19 +54,36 @@ pub struct StartupParams {
     /// The minor protocol version the client asked for.
     pub minor: u16,
     /// Every parameter but the `_pq_.` protocol options, in the client's order (`user`,
-    /// `database`, `application_name`, `options`, GUCs...).
-    pub params: Vec<(String, String)>,
+    /// `database`, `application_name`, `options`, GUCs...): each name and value followed by
+    /// a NUL, in one string (one allocation, not two per parameter).
+    params: String,
     /// The `_pq_.` protocol options the client asked for; sluice supports none.
     pub protocol_options: Vec<String>,
 }
 
 impl StartupParams {
+    /// The parameters (name, value), in the client's order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut rest = self.params.as_str();
+        // A byte loop: the strings are short, a searcher's setup would cost more.
+        let mut next = move || {
+            let end = rest.bytes().position(|b| b == 0)?;
+            let s = rest.get(..end)?;
+            rest = rest.get(end + 1..)?;
+            Some(s)
+        };
+        std::iter::from_fn(move || Some((next()?, next()?)))
+    }
+
+    /// The parameters as received (each name and value followed by a NUL): equal texts,
+    /// equal parameters.
+    pub fn text(&self) -> &str {
+        &self.params
+    }
+
     /// A parameter's value.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     /// The database: `database`, or the user name when none is given (as PostgreSQL does).
@@ -154,42 +171,51 @@ pub fn read_startup(buf: &[u8]) -> Result<Option<(Startup, usize)>, WireError> {
 }
 
 /// NUL-terminated name/value pairs, ended by an empty name.
-fn parse_params(minor: u16, mut body: &[u8]) -> Result<StartupParams, WireError> {
+fn parse_params(minor: u16, body: &[u8]) -> Result<StartupParams, WireError> {
     let mut p = StartupParams {
         minor,
-        params: Vec::new(),
+        params: String::with_capacity(body.len()),
         protocol_options: Vec::new(),
     };
+    // Checked as a whole (nearly always UTF-8), else string by string, as the pairs are read
+    // (the first fault found is the one reported).
+    let text = std::str::from_utf8(body).ok();
+    let mut at = 0;
+    let mut cstr = || {
+        let len = body[at..]
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(WireError::Layout("string without its terminating NUL"))?;
+        let range = at..at + len;
+        at += len + 1;
+        match text {
+            Some(text) => text.get(range),
+            None => std::str::from_utf8(&body[range]).ok(),
+        }
+        .ok_or(WireError::Layout("string not UTF-8"))
+    };
     loop {
-        let name = cstr(&mut body)?;
+        let name = cstr()?;
         if name.is_empty() {
             break;
         }
-        let value = cstr(&mut body)?;
+        let value = cstr()?;
         if name.starts_with("_pq_.") {
             p.protocol_options.push(name.to_string());
         } else {
-            p.params.push((name.to_string(), value.to_string()));
+            for s in [name, value] {
+                p.params.push_str(s);
+                p.params.push('\0');
+            }
         }
     }
-    if !body.is_empty() {
+    if at != body.len() {
         return Err(WireError::Layout("bytes after the parameter list"));
     }
     if p.get("user").is_none_or(str::is_empty) {
         return Err(WireError::NoUser);
     }
     Ok(p)
-}
-
-/// The NUL-terminated UTF-8 string at the start of `body`, which moves past it.
-fn cstr<'a>(body: &mut &'a [u8]) -> Result<&'a str, WireError> {
-    let end = body
-        .iter()
-        .position(|&b| b == 0)
-        .ok_or(WireError::Layout("string without its terminating NUL"))?;
-    let s = std::str::from_utf8(&body[..end]).map_err(|_| WireError::Layout("string not UTF-8"))?;
-    *body = &body[end + 1..];
-    Ok(s)
 }
 
 #[cfg(test)]
@@ -227,8 +253,33 @@ mod tests {
         };
         assert_eq!(p.get("user"), Some("app"));
         assert_eq!(p.database(), Some("shop"));
-        assert_eq!(p.params[2], ("application_name".into(), "psql".into()));
+        assert_eq!(
+            p.iter().collect::<Vec<_>>(),
+            [
+                ("user", "app"),
+                ("database", "shop"),
+                ("application_name", "psql")
+            ]
+        );
         assert!(!p.needs_negotiation());
+    }
+
+    #[test]
+    fn empty_values_and_repeated_names_keep_their_places() {
+        let pairs = [
+            ("user", "app"),
+            ("options", ""),
+            ("application_name", "x"),
+            ("application_name", ""),
+        ];
+        let bytes = startup(3 << 16, &pairs);
+        let Some((Startup::Start(p), _)) = read_startup(&bytes).unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.iter().collect::<Vec<_>>(), pairs);
+        assert_eq!(p.get("options"), Some(""));
+        assert_eq!(p.get("application_name"), Some("x"));
+        assert_eq!(p.get("database"), None);
     }
 
     #[test]
@@ -314,6 +365,28 @@ mod tests {
             read_startup(&unterminated),
             Err(WireError::Layout(_))
         ));
+        // Not UTF-8: in a value, or in bytes after the list (reported as such).
+        let mut latin1 = startup(
+            3 << 16,
+            &[("user", "app"), ("application_name", "caf\u{e9}")],
+        );
+        let at = latin1.len() - 4;
+        latin1[at] = 0xe9;
+        latin1.remove(at + 1);
+        let len = latin1.len() as u32;
+        latin1[..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(
+            read_startup(&latin1),
+            Err(WireError::Layout("string not UTF-8"))
+        );
+        let mut after = startup(3 << 16, &[("user", "app")]);
+        after.push(0xff);
+        let len = after.len() as u32;
+        after[..4].copy_from_slice(&len.to_be_bytes());
+        assert_eq!(
+            read_startup(&after),
+            Err(WireError::Layout("bytes after the parameter list"))
+        );
         let short_cancel = [0, 0, 0, 12, 4, 210, 22, 46, 0, 0, 0, 1];
         assert!(matches!(
             read_startup(&short_cancel),
