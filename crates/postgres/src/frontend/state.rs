@@ -246,7 +246,10 @@ fn startup_statements<'a>(
     let mut startup: Vec<(Box<str>, Box<str>)> = params
         .map(|(n, v)| (n.to_ascii_lowercase().into(), set_config(n, v).into()))
         .collect();
-    startup.sort();
+    // A name given twice takes its last value, as PostgreSQL applies the packet's options in
+    // order: reversed, the stable sort puts the last one first, and dedup keeps the first.
+    startup.reverse();
+    startup.sort_by(|a, b| a.0.cmp(&b.0));
     startup.dedup_by(|a, b| a.0 == b.0);
     startup
 }
@@ -335,6 +338,22 @@ mod tests {
         let (a, b) = (from(b"p1"), from(b"p1"));
         assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &from(b"p2")));
         assert_eq!(*a, *s.startup);
+    }
+
+    #[test]
+    fn a_startup_parameter_given_twice_takes_its_last_value() {
+        let s = Settings::from_startup(
+            [
+                ("application_name", "first"),
+                ("DateStyle", "ISO"),
+                ("application_name", "second"),
+            ]
+            .into_iter(),
+            &Interner::new(4),
+        );
+        let names: Vec<&str> = s.startup.iter().map(|(n, _)| &**n).collect();
+        assert_eq!(names, ["application_name", "datestyle"]);
+        assert!(s.startup[0].1.contains("'second'"), "{}", s.startup[0].1);
     }
 
     #[test]
