@@ -22,6 +22,44 @@ pub enum ClientSecret {
     },
 }
 
+/// SaltedPassword values already derived (PBKDF2 costs a millisecond or more of CPU, and a
+/// server answers every login of a role with the same salt and iterations): a pool that
+/// opens fifty connections derives once. Bounded; the oldest entry goes first.
+static SALTED: parking_lot::Mutex<Vec<Salted>> = parking_lot::Mutex::new(Vec::new());
+
+/// Most SaltedPassword values kept (one per configured role and server secret).
+const SALTED_KEPT: usize = 64;
+
+struct Salted {
+    password: String,
+    salt: Vec<u8>,
+    iterations: u32,
+    salted: [u8; 32],
+}
+
+/// [`salted_password`], derived once per password, salt and iteration count.
+fn salted_cached(password: &str, salt: &[u8], iterations: u32) -> [u8; 32] {
+    let hit = SALTED.lock().iter().find_map(|e| {
+        (e.iterations == iterations && e.salt == salt && e.password == password).then_some(e.salted)
+    });
+    if let Some(salted) = hit {
+        return salted;
+    }
+    // Derived outside the lock: other logins do not wait for this one.
+    let salted = salted_password(password, salt, iterations);
+    let mut kept = SALTED.lock();
+    if kept.len() >= SALTED_KEPT {
+        kept.remove(0);
+    }
+    kept.push(Salted {
+        password: password.to_string(),
+        salt: salt.to_vec(),
+        iterations,
+        salted,
+    });
+    salted
+}
+
 /// One exchange in progress.
 #[derive(Debug)]
 pub struct ClientExchange {
@@ -74,7 +112,7 @@ impl ClientExchange {
             .ok_or(ScramError::Malformed("iteration count"))?;
         let (client_key, server_key) = match &self.secret {
             ClientSecret::Password(password) => {
-                let salted = salted_password(password, &salt, iterations);
+                let salted = salted_cached(password, &salt, iterations);
                 (
                     hmac_sha256(&salted, b"Client Key"),
                     hmac_sha256(&salted, b"Server Key"),
@@ -165,6 +203,21 @@ mod tests {
         let (mut c, first) = ClientExchange::start(keys, "mnopqr");
         let s = ServerExchange::start(&Prepared::new(&other), &first, "RST").unwrap();
         assert_eq!(c.respond(s.server_first()), Err(ScramError::OtherSecret));
+    }
+
+    #[test]
+    fn salted_passwords_are_derived_once_and_bounded() {
+        let a = salted_cached("pw-cache-test", b"salt-one", 16);
+        assert_eq!(a, salted_password("pw-cache-test", b"salt-one", 16));
+        assert_eq!(salted_cached("pw-cache-test", b"salt-one", 16), a);
+        // Another salt, iteration count or password is another value.
+        assert_ne!(salted_cached("pw-cache-test", b"salt-two", 16), a);
+        assert_ne!(salted_cached("pw-cache-test", b"salt-one", 17), a);
+        assert_ne!(salted_cached("pw-cache-tesT", b"salt-one", 16), a);
+        for i in 0..2 * SALTED_KEPT {
+            salted_cached(&format!("pw-{i}"), b"s", 1);
+        }
+        assert!(SALTED.lock().len() <= SALTED_KEPT);
     }
 
     #[test]
