@@ -9,6 +9,12 @@
 //! (it counts the fused digest once too many, so it overstates the old cost a little).
 //!
 //! Usage: cargo run --release -p sluice-bench --bin pgscan
+//!
+//! `pgscan --count N [I]` only calls `scan` N times on statement I of the list (on each in turn
+//! without I), untimed, for an instruction count that does not depend on the machine's load:
+//! the instructions of one call are the difference between two runs under callgrind, e.g.
+//! `valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/pgscan --count 2000 0`
+//! minus the same with `--count 1000`, divided by 1000.
 // A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,6 +76,16 @@ const ROUNDS: usize = 20;
 const PER_ROUND: usize = 20_000;
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--count") {
+        let n: usize = args
+            .get(1)
+            .expect("--count N [I]")
+            .parse()
+            .expect("a count");
+        let only: Option<usize> = args.get(2).map(|i| i.parse().expect("a statement index"));
+        return count(n, only);
+    }
     let expected = [
         Route::Read,
         Route::Read,
@@ -132,6 +148,19 @@ fn main() {
         print!(" {:>15}", format!("{:.0}/{:.0}", median / n, best / n));
     }
     println!();
+}
+
+/// Calls `scan` `n` times on statement `only` of the list, or on each.
+fn count(n: usize, only: Option<usize>) {
+    for (i, (name, sql)) in STATEMENTS.iter().enumerate() {
+        if only.is_some_and(|o| o != i) {
+            continue;
+        }
+        for _ in 0..n {
+            black_box(scan(black_box(sql.as_bytes())));
+        }
+        eprintln!("{i}: {name}");
+    }
 }
 
 /// Median and best nanoseconds per call of `run`.

@@ -1,7 +1,9 @@
 //! Statements with their own grammar: `EXPLAIN`, `COPY`, transaction control, `SET`/`RESET`,
 //! and the session statements (`DISCARD`, `DEALLOCATE`, `PREPARE`, `LISTEN`, `DECLARE` ...).
 
-use super::classify::{inner_statement, Cursor, Stmt};
+use super::classify::{inner_statement, Stmt};
+use super::cursor::Cursor;
+use super::keywords::Kw;
 use super::lexer::{Kind, Token};
 use super::walk::{rest_as_query, rest_of, subquery, unquote};
 use super::{PgCommand, Pins, SetStmt, Unpins};
@@ -25,9 +27,7 @@ pub(super) fn explain(cur: &mut Cursor<'_>) -> Stmt {
                         break;
                     }
                 }
-                Kind::Word
-                    if depth == 1 && (t.is_word(src, "ANALYZE") || t.is_word(src, "ANALYSE")) =>
-                {
+                Kind::Word if depth == 1 && (t.is(Kw::Analyze) || t.is(Kw::Analyse)) => {
                     analyze = !cur.peek().is_some_and(|v| is_false(src, &v));
                 }
                 _ => {}
@@ -35,9 +35,9 @@ pub(super) fn explain(cur: &mut Cursor<'_>) -> Stmt {
         }
     } else {
         loop {
-            if cur.eat("ANALYZE") || cur.eat("ANALYSE") {
+            if cur.eat(Kw::Analyze) || cur.eat(Kw::Analyse) {
                 analyze = true;
-            } else if !cur.eat("VERBOSE") {
+            } else if !cur.eat(Kw::Verbose) {
                 break;
             }
         }
@@ -71,7 +71,6 @@ fn is_false(src: &[u8], t: &Token) -> bool {
 /// read-only query is a read; `TO 'file'` and `TO PROGRAM` act on the server's host, so they
 /// stay with the primary.
 pub(super) fn copy(cur: &mut Cursor<'_>) -> Stmt {
-    let src = cur.src;
     let mut st = Stmt::new(
         PgCommand::Copy {
             from_stdin_or_file: false,
@@ -92,14 +91,14 @@ pub(super) fn copy(cur: &mut Cursor<'_>) -> Stmt {
         match tok.kind {
             Kind::Punct(b'(') => depth += 1,
             Kind::Punct(b')') => depth = depth.saturating_sub(1),
-            Kind::Word if depth == 0 && tok.is_word(src, "FROM") => {
+            Kind::Word if depth == 0 && tok.is(Kw::From) => {
                 st.command = PgCommand::Copy {
                     from_stdin_or_file: true,
                 };
                 break;
             }
-            Kind::Word if depth == 0 && tok.is_word(src, "TO") => {
-                if cur.eat("STDOUT") {
+            Kind::Word if depth == 0 && tok.is(Kw::To) => {
+                if cur.eat(Kw::Stdout) {
                     st.route = query_route;
                 }
                 break;
@@ -115,11 +114,11 @@ pub(super) fn copy(cur: &mut Cursor<'_>) -> Stmt {
 /// `READ ONLY` without `SERIALIZABLE`.
 pub(super) fn begin(cur: &mut Cursor<'_>, start: bool) -> Stmt {
     if start {
-        if !cur.eat("TRANSACTION") {
+        if !cur.eat(Kw::Transaction) {
             return rest_of(cur, Stmt::new(PgCommand::Other, Route::Write));
         }
     } else {
-        let _ = cur.eat("WORK") || cur.eat("TRANSACTION");
+        let _ = cur.eat(Kw::Work) || cur.eat(Kw::Transaction);
     }
     let (read_only, serializable) = modes(cur);
     Stmt::new(
@@ -143,22 +142,21 @@ fn mode_route(read_only: Option<bool>, serializable: bool) -> Route {
 /// `READ WRITE`, `[NOT] DEFERRABLE`, with or without commas. Returns the access mode and
 /// whether the isolation level is serializable.
 fn modes(cur: &mut Cursor<'_>) -> (Option<bool>, bool) {
-    let src = cur.src;
     let mut read_only = None;
     let mut serializable = false;
     while let Some(t) = cur.next() {
-        if t.is_word(src, "ISOLATION") {
-            cur.eat("LEVEL");
-            if cur.eat("SERIALIZABLE") {
+        if t.is(Kw::Isolation) {
+            cur.eat(Kw::Level);
+            if cur.eat(Kw::Serializable) {
                 serializable = true;
-            } else if cur.eat("REPEATABLE") || cur.eat("READ") {
+            } else if cur.eat(Kw::Repeatable) || cur.eat(Kw::Read) {
                 // REPEATABLE READ, READ COMMITTED, READ UNCOMMITTED: not an access mode.
                 cur.next();
             }
-        } else if t.is_word(src, "READ") {
-            if cur.eat("ONLY") {
+        } else if t.is(Kw::Read) {
+            if cur.eat(Kw::Only) {
                 read_only = Some(true);
-            } else if cur.eat("WRITE") {
+            } else if cur.eat(Kw::Write) {
                 read_only = Some(false);
             }
         }
@@ -170,18 +168,18 @@ fn modes(cur: &mut Cursor<'_>) -> (Option<bool>, bool) {
 pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
     let mut st = Stmt::new(PgCommand::Set, Route::Write);
     let mut local = false;
-    if cur.eat("LOCAL") {
+    if cur.eat(Kw::Local) {
         local = true;
-    } else if cur.peek_word("SESSION") {
+    } else if cur.peek_is(Kw::Session) {
         cur.next();
-        if cur.peek_word("AUTHORIZATION") || cur.peek_word("CHARACTERISTICS") {
+        if cur.peek_is(Kw::Authorization) || cur.peek_is(Kw::Characteristics) {
             return session_setting(cur, local, st);
         }
     }
-    if cur.eat("SESSION") {
+    if cur.eat(Kw::Session) {
         return session_setting(cur, local, st);
     }
-    if cur.eat("TRANSACTION") {
+    if cur.eat(Kw::Transaction) {
         // Also SET TRANSACTION SNAPSHOT 'id': no modes, a write.
         let (read_only, serializable) = modes(cur);
         return Stmt::new(
@@ -192,7 +190,7 @@ pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
             mode_route(read_only, serializable),
         );
     }
-    if cur.eat("CONSTRAINTS") {
+    if cur.eat(Kw::Constraints) {
         st.command = PgCommand::Other;
         return st;
     }
@@ -209,11 +207,11 @@ pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
 /// `SET [LOCAL] SESSION AUTHORIZATION ...` or `SET SESSION CHARACTERISTICS AS TRANSACTION ...`,
 /// after `SESSION`. With `LOCAL` the setting ends with the transaction: no pin.
 fn session_setting(cur: &mut Cursor<'_>, local: bool, mut st: Stmt) -> Stmt {
-    if cur.eat("AUTHORIZATION") {
-        let reset = cur.peek_word("DEFAULT");
+    if cur.eat(Kw::Authorization) {
+        let reset = cur.peek_is(Kw::Default);
         return authorization(st, local, reset);
     }
-    if cur.eat("CHARACTERISTICS") && !local {
+    if cur.eat(Kw::Characteristics) && !local {
         st.pins |= Pins::SESSION_CHARACTERISTICS;
     }
     st
@@ -234,14 +232,14 @@ fn authorization(mut st: Stmt, local: bool, reset: bool) -> Stmt {
 /// `RESET TRANSACTION ISOLATION LEVEL`.
 pub(super) fn reset(cur: &mut Cursor<'_>) -> Stmt {
     let mut st = Stmt::new(PgCommand::Reset, Route::Write);
-    if cur.peek_word("SESSION") {
+    if cur.peek_is(Kw::Session) {
         cur.next();
-        if cur.eat("AUTHORIZATION") {
+        if cur.eat(Kw::Authorization) {
             st.unpins |= Unpins::RESET_SESSION_AUTHORIZATION;
         }
         return st;
     }
-    let name = if cur.eat("TRANSACTION") {
+    let name = if cur.eat(Kw::Transaction) {
         Some("transaction_isolation".to_owned())
     } else {
         cur.next()
@@ -275,15 +273,15 @@ fn parameter(cur: &mut Cursor<'_>, h: Token) -> Option<(String, bool)> {
         push_ident(&mut name, src, &cur.next()?)?;
         parts += 1;
     }
-    let assign = cur.eat("TO") || (cur.peek_punct(b'=') && cur.next().is_some());
+    let assign = cur.eat(Kw::To) || (cur.peek_punct(b'=') && cur.next().is_some());
     if !assign && parts == 1 && h.kind == Kind::Word {
-        let special = if h.is_word(src, "TIME") && cur.eat("ZONE") {
+        let special = if h.is(Kw::Time) && cur.eat(Kw::Zone) {
             Some("timezone")
-        } else if h.is_word(src, "NAMES") {
+        } else if h.is(Kw::Names) {
             Some("client_encoding")
-        } else if h.is_word(src, "SCHEMA") {
+        } else if h.is(Kw::Schema) {
             Some("search_path")
-        } else if h.is_word(src, "XML") && cur.eat("OPTION") {
+        } else if h.is(Kw::Xml) && cur.eat(Kw::Option) {
             Some("xmloption")
         } else {
             None
@@ -293,7 +291,7 @@ fn parameter(cur: &mut Cursor<'_>, h: Token) -> Option<(String, bool)> {
         }
     }
     let reset =
-        cur.peek_word("DEFAULT") || (name == "timezone" && !assign && cur.peek_word("LOCAL"));
+        cur.peek_is(Kw::Default) || (name == "timezone" && !assign && cur.peek_is(Kw::Local));
     Some((name, reset))
 }
 
@@ -319,62 +317,61 @@ fn push_ident(out: &mut String, src: &[u8], t: &Token) -> Option<()> {
 /// The session statements and everything not recognised (a write).
 pub(super) fn session(cur: &mut Cursor<'_>, first: Token) -> Stmt {
     use PgCommand as C;
-    let src = cur.src;
-    let w = |kw: &str| first.is_word(src, kw);
+    let w = |kw: Kw| first.is(kw);
     let mut st = Stmt::new(C::Other, Route::Write);
-    if w("DISCARD") {
-        let all = cur.eat("ALL");
+    if w(Kw::Discard) {
+        let all = cur.eat(Kw::All);
         if all {
             st.unpins |= Unpins::DISCARD_ALL;
-        } else if cur.eat("TEMP") || cur.eat("TEMPORARY") {
+        } else if cur.eat(Kw::Temp) || cur.eat(Kw::Temporary) {
             st.unpins |= Unpins::DISCARD_TEMP;
         }
         st.command = C::Discard { all };
-    } else if w("DEALLOCATE") {
-        cur.eat("PREPARE");
-        let all = cur.eat("ALL");
+    } else if w(Kw::Deallocate) {
+        cur.eat(Kw::Prepare);
+        let all = cur.eat(Kw::All);
         if all {
             st.unpins |= Unpins::DEALLOCATE_ALL;
         }
         st.command = C::Deallocate { all };
-    } else if w("PREPARE") {
+    } else if w(Kw::Prepare) {
         // PREPARE TRANSACTION 'gid' is two-phase commit; nothing of a prepared statement runs.
-        let two_phase = cur.eat("TRANSACTION") && cur.peek().is_some_and(|t| t.kind == Kind::Str);
+        let two_phase = cur.eat(Kw::Transaction) && cur.peek().is_some_and(|t| t.kind == Kind::Str);
         if !two_phase {
             st.command = C::Prepare;
             st.pins |= Pins::PREPARE;
         }
         return st;
-    } else if w("EXECUTE") {
+    } else if w(Kw::Execute) {
         st.command = C::Execute;
-    } else if w("LISTEN") {
+    } else if w(Kw::Listen) {
         st.command = C::Listen;
         st.pins |= Pins::LISTEN;
-    } else if w("UNLISTEN") {
+    } else if w(Kw::Unlisten) {
         st.command = C::Unlisten;
         if cur.peek_punct(b'*') {
             st.unpins |= Unpins::UNLISTEN_ALL;
         }
-    } else if w("NOTIFY") {
+    } else if w(Kw::Notify) {
         st.command = C::Notify;
-    } else if w("CALL") {
+    } else if w(Kw::Call) {
         st.command = C::Call;
-    } else if w("DO") {
+    } else if w(Kw::Do) {
         st.command = C::Do;
-    } else if w("DECLARE") {
+    } else if w(Kw::Declare) {
         while let Some(t) = cur.next() {
-            if t.is_word(src, "FOR") {
+            if t.is(Kw::For) {
                 return rest_as_query(cur, st);
             }
-            if t.is_word(src, "WITH") && cur.peek_word("HOLD") {
+            if t.is(Kw::With) && cur.peek_is(Kw::Hold) {
                 st.pins |= Pins::WITH_HOLD;
             }
         }
-    } else if w("CLOSE") {
-        if cur.eat("ALL") {
+    } else if w(Kw::Close) {
+        if cur.eat(Kw::All) {
             st.unpins |= Unpins::CLOSE_ALL;
         }
-    } else if w("LOAD") {
+    } else if w(Kw::Load) {
         st.pins |= Pins::LOAD;
     }
     rest_of(cur, st)

@@ -25,17 +25,17 @@
 //! The id is a 64-bit hash of the whole normalised text (see [`output`] for the hash, which is
 //! not the MySQL digest's FNV-1a: it takes eight bytes at a time); the text kept is cut at
 //! [`MAX_TEXT`](crate::digest::MAX_TEXT) bytes. `scan` computes the id in its lexing pass,
-//! without the text ([`batch`]); [`digest_text`] computes both, from its own lexer.
+//! without the text (fed by its cursor); [`digest_text`] computes both, from its own lexer.
 
-mod batch;
 mod lists;
 mod output;
 mod words;
 
 use super::lexer::{Kind, Lexer, Token};
-pub(crate) use batch::Batched;
+use super::packed;
 use lists::List;
-use output::{HashOnly, Output, Sink, Text};
+pub(crate) use output::HashOnly;
+use output::{Output, Sink, Text};
 use words::Role;
 
 /// Normalises `sql` (a simple-Query string) into `out`, cleared first and kept to at most
@@ -88,6 +88,32 @@ impl Space {
             Space::Word | Space::Key | Space::Op => all,
         }
     }
+
+    /// Bit `next` is set if a space goes between a token of this class and one of class
+    /// `next`: [`Space::after`] turned around, so that the digester keeps the spacing the
+    /// last token leaves, and a token of a known class tests one bit.
+    const fn before(self) -> u16 {
+        const ALL: [Space; 9] = [
+            Space::Start,
+            Space::Word,
+            Space::Key,
+            Space::Op,
+            Space::Open,
+            Space::Close,
+            Space::Comma,
+            Space::Dot,
+            Space::Cast,
+        ];
+        let mut bits = 0;
+        let mut i = 0;
+        while i < ALL.len() {
+            if ALL[i].after() & (1 << self as u8) != 0 {
+                bits |= 1 << ALL[i] as u8;
+            }
+            i += 1;
+        }
+        bits
+    }
 }
 
 /// The spacing class of each single-byte token.
@@ -116,8 +142,9 @@ enum Pending {
 /// Builds a digest from tokens, one at a time.
 pub(crate) struct Digester<S> {
     out: Output<S>,
-    /// The class of the last token written.
-    last: Space,
+    /// The classes of token a space goes before, after the last token written (see
+    /// [`Space::before`]).
+    spaced: u16,
     /// A `-` or `+` here would be a sign: the previous token does not end an operand.
     sign_ok: bool,
     /// Something is pending or a list is followed: the next token takes the slow path.
@@ -130,7 +157,7 @@ impl<S: Sink> Digester<S> {
     pub(crate) fn new(sink: S) -> Self {
         Digester {
             out: Output::new(sink),
-            last: Space::Start,
+            spaced: Space::Start.before(),
             sign_ok: true,
             busy: false,
             pending: Pending::Nothing,
@@ -185,39 +212,33 @@ impl<S: Sink> Digester<S> {
         let space = self.space(Space::Word);
         self.sign_ok = false;
         let len = t.end - t.start;
+        if let Some(k) = words::keyword(t.kw) {
+            if len <= 8 {
+                self.out.push_word8(space, k.upper[0], len);
+            } else {
+                self.out.push_word(space, k.upper, len);
+            }
+            return self.keyword(k);
+        }
         if len > 8 {
             return self.long_word(src, t, space);
         }
-        let w = words::read_n(src, t.start, len);
-        match words::keyword([w, 0], len) {
-            Some(k) => {
-                self.out.push_word8(space, k.upper[0], len);
-                self.keyword(k);
-            }
-            None => self.out.push_word8(space, words::lower(w), len),
-        }
+        let w = packed::read_n(src, t.start, len);
+        self.out.push_word8(space, packed::lower(w), len);
     }
 
-    /// A word of more than eight bytes.
+    /// A word of more than eight bytes that is not a keyword.
     #[inline(never)]
     fn long_word(&mut self, src: &[u8], t: &Token, space: bool) {
         let len = t.end - t.start;
-        let Some(w) = words::read(src, t.start, len) else {
+        let Some(w) = packed::read(src, t.start, len) else {
             if space {
                 self.out.push_byte(false, b' ');
             }
             return self.out.push_span(src, t.start, t.end, true);
         };
-        match words::keyword(w, len) {
-            Some(k) => {
-                self.out.push_word(space, k.upper, len);
-                self.keyword(k);
-            }
-            None => {
-                let lower = [words::lower(w[0]), words::lower(w[1])];
-                self.out.push_word(space, lower, len);
-            }
-        }
+        let lower = [packed::lower(w[0]), packed::lower(w[1])];
+        self.out.push_word(space, lower, len);
     }
 
     /// After keyword `k`.
@@ -225,7 +246,7 @@ impl<S: Sink> Digester<S> {
     fn keyword(&mut self, k: &words::Keyword) {
         self.sign_ok = k.sign_ok;
         if k.spaced {
-            self.last = Space::Key;
+            self.spaced = Space::Key.before();
         }
         if k.opener != 0 {
             self.pending = Pending::Opener(k.opener, k.role);
@@ -270,8 +291,8 @@ impl<S: Sink> Digester<S> {
     /// Whether a space goes before a token of class `class`, which becomes the last one.
     #[inline(always)]
     fn space(&mut self, class: Space) -> bool {
-        let space = class.after() & (1 << self.last as u8) != 0;
-        self.last = class;
+        let space = self.spaced & (1 << class as u8) != 0;
+        self.spaced = class.before();
         space
     }
 

@@ -5,6 +5,20 @@
 //! on (the default since 9.1): a backslash is an ordinary character in `'...'` and only escapes
 //! in `E'...'`. Comments (`-- ...` and nested `/* /* */ */`) are skipped and their bodies
 //! reported through [`Lexer::take_comment`], or yielded as [`Kind::Comment`] tokens on request.
+//!
+//! Every word is looked up once here for the keyword it may be ([`Kw`]): the classification
+//! and the digest compare that instead of the word's bytes. A table of byte classes
+//! ([`class`]) dispatches on a token's first byte, and the common tokens (words, single
+//! punctuation, parameters, integers) are lexed inline; the other literals, operators and
+//! comments have their own file ([`literals`]).
+
+mod class;
+mod literals;
+
+use super::keywords::Kw;
+use super::packed;
+pub use class::{is_ident_byte, is_ident_start};
+use class::{Lead, LEAD};
 
 /// What a token is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +49,8 @@ pub enum Kind {
 pub struct Token {
     /// Token kind.
     pub kind: Kind,
+    /// The keyword a [`Kind::Word`] is, found once here for every reader of the token.
+    pub(crate) kw: Kw,
     /// Start offset (inclusive).
     pub start: usize,
     /// End offset (exclusive).
@@ -46,6 +62,11 @@ impl Token {
     #[inline]
     pub fn text<'a>(&self, src: &'a [u8]) -> &'a [u8] {
         &src[self.start..self.end]
+    }
+    /// True if this is the keyword `kw` (a word, in any case).
+    #[inline(always)]
+    pub(crate) fn is(&self, kw: Kw) -> bool {
+        self.kw == kw
     }
     /// True if this is a word equal to `kw` (ASCII case-insensitive; `kw` must be uppercase).
     #[inline]
@@ -99,371 +120,137 @@ impl<'a> Lexer<'a> {
         self.pos
     }
 
-    fn peek(&self, off: usize) -> u8 {
-        self.src.get(self.pos + off).copied().unwrap_or(0)
-    }
-
-    /// Skips whitespace, and comments unless they are yielded; false at end of input.
-    fn skip_trivia(&mut self) -> bool {
-        loop {
-            let Some(&c) = self.src.get(self.pos) else {
-                return false;
-            };
-            match c {
-                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => self.pos += 1,
-                b'-' if self.peek(1) == b'-' && !self.comments => {
-                    self.line_comment();
-                }
-                b'/' if self.peek(1) == b'*' && !self.comments => {
-                    self.block_comment();
-                }
-                _ => return true,
-            }
-        }
-    }
-
-    /// At `--`: to the end of the line.
-    fn line_comment(&mut self) {
-        let body = self.pos + 2;
-        let end = self.src[body..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(self.src.len(), |i| body + i);
-        self.comment = Some((body, end));
+    /// The word starting at `start`, an identifier-start byte that does not begin a string.
+    #[inline(always)]
+    fn word(&mut self, start: usize) -> Token {
+        let s = self.src;
+        let end = word_end(s, start + 1);
         self.pos = end;
-    }
-
-    /// At `/*`: to the matching `*/`, counting nested `/*`.
-    fn block_comment(&mut self) {
-        let s = self.src;
-        let body = self.pos + 2;
-        let mut i = body;
-        let mut depth = 1u32;
-        while i + 1 < s.len() {
-            if s[i] == b'/' && s[i + 1] == b'*' {
-                depth += 1;
-                i += 2;
-            } else if s[i] == b'*' && s[i + 1] == b'/' {
-                depth -= 1;
-                if depth == 0 {
-                    self.comment = Some((body, i));
-                    self.pos = i + 2;
-                    return;
-                }
-                i += 2;
-            } else {
-                i += 1;
-            }
-        }
-        self.comment = Some((body, s.len()));
-        self.pos = s.len();
-    }
-
-    /// From `i` (just past the opening quote `q`) to just past the closing one; a doubled quote
-    /// is part of the text, and with `backslash` a backslash escapes the next byte.
-    fn quoted_end(&self, mut i: usize, q: u8, backslash: bool) -> usize {
-        let s = self.src;
-        while i < s.len() {
-            let c = s[i];
-            if backslash && c == b'\\' {
-                i += 2;
-            } else if c == q {
-                if s.get(i + 1) == Some(&q) {
-                    i += 2;
-                } else {
-                    return i + 1;
-                }
-            } else {
-                i += 1;
-            }
-        }
-        s.len()
-    }
-
-    /// At `$` not followed by a digit: the end of a dollar-quoted string, if `$tag$` opens one.
-    fn dollar_quoted_end(&self, start: usize) -> Option<usize> {
-        let s = self.src;
-        let mut i = start + 1;
-        // The tag is an identifier without `$`: it cannot start with a digit.
-        if s.get(i).is_some_and(|&b| is_ident_start(b)) {
-            while s
-                .get(i)
-                .is_some_and(|&b| is_ident_start(b) || b.is_ascii_digit())
-            {
-                i += 1;
-            }
-        }
-        if s.get(i) != Some(&b'$') {
-            return None;
-        }
-        let delim = &s[start..=i];
-        let mut j = i + 1;
-        while j < s.len() {
-            if s[j] == b'$' && s[j..].starts_with(delim) {
-                return Some(j + delim.len());
-            }
-            j += 1;
-        }
-        Some(s.len())
-    }
-
-    /// End of a numeric literal starting at `i` (a digit, or `.` before a digit).
-    fn number_end(&self, i: usize) -> usize {
-        let s = self.src;
-        let digits = |mut j: usize, hex: bool| {
-            while j < s.len()
-                && (s[j].is_ascii_digit()
-                    || (hex && s[j].is_ascii_hexdigit())
-                    || (s[j] == b'_' && j + 1 < s.len() && s[j + 1].is_ascii_alphanumeric()))
-            {
-                j += 1;
-            }
-            j
+        let len = end - start;
+        let kw = if len <= 8 {
+            Kw::of_packed([packed::read8(s, start), 0], len)
+        } else {
+            Kw::of_packed([packed::read8(s, start), packed::read8(s, start + 8)], len)
         };
-        if s[i] == b'0' && matches!(s.get(i + 1), Some(b'x' | b'X' | b'o' | b'O' | b'b' | b'B')) {
-            let j = digits(i + 2, true);
-            if j > i + 2 {
-                return j;
-            }
+        Token {
+            kind: Kind::Word,
+            kw,
+            start,
+            end,
         }
-        let mut j = digits(i, false);
-        // `1.5` and `1.`, but `1..2` is the integer 1 then `..` (PL/pgSQL ranges).
-        if s.get(j) == Some(&b'.') && s.get(j + 1) != Some(&b'.') {
-            j = digits(j + 1, false);
-        }
-        if matches!(s.get(j), Some(b'e' | b'E')) {
-            let k = if matches!(s.get(j + 1), Some(b'+' | b'-')) {
-                j + 2
-            } else {
-                j + 1
-            };
-            if s.get(k).is_some_and(u8::is_ascii_digit) {
-                j = digits(k, false);
-            }
-        }
-        j
     }
 
-    /// End of an operator starting at `i`. It stops before a `--` or `/*` inside it, and a
-    /// multi-character operator does not end in `+` or `-` unless it contains one of
-    /// `~ ! @ # % ^ & | \` ?` (so `=-1` is `=` then `-1`), as PostgreSQL lexes them.
-    fn operator_end(&self, i: usize) -> usize {
+    /// A token of `kind` from `start` to the end of the digits from `from`.
+    #[inline(always)]
+    fn digits(&mut self, start: usize, from: usize, kind: Kind) -> Token {
         let s = self.src;
-        let mut j = i;
-        let mut special = false;
-        while j < s.len() && is_op_byte(s[j]) {
-            if j > i
-                && matches!(
-                    (s[j], s.get(j + 1)),
-                    (b'-', Some(b'-')) | (b'/', Some(b'*'))
-                )
-            {
-                break;
-            }
-            special |= matches!(
-                s[j],
-                b'~' | b'!' | b'@' | b'#' | b'%' | b'^' | b'&' | b'|' | b'`' | b'?'
-            );
-            j += 1;
+        let rest = s.get(from..).unwrap_or_default();
+        let end = from + rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        self.pos = end;
+        Token {
+            kind,
+            kw: Kw::None,
+            start,
+            end,
         }
-        if !special {
-            while j > i + 1 && matches!(s[j - 1], b'+' | b'-') {
-                j -= 1;
-            }
-        }
-        j
     }
 
-    /// End of the identifier bytes from `i` (at most the input's length).
-    fn word_end(&self, i: usize) -> usize {
-        let rest = self.src.get(i..).unwrap_or_default();
-        // Four bytes a round: words are most of a statement's bytes.
-        let mut quads = rest.chunks_exact(4);
-        let mut n = 0;
-        for q in &mut quads {
-            if let Some(k) = q.iter().position(|&b| !is_ident_byte(b)) {
-                return i + n + k;
-            }
-            n += 4;
+    /// The single byte `c` at `start`, a token by itself.
+    #[inline(always)]
+    fn single(&mut self, start: usize, c: u8) -> Token {
+        self.pos = start + 1;
+        Token {
+            kind: Kind::Punct(c),
+            kw: Kw::None,
+            start,
+            end: start + 1,
         }
-        let tail = quads.remainder();
-        i + n
-            + tail
-                .iter()
-                .position(|&b| !is_ident_byte(b))
-                .unwrap_or(tail.len())
     }
+}
+
+/// The end of the identifier bytes of `s` from `from`, four bytes a round: the loop's own
+/// work is shared by four bytes (words are most of a statement's bytes).
+#[inline(always)]
+fn word_end(s: &[u8], from: usize) -> usize {
+    let rest = s.get(from..).unwrap_or_default();
+    let mut quads = rest.chunks_exact(4);
+    let mut n = from;
+    for q in &mut quads {
+        if let &[a, b, c, d] = q {
+            if !is_ident_byte(a) {
+                return n;
+            }
+            if !is_ident_byte(b) {
+                return n + 1;
+            }
+            if !is_ident_byte(c) {
+                return n + 2;
+            }
+            if !is_ident_byte(d) {
+                return n + 3;
+            }
+        }
+        n += 4;
+    }
+    let tail = quads.remainder();
+    n + tail
+        .iter()
+        .position(|&b| !is_ident_byte(b))
+        .unwrap_or(tail.len())
 }
 
 impl Iterator for Lexer<'_> {
     type Item = Token;
 
+    // Inlined into the loops that drive it (the cursor's, the digest's, the splitter's): a
+    // call per token costs more than the lexing of most tokens.
+    #[inline(always)]
     fn next(&mut self) -> Option<Token> {
-        if !self.skip_trivia() {
-            return None;
-        }
-        let start = self.pos;
         let s = self.src;
-        let c = s[start];
-        let next = self.peek(1);
-        // The common case first: a word that does not introduce a string.
-        if is_ident_start(c)
-            && !(next == b'\'' && matches!(c | 0x20, b'e' | b'b' | b'x' | b'n'))
-            && !((c | 0x20) == b'u' && next == b'&')
-        {
-            self.pos = self.word_end(start + 1);
-            return Some(Token {
-                kind: Kind::Word,
-                start,
-                end: self.pos,
-            });
+        let mut start = self.pos;
+        loop {
+            let Some(&c) = s.get(start) else {
+                self.pos = start;
+                return None;
+            };
+            // Most tokens follow a single space: it costs no look-up.
+            if c == b' ' {
+                start += 1;
+                continue;
+            }
+            let next = || s.get(start + 1).copied().unwrap_or(0);
+            match LEAD[usize::from(c)] {
+                Lead::Word => return Some(self.word(start)),
+                Lead::Blank => start += 1,
+                // `e`, `b`, `x`, `n`, `u`: a string only before a quote or `&`.
+                Lead::Prefix if !matches!(next(), b'\'' | b'&') => return Some(self.word(start)),
+                Lead::Punct => return Some(self.single(start, c)),
+                // An operator byte alone (which cannot start a comment either).
+                Lead::Op | Lead::CommentStart if !class::is_op_byte(next()) => {
+                    return Some(self.single(start, c));
+                }
+                Lead::Dollar if next().is_ascii_digit() => {
+                    return Some(self.digits(start, start + 2, Kind::Param));
+                }
+                Lead::Digit => {
+                    let t = self.digits(start, start + 1, Kind::Number);
+                    if !s.get(t.end).is_some_and(|&b| b == b'.' || is_ident_byte(b)) {
+                        return Some(t);
+                    }
+                    // `1.5`, `1e3`, `0x1F`, `1_000`: the rules of a whole number (which is
+                    // never a comment skipped).
+                    self.pos = start;
+                    return self.other(Lead::Digit);
+                }
+                lead => {
+                    self.pos = start;
+                    if let Some(t) = self.other(lead) {
+                        return Some(t);
+                    }
+                    // A comment skipped.
+                    start = self.pos;
+                }
+            }
         }
-        let kind = match c {
-            b'-' if next == b'-' => {
-                self.line_comment();
-                Kind::Comment
-            }
-            b'/' if next == b'*' => {
-                self.block_comment();
-                Kind::Comment
-            }
-            b'\'' => {
-                self.pos = self.quoted_end(start + 1, b'\'', false);
-                Kind::Str
-            }
-            b'"' => {
-                self.pos = self.quoted_end(start + 1, b'"', false);
-                Kind::QuotedIdent
-            }
-            b'e' | b'E' if next == b'\'' => {
-                self.pos = self.quoted_end(start + 2, b'\'', true);
-                Kind::Str
-            }
-            b'b' | b'B' | b'x' | b'X' | b'n' | b'N' if next == b'\'' => {
-                self.pos = self.quoted_end(start + 2, b'\'', false);
-                Kind::Str
-            }
-            b'u' | b'U' if next == b'&' && matches!(self.peek(2), b'\'' | b'"') => {
-                let q = self.peek(2);
-                self.pos = self.quoted_end(start + 3, q, false);
-                if q == b'"' {
-                    Kind::QuotedIdent
-                } else {
-                    Kind::Str
-                }
-            }
-            b'$' if next.is_ascii_digit() => {
-                let mut i = start + 1;
-                while i < s.len() && s[i].is_ascii_digit() {
-                    i += 1;
-                }
-                self.pos = i;
-                Kind::Param
-            }
-            b'$' => match self.dollar_quoted_end(start) {
-                Some(end) => {
-                    self.pos = end;
-                    Kind::Str
-                }
-                None => {
-                    self.pos += 1;
-                    Kind::Punct(b'$')
-                }
-            },
-            b'0'..=b'9' => {
-                self.pos = self.number_end(start);
-                Kind::Number
-            }
-            b'.' if next.is_ascii_digit()
-                && !matches!(s.get(start.wrapping_sub(1)),
-                    Some(&b) if is_ident_byte(b) || matches!(b, b'"' | b')' | b']')) =>
-            {
-                self.pos = self.number_end(start);
-                Kind::Number
-            }
-            b':' if next == b':' => {
-                self.pos += 2;
-                Kind::Cast
-            }
-            c if is_ident_start(c) => {
-                self.pos = self.word_end(start + 1);
-                Kind::Word
-            }
-            c if is_op_byte(c) => {
-                self.pos = self.operator_end(start);
-                if self.pos - start == 1 {
-                    Kind::Punct(c)
-                } else {
-                    Kind::Op
-                }
-            }
-            other => {
-                self.pos += 1;
-                Kind::Punct(other)
-            }
-        };
-        Some(Token {
-            kind,
-            start,
-            end: self.pos,
-        })
     }
-}
-
-const START: u8 = 1;
-const IDENT: u8 = 2;
-const OP: u8 = 4;
-
-/// Byte classes: identifier start, identifier continuation, operator.
-static CLASS: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut b = 0usize;
-    while b < 256 {
-        let c = b as u8;
-        if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
-            t[b] = START | IDENT;
-        } else if c.is_ascii_digit() || c == b'$' {
-            t[b] = IDENT;
-        } else if matches!(
-            c,
-            b'+' | b'-'
-                | b'*'
-                | b'/'
-                | b'<'
-                | b'>'
-                | b'='
-                | b'~'
-                | b'!'
-                | b'@'
-                | b'#'
-                | b'%'
-                | b'^'
-                | b'&'
-                | b'|'
-                | b'`'
-                | b'?'
-        ) {
-            t[b] = OP;
-        }
-        b += 1;
-    }
-    t
-};
-
-/// Bytes that can start an unquoted identifier: ASCII letters, `_` and any non-ASCII byte.
-#[inline]
-pub fn is_ident_start(b: u8) -> bool {
-    CLASS[b as usize] & START != 0
-}
-
-/// Bytes that can continue an unquoted identifier: also digits and `$`.
-#[inline]
-pub fn is_ident_byte(b: u8) -> bool {
-    CLASS[b as usize] & IDENT != 0
-}
-
-/// Bytes that make up operators.
-#[inline]
-fn is_op_byte(b: u8) -> bool {
-    CLASS[b as usize] & OP != 0
 }

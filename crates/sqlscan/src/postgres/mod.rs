@@ -9,9 +9,12 @@
 
 mod classify;
 mod commands;
+mod cursor;
 mod digest;
 mod functions;
+mod keywords;
 pub mod lexer;
+mod packed;
 mod walk;
 
 pub use crate::digest::MAX_TEXT;
@@ -19,6 +22,7 @@ pub use crate::Route;
 pub use classify::scan;
 pub use digest::digest_text;
 
+use keywords::Kw;
 use lexer::{Kind, Lexer, Token};
 
 /// What the scanner learned about a simple-Query string (one or several statements).
@@ -269,37 +273,51 @@ pub(crate) struct Boundary {
     depth: u32,
     /// Open `BEGIN ATOMIC` bodies plus `CASE`s inside them (both close with `END`).
     block: u32,
-    prev_begin: bool,
-    tokens: u32,
+    /// What came before: [`Boundary::START`], [`Boundary::BEGIN`] (a `BEGIN` that is not the
+    /// statement's first word), or any other token.
+    after: u8,
 }
 
 impl Boundary {
+    const START: u8 = 0;
+    const OTHER: u8 = 1;
+    const BEGIN: u8 = 2;
+
     /// Feeds the next token of the statement; true if it is the `;` that ends it.
     #[inline(always)]
-    pub(crate) fn feed(&mut self, src: &[u8], t: &Token) -> bool {
-        let mut begin = false;
+    pub(crate) fn feed(&mut self, t: &Token) -> bool {
         match t.kind {
             Kind::Punct(b'(') => self.depth += 1,
             Kind::Punct(b')') => self.depth = self.depth.saturating_sub(1),
             Kind::Punct(b';') if self.depth == 0 && self.block == 0 => return true,
-            Kind::Word => {
-                if self.block > 0 {
-                    if t.is_word(src, "CASE") {
-                        self.block += 1;
-                    } else if t.is_word(src, "END") {
-                        self.block -= 1;
-                    }
-                } else if self.prev_begin && t.is_word(src, "ATOMIC") {
-                    self.block = 1;
-                }
-                // A statement's own leading BEGIN starts a transaction, not a routine body.
-                begin = self.tokens > 0 && t.is_word(src, "BEGIN");
+            // Only keywords matter, and few of them: a word that is none costs one test.
+            Kind::Word if t.kw != Kw::None => {
+                self.keyword(t.kw);
+                return false;
             }
             _ => {}
         }
-        self.prev_begin = begin;
-        self.tokens += 1;
+        self.after = Self::OTHER;
         false
+    }
+
+    #[inline(always)]
+    fn keyword(&mut self, kw: Kw) {
+        if self.block > 0 {
+            if kw == Kw::Case {
+                self.block += 1;
+            } else if kw == Kw::End {
+                self.block -= 1;
+            }
+        } else if self.after == Self::BEGIN && kw == Kw::Atomic {
+            self.block = 1;
+        }
+        // A statement's own leading BEGIN starts a transaction, not a routine body.
+        self.after = if self.after != Self::START && kw == Kw::Begin {
+            Self::BEGIN
+        } else {
+            Self::OTHER
+        };
     }
 }
 
@@ -326,7 +344,7 @@ impl Iterator for Statements<'_> {
                     self.done = true;
                     break;
                 };
-                if bound.feed(self.src, &t) {
+                if bound.feed(&t) {
                     break;
                 }
                 last_end = Some(t.end);

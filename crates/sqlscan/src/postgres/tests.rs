@@ -1,5 +1,6 @@
 use super::*;
 
+mod frozen;
 mod lexing;
 
 fn route(sql: &str) -> Route {

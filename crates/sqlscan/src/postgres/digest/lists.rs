@@ -57,15 +57,7 @@ impl<S: Sink> Digester<S> {
         if t.kind == Kind::Comment {
             return;
         }
-        let role = match t.kind {
-            Kind::Word => {
-                let len = t.end - t.start;
-                words::read(src, t.start, len)
-                    .and_then(|w| words::keyword(w, len))
-                    .map(|k| k.role)
-            }
-            _ => None,
-        };
+        let role = words::keyword(t.kw).map(|k| k.role);
         let pending = std::mem::replace(&mut self.pending, Pending::Nothing);
         if self.list != List::Off && self.list_step(t, role) {
             return;
@@ -178,7 +170,7 @@ impl<S: Sink> Digester<S> {
             self.out
                 .push(if close == b')' { b" (...)" } else { b"[...]" });
         }
-        self.last = Space::Close;
+        self.spaced = Space::Close.before();
         self.sign_ok = false;
         self.list = if rows { List::Rows } else { List::Off };
     }

@@ -9,8 +9,8 @@
 //! a multiplication per byte: on the tokens of pgbench's select that chain alone cost about as
 //! much as all the rest of the digest.
 
-use super::words;
 use crate::digest::MAX_TEXT;
+use crate::postgres::packed;
 
 /// Receives the normalised text, or nothing of it.
 pub(crate) trait Sink {
@@ -123,12 +123,14 @@ impl Hash {
     #[inline(always)]
     fn push8(&mut self, w: u64, n: u32) {
         let fill = self.fill;
-        self.acc |= w << (8 * fill);
+        let shift = 8 * fill;
+        self.acc |= w << shift;
         let total = fill + n;
         if total >= 8 {
             self.h = fold_mul(self.h ^ self.acc, K1);
-            // What did not fit; nothing if the block was empty before (a shift by 64).
-            self.acc = w.checked_shr(8 * (8 - fill)).unwrap_or(0);
+            // What did not fit: `w >> (64 - shift)` in two steps, which gives nothing if the
+            // block was empty before instead of shifting by 64.
+            self.acc = (w >> 1) >> (63 - shift);
             self.fill = total - 8;
         } else {
             self.fill = total;
@@ -242,9 +244,9 @@ impl<S: Sink> Output<S> {
         let mut at = start;
         while at < end {
             let n = (end - at).min(8);
-            let mut w = words::read_n(src, at, n);
+            let mut w = packed::read_n(src, at, n);
             if lower {
-                w = words::lower(w);
+                w = packed::lower(w);
             }
             self.hash.push8(w, n as u32);
             self.sink.push(w.to_le_bytes().get(..n).unwrap_or_default());

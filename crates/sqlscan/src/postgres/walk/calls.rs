@@ -1,0 +1,134 @@
+//! Names followed by `(`: which are calls, and what a call does to the statement.
+
+use super::Walk;
+use crate::postgres::functions::{classify_call, Call, Spelling};
+use crate::postgres::keywords::Kw;
+use crate::postgres::lexer::{Kind, Token};
+use crate::postgres::{Pins, Unpins};
+
+/// How a called name is qualified.
+#[derive(Clone, Copy)]
+pub(super) enum Qualifier {
+    None,
+    /// `pg_catalog.name`.
+    Catalog,
+    /// Any other schema: a user function.
+    Other,
+}
+
+/// A name that may be a call, the next token being `(`, with what came before it.
+#[derive(Clone, Copy)]
+pub(super) struct Callee {
+    pub(super) name: Token,
+    pub(super) qualifier: Qualifier,
+    /// The kind of the token before the name ([`Kind::Comment`] for none: the walk never sees
+    /// a comment).
+    pub(super) before: Kind,
+    pub(super) before_kw: Kw,
+}
+
+impl Walk {
+    /// A name followed by `(` that is not a call: a CTE's or alias's column list, a
+    /// TABLESAMPLE method, or an unreserved keyword in the one place it takes a parenthesis.
+    pub(super) fn not_a_call(&self, c: &Callee) -> bool {
+        let (k, p) = (c.name.kw, c.before_kw);
+        if matches!(p, Kw::With | Kw::Recursive | Kw::Tablesample) {
+            return true;
+        }
+        if self.with_header && self.depth == 0 && c.before == Kind::Punct(b',') {
+            return true;
+        }
+        (c.before == Kind::Punct(b')') && matches!(k, Kw::Over | Kw::Filter | Kw::Repeatable))
+            || (p == Kw::Not && k == Kw::Materialized)
+            || (p == Kw::Grouping && k == Kw::Sets)
+            || (matches!(p, Kw::Order | Kw::Group | Kw::Partition) && k == Kw::By)
+            || (self.grouping && matches!(k, Kw::Rollup | Kw::Cube))
+            || (self.table_fn && matches!(k, Kw::Columns | Kw::Passing))
+    }
+
+    /// A call of a function sluice does not know: it may write.
+    fn user_call(&mut self, name: &Token) {
+        self.write = true;
+        self.user_calls.push((name.start, name.end));
+    }
+
+    /// A call: known read-only builtins are fine, anything else may write.
+    pub(super) fn call(&mut self, src: &[u8], callee: Callee) {
+        let t = &callee.name;
+        let catalog = match callee.qualifier {
+            Qualifier::None => false,
+            Qualifier::Catalog => true,
+            Qualifier::Other => {
+                // myschema.f(): a user function
+                self.user_call(t);
+                return;
+            }
+        };
+        let (name, spelling) = match t.kind {
+            Kind::QuotedIdent => match unquote(t.text(src)) {
+                Some(n) => (n, Spelling::Quoted),
+                None => {
+                    self.set_write();
+                    return;
+                }
+            },
+            _ if catalog => (t.text(src), Spelling::Catalog),
+            _ => (t.text(src), Spelling::Bare),
+        };
+        if spelling == Spelling::Bare
+            && [
+                b"json_table" as &[u8],
+                b"xmltable",
+                b"json_query",
+                b"json_value",
+                b"json_exists",
+            ]
+            .iter()
+            .any(|k| name.eq_ignore_ascii_case(k))
+        {
+            self.table_fn = true;
+        }
+        match classify_call(name, spelling) {
+            Call::Safe => {}
+            Call::Unknown => self.user_call(t),
+            Call::Sequence => self.set_write(),
+            Call::AdvisoryLock => {
+                self.set_write();
+                self.pins |= Pins::ADVISORY_LOCK;
+            }
+            Call::AdvisoryUnlockAll => {
+                self.set_write();
+                self.unpins |= Unpins::ADVISORY_UNLOCK_ALL;
+            }
+        }
+    }
+}
+
+/// True for the keyword `name` or the quoted identifier of its name in lower case
+/// (`"pg_temp"`).
+#[inline(always)]
+pub(super) fn is_name(src: &[u8], t: &Token, name: Kw) -> bool {
+    match t.kind {
+        Kind::Word => t.kw == name,
+        Kind::QuotedIdent => quoted_is(src, t, name),
+        _ => false,
+    }
+}
+
+/// The quoted identifier `t` is `"name"`, `name` in lower case.
+#[inline(always)]
+fn quoted_is(src: &[u8], t: &Token, name: Kw) -> bool {
+    let want = name.spelling().as_bytes();
+    t.end - t.start == want.len() + 2
+        && unquote(t.text(src)).is_some_and(|n| {
+            n.iter()
+                .zip(want)
+                .all(|(a, b)| *a == b.to_ascii_lowercase())
+        })
+}
+
+/// A quoted identifier's content, if it is plain (no `U&` prefix, no doubled quote).
+pub(crate) fn unquote(text: &[u8]) -> Option<&[u8]> {
+    let inner = text.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    (!inner.contains(&b'"')).then_some(inner)
+}
