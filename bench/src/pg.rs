@@ -126,6 +126,23 @@ pub fn tree_cpu_micros(pid: u32) -> Option<u64> {
     seen.then_some(ticks * 1_000_000 / hz)
 }
 
+/// User-mode CPU time (and that of reaped children) of `pid` and all its descendants, in
+/// microseconds: the part of [`tree_cpu_micros`] spent outside the kernel.
+pub fn tree_user_micros(pid: u32) -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64).max(1);
+    let mut ticks = 0u64;
+    let mut seen = false;
+    for p in process_tree(pid) {
+        let Some(f) = stat_fields(p) else { continue };
+        seen |= p == pid;
+        for i in [11, 13] {
+            ticks += f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    seen.then_some(ticks * 1_000_000 / hz)
+}
+
 /// Resident memory of a process (`VmRSS`), bytes.
 pub fn rss_bytes(pid: u32) -> u64 {
     crate::proc_status_kib(pid, "VmRSS:") * 1024

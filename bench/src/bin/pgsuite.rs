@@ -6,7 +6,7 @@
 //!   clients (`-j` min(clients, 2)): tps and the ratio to direct, average latency (pgbench's)
 //!   and 99th percentile (from pgbench's transaction log, sampled), failed transactions and
 //!   aborted clients, each proxy's CPU µs per transaction (utime + stime of its process tree
-//!   from /proc, over the run, divided by the transactions);
+//!   from /proc, over the run, divided by the transactions) and the part of it in user mode;
 //! - connect-per-transaction (`-C`) select-only with SCRAM-SHA-256 logins;
 //! - 1,000 clients through sluice limited to 50 server connections, sampling
 //!   `pg_stat_activity`;
@@ -24,8 +24,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_bench::pg::{
-    as_server_user, owned_dir, pg_bin_dir, rss_bytes, tree_cpu_micros, write_owned, PgServer,
-    Pgbench, PgbenchResult, Proc,
+    as_server_user, owned_dir, pg_bin_dir, rss_bytes, tree_cpu_micros, tree_user_micros,
+    write_owned, PgServer, Pgbench, PgbenchResult, Proc,
 };
 use sluice_bench::pgclient::PgClient;
 use sluice_bench::plot::{Chart, Series};
@@ -244,6 +244,10 @@ impl Target {
     fn cpu(&self) -> Option<u64> {
         self.proc.as_ref().and_then(|p| tree_cpu_micros(p.pid()))
     }
+
+    fn cpu_user(&self) -> Option<u64> {
+        self.proc.as_ref().and_then(|p| tree_user_micros(p.pid()))
+    }
 }
 
 /// One pgbench run against one target.
@@ -254,6 +258,8 @@ struct Row {
     target: &'static str,
     result: Result<PgbenchResult, String>,
     cpu_us_per_txn: Option<f64>,
+    /// The part of `cpu_us_per_txn` spent in user mode (over the steady state only).
+    user_us_per_txn: Option<f64>,
     /// The server's CPU (postmaster and every backend) per transaction.
     server_us_per_txn: Option<f64>,
     /// pgbench's own CPU per transaction.
@@ -958,7 +964,7 @@ fn run_watched<T: Send>(
     clients: u32,
     limit: Duration,
     run: impl FnOnce() -> T + Send,
-) -> (T, Option<(u64, u64)>) {
+) -> (T, Option<(u64, u64, u64)>) {
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let done = &done;
@@ -967,7 +973,8 @@ fn run_watched<T: Send>(
             let deadline = Instant::now() + limit;
             while !done.load(Ordering::Relaxed) && Instant::now() < deadline {
                 if accepted_on(port) >= clients as usize {
-                    return Some((tree_cpu_micros(pid)?, epoch_us()));
+                    let user = tree_user_micros(pid)?;
+                    return Some((tree_cpu_micros(pid)?, user, epoch_us()));
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -982,12 +989,12 @@ fn run_watched<T: Send>(
 /// The proxy's CPU per transaction from the steady-state snapshot to the end, or over the
 /// whole run (logins included) without one; and whether it is the steady state.
 fn proxy_cpu_per_txn(
-    snap: Option<(u64, u64)>,
+    snap: Option<(u64, u64, u64)>,
     before: Option<u64>,
     after: Option<u64>,
     result: &Result<PgbenchResult, String>,
 ) -> (Option<f64>, bool) {
-    if let (Some((cpu0, at)), Some(a), Ok(r)) = (snap, after, result) {
+    if let (Some((cpu0, _, at)), Some(a), Ok(r)) = (snap, after, result) {
         if let Some(n) = r.transactions_after(at).filter(|&n| n > 0.0) {
             return (Some(a.saturating_sub(cpu0) as f64 / n), true);
         }
@@ -1017,18 +1024,28 @@ fn measure(
     });
     let client_after = children_cpu_micros();
     let after = t.cpu();
+    let user_after = t.cpu_user();
     let server_after = tree_cpu_micros(server.pid());
     let result = match (result, t.unusable()) {
         (Ok(_), Some(e)) => Err(format!("{e} during the run")),
         (r, _) => r,
     };
     let (cpu, steady) = proxy_cpu_per_txn(snap, before, after, &result);
+    // The user-mode part over the same steady window.
+    let user = match (snap, user_after, &result) {
+        (Some((_, user0, at)), Some(u), Ok(r)) => r
+            .transactions_after(at)
+            .filter(|&n| n > 0.0)
+            .map(|n| u.saturating_sub(user0) as f64 / n),
+        _ => None,
+    };
     Row {
         workload: workload.to_string(),
         mode: mode.to_string(),
         clients,
         target: t.name,
         cpu_us_per_txn: cpu,
+        user_us_per_txn: user,
         cpu_steady: steady,
         server_us_per_txn: per_txn(server_before, server_after, &result),
         client_us_per_txn: per_txn(client_before, client_after, &result),
@@ -1048,7 +1065,10 @@ fn progress(n: usize, total: usize, row: &Row) {
             r.avg_ms,
             r.p99_ms.map(|p| format!("{p:.3}")).unwrap_or("-".into()),
             row.cpu_us_per_txn
-                .map(|c| format!("{c:.1} us"))
+                .map(|c| match row.user_us_per_txn {
+                    Some(u) => format!("{c:.1} us ({u:.1} user)"),
+                    None => format!("{c:.1} us"),
+                })
                 .unwrap_or("-".into()),
             r.failed,
             if r.aborted_clients > 0 {
@@ -1447,16 +1467,16 @@ fn print_table(rows: &[Row]) {
         return;
     }
     println!();
-    println!("| workload | protocol | clients | target | tps | vs direct | avg ms | p99 ms | proxy CPU µs/txn | failed |");
-    println!("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| workload | protocol | clients | target | tps | vs direct | avg ms | p99 ms | proxy CPU µs/txn | of it user | failed |");
+    println!("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for row in rows {
         match &row.result {
             Err(_) => println!(
-                "| {} | {} | {} | {} | failed | — | — | — | — | run failed |",
+                "| {} | {} | {} | {} | failed | — | — | — | — | — | run failed |",
                 row.workload, row.mode, row.clients, row.target
             ),
             Ok(r) => println!(
-                "| {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} | {} |",
                 row.workload,
                 row.mode,
                 row.clients,
@@ -1470,6 +1490,7 @@ fn print_table(rows: &[Row]) {
                 r.avg_ms,
                 fmt_opt(r.p99_ms, 3),
                 cpu_cell(row),
+                fmt_opt(row.user_us_per_txn, 1),
                 failed_cell(r)
             ),
         }
