@@ -275,6 +275,14 @@ pub struct Lease<C> {
     reusable: bool,
 }
 
+/// What [`Hostgroup::choose`] found.
+enum Choice<C> {
+    /// An idle connection, now lent.
+    Got(Arc<Server>, C),
+    /// None idle: the server with room to open one, if any.
+    OpenOn(Option<usize>),
+}
+
 enum Pick<C> {
     Got(Arc<Server>, C),
     Wait(oneshot::Receiver<Handoff<C>>),
@@ -587,41 +595,10 @@ impl<C> Hostgroup<C> {
             if !st.members.iter().any(|m| m.server.is_usable()) {
                 return Err(self.no_server(&st, last_error));
             }
-            // Waiters that gave up (timed out, or their client left) no longer hold a place.
-            st.drop_stale_front();
-            let mut open_on = None;
-            if st.waiters.is_empty() {
-                // Candidates: servers with an idle connection of this key, or room to open
-                // one (possibly by replacing an idle connection of another key); one pass,
-                // on the stack for hostgroups of up to 8 servers: this runs on every lease.
-                let mut room: SmallVec<[(usize, Candidate); 8]> = SmallVec::new();
-                for (i, m) in st.members.iter().enumerate() {
-                    let has_key = || m.idle.iter().any(|c| &c.key == key);
-                    if m.server.is_usable() && (has_key() || m.can_open(settings.max_connecting)) {
-                        room.push((i, m.candidate()));
-                    }
-                }
-                let ci = match room.len() {
-                    0 => None,
-                    1 => Some(0),
-                    _ => {
-                        let cands: SmallVec<[Candidate; 8]> = room.iter().map(|r| r.1).collect();
-                        balance::pick(policy, &cands)
-                    }
-                };
-                if let Some(ci) = ci {
-                    let i = room[ci].0;
-                    let m = &mut st.members[i];
-                    if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
-                        let idle = m.idle.remove(pos);
-                        m.lent += 1;
-                        let server = m.server.clone();
-                        st.note_demand();
-                        return Ok(Pick::Got(server, idle.conn));
-                    }
-                    open_on = Some(i);
-                }
-            }
+            let open_on = match Self::choose(&mut st, key, settings, policy) {
+                Choice::Got(server, conn) => return Ok(Pick::Got(server, conn)),
+                Choice::OpenOn(i) => i,
+            };
             match self.enqueue(&mut st, key, settings) {
                 Ok(rx) => {
                     st.note_demand();
@@ -640,6 +617,73 @@ impl<C> Hostgroup<C> {
         };
         drop(closing);
         result
+    }
+
+    /// Under the lock, [`Hostgroup::pick`]'s choice with no effect but lending: an idle
+    /// connection of `key` on the server the balancer chose, or that server if it has room to
+    /// open one (when no one waits in line: the line is served first).
+    fn choose(
+        st: &mut State<C>,
+        key: &PoolKey,
+        settings: &PoolSettings,
+        policy: Balance,
+    ) -> Choice<C> {
+        // Waiters that gave up (timed out, or their client left) no longer hold a place.
+        st.drop_stale_front();
+        if !st.waiters.is_empty() {
+            return Choice::OpenOn(None);
+        }
+        // Candidates: servers with an idle connection of this key, or room to open one
+        // (possibly by replacing an idle connection of another key); one pass, on the stack
+        // for hostgroups of up to 8 servers: this runs on every lease.
+        let mut room: SmallVec<[(usize, Candidate); 8]> = SmallVec::new();
+        for (i, m) in st.members.iter().enumerate() {
+            let has_key = || m.idle.iter().any(|c| &c.key == key);
+            if m.server.is_usable() && (has_key() || m.can_open(settings.max_connecting)) {
+                room.push((i, m.candidate()));
+            }
+        }
+        let ci = match room.len() {
+            0 => return Choice::OpenOn(None),
+            1 => 0,
+            _ => {
+                let cands: SmallVec<[Candidate; 8]> = room.iter().map(|r| r.1).collect();
+                match balance::pick(policy, &cands) {
+                    Some(ci) => ci,
+                    None => return Choice::OpenOn(None),
+                }
+            }
+        };
+        let i = room[ci].0;
+        let m = &mut st.members[i];
+        if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
+            let idle = m.idle.remove(pos);
+            m.lent += 1;
+            let server = m.server.clone();
+            st.note_demand();
+            return Choice::Got(server, idle.conn);
+        }
+        Choice::OpenOn(Some(i))
+    }
+
+    /// [`Hostgroup::acquire`]'s usual case without a future: the idle connection the balancer
+    /// would lend for `key` at once, or `None` with nothing changed (no place in line, no
+    /// connection opened), leaving the rest to `acquire`. A statement's future that awaits
+    /// `acquire` only when this fails does not carry the waiting state.
+    pub fn try_acquire(self: &Arc<Self>, key: &PoolKey) -> Option<Lease<C>> {
+        let settings = self.settings();
+        let policy = *self.balance.lock();
+        let (server, conn) = {
+            let mut st = self.state.lock();
+            if !st.members.iter().any(|m| m.server.is_usable()) {
+                return None;
+            }
+            match Self::choose(&mut st, key, &settings, policy) {
+                Choice::Got(server, conn) => (server, conn),
+                Choice::OpenOn(_) => return None,
+            }
+        };
+        Some(self.lease(server, key, conn))
     }
 
     fn no_server(&self, st: &State<C>, last_error: Option<&ConnectError>) -> AcquireError {

@@ -533,3 +533,34 @@ async fn a_connection_opened_to_a_server_that_left_service_meanwhile_is_closed()
     );
     waiter.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn try_acquire_lends_only_an_idle_connection_and_changes_nothing_else() {
+    let hg = hostgroup(&[("a:1", 1)], settings(1_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    // Nothing idle: no lease, no place in line, no connection opened.
+    assert!(hg.try_acquire(&key("u")).is_none());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!((hg.waiting(), c.opened.load(SeqCst)), (0, 0));
+    // One idle connection: lent at once, and it is the pool's.
+    drop(hg.acquire(&key("u"), &c).await.unwrap());
+    let lease = hg.try_acquire(&key("u")).expect("the idle connection");
+    assert_eq!(lease.conn_ref().0, 0);
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (0, 1, 1));
+    // Another user's key, or a connection already lent: nothing, and still no one in line.
+    assert!(hg.try_acquire(&key("v")).is_none());
+    assert!(hg.try_acquire(&key("u")).is_none());
+    assert_eq!((hg.waiting(), c.opened.load(SeqCst)), (0, 1));
+    drop(lease);
+    // Someone in line is served first: try_acquire does not jump the queue.
+    let held = hg.acquire(&key("u"), &c).await.unwrap();
+    let (hg2, c2) = (hg.clone(), c.clone());
+    let waiter =
+        tokio::spawn(async move { hg2.acquire(&key("u"), &c2).await.map(|l| l.conn_ref().0) });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(hg.waiting(), 1);
+    drop(held);
+    assert!(hg.try_acquire(&key("u")).is_none(), "the waiter's turn");
+    assert_eq!(waiter.await.unwrap().unwrap(), 0);
+}

@@ -178,6 +178,27 @@ impl<C> Topology<C> {
         result
     }
 
+    /// [`Topology::lease_for`]'s usual case without a future: an idle, `alive` connection in
+    /// the decided hostgroup, lent at once; `None` (nothing changed, a dead connection
+    /// discarded) when `lease_for` must do the rest (wait, open, fall back to the writer).
+    pub fn try_lease_for(
+        &self,
+        decision: &crate::router::Decision,
+        key: &crate::hostgroup::PoolKey,
+        alive: impl Fn(&C) -> bool,
+    ) -> Option<crate::hostgroup::Lease<C>>
+    where
+        C: Send + 'static,
+    {
+        let mut lease = self.hostgroup(&decision.hostgroup)?.try_acquire(key)?;
+        if alive(lease.conn_ref()) {
+            return Some(lease);
+        }
+        tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
+        lease.discard();
+        None
+    }
+
     /// The managed server in the writer hostgroup, if any.
     pub fn primary(&self) -> Option<Arc<Server>> {
         let w = self.writer()?;

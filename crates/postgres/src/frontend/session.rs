@@ -218,8 +218,14 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
         };
-        let unit::Forwarded { out, exps, ran } =
+        let unit::Forwarded { out, mut exps, ran } =
             unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+        // Answers still owed by a batch forwarded without its end come first. (Merged here,
+        // in one binding: a second one would take its own place in the unit's future.)
+        if let Some(mut owed) = self.owed.take() {
+            owed.append(&mut exps);
+            exps = *owed;
+        }
         let started = std::time::Instant::now();
         if let Some(first) = ran.first() {
             self.handle.set_statement_shared(first.sql.clone(), started);
@@ -236,15 +242,6 @@ impl Session {
         self.client.consume(unit.len);
         let relayed = match sent {
             Ok(()) => {
-                // Answers still owed by a batch forwarded without its end come first.
-                let mut exps = match self.owed.take() {
-                    None => exps,
-                    Some(mut owed) => {
-                        let mut exps = exps;
-                        owed.append(&mut exps);
-                        *owed
-                    }
-                };
                 if self.skipping {
                     skip_to_sync(conn, &mut exps, &mut self.skipping);
                 }
@@ -381,7 +378,11 @@ impl Session {
         &mut self,
         decision: &sluice_core::router::Decision,
     ) -> Result<(), (String, String)> {
-        self.lease_for(decision).await?;
+        // Boxed: the usual lease is taken at once, and every statement's future would carry
+        // the waiting state (it would no longer fit malloc's per-thread cache).
+        if !self.lease_now(decision) {
+            Box::pin(self.lease_for(decision)).await?;
+        }
         if self.ryw_may_be_behind(decision) && !Box::pin(self.ryw_may_read_here(decision)).await {
             // Not replayed there yet: the primary has it.
             self.release();
@@ -389,7 +390,9 @@ impl Session {
                 hostgroup: self.fe.topology.router.writer.clone(),
                 reason: decision.reason,
             };
-            self.lease_for(&writer).await?;
+            if !self.lease_now(&writer) {
+                Box::pin(self.lease_for(&writer)).await?;
+            }
         }
         self.sync_settings()
             .await
@@ -413,6 +416,27 @@ impl Session {
                 ),
                 other => ("08006".to_string(), format!("sluice: {other}")),
             })?;
+        self.leased(lease, decision);
+        Ok(())
+    }
+
+    /// An idle connection for `decision` leased at once, if there is one (no future).
+    fn lease_now(&mut self, decision: &sluice_core::router::Decision) -> bool {
+        match self
+            .fe
+            .topology
+            .try_lease_for(decision, &self.key, |c| c.usable())
+        {
+            Some(lease) => {
+                self.leased(lease, decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes `lease` as the session's connection.
+    fn leased(&mut self, lease: Lease<Box<PgConn>>, decision: &sluice_core::router::Decision) {
         let conn = lease.conn_ref();
         tracing::trace!(hostgroup = %decision.hostgroup, status = ?self.status, "connection leased");
         self.handle.set_backend_with_secret(
@@ -422,7 +446,6 @@ impl Session {
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
         self.lease_generation = 0;
-        Ok(())
     }
 
     /// Gives the connection back to the pool.
