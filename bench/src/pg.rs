@@ -112,23 +112,18 @@ pub fn process_tree(pid: u32) -> Vec<u32> {
 /// CPU time (user + system, and that of reaped children) of `pid` and all its descendants,
 /// in microseconds: a multi-process proxy (Pgpool-II) counted whole.
 pub fn tree_cpu_micros(pid: u32) -> Option<u64> {
-    // SAFETY: sysconf has no preconditions.
-    let hz = (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64).max(1);
-    let mut ticks = 0u64;
-    let mut seen = false;
-    for p in process_tree(pid) {
-        let Some(f) = stat_fields(p) else { continue };
-        seen |= p == pid;
-        for i in 11..=14 {
-            ticks += f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        }
-    }
-    seen.then_some(ticks * 1_000_000 / hz)
+    tree_micros(pid, &[11, 12, 13, 14])
 }
 
 /// User-mode CPU time (and that of reaped children) of `pid` and all its descendants, in
 /// microseconds: the part of [`tree_cpu_micros`] spent outside the kernel.
 pub fn tree_user_micros(pid: u32) -> Option<u64> {
+    tree_micros(pid, &[11, 13])
+}
+
+/// The sum of the given clock-tick fields of /proc/PID/stat (counted after the command) over
+/// `pid`'s process tree, in microseconds; `None` if `pid` is gone.
+fn tree_micros(pid: u32, fields: &[usize]) -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let hz = (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64).max(1);
     let mut ticks = 0u64;
@@ -136,7 +131,7 @@ pub fn tree_user_micros(pid: u32) -> Option<u64> {
     for p in process_tree(pid) {
         let Some(f) = stat_fields(p) else { continue };
         seen |= p == pid;
-        for i in [11, 13] {
+        for &i in fields {
             ticks += f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         }
     }

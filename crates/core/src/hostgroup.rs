@@ -673,15 +673,10 @@ impl<C> Hostgroup<C> {
     pub fn try_acquire(self: &Arc<Self>, key: &PoolKey) -> Option<Lease<C>> {
         let settings = self.settings();
         let policy = *self.balance.lock();
-        let (server, conn) = {
-            let mut st = self.state.lock();
-            if !st.members.iter().any(|m| m.server.is_usable()) {
-                return None;
-            }
-            match Self::choose(&mut st, key, &settings, policy) {
-                Choice::Got(server, conn) => (server, conn),
-                Choice::OpenOn(_) => return None,
-            }
+        // No usable server leaves `choose` without candidates: nothing to lend.
+        let (server, conn) = match Self::choose(&mut self.state.lock(), key, &settings, policy) {
+            Choice::Got(server, conn) => (server, conn),
+            Choice::OpenOn(_) => return None,
         };
         Some(self.lease(server, key, conn))
     }

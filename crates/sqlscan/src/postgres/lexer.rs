@@ -146,6 +146,12 @@ impl<'a> Lexer<'a> {
         let s = self.src;
         let rest = s.get(from..).unwrap_or_default();
         let end = from + rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        self.ends(kind, start, end)
+    }
+
+    /// A token of `kind` (not a keyword) from `start` to `end`, where the lexer goes on.
+    #[inline(always)]
+    fn ends(&mut self, kind: Kind, start: usize, end: usize) -> Token {
         self.pos = end;
         Token {
             kind,
@@ -158,13 +164,7 @@ impl<'a> Lexer<'a> {
     /// The single byte `c` at `start`, a token by itself.
     #[inline(always)]
     fn single(&mut self, start: usize, c: u8) -> Token {
-        self.pos = start + 1;
-        Token {
-            kind: Kind::Punct(c),
-            kw: Kw::None,
-            start,
-            end: start + 1,
-        }
+        self.ends(Kind::Punct(c), start, start + 1)
     }
 }
 

@@ -3,6 +3,19 @@ use super::*;
 mod frozen;
 mod lexing;
 
+/// A xorshift generator: deterministic pseudo-random input (shared by the generated-input
+/// tests here and the digest's).
+pub(super) struct Rng(pub(super) u64);
+
+impl Rng {
+    pub(super) fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
 fn route(sql: &str) -> Route {
     scan(sql.as_bytes()).route()
 }

@@ -2,6 +2,7 @@ use super::super::scan;
 use super::digest_text;
 use super::output::id_of;
 use crate::digest::MAX_TEXT;
+use crate::postgres::tests::Rng;
 
 fn text(sql: &str) -> String {
     let mut out = Vec::new();
@@ -220,18 +221,6 @@ const TRICKY: &[&[u8]] = &[
     b"select $1::int, $2 :: text[], $3::\"char\"",
     b"e'", b"u&'", b"u&\"", b"$", b"$1", b"$a", b"::", b"-1", b"+", b".5", b"1.", b"1..2",
 ];
-
-/// A xorshift generator: deterministic pseudo-random input.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 /// The classification's fused digest and [`digest_text`] agree, and the text stays bounded.
 fn agree(sql: &[u8]) {

@@ -3,7 +3,6 @@
 
 use super::class::{is_ident_byte, is_ident_start, is_op_byte, Lead};
 use super::{Kind, Lexer, Token};
-use crate::postgres::keywords::Kw;
 
 impl Lexer<'_> {
     /// The token at `self.pos`, whose first byte leads to `lead` (neither blank nor a plain
@@ -82,12 +81,7 @@ impl Lexer<'_> {
                 Kind::Punct(c)
             }
         };
-        Some(Token {
-            kind,
-            kw: Kw::None,
-            start,
-            end: self.pos,
-        })
+        Some(self.ends(kind, start, self.pos))
     }
 
     /// At `e`, `b`, `x`, `n` or `u` (either case) followed by `next`: a string or quoted
@@ -109,13 +103,7 @@ impl Lexer<'_> {
             }
             _ => return self.word(start),
         };
-        self.pos = end;
-        Token {
-            kind,
-            kw: Kw::None,
-            start,
-            end,
-        }
+        self.ends(kind, start, end)
     }
 
     fn peek(&self, off: usize) -> u8 {

@@ -8,18 +8,7 @@
 //! that is meant must come with the tests that say why, and a new fingerprint.
 
 use super::super::{digest_text, scan};
-
-/// A xorshift generator: deterministic pseudo-random input.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
+use super::Rng;
 
 /// Words and tokens the corpus is made of: every keyword the scanner or the digest reacts to,
 /// names, literals of every kind, operators, comments (with and without a routing hint).

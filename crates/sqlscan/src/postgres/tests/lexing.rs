@@ -2,6 +2,7 @@
 
 use super::super::lexer::{Kind, Lexer};
 use super::super::{scan, statements};
+use super::Rng;
 
 fn tokens(sql: &str) -> Vec<(Kind, &str)> {
     Lexer::new(sql.as_bytes())
@@ -177,18 +178,6 @@ fn splits_statements() {
     assert!(split("").is_empty());
     assert_eq!(scan(b"SELECT 1; SELECT $$;$$; ;").statements, 2);
     assert_eq!(scan(b";;").statements, 0);
-}
-
-/// A xorshift generator: deterministic pseudo-random input.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
 }
 
 #[test]
