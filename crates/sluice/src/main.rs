@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[command(
     name = "sluice",
     version,
-    about = "A MySQL/MariaDB read/write-splitting, pooling proxy"
+    about = "A read/write-splitting, pooling proxy for MySQL/MariaDB and PostgreSQL"
 )]
 struct Cli {
     /// Configuration file (runs the proxy when no subcommand is given).
