@@ -16,7 +16,7 @@
 //!
 //! Usage: cargo run --release -p sluice-bench --bin pgsuite -- [--time SECS]
 //!        [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared]
-//!        [--connect-clients 1,16] [--many-clients 1000] [--server-connections 50]
+//!        [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50]
 //!        [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N]
 //!        [--targets direct,sluice,pgbouncer,haproxy,pgpool]
 // A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--connect-clients 1,16] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
+const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
 
 const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
@@ -69,6 +69,9 @@ struct Opts {
     workloads: Vec<String>,
     modes: Vec<String>,
     connect_clients: Vec<u32>,
+    /// Rounds of the `-C` runs: every target once a round, in turn, so that a drift of the
+    /// machine's speed touches all of them alike; the table gives each target's median.
+    connect_runs: u32,
     many_clients: u32,
     server_connections: u32,
     idle: u32,
@@ -112,6 +115,7 @@ impl Opts {
             workloads: WORKLOADS.map(String::from).to_vec(),
             modes: vec!["simple".into(), "prepared".into()],
             connect_clients: vec![1, 16],
+            connect_runs: 3,
             many_clients: 1000,
             server_connections: 50,
             idle: 5000,
@@ -141,6 +145,7 @@ impl Opts {
                 "--workloads" => o.workloads = list_of(&a, &v, &WORKLOADS)?,
                 "--modes" => o.modes = list_of(&a, &v, &MODES)?,
                 "--connect-clients" => o.connect_clients = list_u32(&a, &v, true)?,
+                "--connect-runs" => o.connect_runs = num(1)?,
                 "--many-clients" => o.many_clients = num(0)?,
                 "--server-connections" => o.server_connections = num(2)?,
                 "--idle" => o.idle = num(0)?,
@@ -170,12 +175,13 @@ impl Opts {
             }
         };
         format!(
-            "--time {} --clients {} --workloads {} --modes {} --connect-clients {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
+            "--time {} --clients {} --workloads {} --modes {} --connect-clients {} --connect-runs {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
             self.time,
             j(&self.clients),
             self.workloads.join(","),
             self.modes.join(","),
             j(&self.connect_clients),
+            self.connect_runs,
             self.many_clients,
             self.server_connections,
             self.idle,
@@ -841,9 +847,10 @@ fn run(o: &Opts) -> Result<(), String> {
     }
 
     // Connect per transaction.
-    let mut connect_rows: Vec<Row> = Vec::new();
-    let total = o.connect_clients.len() * targets.len();
-    for &c in &o.connect_clients {
+    // Every round runs each target once, in turn; a target's row is its median round.
+    let mut connect_runs: Vec<Row> = Vec::new();
+    let total = o.connect_clients.len() * targets.len() * o.connect_runs as usize;
+    for &c in (0..o.connect_runs).flat_map(|_| &o.connect_clients) {
         for t in targets.iter_mut() {
             let args: Vec<String> = vec![
                 "-C".into(),
@@ -853,17 +860,20 @@ fn run(o: &Opts) -> Result<(), String> {
                 "simple".into(),
                 "-c".into(),
                 c.to_string(),
+                // A thread per client: pgbench logs in synchronously, so with fewer threads
+                // than clients only as many logins as threads are ever under way.
                 "-j".into(),
-                jobs(c).to_string(),
+                c.to_string(),
                 "-T".into(),
                 o.time.to_string(),
             ];
             let bench = pgbench(t.port, args, true);
             let row = measure(t, &server, &bench, "select-only -C", "simple", c, false);
-            progress(connect_rows.len() + 1, total, &row);
-            connect_rows.push(row);
+            progress(connect_runs.len() + 1, total, &row);
+            connect_runs.push(row);
         }
     }
+    let connect = ConnectRuns::new(connect_runs);
 
     // The other proxies' pooled connections would count in pg_stat_activity: stop them.
     let names: Vec<&'static str> = targets.iter().map(|t| t.name).collect();
@@ -898,10 +908,10 @@ fn run(o: &Opts) -> Result<(), String> {
     }
 
     print_table(&rows);
-    print_connect_table(&connect_rows);
+    print_connect_table(&connect);
     print_many(o, &many);
     print_idle(o, &idle);
-    print_goals(o, &rows, &connect_rows, &many, &idle);
+    print_goals(o, &rows, &connect, &many, &idle);
     if let Some(dir) = &o.plots {
         write_plots(&rows, &names, o, dir)?;
     }
@@ -1498,26 +1508,103 @@ fn print_table(rows: &[Row]) {
     print_failures(rows);
 }
 
-fn print_connect_table(rows: &[Row]) {
+/// The `-C` runs of every round, and each target's median round.
+struct ConnectRuns {
+    /// In the order they ran: round by round, clients by clients, target by target.
+    all: Vec<Row>,
+    /// Per clients and target, the run of median tps (the lower middle of an even count).
+    medians: Vec<Row>,
+}
+
+impl ConnectRuns {
+    fn new(all: Vec<Row>) -> ConnectRuns {
+        let mut medians: Vec<Row> = Vec::new();
+        for row in &all {
+            if medians
+                .iter()
+                .any(|m| m.clients == row.clients && m.target == row.target)
+            {
+                continue;
+            }
+            let mut same: Vec<&Row> = all
+                .iter()
+                .filter(|r| r.clients == row.clients && r.target == row.target)
+                .collect();
+            same.sort_by(|a, b| Self::tps(a).total_cmp(&Self::tps(b)));
+            let m = same[(same.len() - 1) / 2];
+            medians.push(Row {
+                workload: m.workload.clone(),
+                mode: m.mode.clone(),
+                clients: m.clients,
+                target: m.target,
+                result: m.result.clone(),
+                cpu_us_per_txn: m.cpu_us_per_txn,
+                user_us_per_txn: m.user_us_per_txn,
+                server_us_per_txn: m.server_us_per_txn,
+                client_us_per_txn: m.client_us_per_txn,
+                cpu_steady: m.cpu_steady,
+            });
+        }
+        ConnectRuns { all, medians }
+    }
+
+    /// A run's tps; a failed run counts as 0.
+    fn tps(r: &Row) -> f64 {
+        r.result.as_ref().map_or(0.0, |r| r.tps)
+    }
+
+    /// Every run's tps for `clients` and `target`, in round order.
+    fn series(&self, clients: u32, target: &str) -> Vec<f64> {
+        self.all
+            .iter()
+            .filter(|r| r.clients == clients && r.target == target)
+            .map(Self::tps)
+            .collect()
+    }
+
+    /// "min–max" of the runs' tps.
+    fn spread(&self, clients: u32, target: &str) -> String {
+        let v = self.series(clients, target);
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(0.0, f64::max);
+        format!("{min:.0}–{max:.0}")
+    }
+
+    /// `a`'s tps over `b`'s, round by round (runs of one round ran back to back).
+    fn paired(&self, clients: u32, a: &str, b: &str) -> Vec<f64> {
+        let (a, b) = (self.series(clients, a), self.series(clients, b));
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| x / y.max(f64::MIN_POSITIVE))
+            .collect()
+    }
+}
+
+fn print_connect_table(connect: &ConnectRuns) {
+    let rows = &connect.medians;
     if rows.is_empty() {
         return;
     }
+    let runs = connect.all.len() / rows.len();
     println!();
-    println!("Connect per transaction (pgbench -C -b select-only -M simple, SCRAM-SHA-256 login each time):");
+    println!("Connect per transaction (pgbench -C -b select-only -M simple, a thread per client, SCRAM-SHA-256 login each time; {runs} rounds, each target once a round in turn, the median round shown):");
     println!();
-    println!("| clients | target | tps (connect + SELECT + close) | vs direct | avg ms | proxy CPU µs/txn | server CPU µs/txn | pgbench CPU µs/txn | failed |");
-    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| clients | target | tps (connect + SELECT + close) | tps min–max | vs direct | avg ms | proxy CPU µs/txn | server CPU µs/txn | pgbench CPU µs/txn | failed |");
+    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for row in rows {
         match &row.result {
             Err(_) => println!(
-                "| {} | {} | failed | — | — | — | — | — | run failed |",
-                row.clients, row.target
+                "| {} | {} | failed | {} | — | — | — | — | — | run failed |",
+                row.clients,
+                row.target,
+                connect.spread(row.clients, row.target)
             ),
             Ok(r) => println!(
-                "| {} | {} | {} | {} | {:.3} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {:.3} | {} | {} | {} | {} |",
                 row.clients,
                 row.target,
                 tps_cell(r),
+                connect.spread(row.clients, row.target),
                 if r.aborted_clients > 0 {
                     "—".into()
                 } else {
@@ -1529,6 +1616,21 @@ fn print_connect_table(rows: &[Row]) {
                 fmt_opt(row.client_us_per_txn, 1),
                 failed_cell(r)
             ),
+        }
+    }
+    println!();
+    let mut clients: Vec<u32> = rows.iter().map(|r| r.clients).collect();
+    clients.dedup();
+    for c in clients {
+        for (a, b) in [("sluice", "direct"), ("sluice", "pgbouncer")] {
+            let ratios = connect.paired(c, a, b);
+            if !ratios.is_empty() {
+                let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+                println!(
+                    "- {c} clients, {a} / {b}, round by round: {}",
+                    each.join(", ")
+                );
+            }
         }
     }
     print_failures(rows);
@@ -1618,7 +1720,7 @@ fn per_client(after: u64, before: u64, n: u64) -> f64 {
 fn print_goals(
     o: &Opts,
     rows: &[Row],
-    connect: &[Row],
+    connect: &ConnectRuns,
     many: &[ManyResult],
     idle: &[(&'static str, Result<IdleResult, String>)],
 ) {
@@ -1652,6 +1754,7 @@ fn print_goals(
     for &c in &o.connect_clients {
         let tps = |t: &str| {
             connect
+                .medians
                 .iter()
                 .find(|r| r.clients == c && r.target == t)
                 .and_then(|r| r.result.as_ref().ok())
@@ -1662,11 +1765,16 @@ fn print_goals(
             println!(
                 "- -C at {c} clients: sluice {s:.0} tps = {:.2}× direct (goal ≥ 10×){}",
                 s / d.max(f64::MIN_POSITIVE),
-                b.map(|b| format!(
-                    "; PgBouncer {b:.0} tps ({:.2}× direct): sluice {}",
-                    b / d.max(f64::MIN_POSITIVE),
-                    if s > b { "ahead" } else { "behind" }
-                ))
+                b.map(|b| {
+                    let rounds = connect.paired(c, "sluice", "pgbouncer");
+                    format!(
+                        "; PgBouncer {b:.0} tps ({:.2}× direct): sluice {} (medians), ahead in {} of {} rounds",
+                        b / d.max(f64::MIN_POSITIVE),
+                        if s > b { "ahead" } else { "behind" },
+                        rounds.iter().filter(|&&r| r > 1.0).count(),
+                        rounds.len()
+                    )
+                })
                 .unwrap_or_default()
             );
         }
