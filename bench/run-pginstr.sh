@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Counts the instructions sluice executes per PostgreSQL transaction and per connect-per-
 # transaction login, under valgrind's callgrind: deterministic where CPU time on this shared
-# machine is not, so that a change to the hot path can be judged by one run.
+# machine is not, so that a change to the hot path can be judged by one run. PgBouncer
+# (transaction pooling, the role's SCRAM secret from pg_authid in its auth file, so that a
+# login derives no key) is counted the same way in the same run, unless --no-pgbouncer.
 #
 # A throwaway PostgreSQL 15 (initdb in a temporary directory, SCRAM for TCP logins, pgbench
 # -i -s 1) and one sluice under callgrind (one worker thread, the server as writer and
@@ -13,21 +15,25 @@
 # SCRAM login, one SELECT, a close) at 4 clients. Valgrind hides SHA-NI, so the login's
 # SHA-256 work counts more instructions than it costs on a CPU with it.
 #
-# Usage: bench/run-pginstr.sh [--sluice BINARY] [--n N]   (default: the release build, N 400)
-# Installs what it needs when missing (valgrind, PostgreSQL 15 with pgbench, Rust).
+# Usage: bench/run-pginstr.sh [--sluice BINARY] [--n N] [--no-pgbouncer]
+#        (default: the release build, N 400)
+# Installs what it needs when missing (valgrind, PostgreSQL 15 with pgbench, PgBouncer, Rust).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 
 SLUICE=""
 N=400
+PGBOUNCER=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --sluice) SLUICE="$2"; shift 2 ;;
         --n) N="$2"; shift 2 ;;
-        *) echo "usage: bench/run-pginstr.sh [--sluice BINARY] [--n N]" >&2; exit 2 ;;
+        --no-pgbouncer) PGBOUNCER=""; shift ;;
+        *) echo "usage: bench/run-pginstr.sh [--sluice BINARY] [--n N] [--no-pgbouncer]" >&2; exit 2 ;;
     esac
 done
 
 apt_install valgrind postgresql-15 postgresql-client-15
+if [ -n "$PGBOUNCER" ]; then apt_install pgbouncer; fi
 if [ -z "$SLUICE" ]; then
     apt_install build-essential pkg-config cmake ca-certificates
     ensure_rust
@@ -48,8 +54,10 @@ free_port() {
 D=$(mktemp -d /tmp/sluice-pginstr.XXXXXX)
 chmod 755 "$D"
 VPID=""
+BPID=""
 cleanup() {
     [ -n "$VPID" ] && kill "$VPID" 2>/dev/null && wait "$VPID" 2>/dev/null
+    [ -n "$BPID" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
     runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" stop -m immediate >/dev/null 2>&1 || true
     rm -rf "$D"
 }
@@ -90,19 +98,30 @@ enabled = false
 level = "warn"
 EOF
 
+# The counted process: its port, its pid, its callgrind output, and how to run
+# callgrind_control as the user it runs as (set per target below).
+PORT_NOW=""; PID_NOW=""; OUT_NOW=""; AS=()
+
+# wait_up LOG: until a login through PORT_NOW works (slow to start under valgrind).
+wait_up() {
+    for _ in $(seq 1 240); do
+        PGPASSWORD=app psql -qX -h 127.0.0.1 -p "$PORT_NOW" -U app -c "select 1" postgres >/dev/null 2>&1 && return 0
+        kill -0 "$PID_NOW" 2>/dev/null || { cat "$1" >&2; echo "error: the process under callgrind exited" >&2; exit 1; }
+        sleep 0.5
+    done
+    echo "error: nothing answers on port $PORT_NOW" >&2; exit 1
+}
+
 valgrind --tool=callgrind --callgrind-out-file="$D/cg.out" "$SLUICE" --config "$D/sluice.toml" > "$D/cg.log" 2>&1 &
 VPID=$!
-for _ in $(seq 1 240); do
-    PGPASSWORD=app psql -qX -h 127.0.0.1 -p "$PORT" -U app -c "select 1" postgres >/dev/null 2>&1 && break
-    kill -0 "$VPID" 2>/dev/null || { cat "$D/cg.log" >&2; echo "error: sluice under callgrind exited" >&2; exit 1; }
-    sleep 0.5
-done
+PORT_NOW=$PORT; PID_NOW=$VPID; OUT_NOW="$D/cg.out"; AS=()
+wait_up "$D/cg.log"
 
 DUMPS=0
 # dump K: writes callgrind's counters since the last zeroing (its K-th dump); prints their sum.
 dump() {
-    callgrind_control -d "$VPID" >/dev/null 2>&1
-    local f="$D/cg.out.$1" total=""
+    "${AS[@]}" callgrind_control -d "$PID_NOW" >/dev/null 2>&1
+    local f="$OUT_NOW.$1" total=""
     # callgrind_control returns once the command is taken; the file is complete at "totals:".
     for _ in $(seq 1 600); do
         grep -q '^totals:' "$f" 2>/dev/null && total=$(awk '/^summary:/ {print $2; exit}' "$f")
@@ -112,29 +131,66 @@ dump() {
     [ -n "$total" ] || { echo "error: callgrind wrote no $f" >&2; exit 1; }
     echo "$total"
 }
-run() { # run CLIENTS TXNS_PER_CLIENT PGBENCH_ARGS...
+FAILED=""
+# run CLIENTS TXNS_PER_CLIENT PGBENCH_ARGS...: fails (FAILED: pgbench's first error) unless
+# every transaction went through.
+run() {
     local c=$1 t=$2; shift 2
     local out
-    out=$(PGPASSWORD=app pgbench -h 127.0.0.1 -p "$PORT" -U app -n "$@" -c "$c" -j $((c < 2 ? c : 2)) -t "$t" postgres 2>&1)
-    grep -q "actually processed: $((c * t))/" <<< "$out" || { echo "$out" >&2; echo "error: pgbench failed" >&2; exit 1; }
+    out=$(PGPASSWORD=app pgbench -h 127.0.0.1 -p "$PORT_NOW" -U app -n "$@" -c "$c" -j $((c < 2 ? c : 2)) -t "$t" postgres 2>&1)
+    grep -q "actually processed: $((c * t))/" <<< "$out" && return 0
+    FAILED=$(grep -m1 -i "error" <<< "$out")
+    return 1
 }
-measure() { # measure LABEL CLIENTS PGBENCH_ARGS...
+# measure LABEL CLIENTS PGBENCH_ARGS...: one row. sluice must run every case; a case PgBouncer
+# cannot run (1.18 with -M prepared and several clients) is shown with pgbench's error.
+measure() {
     local label=$1 c=$2; shift 2
-    run "$c" "$N" "$@"
     local a b
-    callgrind_control -z "$VPID" >/dev/null 2>&1; run "$c" "$N" "$@"
+    if ! { run "$c" "$N" "$@" &&
+        "${AS[@]}" callgrind_control -z "$PID_NOW" >/dev/null 2>&1 && run "$c" "$N" "$@"; }; then
+        [ "$TARGET" = sluice ] && { echo "error: pgbench through sluice failed: $FAILED" >&2; exit 1; }
+        printf '| %s | %s | %d | — (%s) |\n' "$TARGET" "$label" "$c" "$FAILED"
+        return 0
+    fi
     DUMPS=$((DUMPS + 1)); a=$(dump "$DUMPS") || exit 1
-    callgrind_control -z "$VPID" >/dev/null 2>&1; run "$c" $((6 * N)) "$@"
+    "${AS[@]}" callgrind_control -z "$PID_NOW" >/dev/null 2>&1
+    run "$c" $((6 * N)) "$@" || { echo "error: pgbench failed: $FAILED" >&2; exit 1; }
     DUMPS=$((DUMPS + 1)); b=$(dump "$DUMPS") || exit 1
-    printf '| %s | %d | %s |\n' "$label" "$c" "$(( (b - a) / (5 * N * c) ))"
+    printf '| %s | %s | %d | %s |\n' "$TARGET" "$label" "$c" "$(( (b - a) / (5 * N * c) ))"
+}
+cases() {
+    measure "select-only, -M simple" 1 -S -M simple
+    measure "select-only, -M simple" 16 -S -M simple
+    measure "select-only, -M prepared" 1 -S -M prepared
+    measure "select-only, -M prepared" 16 -S -M prepared
+    measure "-C: SCRAM login + SELECT + close" 4 -S -C
 }
 
 echo "sluice: $SLUICE; $N and $((6 * N)) transactions per client and case"
 echo
-echo "| case | clients | instructions per transaction |"
-echo "| --- | ---: | ---: |"
-measure "select-only, -M simple" 1 -S -M simple
-measure "select-only, -M simple" 16 -S -M simple
-measure "select-only, -M prepared" 1 -S -M prepared
-measure "select-only, -M prepared" 16 -S -M prepared
-measure "-C: SCRAM login + SELECT + close" 4 -S -C
+echo "| target | case | clients | instructions per transaction |"
+echo "| --- | --- | ---: | ---: |"
+TARGET=sluice
+cases
+kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null; VPID=""
+[ -n "$PGBOUNCER" ] || exit 0
+
+# PgBouncer refuses to run as root: it runs as postgres, and so does callgrind_control (it
+# finds the process through that user's files). setpriv execs: $! is valgrind's own pid.
+BPORT=$(free_port 7490)
+SECRET=$(psql -qXAt -h "$D" -p "$PGPORT" -U postgres -c "SELECT rolpassword FROM pg_authid WHERE rolname = 'app'" postgres)
+printf '"app" "%s"\n' "$SECRET" > "$D/userlist.txt"
+printf '%s\n' "[databases]" "postgres = host=127.0.0.1 port=$PGPORT dbname=postgres" "[pgbouncer]" \
+    "listen_addr = 127.0.0.1" "listen_port = $BPORT" "unix_socket_dir =" "auth_type = scram-sha-256" \
+    "auth_file = $D/userlist.txt" "pool_mode = transaction" "max_client_conn = 1000" \
+    "default_pool_size = 100" "log_connections = 0" "log_disconnections = 0" \
+    "logfile = $D/pgbouncer.log" > "$D/pgbouncer.ini"
+chown postgres "$D/userlist.txt" "$D/pgbouncer.ini"
+AS=(setpriv --reuid=postgres --regid=postgres --init-groups)
+"${AS[@]}" valgrind --tool=callgrind --callgrind-out-file="$D/pgb.out" pgbouncer "$D/pgbouncer.ini" > "$D/pgb.log" 2>&1 &
+BPID=$!
+PORT_NOW=$BPORT; PID_NOW=$BPID; OUT_NOW="$D/pgb.out"; DUMPS=0
+wait_up "$D/pgb.log"
+TARGET="PgBouncer $(pgbouncer --version 2>/dev/null | awk 'NR==1 {print $2}')"
+cases
