@@ -13,7 +13,6 @@
 
 use crate::balance::{self, Balance, Candidate};
 use crate::error::{AcquireError, ConnectError};
-use crate::pool_growth::Growth;
 use crate::server::Server;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -68,165 +67,6 @@ pub struct PoolSettings {
     pub max_connecting: u32,
 }
 
-struct Idle<C> {
-    key: PoolKey,
-    conn: C,
-    since: Instant,
-}
-
-struct Member<C> {
-    server: Arc<Server>,
-    idle: Vec<Idle<C>>,
-    /// Connections that exist or are being opened (idle + lent + connecting).
-    open: u32,
-    /// Connections lent out.
-    lent: u32,
-    /// Connections being opened.
-    connecting: u32,
-    /// The most connections it ever had open at once.
-    peak_open: u32,
-    /// How far the connect limit has grown while nothing came back.
-    growth: Growth,
-}
-
-impl<C> Member<C> {
-    fn new(server: Arc<Server>) -> Self {
-        Member {
-            server,
-            idle: Vec::new(),
-            open: 0,
-            lent: 0,
-            connecting: 0,
-            peak_open: 0,
-            growth: Growth::default(),
-        }
-    }
-
-    /// May one more connect to this server start now (possibly by closing an idle connection
-    /// of another key to make room)?
-    fn can_open(&self, max_connecting: u32) -> bool {
-        let max = self.server.max_connections();
-        self.server.is_usable()
-            && self.connecting < self.growth.limit(max_connecting, max)
-            && (self.open < max || !self.idle.is_empty())
-    }
-
-    fn candidate(&self) -> Candidate {
-        Candidate {
-            weight: self.server.weight(),
-            in_flight: self.lent + self.connecting,
-        }
-    }
-}
-
-/// A connection handed to a waiter. If the waiter gave up before taking it, dropping it gives
-/// it back to the hostgroup, so no capacity leaks.
-struct Grant<C> {
-    hostgroup: Weak<Hostgroup<C>>,
-    server: Arc<Server>,
-    key: PoolKey,
-    conn: Option<C>,
-}
-
-impl<C> Grant<C> {
-    fn take(mut self) -> (Arc<Server>, Option<C>) {
-        (self.server.clone(), self.conn.take())
-    }
-}
-
-impl<C> Drop for Grant<C> {
-    fn drop(&mut self) {
-        if let (Some(c), Some(hg)) = (self.conn.take(), self.hostgroup.upgrade()) {
-            hg.release(&self.server, self.key.clone(), Some(c));
-        }
-    }
-}
-
-/// What a waiter is woken with.
-enum Handoff<C> {
-    /// A connection (coming back, or just opened).
-    Conn(Grant<C>),
-    /// A connect made for the queue failed; the first waiter for its key hears why.
-    Failed(ConnectError),
-}
-
-struct Waiter<C> {
-    key: PoolKey,
-    tx: oneshot::Sender<Handoff<C>>,
-}
-
-/// Starts a task that opens a connection to `server` for `key` and reports to the hostgroup.
-/// Returns false if it could not be started (no runtime).
-type Opener = Arc<dyn Fn(Arc<Server>, PoolKey, Opening) -> bool + Send + Sync>;
-
-/// What a connect task carries back.
-#[derive(Clone, Copy)]
-struct Opening {
-    /// The hostgroup's count of returns when the connect started.
-    returns: u64,
-    /// Time allowed.
-    timeout: Duration,
-}
-
-struct State<C> {
-    members: Vec<Member<C>>,
-    /// Oldest first. Waiters that gave up stay until they reach the front (or the queue is
-    /// full), so that no operation costs as much as the queue is long.
-    waiters: VecDeque<Waiter<C>>,
-    /// Connections that came back (reusable), ever: tells a connect whether any did while it
-    /// ran.
-    returns: u64,
-    /// Opens connections for the queue, with the connector statements came with; and that
-    /// connector's address, to notice a different one.
-    opener: Option<(Opener, usize)>,
-    /// The most statements that ever held or waited for a connection at once.
-    peak_demand: u32,
-}
-
-impl<C> State<C> {
-    /// Removes waiters that gave up from the front of the queue.
-    fn drop_stale_front(&mut self) {
-        while self.waiters.front().is_some_and(|w| w.tx.is_closed()) {
-            self.waiters.pop_front();
-        }
-    }
-
-    /// Hands `h` to the oldest live waiter for `key`; gives it back if there is none.
-    fn hand_to_waiter(&mut self, key: &PoolKey, mut h: Handoff<C>) -> Option<Handoff<C>> {
-        self.drop_stale_front();
-        loop {
-            // Almost always the front one: keys differ only between users and client flavours.
-            let Some(pos) = self
-                .waiters
-                .iter()
-                .position(|w| &w.key == key && !w.tx.is_closed())
-            else {
-                return Some(h);
-            };
-            let Some(w) = self.waiters.remove(pos) else {
-                return Some(h);
-            };
-            match w.tx.send(h) {
-                Ok(()) => return None,
-                Err(back) => h = back, // it left just now: the next one
-            }
-        }
-    }
-
-    /// A statement was lent a connection or joined the queue.
-    fn note_demand(&mut self) {
-        let lent: u32 = self.members.iter().map(|m| m.lent).sum();
-        let demand = lent.saturating_add(self.waiters.len() as u32);
-        self.peak_demand = self.peak_demand.max(demand);
-    }
-
-    fn member(&self, server: &Arc<Server>) -> Option<usize> {
-        self.members
-            .iter()
-            .position(|m| Arc::ptr_eq(&m.server, server))
-    }
-}
-
 /// A hostgroup with its pools. `C` is the protocol's backend connection type.
 pub struct Hostgroup<C> {
     /// Its name.
@@ -245,34 +85,6 @@ pub struct Hostgroup<C> {
     pub queue_timeouts: AtomicU64,
     /// Latency of the statements it served, as their clients saw it (queueing included).
     pub latency: crate::stats::LatencyHistogram,
-}
-
-/// A snapshot of one server's pool, for stats and the admin API.
-#[derive(Clone, Debug)]
-pub struct PoolStats {
-    /// The server.
-    pub server: Arc<Server>,
-    /// Idle connections.
-    pub idle: u32,
-    /// Lent out, or being opened for a waiting statement.
-    pub in_use: u32,
-    /// Being opened (counted in `in_use` too).
-    pub connecting: u32,
-    /// Open or opening.
-    pub open: u32,
-    /// The most connections it ever had open or opening at once: never more than the
-    /// server's `max_connections`, nor than the hostgroup's [`Hostgroup::peak_demand`].
-    pub peak_open: u32,
-}
-
-/// A connection lent to a session. Dropping it returns the connection to the pool (or closes
-/// it if [`Lease::discard`] was called), and hands it to the oldest waiter if there is one.
-pub struct Lease<C> {
-    hostgroup: Arc<Hostgroup<C>>,
-    server: Arc<Server>,
-    key: PoolKey,
-    conn: Option<C>,
-    reusable: bool,
 }
 
 /// What [`Hostgroup::choose`] found.
@@ -314,138 +126,6 @@ impl<C> Hostgroup<C> {
             queue_timeouts: AtomicU64::new(0),
             latency: Default::default(),
         })
-    }
-
-    /// When no server is usable, let statements wait up to `d` for one instead of failing at
-    /// once (the writer hostgroup while failover is enabled).
-    pub fn set_hold_when_empty(&self, d: Option<Duration>) {
-        *self.hold.lock() = d;
-    }
-
-    /// Says why the hostgroup has no server now (`None`: it has one again, or nobody knows).
-    pub fn set_vacancy_reason(&self, why: Option<String>) {
-        *self.vacancy.lock() = why;
-    }
-
-    /// True if `server` is a member.
-    pub fn contains(&self, server: &Arc<Server>) -> bool {
-        self.state.lock().member(server).is_some()
-    }
-
-    /// Adds a server (no effect if it is a member already). Waiting statements may use it at
-    /// once.
-    pub fn add_server(&self, server: Arc<Server>) {
-        let mut closing = Vec::new();
-        let mut st = self.state.lock();
-        if st.member(&server).is_some() {
-            return;
-        }
-        tracing::info!(hostgroup = %self.name, server = %server.name, "server joins hostgroup");
-        st.members.push(Member::new(server));
-        self.grow(&mut st, &mut closing);
-        drop(st);
-        drop(closing);
-    }
-
-    /// Closes a server's idle connections (it failed: they are probably dead).
-    pub fn drop_idle(&self, server: &Arc<Server>) {
-        let closing: Vec<C> = {
-            let mut st = self.state.lock();
-            let Some(i) = st.member(server) else {
-                return;
-            };
-            let m = &mut st.members[i];
-            m.open -= m.idle.len() as u32;
-            m.idle.drain(..).map(|i| i.conn).collect()
-        };
-        drop(closing);
-    }
-
-    /// Removes a server: its idle connections close now, those in use when they come back,
-    /// those being opened when they are.
-    pub fn remove_server(&self, server: &Arc<Server>) {
-        let removed = {
-            let mut st = self.state.lock();
-            let Some(i) = st.member(server) else {
-                return;
-            };
-            st.members.remove(i)
-        };
-        tracing::info!(hostgroup = %self.name, server = %server.name, "server leaves hostgroup");
-        drop(removed);
-    }
-
-    /// The servers, in configuration order.
-    pub fn servers(&self) -> Vec<Arc<Server>> {
-        self.state
-            .lock()
-            .members
-            .iter()
-            .map(|m| m.server.clone())
-            .collect()
-    }
-
-    /// True if at least one server may take traffic now.
-    pub fn has_usable_server(&self) -> bool {
-        self.state
-            .lock()
-            .members
-            .iter()
-            .any(|m| m.server.is_usable())
-    }
-
-    /// Statements waiting for a connection.
-    pub fn waiting(&self) -> usize {
-        self.state
-            .lock()
-            .waiters
-            .iter()
-            .filter(|w| !w.tx.is_closed())
-            .count()
-    }
-
-    /// The most statements that ever held or waited for one of its connections at once
-    /// (waiters that gave up count until they reach the front of the queue). Connections are
-    /// opened only for waiting statements, so no server ever has more open than this.
-    pub fn peak_demand(&self) -> u32 {
-        self.state.lock().peak_demand
-    }
-
-    /// Pool snapshot per server.
-    pub fn pool_stats(&self) -> Vec<PoolStats> {
-        self.state
-            .lock()
-            .members
-            .iter()
-            .map(|m| PoolStats {
-                server: m.server.clone(),
-                idle: m.idle.len() as u32,
-                in_use: m.lent + m.connecting,
-                connecting: m.connecting,
-                open: m.open,
-                peak_open: m.peak_open,
-            })
-            .collect()
-    }
-
-    /// The pool settings in force.
-    pub fn settings(&self) -> PoolSettings {
-        self.settings.lock().clone()
-    }
-
-    /// Replaces the pool settings (a reload): waits and connects from now on use them.
-    pub fn set_settings(&self, s: PoolSettings) {
-        *self.settings.lock() = s;
-    }
-
-    /// The balancing policy.
-    pub fn balance(&self) -> Balance {
-        *self.balance.lock()
-    }
-
-    /// Changes the balancing policy.
-    pub fn set_balance(&self, b: Balance) {
-        *self.balance.lock() = b;
     }
 
     /// Borrows a connection for `key`: an idle one, or else it waits in line (bounded in time
@@ -794,80 +474,22 @@ impl<C> Hostgroup<C> {
             }
         }
     }
-
-    /// Closes idle connections older than the idle timeout; returns how many.
-    pub fn close_idle(&self, now: Instant) -> usize {
-        let idle_timeout = self.settings.lock().idle_timeout;
-        let mut closing = Vec::new();
-        {
-            let mut st = self.state.lock();
-            for m in st.members.iter_mut() {
-                let before = m.idle.len();
-                let (old, keep): (Vec<_>, Vec<_>) = m
-                    .idle
-                    .drain(..)
-                    .partition(|c| now.duration_since(c.since) > idle_timeout);
-                m.open -= (before - keep.len()) as u32;
-                m.idle = keep;
-                closing.extend(old.into_iter().map(|c| c.conn));
-            }
-        }
-        let n = closing.len();
-        drop(closing);
-        n
-    }
 }
 
-// `conn` is `None` only inside `Drop`, which takes it: a lease in use always holds one.
-#[allow(clippy::expect_used)]
-impl<C> Lease<C> {
-    /// The connection.
-    pub fn conn(&mut self) -> &mut C {
-        self.conn
-            .as_mut()
-            .expect("lease holds a connection until dropped")
-    }
-    /// The connection (shared).
-    pub fn conn_ref(&self) -> &C {
-        self.conn
-            .as_ref()
-            .expect("lease holds a connection until dropped")
-    }
-    /// The server it belongs to.
-    pub fn server(&self) -> &Arc<Server> {
-        &self.server
-    }
-    /// The name of the hostgroup it came from.
-    pub fn hostgroup(&self) -> &Arc<str> {
-        &self.hostgroup.name
-    }
-    /// The hostgroup it came from.
-    pub fn group(&self) -> &Arc<Hostgroup<C>> {
-        &self.hostgroup
-    }
-    /// The pool key.
-    pub fn key(&self) -> &PoolKey {
-        &self.key
-    }
-    /// Close the connection instead of returning it (its state is unknown or broken).
-    pub fn discard(&mut self) {
-        self.reusable = false;
-    }
-    /// True unless [`Lease::discard`] was called.
-    pub fn is_reusable(&self) -> bool {
-        self.reusable
-    }
-}
-
-impl<C> Drop for Lease<C> {
-    fn drop(&mut self) {
-        let conn = self.conn.take().filter(|_| self.reusable);
-        self.hostgroup.release(&self.server, self.key.clone(), conn);
-    }
-}
+#[path = "pool_state.rs"]
+mod state;
+use state::{Grant, Handoff, Idle, Member, Opener, Opening, State, Waiter};
 
 #[path = "pool_connect.rs"]
 mod connect;
+
+#[path = "pool_lease.rs"]
+mod lease;
+pub use lease::Lease;
+
+#[path = "hostgroup_members.rs"]
+mod members;
+pub use members::PoolStats;
 
 #[cfg(test)]
 #[path = "hostgroup_tests.rs"]

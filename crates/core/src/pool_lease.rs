@@ -1,0 +1,63 @@
+//! A connection lent to a session: the guard that gives it back to its hostgroup on drop.
+
+use super::{Hostgroup, PoolKey};
+use crate::server::Server;
+use std::sync::Arc;
+
+/// A connection lent to a session. Dropping it returns the connection to the pool (or closes
+/// it if [`Lease::discard`] was called), and hands it to the oldest waiter if there is one.
+pub struct Lease<C> {
+    pub(super) hostgroup: Arc<Hostgroup<C>>,
+    pub(super) server: Arc<Server>,
+    pub(super) key: PoolKey,
+    pub(super) conn: Option<C>,
+    pub(super) reusable: bool,
+}
+
+// `conn` is `None` only inside `Drop`, which takes it: a lease in use always holds one.
+#[allow(clippy::expect_used)]
+impl<C> Lease<C> {
+    /// The connection.
+    pub fn conn(&mut self) -> &mut C {
+        self.conn
+            .as_mut()
+            .expect("lease holds a connection until dropped")
+    }
+    /// The connection (shared).
+    pub fn conn_ref(&self) -> &C {
+        self.conn
+            .as_ref()
+            .expect("lease holds a connection until dropped")
+    }
+    /// The server it belongs to.
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+    /// The name of the hostgroup it came from.
+    pub fn hostgroup(&self) -> &Arc<str> {
+        &self.hostgroup.name
+    }
+    /// The hostgroup it came from.
+    pub fn group(&self) -> &Arc<Hostgroup<C>> {
+        &self.hostgroup
+    }
+    /// The pool key.
+    pub fn key(&self) -> &PoolKey {
+        &self.key
+    }
+    /// Close the connection instead of returning it (its state is unknown or broken).
+    pub fn discard(&mut self) {
+        self.reusable = false;
+    }
+    /// True unless [`Lease::discard`] was called.
+    pub fn is_reusable(&self) -> bool {
+        self.reusable
+    }
+}
+
+impl<C> Drop for Lease<C> {
+    fn drop(&mut self) {
+        let conn = self.conn.take().filter(|_| self.reusable);
+        self.hostgroup.release(&self.server, self.key.clone(), conn);
+    }
+}

@@ -1,0 +1,176 @@
+//! What a hostgroup's mutex guards: each server's pool (idle connections and counts) and the
+//! queue of statements waiting, and the grant that hands a connection to a waiter.
+
+use super::Hostgroup;
+use crate::balance::Candidate;
+use crate::error::ConnectError;
+use crate::hostgroup::PoolKey;
+use crate::pool_growth::Growth;
+use crate::server::Server;
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+pub(super) struct Idle<C> {
+    pub(super) key: PoolKey,
+    pub(super) conn: C,
+    pub(super) since: Instant,
+}
+
+pub(super) struct Member<C> {
+    pub(super) server: Arc<Server>,
+    pub(super) idle: Vec<Idle<C>>,
+    /// Connections that exist or are being opened (idle + lent + connecting).
+    pub(super) open: u32,
+    /// Connections lent out.
+    pub(super) lent: u32,
+    /// Connections being opened.
+    pub(super) connecting: u32,
+    /// The most connections it ever had open at once.
+    pub(super) peak_open: u32,
+    /// How far the connect limit has grown while nothing came back.
+    pub(super) growth: Growth,
+}
+
+impl<C> Member<C> {
+    pub(super) fn new(server: Arc<Server>) -> Self {
+        Member {
+            server,
+            idle: Vec::new(),
+            open: 0,
+            lent: 0,
+            connecting: 0,
+            peak_open: 0,
+            growth: Growth::default(),
+        }
+    }
+
+    /// May one more connect to this server start now (possibly by closing an idle connection
+    /// of another key to make room)?
+    pub(super) fn can_open(&self, max_connecting: u32) -> bool {
+        let max = self.server.max_connections();
+        self.server.is_usable()
+            && self.connecting < self.growth.limit(max_connecting, max)
+            && (self.open < max || !self.idle.is_empty())
+    }
+
+    pub(super) fn candidate(&self) -> Candidate {
+        Candidate {
+            weight: self.server.weight(),
+            in_flight: self.lent + self.connecting,
+        }
+    }
+}
+
+/// A connection handed to a waiter. If the waiter gave up before taking it, dropping it gives
+/// it back to the hostgroup, so no capacity leaks.
+pub(super) struct Grant<C> {
+    pub(super) hostgroup: Weak<Hostgroup<C>>,
+    pub(super) server: Arc<Server>,
+    pub(super) key: PoolKey,
+    pub(super) conn: Option<C>,
+}
+
+impl<C> Grant<C> {
+    pub(super) fn take(mut self) -> (Arc<Server>, Option<C>) {
+        (self.server.clone(), self.conn.take())
+    }
+}
+
+impl<C> Drop for Grant<C> {
+    fn drop(&mut self) {
+        if let (Some(c), Some(hg)) = (self.conn.take(), self.hostgroup.upgrade()) {
+            hg.release(&self.server, self.key.clone(), Some(c));
+        }
+    }
+}
+
+/// What a waiter is woken with.
+pub(super) enum Handoff<C> {
+    /// A connection (coming back, or just opened).
+    Conn(Grant<C>),
+    /// A connect made for the queue failed; the first waiter for its key hears why.
+    Failed(ConnectError),
+}
+
+pub(super) struct Waiter<C> {
+    pub(super) key: PoolKey,
+    pub(super) tx: oneshot::Sender<Handoff<C>>,
+}
+
+/// Starts a task that opens a connection to `server` for `key` and reports to the hostgroup.
+/// Returns false if it could not be started (no runtime).
+pub(super) type Opener = Arc<dyn Fn(Arc<Server>, PoolKey, Opening) -> bool + Send + Sync>;
+
+/// What a connect task carries back.
+#[derive(Clone, Copy)]
+pub(super) struct Opening {
+    /// The hostgroup's count of returns when the connect started.
+    pub(super) returns: u64,
+    /// Time allowed.
+    pub(super) timeout: Duration,
+}
+
+pub(super) struct State<C> {
+    pub(super) members: Vec<Member<C>>,
+    /// Oldest first. Waiters that gave up stay until they reach the front (or the queue is
+    /// full), so that no operation costs as much as the queue is long.
+    pub(super) waiters: VecDeque<Waiter<C>>,
+    /// Connections that came back (reusable), ever: tells a connect whether any did while it
+    /// ran.
+    pub(super) returns: u64,
+    /// Opens connections for the queue, with the connector statements came with; and that
+    /// connector's address, to notice a different one.
+    pub(super) opener: Option<(Opener, usize)>,
+    /// The most statements that ever held or waited for a connection at once.
+    pub(super) peak_demand: u32,
+}
+
+impl<C> State<C> {
+    /// Removes waiters that gave up from the front of the queue.
+    pub(super) fn drop_stale_front(&mut self) {
+        while self.waiters.front().is_some_and(|w| w.tx.is_closed()) {
+            self.waiters.pop_front();
+        }
+    }
+
+    /// Hands `h` to the oldest live waiter for `key`; gives it back if there is none.
+    pub(super) fn hand_to_waiter(
+        &mut self,
+        key: &PoolKey,
+        mut h: Handoff<C>,
+    ) -> Option<Handoff<C>> {
+        self.drop_stale_front();
+        loop {
+            // Almost always the front one: keys differ only between users and client flavours.
+            let Some(pos) = self
+                .waiters
+                .iter()
+                .position(|w| &w.key == key && !w.tx.is_closed())
+            else {
+                return Some(h);
+            };
+            let Some(w) = self.waiters.remove(pos) else {
+                return Some(h);
+            };
+            match w.tx.send(h) {
+                Ok(()) => return None,
+                Err(back) => h = back, // it left just now: the next one
+            }
+        }
+    }
+
+    /// A statement was lent a connection or joined the queue.
+    pub(super) fn note_demand(&mut self) {
+        let lent: u32 = self.members.iter().map(|m| m.lent).sum();
+        let demand = lent.saturating_add(self.waiters.len() as u32);
+        self.peak_demand = self.peak_demand.max(demand);
+    }
+
+    pub(super) fn member(&self, server: &Arc<Server>) -> Option<usize> {
+        self.members
+            .iter()
+            .position(|m| Arc::ptr_eq(&m.server, server))
+    }
+}
