@@ -6,6 +6,7 @@
 pub mod cancel;
 pub mod client;
 mod count;
+mod lease;
 pub mod login;
 mod names;
 mod open;

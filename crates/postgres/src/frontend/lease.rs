@@ -1,0 +1,211 @@
+//! A session's server connection: leased for a routing decision (an idle one at once, else
+//! waiting in line), brought to the session's settings, and given back when ReadyForQuery
+//! says the transaction is over and nothing pins the session.
+
+use super::session::{put_query, Session, SessionError};
+use super::state;
+use crate::backend::PgConn;
+use crate::wire::Writer;
+use sluice_core::Lease;
+use std::sync::Arc;
+
+impl Session {
+    /// Leases a connection for `decision` and brings it to the session's settings.
+    pub(super) async fn attach(
+        &mut self,
+        decision: &sluice_core::router::Decision,
+    ) -> Result<(), (String, String)> {
+        // Boxed: the usual lease is taken at once, and every statement's future would carry
+        // the waiting state (it would no longer fit malloc's per-thread cache).
+        if !self.lease_now(decision) {
+            Box::pin(self.lease_for(decision)).await?;
+        }
+        if self.ryw_may_be_behind(decision) && !Box::pin(self.ryw_may_read_here(decision)).await {
+            // Not replayed there yet: the primary has it.
+            self.release();
+            let writer = sluice_core::router::Decision {
+                hostgroup: self.fe.topology.router.writer.clone(),
+                reason: decision.reason,
+            };
+            if !self.lease_now(&writer) {
+                Box::pin(self.lease_for(&writer)).await?;
+            }
+        }
+        self.sync_settings()
+            .await
+            .map_err(|e| ("08006".to_string(), e.to_string()))?;
+        Ok(())
+    }
+
+    /// Leases a connection for `decision`.
+    pub(super) async fn lease_for(
+        &mut self,
+        decision: &sluice_core::router::Decision,
+    ) -> Result<(), (String, String)> {
+        let topo = self.fe.topology.clone();
+        let lease = topo
+            .lease_for(decision, &self.key, &self.fe.connector, |c| c.usable())
+            .await
+            .map_err(|e| match e {
+                sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => (
+                    String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
+                    c.message,
+                ),
+                other => ("08006".to_string(), format!("sluice: {other}")),
+            })?;
+        self.leased(lease, decision);
+        Ok(())
+    }
+
+    /// An idle connection for `decision` leased at once, if there is one (no future).
+    pub(super) fn lease_now(&mut self, decision: &sluice_core::router::Decision) -> bool {
+        match self
+            .fe
+            .topology
+            .try_lease_for(decision, &self.key, |c| c.usable())
+        {
+            Some(lease) => {
+                self.leased(lease, decision);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Takes `lease` as the session's connection.
+    pub(super) fn leased(
+        &mut self,
+        lease: Lease<Box<PgConn>>,
+        decision: &sluice_core::router::Decision,
+    ) {
+        let conn = lease.conn_ref();
+        tracing::trace!(hostgroup = %decision.hostgroup, status = ?self.status, "connection leased");
+        self.handle.set_backend_with_secret(
+            Some((lease.server().clone(), conn.backend_key.0)),
+            conn.backend_key.1,
+        );
+        self.lease = Some(lease);
+        self.lease_has_unnamed = false;
+        self.lease_generation = 0;
+    }
+
+    /// Gives the connection back to the pool.
+    pub(super) fn release(&mut self) {
+        if let Some(mut lease) = self.lease.take() {
+            lease.conn().park();
+            tracing::trace!(status = ?self.status, "connection released");
+            drop(lease);
+            self.handle.set_backend_with_secret(None, 0);
+        }
+    }
+
+    /// Applies the session's settings to the leased connection (one round trip, when they
+    /// differ), then queues ParameterStatus for parameters that differ from what the client
+    /// saw.
+    pub(super) async fn sync_settings(&mut self) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        if !self.settings.matches(&lease.conn().applied) {
+            // Boxed: the usual lease needs no round trip, and every statement's future would
+            // otherwise carry this one's state.
+            Box::pin(self.apply_settings()).await?;
+        }
+        self.lease_generation = self.settings.generation();
+        self.report_parameters();
+        Ok(())
+    }
+
+    /// Brings the leased connection to the session's settings (a hidden round trip).
+    pub(super) async fn apply_settings(&mut self) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        let conn = lease.conn();
+        let desired = self.settings.desired();
+        let Some(sql) = state::difference(&conn.applied, &desired) else {
+            return Ok(());
+        };
+        let mut q = Vec::with_capacity(sql.len() + 6);
+        put_query(&mut q, sql.as_bytes());
+        if let Err(e) = run_hidden(conn, &q).await {
+            lease.discard();
+            self.lease = None;
+            let msg = format!("sluice: cannot restore the session's settings: {e}");
+            let _ = self.client.fatal("08006", &msg).await;
+            return Err(SessionError::Refused(msg));
+        }
+        conn.applied = desired;
+        Ok(())
+    }
+
+    /// Queues ParameterStatus for the leased connection's parameters the client has not
+    /// seen (sent ahead of the answer to what comes next: no write of their own).
+    pub(super) fn report_parameters(&mut self) {
+        let Some(lease) = &mut self.lease else {
+            return;
+        };
+        let conn = lease.conn();
+        if Arc::ptr_eq(&self.reported, &conn.params) {
+            return;
+        }
+        let mut w = Writer::new();
+        if self.reported.is_empty() {
+            // A new session has seen nothing: all of them, and the connection's map shared.
+            for (k, v) in conn.params.iter() {
+                w.parameter_status(k, v);
+            }
+            self.reported = conn.params.clone();
+        } else {
+            for (k, v) in conn.params.iter() {
+                if self.reported.get(k) != Some(v) {
+                    w.parameter_status(k, v);
+                    Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());
+                }
+            }
+            // Seen exactly what the connection has: both keep the more widely shared of the
+            // two equal maps, so that an idle session holds no copy of its own and equal
+            // maps converge to one, found equal by pointer next time, without comparing.
+            if self.reported == conn.params {
+                if Arc::strong_count(&self.reported) > Arc::strong_count(&conn.params) {
+                    conn.params = self.reported.clone();
+                } else {
+                    self.reported = conn.params.clone();
+                }
+            }
+        }
+        self.client.queue(w.as_bytes());
+    }
+
+    /// Sends a message sluice owes the server (a deferred BEGIN), consuming the answer.
+    pub(super) async fn hidden(&mut self, msg: &[u8]) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        if let Err(e) = run_hidden(lease.conn(), msg).await {
+            let msg = format!("sluice: {e}");
+            let _ = self.client.fatal("08006", &msg).await;
+            return Err(SessionError::Refused(msg));
+        }
+        Ok(())
+    }
+}
+
+/// Runs a simple query sluice owes the connection and reads its answer (ParameterStatus
+/// noted); the server's error message if it failed.
+async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<(), String> {
+    conn.send(q).await.map_err(|e| e.to_string())?;
+    let mut error = None;
+    loop {
+        let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
+        match tag {
+            b'S' => conn.note_parameter(&body),
+            b'E' => {
+                let fields = crate::wire::error_fields(&body).unwrap_or_default();
+                error = fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m);
+            }
+            b'Z' => return error.map_or(Ok(()), Err),
+            _ => {}
+        }
+    }
+}
