@@ -591,7 +591,7 @@ fn run(o: &Opts) -> Result<(), String> {
     let pg_bin = pg_bin_dir()?;
     let pgbench_bin = pg_bin.join("pgbench");
     println!(
-        "# pgbench: {} (-n, -j min(clients, 2), -T --time + 30 ms per client for its logins (its tps leaves them out); avg latency is pgbench's, p99 from --log --sampling-rate={SAMPLING_RATE}; TPC-B runs start after VACUUM of branches and tellers and TRUNCATE of history)",
+        "# pgbench: {} (-n, -j min(clients, 2) but -j clients for -C, -T --time + 30 ms per client for its logins (its tps leaves them out); avg latency is pgbench's, p99 from --log --sampling-rate={SAMPLING_RATE}; TPC-B runs start after VACUUM of branches and tellers and TRUNCATE of history)",
         banner(&pgbench_bin, "--version")
     );
     println!("# proxy CPU µs/txn: utime + stime of the proxy's process tree (/proc/PID/stat, reaped children included: all of Pgpool-II's processes) from the moment every pgbench client is connected (ESTABLISHED sockets on the proxy's port) to the end, over the transactions of that window (pgbench's count × the share of the sampled log after that moment); † = over the whole run, logins included");
