@@ -56,6 +56,8 @@ chmod 755 "$D"
 VPID=""
 BPID=""
 cleanup() {
+    # Every step runs: a process killed here exits non-zero, which must not stop the rest.
+    set +e
     [ -n "$VPID" ] && kill "$VPID" 2>/dev/null && wait "$VPID" 2>/dev/null
     [ -n "$BPID" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
     runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" stop -m immediate >/dev/null 2>&1 || true
@@ -173,7 +175,7 @@ echo "| target | case | clients | instructions per transaction |"
 echo "| --- | --- | ---: | ---: |"
 TARGET=sluice
 cases
-kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null; VPID=""
+kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null || true; VPID=""
 [ -n "$PGBOUNCER" ] || exit 0
 
 # PgBouncer refuses to run as root: it runs as postgres, and so does callgrind_control (it
