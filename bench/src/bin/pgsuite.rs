@@ -257,6 +257,7 @@ impl Target {
 }
 
 /// One pgbench run against one target.
+#[derive(Clone)]
 struct Row {
     workload: String,
     mode: String,
@@ -1531,19 +1532,7 @@ impl ConnectRuns {
                 .filter(|r| r.clients == row.clients && r.target == row.target)
                 .collect();
             same.sort_by(|a, b| Self::tps(a).total_cmp(&Self::tps(b)));
-            let m = same[(same.len() - 1) / 2];
-            medians.push(Row {
-                workload: m.workload.clone(),
-                mode: m.mode.clone(),
-                clients: m.clients,
-                target: m.target,
-                result: m.result.clone(),
-                cpu_us_per_txn: m.cpu_us_per_txn,
-                user_us_per_txn: m.user_us_per_txn,
-                server_us_per_txn: m.server_us_per_txn,
-                client_us_per_txn: m.client_us_per_txn,
-                cpu_steady: m.cpu_steady,
-            });
+            medians.push(same[(same.len() - 1) / 2].clone());
         }
         ConnectRuns { all, medians }
     }

@@ -24,6 +24,20 @@ pub struct Topology<C> {
     pub reads_fallback_to_writer: bool,
 }
 
+/// `lease` if `alive` finds its connection open; otherwise the connection is discarded (its
+/// server closed it while it was idle) and `None` says to take another.
+fn kept_if_alive<C>(
+    mut lease: crate::hostgroup::Lease<C>,
+    alive: &impl Fn(&C) -> bool,
+) -> Option<crate::hostgroup::Lease<C>> {
+    if alive(lease.conn_ref()) {
+        return Some(lease);
+    }
+    tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
+    lease.discard();
+    None
+}
+
 impl<C> Topology<C> {
     /// Builds hostgroups, servers and the router from a validated config. Servers without a
     /// hostgroup (and, with failover on, the writer and reader servers) are *managed*: the
@@ -148,12 +162,9 @@ impl<C> Topology<C> {
                     return Err(AcquireError::UnknownHostgroup(name.to_string()));
                 };
                 for _ in 0..1000 {
-                    let mut lease = hg.acquire(key, connector).await?;
-                    if alive(lease.conn_ref()) {
+                    if let Some(lease) = kept_if_alive(hg.acquire(key, connector).await?, alive) {
                         return Ok(lease);
                     }
-                    tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
-                    lease.discard();
                 }
                 hg.acquire(key, connector).await
             }
@@ -190,13 +201,10 @@ impl<C> Topology<C> {
     where
         C: Send + 'static,
     {
-        let mut lease = self.hostgroup(&decision.hostgroup)?.try_acquire(key)?;
-        if alive(lease.conn_ref()) {
-            return Some(lease);
-        }
-        tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
-        lease.discard();
-        None
+        kept_if_alive(
+            self.hostgroup(&decision.hostgroup)?.try_acquire(key)?,
+            &alive,
+        )
     }
 
     /// The managed server in the writer hostgroup, if any.
