@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds sluice in release mode and runs the PostgreSQL benchmark (bench/src/bin/pgsuite.rs):
+# Builds sluice in release mode and runs the PostgreSQL benchmark (bench/src/bin/pgsuite/):
 # pgbench select-only and TPC-B-like, simple and prepared protocols, 1-256 clients, against one
 # PostgreSQL 15 server directly, through sluice, PgBouncer, HAProxy (TCP mode) and Pgpool-II;
 # connect-per-transaction with SCRAM logins; 1,000 clients through sluice on at most 50 server
