@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 /// (PostgreSQL connects to one database for good; MySQL switches schemas per session and
 /// leaves it `None`), and a protocol-defined variant (for MySQL, the client capability flags
 /// the connection was opened with).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Eq)]
 pub struct PoolKey {
     /// The user the connection is authenticated as.
     pub user: Arc<str>,
@@ -37,6 +37,32 @@ pub struct PoolKey {
     pub database: Option<Arc<str>>,
     /// Protocol-specific variant; only connections with an equal key are interchangeable.
     pub variant: u64,
+}
+
+/// Equal fields, the names compared by pointer first: sessions take them from the configured
+/// user and an interned database name, so a lease's comparisons almost never read the text.
+impl PartialEq for PoolKey {
+    fn eq(&self, other: &Self) -> bool {
+        fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+            Arc::ptr_eq(a, b) || a == b
+        }
+        self.variant == other.variant
+            && same(&self.user, &other.user)
+            && match (&self.database, &other.database) {
+                (Some(a), Some(b)) => same(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+/// The fields' contents, as [`PoolKey`]'s equality compares them.
+impl std::hash::Hash for PoolKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.user.hash(h);
+        self.database.hash(h);
+        self.variant.hash(h);
+    }
 }
 
 /// Opens backend connections. Implemented by the protocol crate.

@@ -564,3 +564,42 @@ async fn try_acquire_lends_only_an_idle_connection_and_changes_nothing_else() {
     assert!(hg.try_acquire(&key("u")).is_none(), "the waiter's turn");
     assert_eq!(waiter.await.unwrap().unwrap(), 0);
 }
+
+#[test]
+fn pool_keys_compare_by_content_whatever_the_allocation() {
+    let a = PoolKey {
+        user: Arc::from("app"),
+        database: Some(Arc::from("db")),
+        variant: 1,
+    };
+    // Same text from other allocations: the same pool.
+    let b = PoolKey {
+        user: Arc::from(String::from("app")),
+        database: Some(Arc::from(String::from("db"))),
+        variant: 1,
+    };
+    assert_eq!(a, b);
+    assert_eq!(a, a.clone());
+    let differ = [
+        PoolKey {
+            user: Arc::from("app2"),
+            ..a.clone()
+        },
+        PoolKey {
+            database: Some(Arc::from("db2")),
+            ..a.clone()
+        },
+        PoolKey {
+            database: None,
+            ..a.clone()
+        },
+        PoolKey {
+            variant: 2,
+            ..a.clone()
+        },
+    ];
+    for d in &differ {
+        assert_ne!(&a, d);
+        assert_ne!(d, &a);
+    }
+}
