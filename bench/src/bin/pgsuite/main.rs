@@ -7,6 +7,8 @@
 //!   and 99th percentile (from pgbench's transaction log, sampled), failed transactions and
 //!   aborted clients, each proxy's CPU µs per transaction (utime + stime of its process tree
 //!   from /proc, over the run, divided by the transactions) and the part of it in user mode;
+//! - the CPU comparison with PgBouncer in rounds (`--cpu-runs N`): the select-only runs of
+//!   sluice and PgBouncer again, back to back, N times in all; the verdict compares medians;
 //! - connect-per-transaction (`-C`) select-only with SCRAM-SHA-256 logins;
 //! - 1,000 clients through sluice limited to 50 server connections, sampling
 //!   `pg_stat_activity`;
@@ -16,7 +18,8 @@
 //!
 //! Usage: cargo run --release -p sluice-bench --bin pgsuite -- [--time SECS]
 //!        [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared]
-//!        [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50]
+//!        [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000]
+//!        [--server-connections 50]
 //!        [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N]
 //!        [--targets direct,sluice,pgbouncer,haproxy,pgpool]
 // A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
@@ -43,7 +46,7 @@ use proxies::*;
 use report::*;
 use scale::*;
 
-const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
+const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
 
 const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
@@ -75,6 +78,10 @@ struct Opts {
     clients: Vec<u32>,
     workloads: Vec<String>,
     modes: Vec<String>,
+    /// Rounds of the select-only runs of sluice and PgBouncer (the first is the grid's):
+    /// their CPU per transaction differs by less than it drifts from one run to the next, so
+    /// the verdict compares medians, and each round's two runs ran back to back.
+    cpu_runs: u32,
     connect_clients: Vec<u32>,
     /// Rounds of the `-C` runs: every target once a round, in turn, so that a drift of the
     /// machine's speed touches all of them alike; the table gives each target's median.
@@ -121,6 +128,7 @@ impl Opts {
             clients: vec![1, 16, 64, 256],
             workloads: WORKLOADS.map(String::from).to_vec(),
             modes: vec!["simple".into(), "prepared".into()],
+            cpu_runs: 3,
             connect_clients: vec![1, 16],
             connect_runs: 3,
             many_clients: 1000,
@@ -153,6 +161,7 @@ impl Opts {
                 "--modes" => o.modes = list_of(&a, &v, &MODES)?,
                 "--connect-clients" => o.connect_clients = list_u32(&a, &v, true)?,
                 "--connect-runs" => o.connect_runs = num(1)?,
+                "--cpu-runs" => o.cpu_runs = num(1)?,
                 "--many-clients" => o.many_clients = num(0)?,
                 "--server-connections" => o.server_connections = num(2)?,
                 "--idle" => o.idle = num(0)?,
@@ -182,11 +191,12 @@ impl Opts {
             }
         };
         format!(
-            "--time {} --clients {} --workloads {} --modes {} --connect-clients {} --connect-runs {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
+            "--time {} --clients {} --workloads {} --modes {} --cpu-runs {} --connect-clients {} --connect-runs {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
             self.time,
             j(&self.clients),
             self.workloads.join(","),
             self.modes.join(","),
+            self.cpu_runs,
             j(&self.connect_clients),
             self.connect_runs,
             self.many_clients,
@@ -616,6 +626,34 @@ fn run(o: &Opts) -> Result<(), String> {
     .run()
     .map_err(|e| format!("warm-up: {e}"))?;
 
+    // One pgbench run of the grid.
+    let grid_run = |t: &mut Target, workload: &str, mode: &str, c: u32| -> Result<Row, String> {
+        if workload == "tpcb-like" {
+            // What pgbench does before a run without -n: every run starts alike.
+            for sql in [
+                "VACUUM pgbench_branches",
+                "VACUUM pgbench_tellers",
+                "TRUNCATE pgbench_history",
+            ] {
+                server.sql(sql)?;
+            }
+        }
+        let args: Vec<String> = vec![
+            "-b".into(),
+            workload.into(),
+            "-M".into(),
+            mode.into(),
+            "-c".into(),
+            c.to_string(),
+            "-j".into(),
+            jobs(c).to_string(),
+            "-T".into(),
+            duration(o, c).to_string(),
+        ];
+        let bench = pgbench(t.port, args, true);
+        Ok(measure(t, &server, &bench, workload, mode, c, true))
+    };
+
     // pgbench across workloads, protocols, client counts and targets.
     let total = o.workloads.len() * o.modes.len() * o.clients.len() * targets.len();
     let mut rows: Vec<Row> = Vec::new();
@@ -623,36 +661,40 @@ fn run(o: &Opts) -> Result<(), String> {
         for mode in &o.modes {
             for &c in &o.clients {
                 for t in targets.iter_mut() {
-                    if workload == "tpcb-like" {
-                        // What pgbench does before a run without -n: every run starts alike.
-                        for sql in [
-                            "VACUUM pgbench_branches",
-                            "VACUUM pgbench_tellers",
-                            "TRUNCATE pgbench_history",
-                        ] {
-                            server.sql(sql)?;
-                        }
-                    }
-                    let args: Vec<String> = vec![
-                        "-b".into(),
-                        workload.clone(),
-                        "-M".into(),
-                        mode.clone(),
-                        "-c".into(),
-                        c.to_string(),
-                        "-j".into(),
-                        jobs(c).to_string(),
-                        "-T".into(),
-                        duration(o, c).to_string(),
-                    ];
-                    let bench = pgbench(t.port, args, true);
-                    let row = measure(t, &server, &bench, workload, mode, c, true);
+                    let row = grid_run(t, workload, mode, c)?;
                     progress(rows.len() + 1, total, &row);
                     rows.push(row);
                 }
             }
         }
     }
+
+    // The CPU comparison's further rounds: sluice and PgBouncer, select-only, back to back.
+    let compared = |t: &Target| matches!(t.name, "sluice" | "pgbouncer");
+    let mut cpu_rounds: Vec<Row> = rows
+        .iter()
+        .filter(|r| r.workload == "select-only" && matches!(r.target, "sluice" | "pgbouncer"))
+        .cloned()
+        .collect();
+    if o.workloads.iter().any(|w| w == "select-only") {
+        let per_round =
+            o.modes.len() * o.clients.len() * targets.iter().filter(|t| compared(t)).count();
+        let total = per_round * o.cpu_runs.saturating_sub(1) as usize;
+        let mut done = 0;
+        for _ in 1..o.cpu_runs {
+            for mode in &o.modes {
+                for &c in &o.clients {
+                    for t in targets.iter_mut().filter(|t| compared(t)) {
+                        let row = grid_run(t, "select-only", mode, c)?;
+                        done += 1;
+                        progress(done, total, &row);
+                        cpu_rounds.push(row);
+                    }
+                }
+            }
+        }
+    }
+    let cpu_rounds = CpuRounds::new(cpu_rounds);
 
     // Connect per transaction.
     // Every round runs each target once, in turn; a target's row is its median round.
@@ -716,10 +758,11 @@ fn run(o: &Opts) -> Result<(), String> {
     }
 
     print_table(&rows);
+    print_cpu_rounds(&cpu_rounds);
     print_connect_table(&connect);
     print_many(o, &many);
     print_idle(o, &idle);
-    print_goals(o, &rows, &connect, &many, &idle);
+    print_goals(o, &cpu_rounds, &connect, &many, &idle);
     if let Some(dir) = &o.plots {
         write_plots(&rows, &names, o, dir)?;
     }

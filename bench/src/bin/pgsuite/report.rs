@@ -136,6 +136,117 @@ pub(super) fn print_table(rows: &[Row]) {
     print_failures(rows);
 }
 
+/// The select-only runs of sluice and PgBouncer, round by round (the first round is the
+/// grid's), for the CPU comparison.
+pub(super) struct CpuRounds {
+    /// In the order they ran.
+    pub(super) all: Vec<Row>,
+}
+
+/// One configuration's comparison: each target's CPU µs per transaction, round by round.
+pub(super) struct CpuCompared {
+    pub(super) mode: String,
+    pub(super) clients: u32,
+    pub(super) sluice: Vec<f64>,
+    pub(super) pgbouncer: Vec<f64>,
+}
+
+impl CpuCompared {
+    /// sluice's CPU over PgBouncer's, round by round (a round's two runs ran back to back).
+    pub(super) fn ratios(&self) -> Vec<f64> {
+        self.sluice
+            .iter()
+            .zip(&self.pgbouncer)
+            .map(|(s, b)| s / b.max(f64::MIN_POSITIVE))
+            .collect()
+    }
+}
+
+/// The median (the mean of the middle two of an even count); `None` for no values.
+pub(super) fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => v.get(n / 2).copied(),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+impl CpuRounds {
+    pub(super) fn new(all: Vec<Row>) -> CpuRounds {
+        CpuRounds { all }
+    }
+
+    /// Per protocol and clients, in the order they first ran: both targets' CPU per
+    /// transaction in each round where both ran without aborted clients.
+    pub(super) fn compared(&self) -> Vec<CpuCompared> {
+        let usable = |r: &Row| {
+            r.result.as_ref().is_ok_and(|r| r.aborted_clients == 0) && r.cpu_us_per_txn.is_some()
+        };
+        let mut out: Vec<CpuCompared> = Vec::new();
+        for row in &self.all {
+            if out
+                .iter()
+                .any(|c| c.mode == row.mode && c.clients == row.clients)
+            {
+                continue;
+            }
+            let series = |t: &str| -> Vec<Option<f64>> {
+                self.all
+                    .iter()
+                    .filter(|r| r.mode == row.mode && r.clients == row.clients && r.target == t)
+                    .map(|r| r.cpu_us_per_txn.filter(|_| usable(r)))
+                    .collect()
+            };
+            let (s, b) = (series("sluice"), series("pgbouncer"));
+            let (sluice, pgbouncer) = s
+                .iter()
+                .zip(&b)
+                .filter_map(|(s, b)| Some(((*s)?, (*b)?)))
+                .unzip();
+            out.push(CpuCompared {
+                mode: row.mode.clone(),
+                clients: row.clients,
+                sluice,
+                pgbouncer,
+            });
+        }
+        out
+    }
+}
+
+pub(super) fn print_cpu_rounds(rounds: &CpuRounds) {
+    let compared = rounds.compared();
+    if compared.iter().all(|c| c.sluice.is_empty()) {
+        return;
+    }
+    let list = |v: &[f64]| -> String {
+        let s: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();
+        s.join(", ")
+    };
+    println!();
+    println!("Proxy CPU µs per select-only transaction, sluice and PgBouncer in rounds (each round runs both back to back; rounds where either had aborted clients are left out; medians compared):");
+    println!();
+    println!("| protocol | clients | rounds | sluice median | sluice each | PgBouncer median | PgBouncer each | sluice / PgBouncer each round |");
+    println!("| --- | ---: | ---: | ---: | --- | ---: | --- | --- |");
+    for c in compared.iter().filter(|c| !c.sluice.is_empty()) {
+        let ratios: Vec<String> = c.ratios().iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.mode,
+            c.clients,
+            c.sluice.len(),
+            fmt_opt(median(&c.sluice), 1),
+            list(&c.sluice),
+            fmt_opt(median(&c.pgbouncer), 1),
+            list(&c.pgbouncer),
+            ratios.join(", ")
+        );
+    }
+}
+
 /// The `-C` runs of every round, and each target's median round.
 pub(super) struct ConnectRuns {
     /// In the order they ran: round by round, clients by clients, target by target.
@@ -335,36 +446,36 @@ pub(super) fn per_client(after: u64, before: u64, n: u64) -> f64 {
 
 pub(super) fn print_goals(
     o: &Opts,
-    rows: &[Row],
+    cpu: &CpuRounds,
     connect: &ConnectRuns,
     many: &[ManyResult],
     idle: &[(&'static str, Result<IdleResult, String>)],
 ) {
     println!();
     println!("Goals:");
-    // CPU per select-only transaction: sluice against PgBouncer.
+    // CPU per select-only transaction: sluice against PgBouncer, medians of the rounds.
     let mut cmp = Vec::new();
     let (mut wins, mut total) = (0, 0);
-    for mode in &o.modes {
-        for &c in &o.clients {
-            let cpu = |t: &str| {
-                row_of(rows, "select-only", mode, c, t)
-                    .filter(|r| r.result.as_ref().is_ok_and(|r| r.aborted_clients == 0))
-                    .and_then(|r| r.cpu_us_per_txn)
-            };
-            if let (Some(s), Some(b)) = (cpu("sluice"), cpu("pgbouncer")) {
-                total += 1;
-                if s < b {
-                    wins += 1;
-                }
-                cmp.push(format!("{mode}/{c}: {s:.1} vs {b:.1}"));
+    for c in cpu.compared() {
+        if let (Some(s), Some(b)) = (median(&c.sluice), median(&c.pgbouncer)) {
+            total += 1;
+            if s < b {
+                wins += 1;
             }
+            cmp.push(format!(
+                "{}/{}: {s:.1} vs {b:.1}, below in {} of {} rounds",
+                c.mode,
+                c.clients,
+                c.ratios().iter().filter(|&&r| r < 1.0).count(),
+                c.sluice.len()
+            ));
         }
     }
     if total > 0 {
         println!(
-            "- sluice CPU per select-only transaction below PgBouncer's: {wins} of {total} runs ({}; µs, runs without aborted clients)",
-            cmp.join(", ")
+            "- sluice CPU per select-only transaction below PgBouncer's: {wins} of {total} configurations ({}; µs, medians of {} rounds)",
+            cmp.join("; "),
+            o.cpu_runs
         );
     }
     for &c in &o.connect_clients {
