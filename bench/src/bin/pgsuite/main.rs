@@ -965,6 +965,8 @@ mod tests {
                 "sluice,pgbouncer",
                 "--connect-clients",
                 "none",
+                "--cpu-runs",
+                "5",
             ]
             .map(String::from)
             .into_iter(),
@@ -973,10 +975,50 @@ mod tests {
         assert_eq!(o.clients, [1, 16]);
         assert_eq!(o.targets, ["direct", "sluice", "pgbouncer"]);
         assert!(o.connect_clients.is_empty());
-        assert!(o.describe().starts_with("--time 2 --clients 1,16 --workloads select-only,tpcb-like --modes simple,prepared --connect-clients none"));
+        assert!(o.describe().starts_with("--time 2 --clients 1,16 --workloads select-only,tpcb-like --modes simple,prepared --cpu-runs 5 --connect-clients none"));
+        assert!(Opts::parse(["--cpu-runs", "0"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--workloads", "nope"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--clients", "0"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--time"].map(String::from).into_iter()).is_err());
+    }
+
+    fn cpu_row(mode: &str, clients: u32, target: &'static str, cpu: f64, aborted: u64) -> Row {
+        Row {
+            workload: "select-only".into(),
+            mode: mode.into(),
+            clients,
+            target,
+            result: Ok(PgbenchResult {
+                aborted_clients: aborted,
+                ..Default::default()
+            }),
+            cpu_us_per_txn: Some(cpu),
+            user_us_per_txn: None,
+            server_us_per_txn: None,
+            client_us_per_txn: None,
+            cpu_steady: true,
+        }
+    }
+
+    #[test]
+    fn cpu_rounds_pair_each_round_and_leave_out_aborted_ones() {
+        assert_eq!(report::median(&[]), None);
+        assert_eq!(report::median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(report::median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        let rounds = CpuRounds::new(vec![
+            cpu_row("simple", 1, "sluice", 10.0, 0),
+            cpu_row("simple", 1, "pgbouncer", 8.0, 0),
+            cpu_row("simple", 1, "sluice", 12.0, 0),
+            cpu_row("simple", 1, "pgbouncer", 16.0, 0),
+            // PgBouncer's clients aborted in this round: the round is left out for both.
+            cpu_row("simple", 1, "sluice", 11.0, 0),
+            cpu_row("simple", 1, "pgbouncer", 1.0, 3),
+        ]);
+        let c = rounds.compared();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].sluice, [10.0, 12.0]);
+        assert_eq!(c[0].pgbouncer, [8.0, 16.0]);
+        assert_eq!(c[0].ratios(), [1.25, 0.75]);
     }
 
     #[test]
