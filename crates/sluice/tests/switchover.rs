@@ -71,6 +71,25 @@ async fn more_acked(acked: &Arc<Mutex<BTreeSet<u32>>>, more: usize) {
     .await;
 }
 
+/// Each server's GTID positions and binlog state (the last GTID of every domain and server
+/// id in its binlog) and whom it replicates from, for a failure's message.
+fn gtid_states(servers: &[sluice_testkit::MariaDb]) -> String {
+    servers
+        .iter()
+        .map(|s| {
+            let q = "SELECT CONCAT_WS(' | ', @@server_id, @@read_only, @@gtid_binlog_pos, \
+                     @@gtid_slave_pos, @@gtid_current_pos, @@gtid_binlog_state)";
+            format!(
+                "{} (server_id | read_only | binlog_pos | slave_pos | current_pos | binlog_state): {}; source port {:?}",
+                s.addr(),
+                s.sql(q).unwrap_or_else(|e| e.to_string()),
+                s.source_port()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn ids_on(server: &sluice_testkit::MariaDb) -> BTreeSet<u32> {
     server
         .sql("SELECT id FROM test.w")
@@ -169,7 +188,10 @@ async fn switchover_under_load_without_client_errors() {
     assert_eq!(env.monitor().stats.switchovers.load(Relaxed), 2);
 
     // Roles on the servers themselves.
-    env.topo.sync_replicas(Duration::from_secs(30)).unwrap();
+    if let Err(e) = env.topo.sync_replicas(Duration::from_secs(30)) {
+        // Everything needed to tell which server wrote what, and when the monitor acted.
+        panic!("{e}\n{}\n{}", gtid_states(&env.topo.servers), env.events());
+    }
     let p = &env.topo.servers[0];
     assert_eq!(p.sql("SELECT @@read_only").unwrap(), "0");
     assert_eq!(p.source_port().unwrap(), None);
