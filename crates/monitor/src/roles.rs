@@ -296,8 +296,10 @@ impl Monitor {
                     format!("{} rejoined as a replica of {}", s.name, primary.name),
                 );
                 self.state.lock().repairs.done(&s.name, Action::Rejoin);
-                s.set_offline(None);
+                // A reader before it takes traffic (see the switchover's swap): never online
+                // while still in the writer hostgroup.
                 self.set_role(s, Role::Replica);
+                s.set_offline(None);
             }
             Err(e) => {
                 s.set_offline(Some(format!("rejoin failed: {e}")));

@@ -113,8 +113,12 @@ impl Monitor {
         let writes_after = started.elapsed();
         match self.agent.replicate_from(&old, &target, true).await {
             Ok(()) => {
-                old.set_offline(None);
+                // Out of the writer hostgroup before it takes traffic again: online there even
+                // for an instant, it could be lent a held write, which a read-only server
+                // still takes from a user with READ_ONLY ADMIN (or SUPER), and which its new
+                // primary would never have.
                 self.set_role(&old, Role::Replica);
+                old.set_offline(None);
             }
             Err(e) => {
                 // Read-only, and everything it has the new primary has: it rejoins as soon
