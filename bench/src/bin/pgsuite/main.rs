@@ -48,6 +48,8 @@ use scale::*;
 
 const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
 
+/// The targets whose CPU per select-only transaction the goal compares, in rounds.
+const CPU_COMPARED: [&str; 2] = ["sluice", "pgbouncer"];
 const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
 const MODES: [&str; 3] = ["simple", "extended", "prepared"];
@@ -670,21 +672,21 @@ fn run(o: &Opts) -> Result<(), String> {
     }
 
     // The CPU comparison's further rounds: sluice and PgBouncer, select-only, back to back.
-    let compared = |t: &Target| matches!(t.name, "sluice" | "pgbouncer");
+    let compared = |t: &str| CPU_COMPARED.contains(&t);
     let mut cpu_rounds: Vec<Row> = rows
         .iter()
-        .filter(|r| r.workload == "select-only" && matches!(r.target, "sluice" | "pgbouncer"))
+        .filter(|r| r.workload == "select-only" && compared(r.target))
         .cloned()
         .collect();
     if o.workloads.iter().any(|w| w == "select-only") {
         let per_round =
-            o.modes.len() * o.clients.len() * targets.iter().filter(|t| compared(t)).count();
+            o.modes.len() * o.clients.len() * targets.iter().filter(|t| compared(t.name)).count();
         let total = per_round * o.cpu_runs.saturating_sub(1) as usize;
         let mut done = 0;
         for _ in 1..o.cpu_runs {
             for mode in &o.modes {
                 for &c in &o.clients {
-                    for t in targets.iter_mut().filter(|t| compared(t)) {
+                    for t in targets.iter_mut().filter(|t| compared(t.name)) {
                         let row = grid_run(t, "select-only", mode, c)?;
                         done += 1;
                         progress(done, total, &row);
@@ -694,7 +696,7 @@ fn run(o: &Opts) -> Result<(), String> {
             }
         }
     }
-    let cpu_rounds = CpuRounds::new(cpu_rounds);
+    let cpu = cpu_compared(&cpu_rounds);
 
     // Connect per transaction.
     // Every round runs each target once, in turn; a target's row is its median round.
@@ -758,11 +760,11 @@ fn run(o: &Opts) -> Result<(), String> {
     }
 
     print_table(&rows);
-    print_cpu_rounds(&cpu_rounds);
+    print_cpu_rounds(&cpu);
     print_connect_table(&connect);
     print_many(o, &many);
     print_idle(o, &idle);
-    print_goals(o, &cpu_rounds, &connect, &many, &idle);
+    print_goals(o, &cpu, &connect, &many, &idle);
     if let Some(dir) = &o.plots {
         write_plots(&rows, &names, o, dir)?;
     }
@@ -1005,7 +1007,7 @@ mod tests {
         assert_eq!(report::median(&[]), None);
         assert_eq!(report::median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(report::median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        let rounds = CpuRounds::new(vec![
+        let c = cpu_compared(&[
             cpu_row("simple", 1, "sluice", 10.0, 0),
             cpu_row("simple", 1, "pgbouncer", 8.0, 0),
             cpu_row("simple", 1, "sluice", 12.0, 0),
@@ -1014,7 +1016,6 @@ mod tests {
             cpu_row("simple", 1, "sluice", 11.0, 0),
             cpu_row("simple", 1, "pgbouncer", 1.0, 3),
         ]);
-        let c = rounds.compared();
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].sluice, [10.0, 12.0]);
         assert_eq!(c[0].pgbouncer, [8.0, 16.0]);

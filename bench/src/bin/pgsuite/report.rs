@@ -136,13 +136,6 @@ pub(super) fn print_table(rows: &[Row]) {
     print_failures(rows);
 }
 
-/// The select-only runs of sluice and PgBouncer, round by round (the first round is the
-/// grid's), for the CPU comparison.
-pub(super) struct CpuRounds {
-    /// In the order they ran.
-    pub(super) all: Vec<Row>,
-}
-
 /// One configuration's comparison: each target's CPU µs per transaction, round by round.
 pub(super) struct CpuCompared {
     pub(super) mode: String,
@@ -154,12 +147,22 @@ pub(super) struct CpuCompared {
 impl CpuCompared {
     /// sluice's CPU over PgBouncer's, round by round (a round's two runs ran back to back).
     pub(super) fn ratios(&self) -> Vec<f64> {
-        self.sluice
-            .iter()
-            .zip(&self.pgbouncer)
-            .map(|(s, b)| s / b.max(f64::MIN_POSITIVE))
-            .collect()
+        ratios(&self.sluice, &self.pgbouncer)
     }
+}
+
+/// `a` over `b`, pair by pair.
+fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x / y.max(f64::MIN_POSITIVE))
+        .collect()
+}
+
+/// The values with `digits` decimals, comma-separated.
+fn joined(v: &[f64], digits: usize) -> String {
+    let s: Vec<String> = v.iter().map(|x| format!("{x:.digits$}")).collect();
+    s.join(", ")
 }
 
 /// The median (the mean of the middle two of an even count); `None` for no values.
@@ -174,75 +177,60 @@ pub(super) fn median(v: &[f64]) -> Option<f64> {
     }
 }
 
-impl CpuRounds {
-    pub(super) fn new(all: Vec<Row>) -> CpuRounds {
-        CpuRounds { all }
-    }
-
-    /// Per protocol and clients, in the order they first ran: both targets' CPU per
-    /// transaction in each round where both ran without aborted clients.
-    pub(super) fn compared(&self) -> Vec<CpuCompared> {
-        let usable = |r: &Row| {
-            r.result.as_ref().is_ok_and(|r| r.aborted_clients == 0) && r.cpu_us_per_txn.is_some()
-        };
-        let mut out: Vec<CpuCompared> = Vec::new();
-        for row in &self.all {
-            if out
-                .iter()
-                .any(|c| c.mode == row.mode && c.clients == row.clients)
-            {
-                continue;
-            }
-            let series = |t: &str| -> Vec<Option<f64>> {
-                self.all
-                    .iter()
-                    .filter(|r| r.mode == row.mode && r.clients == row.clients && r.target == t)
-                    .map(|r| r.cpu_us_per_txn.filter(|_| usable(r)))
-                    .collect()
-            };
-            let (s, b) = (series("sluice"), series("pgbouncer"));
-            let (sluice, pgbouncer) = s
-                .iter()
-                .zip(&b)
-                .filter_map(|(s, b)| Some(((*s)?, (*b)?)))
-                .unzip();
-            out.push(CpuCompared {
-                mode: row.mode.clone(),
-                clients: row.clients,
-                sluice,
-                pgbouncer,
-            });
+/// From the select-only runs of sluice and PgBouncer in the order they ran (round by round,
+/// the grid's first), per protocol and clients in the order they first ran: both targets'
+/// CPU per transaction in each round where both ran without aborted clients.
+pub(super) fn cpu_compared(all: &[Row]) -> Vec<CpuCompared> {
+    let usable = |r: &Row| r.result.as_ref().is_ok_and(|r| r.aborted_clients == 0);
+    let mut out: Vec<CpuCompared> = Vec::new();
+    for row in all {
+        if out
+            .iter()
+            .any(|c| c.mode == row.mode && c.clients == row.clients)
+        {
+            continue;
         }
-        out
+        let series = |t: &str| -> Vec<Option<f64>> {
+            all.iter()
+                .filter(|r| r.mode == row.mode && r.clients == row.clients && r.target == t)
+                .map(|r| r.cpu_us_per_txn.filter(|_| usable(r)))
+                .collect()
+        };
+        let (sluice, pgbouncer) = series("sluice")
+            .into_iter()
+            .zip(series("pgbouncer"))
+            .filter_map(|(s, b)| Some((s?, b?)))
+            .unzip();
+        out.push(CpuCompared {
+            mode: row.mode.clone(),
+            clients: row.clients,
+            sluice,
+            pgbouncer,
+        });
     }
+    out
 }
 
-pub(super) fn print_cpu_rounds(rounds: &CpuRounds) {
-    let compared = rounds.compared();
+pub(super) fn print_cpu_rounds(compared: &[CpuCompared]) {
     if compared.iter().all(|c| c.sluice.is_empty()) {
         return;
     }
-    let list = |v: &[f64]| -> String {
-        let s: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();
-        s.join(", ")
-    };
     println!();
     println!("Proxy CPU µs per select-only transaction, sluice and PgBouncer in rounds (each round runs both back to back; rounds where either had aborted clients are left out; medians compared):");
     println!();
     println!("| protocol | clients | rounds | sluice median | sluice each | PgBouncer median | PgBouncer each | sluice / PgBouncer each round |");
     println!("| --- | ---: | ---: | ---: | --- | ---: | --- | --- |");
     for c in compared.iter().filter(|c| !c.sluice.is_empty()) {
-        let ratios: Vec<String> = c.ratios().iter().map(|r| format!("{r:.2}")).collect();
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |",
             c.mode,
             c.clients,
             c.sluice.len(),
             fmt_opt(median(&c.sluice), 1),
-            list(&c.sluice),
+            joined(&c.sluice, 1),
             fmt_opt(median(&c.pgbouncer), 1),
-            list(&c.pgbouncer),
-            ratios.join(", ")
+            joined(&c.pgbouncer, 1),
+            joined(&c.ratios(), 2)
         );
     }
 }
@@ -299,11 +287,7 @@ impl ConnectRuns {
 
     /// `a`'s tps over `b`'s, round by round (runs of one round ran back to back).
     fn paired(&self, clients: u32, a: &str, b: &str) -> Vec<f64> {
-        let (a, b) = (self.series(clients, a), self.series(clients, b));
-        a.iter()
-            .zip(&b)
-            .map(|(x, y)| x / y.max(f64::MIN_POSITIVE))
-            .collect()
+        ratios(&self.series(clients, a), &self.series(clients, b))
     }
 }
 
@@ -352,10 +336,9 @@ pub(super) fn print_connect_table(connect: &ConnectRuns) {
         for (a, b) in [("sluice", "direct"), ("sluice", "pgbouncer")] {
             let ratios = connect.paired(c, a, b);
             if !ratios.is_empty() {
-                let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
                 println!(
                     "- {c} clients, {a} / {b}, round by round: {}",
-                    each.join(", ")
+                    joined(&ratios, 2)
                 );
             }
         }
@@ -446,7 +429,7 @@ pub(super) fn per_client(after: u64, before: u64, n: u64) -> f64 {
 
 pub(super) fn print_goals(
     o: &Opts,
-    cpu: &CpuRounds,
+    cpu: &[CpuCompared],
     connect: &ConnectRuns,
     many: &[ManyResult],
     idle: &[(&'static str, Result<IdleResult, String>)],
@@ -456,7 +439,7 @@ pub(super) fn print_goals(
     // CPU per select-only transaction: sluice against PgBouncer, medians of the rounds.
     let mut cmp = Vec::new();
     let (mut wins, mut total) = (0, 0);
-    for c in cpu.compared() {
+    for c in cpu {
         if let (Some(s), Some(b)) = (median(&c.sluice), median(&c.pgbouncer)) {
             total += 1;
             if s < b {
