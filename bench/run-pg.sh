@@ -14,5 +14,5 @@ apt_install build-essential pkg-config cmake ca-certificates \
     postgresql-15 postgresql-client-15 pgbouncer pgpool2 haproxy
 ensure_rust
 cargo build --release --bin sluice -p sluice
-cargo build --release -p sluice-bench --bin pgsuite
+cargo build --release -p sluice-bench --bin pgsuite --bin pgfloor
 exec target/release/pgsuite --plots docs/img "$@"

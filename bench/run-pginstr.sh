@@ -3,7 +3,9 @@
 # transaction login, under valgrind's callgrind: deterministic where CPU time on this shared
 # machine is not, so that a change to the hot path can be judged by one run. PgBouncer
 # (transaction pooling, the role's SCRAM secret from pg_authid in its auth file, so that a
-# login derives no key) is counted the same way in the same run, unless --no-pgbouncer.
+# login derives no key) is counted the same way in the same run, unless --no-pgbouncer, and so
+# is the floor (bench/src/bin/pgfloor.rs: the least a transaction pooler on tokio does, for the
+# simple-protocol cases; its server connections come from 127.0.0.2, which the server trusts).
 #
 # A throwaway PostgreSQL 15 (initdb in a temporary directory, SCRAM for TCP logins, pgbench
 # -i -s 1) and one sluice under callgrind (one worker thread, the server as writer and
@@ -40,6 +42,12 @@ if [ -z "$SLUICE" ]; then
     cargo build --release -p sluice --bin sluice
     SLUICE="$ROOT/target/release/sluice"
 fi
+FLOOR="$ROOT/target/release/pgfloor"
+if [ ! -x "$FLOOR" ]; then
+    apt_install build-essential pkg-config cmake ca-certificates
+    ensure_rust
+    cargo build --release -p sluice-bench --bin pgfloor
+fi
 PGBIN=/usr/lib/postgresql/15/bin
 id postgres >/dev/null 2>&1 || { echo "error: no 'postgres' user; install postgresql-15" >&2; exit 1; }
 
@@ -68,6 +76,8 @@ trap cleanup EXIT
 PGPORT=$(free_port 7470)
 mkdir "$D/pg" && chown postgres "$D/pg" && chown postgres "$D"
 runuser -u postgres -- "$PGBIN/initdb" -D "$D/pg" -A trust --auth-host=scram-sha-256 >/dev/null
+# The floor sends no password: its own source address is trusted.
+sed -i '1i host all app 127.0.0.2/32 trust' "$D/pg/pg_hba.conf"
 runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" -l "$D/pg.log" -w \
     -o "-p $PGPORT -k $D -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \
     start >/dev/null
@@ -175,6 +185,17 @@ echo "| target | case | clients | instructions per transaction |"
 echo "| --- | --- | ---: | ---: |"
 TARGET=sluice
 cases
+kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null || true; VPID=""
+
+FPORT=$(free_port 7500)
+valgrind --tool=callgrind --callgrind-out-file="$D/floor.out" "$FLOOR" --listen "127.0.0.1:$FPORT" \
+    --server "127.0.0.1:$PGPORT" --source 127.0.0.2 --user app --database postgres > "$D/floor.log" 2>&1 &
+VPID=$!
+PORT_NOW=$FPORT; PID_NOW=$VPID; OUT_NOW="$D/floor.out"; DUMPS=0
+wait_up "$D/floor.log"
+TARGET="floor (pgfloor)"
+measure "select-only, -M simple" 1 -S -M simple
+measure "select-only, -M simple" 16 -S -M simple
 kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null || true; VPID=""
 [ -n "$PGBOUNCER" ] || exit 0
 

@@ -51,8 +51,26 @@ use scale::*;
 /// The targets whose CPU per select-only transaction the goal compares, in rounds.
 const CPU_COMPARED: [&str; 2] = ["sluice", "pgbouncer"];
 const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
+/// Targets run only when named in `--targets`: `floor` (bench/src/bin/pgfloor.rs), the least a
+/// transaction pooler on tokio does, as a reference under sluice's CPU per transaction.
+const KNOWN_TARGETS: [&str; 6] = [
+    "direct",
+    "sluice",
+    "pgbouncer",
+    "haproxy",
+    "pgpool",
+    "floor",
+];
+/// The floor's source address: the server trusts it (the floor sends no password).
+const FLOOR_SOURCE: &str = "127.0.0.2";
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];
 const MODES: [&str; 3] = ["simple", "extended", "prepared"];
+
+/// Whether `target` runs `workload` in `mode`: the floor speaks the simple protocol only, and
+/// is there for select-only.
+fn runs(target: &str, workload: &str, mode: &str) -> bool {
+    target != "floor" || (workload == "select-only" && mode == "simple")
+}
 
 /// The role every client logs in as (SCRAM-SHA-256), and its password.
 const ROLE: &str = "app";
@@ -287,6 +305,7 @@ fn run(o: &Opts) -> Result<(), String> {
     let pgbouncer_bin = find("pgbouncer", "pgbouncer").filter(|_| want("pgbouncer"));
     let haproxy_bin = find("haproxy", "haproxy").filter(|_| want("haproxy"));
     let pgpool_bin = find("pgpool", "pgpool2").filter(|_| want("pgpool"));
+    let floor_bin = Some(sluice_path.with_file_name("pgfloor")).filter(|_| want("floor"));
     let git = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
@@ -315,6 +334,7 @@ fn run(o: &Opts) -> Result<(), String> {
         ("haproxy", &haproxy_bin, want("haproxy")),
         ("pgpool", &pgpool_bin, want("pgpool")),
     ] {
+        // (pgfloor is printed below: it has no --version.)
         match bin {
             Some(p) => println!(
                 "# {name}: {} ({})",
@@ -324,6 +344,16 @@ fn run(o: &Opts) -> Result<(), String> {
             None if wanted => println!("# {name}: absent (not installed), skipped"),
             None => println!("# {name}: not selected"),
         }
+    }
+
+    if let Some(p) = &floor_bin {
+        if !p.is_file() {
+            return Err(format!(
+                "no pgfloor binary at {} (cargo build --release -p sluice-bench --bin pgfloor)",
+                p.display()
+            ));
+        }
+        println!("# floor: {} (bench/src/bin/pgfloor.rs: one thread, a task per client, Query forwarded up to ReadyForQuery over a LIFO pool; no parsing, routing, session state, statistics or client password; select-only -M simple only; its server connections come from {FLOOR_SOURCE}, trusted by pg_hba)", p.display());
     }
 
     // The server.
@@ -341,7 +371,9 @@ fn run(o: &Opts) -> Result<(), String> {
     let server = PgServer::start(
         &tmp.0.join("pg"),
         &settings,
-        &format!("host all {ROLE} 127.0.0.1/32 scram-sha-256\n"),
+        &format!(
+            "host all {ROLE} 127.0.0.1/32 scram-sha-256\nhost all {ROLE} {FLOOR_SOURCE}/32 trust\n"
+        ),
     )?;
     let version = server.sql("SHOW server_version")?;
     println!(
@@ -434,6 +466,13 @@ fn run(o: &Opts) -> Result<(), String> {
             start_haproxy(bin, &tmp.0, port, &server.addr()).map(|p| (p, port)),
         );
     }
+    if let Some(bin) = &floor_bin {
+        let port = free_port()?;
+        add(
+            "floor",
+            start_floor(bin, &tmp.0, port, server.port).map(|p| (p, port)),
+        );
+    }
     let pgpool_children = max_clients + 4;
     if let Some(bin) = &pgpool_bin {
         let port = free_port()?;
@@ -516,12 +555,18 @@ fn run(o: &Opts) -> Result<(), String> {
     };
 
     // pgbench across workloads, protocols, client counts and targets.
-    let total = o.workloads.len() * o.modes.len() * o.clients.len() * targets.len();
+    let cells = |w: &str, m: &str| targets.iter().filter(|t| runs(t.name, w, m)).count();
+    let total: usize = o
+        .workloads
+        .iter()
+        .flat_map(|w| o.modes.iter().map(move |m| (w, m)))
+        .map(|(w, m)| cells(w, m) * o.clients.len())
+        .sum();
     let mut rows: Vec<Row> = Vec::new();
     for workload in &o.workloads {
         for mode in &o.modes {
             for &c in &o.clients {
-                for t in targets.iter_mut() {
+                for t in targets.iter_mut().filter(|t| runs(t.name, workload, mode)) {
                     let row = grid_run(t, workload, mode, c)?;
                     progress(rows.len() + 1, total, &row);
                     rows.push(row);
@@ -530,22 +575,34 @@ fn run(o: &Opts) -> Result<(), String> {
         }
     }
 
-    // The CPU comparison's further rounds: sluice and PgBouncer, select-only, back to back.
-    let compared = |t: &str| CPU_COMPARED.contains(&t);
+    // The CPU comparison's further rounds: sluice and PgBouncer (and the floor), select-only,
+    // back to back.
+    let compared = |t: &str| CPU_COMPARED.contains(&t) || t == "floor";
     let mut cpu_rounds: Vec<Row> = rows
         .iter()
         .filter(|r| r.workload == "select-only" && compared(r.target))
         .cloned()
         .collect();
     if o.workloads.iter().any(|w| w == "select-only") {
-        let per_round =
-            o.modes.len() * o.clients.len() * targets.iter().filter(|t| compared(t.name)).count();
+        let per_round: usize = o
+            .modes
+            .iter()
+            .map(|m| {
+                let n = targets
+                    .iter()
+                    .filter(|t| compared(t.name) && runs(t.name, "select-only", m));
+                n.count() * o.clients.len()
+            })
+            .sum();
         let total = per_round * o.cpu_runs.saturating_sub(1) as usize;
         let mut done = 0;
         for _ in 1..o.cpu_runs {
             for mode in &o.modes {
                 for &c in &o.clients {
-                    for t in targets.iter_mut().filter(|t| compared(t.name)) {
+                    for t in targets
+                        .iter_mut()
+                        .filter(|t| compared(t.name) && runs(t.name, "select-only", mode))
+                    {
                         let row = grid_run(t, "select-only", mode, c)?;
                         done += 1;
                         progress(done, total, &row);
@@ -560,9 +617,11 @@ fn run(o: &Opts) -> Result<(), String> {
     // Connect per transaction.
     // Every round runs each target once, in turn; a target's row is its median round.
     let mut connect_runs: Vec<Row> = Vec::new();
-    let total = o.connect_clients.len() * targets.len() * o.connect_runs as usize;
+    // (Not the floor: it asks no password, so its logins are not comparable.)
+    let connecting = targets.iter().filter(|t| t.name != "floor").count();
+    let total = o.connect_clients.len() * connecting * o.connect_runs as usize;
     for &c in (0..o.connect_runs).flat_map(|_| &o.connect_clients) {
-        for t in targets.iter_mut() {
+        for t in targets.iter_mut().filter(|t| t.name != "floor") {
             let args: Vec<String> = vec![
                 "-C".into(),
                 "-b".into(),
@@ -850,6 +909,32 @@ mod tests {
         assert_eq!(c[0].sluice, [10.0, 12.0]);
         assert_eq!(c[0].pgbouncer, [8.0, 16.0]);
         assert_eq!(c[0].ratios(), [1.25, 0.75]);
+        assert!(c[0].floor.is_empty());
+
+        // The floor, when it ran: its own rounds, whatever the other two did.
+        let c = cpu_compared(&[
+            cpu_row("simple", 16, "sluice", 10.0, 0),
+            cpu_row("simple", 16, "pgbouncer", 8.0, 0),
+            cpu_row("simple", 16, "floor", 6.0, 0),
+            cpu_row("simple", 16, "sluice", 11.0, 0),
+            cpu_row("simple", 16, "pgbouncer", 1.0, 3),
+            cpu_row("simple", 16, "floor", 7.0, 0),
+        ]);
+        assert_eq!(c[0].sluice, [10.0]);
+        assert_eq!(c[0].floor, [6.0, 7.0]);
+    }
+
+    #[test]
+    fn the_floor_runs_select_only_over_the_simple_protocol_only() {
+        assert!(runs("floor", "select-only", "simple"));
+        assert!(!runs("floor", "select-only", "prepared"));
+        assert!(!runs("floor", "tpcb-like", "simple"));
+        assert!(runs("sluice", "tpcb-like", "prepared"));
+        let o = Opts::parse(["--targets", "sluice,floor"].map(String::from).into_iter()).unwrap();
+        assert_eq!(o.targets, ["direct", "sluice", "floor"]);
+        // Not in the default run.
+        let o = Opts::parse(std::iter::empty()).unwrap();
+        assert!(!o.targets.iter().any(|t| t == "floor"));
     }
 
     #[test]

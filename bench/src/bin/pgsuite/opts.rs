@@ -2,7 +2,7 @@
 
 use super::*;
 
-const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool]";
+const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool (and floor: bench/src/bin/pgfloor.rs, only when named)]";
 
 pub(super) struct Opts {
     pub(super) time: u32,
@@ -101,7 +101,7 @@ impl Opts {
                 "--sluice-threads" => o.sluice_threads = num(0)?,
                 "--scram-iterations" => o.scram_iterations = Some(num(1)?),
                 "--targets" => {
-                    o.targets = list_of(&a, &v, &ALL_TARGETS)?;
+                    o.targets = list_of(&a, &v, &KNOWN_TARGETS)?;
                     if !o.targets.iter().any(|t| t == "direct") {
                         o.targets.insert(0, "direct".into());
                     }

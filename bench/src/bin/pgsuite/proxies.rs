@@ -108,6 +108,36 @@ pub(super) fn start_haproxy(
     Ok(p)
 }
 
+/// The floor (bench/src/bin/pgfloor.rs): its server connections from [`super::FLOOR_SOURCE`].
+pub(super) fn start_floor(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    server_port: u16,
+) -> Result<Proc, String> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--server")
+        .arg(format!("127.0.0.1:{server_port}"))
+        .arg("--source")
+        .arg(super::FLOOR_SOURCE)
+        .arg("--user")
+        .arg(super::ROLE)
+        .arg("--database")
+        .arg(super::DATABASE);
+    with_log(&mut cmd, dir, "floor.log")?;
+    let mut p = Proc::spawn("pgfloor", cmd, libc::SIGTERM)?;
+    if let Err(e) = wait_port(port) {
+        return Err(format!(
+            "{e}: pgfloor ({:?})\n    {}",
+            p.exited(),
+            log_tail(dir, "floor.log")
+        ));
+    }
+    Ok(p)
+}
+
 /// The Pgpool-II settings of the run (raw mode, one backend: no load balancing, no
 /// replication checks; a child process per client, each keeping its backend connection).
 pub(super) fn pgpool_conf(

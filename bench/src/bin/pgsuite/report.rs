@@ -142,6 +142,8 @@ pub(super) struct CpuCompared {
     pub(super) clients: u32,
     pub(super) sluice: Vec<f64>,
     pub(super) pgbouncer: Vec<f64>,
+    /// The floor's (bench/src/bin/pgfloor.rs) in every round it ran, when it was a target.
+    pub(super) floor: Vec<f64>,
 }
 
 impl CpuCompared {
@@ -206,6 +208,7 @@ pub(super) fn cpu_compared(all: &[Row]) -> Vec<CpuCompared> {
             clients: row.clients,
             sluice,
             pgbouncer,
+            floor: series("floor").into_iter().flatten().collect(),
         });
     }
     out
@@ -218,11 +221,27 @@ pub(super) fn print_cpu_rounds(compared: &[CpuCompared]) {
     println!();
     println!("Proxy CPU µs per select-only transaction, sluice and PgBouncer in rounds (each round runs both back to back; rounds where either had aborted clients are left out; medians compared):");
     println!();
-    println!("| protocol | clients | rounds | sluice median | sluice each | PgBouncer median | PgBouncer each | sluice / PgBouncer each round |");
-    println!("| --- | ---: | ---: | ---: | --- | ---: | --- | --- |");
+    // The floor's columns only when it ran.
+    let floor = compared.iter().any(|c| !c.floor.is_empty());
+    let (head, rule) = if floor {
+        (" floor median | floor each |", " ---: | --- |")
+    } else {
+        ("", "")
+    };
+    println!("| protocol | clients | rounds | sluice median | sluice each | PgBouncer median | PgBouncer each | sluice / PgBouncer each round |{head}");
+    println!("| --- | ---: | ---: | ---: | --- | ---: | --- | --- |{rule}");
     for c in compared.iter().filter(|c| !c.sluice.is_empty()) {
+        let floor_cells = if floor {
+            format!(
+                " {} | {} |",
+                fmt_opt(median(&c.floor), 1),
+                joined(&c.floor, 1)
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |{floor_cells}",
             c.mode,
             c.clients,
             c.sluice.len(),
