@@ -9,10 +9,12 @@
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod ports;
 mod postgres;
 mod server;
 mod topology;
 
+pub use ports::free_port;
 pub use postgres::{pg_bin_dir, pg_server_user, PgTopology, Postgres};
 pub use server::{MariaDb, ServerOptions};
 pub use topology::{Topology, TopologyOptions, SEMI_SYNC_ARGS};
@@ -83,13 +85,6 @@ pub fn find_program(name: &'static str, package: &'static str) -> Result<PathBuf
             program: name,
             package,
         })
-}
-
-/// A free TCP port on 127.0.0.1 (bound and released; race-free enough for tests that start
-/// their servers at once).
-pub fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
 }
 
 /// Runs a database client command to its end: its output without the trailing newline, or
