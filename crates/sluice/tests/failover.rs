@@ -338,7 +338,7 @@ async fn failover_when_the_primary_hangs_then_it_rejoins() {
         .unwrap()
         .unwrap();
     assert_eq!(in_trx, 0);
-    let done = tokio::time::timeout(Duration::from_secs(30), waiting)
+    let done = tokio::time::timeout(Duration::from_secs(60), waiting)
         .await
         .expect("waiting write completes")
         .unwrap();

@@ -31,7 +31,7 @@ async fn login_from(from: Ipv4Addr, port: u16, password: &str) -> (u16, String) 
 async fn repeated_failures_block_the_address_until_the_block_expires() {
     let env = common::start(
         0,
-        "\n[login]\nmax_failures = 3\nfailure_window = \"10m\"\nblock_time = \"2s\"\nfailure_delay = \"50ms\"\n",
+        "\n[login]\nmax_failures = 3\nfailure_window = \"10m\"\nblock_time = \"10s\"\nfailure_delay = \"50ms\"\n",
     )
     .await;
     let (attacker, other) = (Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::new(127, 0, 0, 3));

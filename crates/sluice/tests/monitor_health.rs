@@ -95,8 +95,9 @@ async fn missed_checks_below_the_threshold_keep_the_server_in_service() {
     assert!(seen.len() == 2, "both replicas take reads: {seen:?}");
 }
 
-/// Every worker thread of the runtime sluice runs on is blocked for two seconds: the
-/// monitor, on its own thread, goes on checking and finds every server healthy.
+/// Every worker thread of the runtime sluice runs on is blocked until the monitor, on its own
+/// thread, has finished two more rounds of checks (30 s at most): it goes on checking and
+/// finds every server healthy meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitor_keeps_checking_while_the_proxy_runtime_is_blocked() {
     let env = common::start_managed(common::Managed {
@@ -107,20 +108,27 @@ async fn monitor_keeps_checking_while_the_proxy_runtime_is_blocked() {
     let m = env.monitor().clone();
     let servers = env.proxy.topology.servers();
     let barrier = Arc::new(Barrier::new(3));
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
     for _ in 0..2 {
-        let b = barrier.clone();
-        // Deliberately blocking: each task holds a worker thread.
+        let (b, released) = (barrier.clone(), released.clone());
+        // Deliberately blocking: each task holds a worker thread until the sampler is done.
         tokio::spawn(async move {
             b.wait();
-            std::thread::sleep(Duration::from_secs(2));
+            let until = Instant::now() + Duration::from_secs(60);
+            while !released.load(Relaxed) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
         });
     }
+    let release = released.clone();
     let sampler = std::thread::spawn(move || {
         barrier.wait();
         let before = m.stats.rounds.load(Relaxed);
-        let until = Instant::now() + Duration::from_millis(1500);
+        // Two rounds, however long a loaded machine makes them (the bound is for a hung
+        // monitor only).
+        let until = Instant::now() + Duration::from_secs(30);
         let mut blocked = Vec::new();
-        while Instant::now() < until {
+        while m.stats.rounds.load(Relaxed) - before < 2 && Instant::now() < until {
             for s in &servers {
                 if let Some(b) = s.monitor_block() {
                     blocked.push(format!("{}: {b}", s.name));
@@ -128,14 +136,16 @@ async fn monitor_keeps_checking_while_the_proxy_runtime_is_blocked() {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        (m.stats.rounds.load(Relaxed) - before, blocked)
+        let rounds = m.stats.rounds.load(Relaxed) - before;
+        release.store(true, Relaxed);
+        (rounds, blocked)
     });
     let (rounds, blocked) = tokio::task::spawn_blocking(move || sampler.join().unwrap())
         .await
         .unwrap();
     assert!(
         rounds >= 2,
-        "the monitor ran {rounds} rounds while the proxy's workers were blocked"
+        "the monitor ran {rounds} rounds in 30 s while the proxy's workers were blocked"
     );
     assert!(blocked.is_empty(), "servers taken out: {blocked:?}");
 }

@@ -16,17 +16,17 @@ use std::time::{Duration, Instant};
 
 const SLEEPERS: usize = 200;
 /// Every backend connect takes at least this long (the slow link).
-const CONNECT: Duration = Duration::from_millis(500);
+const CONNECT: Duration = Duration::from_millis(1000);
 /// How long each long statement runs.
-const SLEEP_SECS: u64 = 20;
+const SLEEP_SECS: u64 = 40;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_statement_behind_200_long_ones_is_served_while_they_all_still_run() {
     // With max_connecting = 4 and nothing coming back, a round per 4 statements ahead means
-    // the short one is served after at least 50 connect rounds, 25 s through this link: after
-    // the first long statements (20 s) end. Doubling serves it after
-    // rounds_to_serve(201, 4) = 6 rounds: 3 s plus the logins, which a busy machine may
-    // stretch by 17 s before this test fails.
+    // the short one is served after at least 50 connect rounds, 50 s through this link: after
+    // the first long statements (40 s) end. Doubling serves it after
+    // rounds_to_serve(201, 4) = 6 rounds: 6 s plus the logins, which a busy machine may
+    // stretch by 34 s before this test fails.
     assert_eq!(sluice_core::pool_growth::rounds_to_serve(201, 4), 6);
     let topo = common::one_primary().await;
     let link = FaultRelay::slow(topo.primary().addr(), CONNECT).await;

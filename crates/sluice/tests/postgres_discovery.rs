@@ -264,7 +264,7 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "t");
     }
     // Output that is not host:port: a failed look, nothing changes.
-    std::fs::write(&list, "not an address\n").unwrap();
+    replace_file(&list, "not an address\n");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !get_json(a, "/api/events")
         .to_string()
@@ -275,7 +275,7 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
     }
     assert!(listed(a, &standbys[0]).is_some());
     // It stops listing them: they leave.
-    std::fs::write(&list, "").unwrap();
+    replace_file(&list, "");
     wait_servers(a, "what the command no longer lists leaves", |s| {
         !s.iter()
             .any(|v| v["address"] == standbys[0] || v["address"] == "127.0.0.1:1")
@@ -320,4 +320,12 @@ async fn postgres_replicas_are_discovered_from_the_primary_a_command_and_dns() {
     .await;
     assert!(listed(a, &standbys[0]).is_some());
     drop(running);
+}
+
+/// Replaces `path`'s content at once (a new file renamed over it): the discovery command
+/// reading it meanwhile sees the old list or the new one, never a truncated file.
+fn replace_file(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("new");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
 }

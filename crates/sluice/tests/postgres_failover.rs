@@ -251,16 +251,41 @@ async fn freeze_receiver(env: &pg::PgEnv, sync: &str, ahead: &str) -> u32 {
     pid
 }
 
-/// The standby the primary at `addr` reports as synchronous now.
-fn synchronous_standby(env: &pg::PgEnv, addr: &str) -> String {
+/// The standby the primary at `addr` holds synchronous, once every other server streams from
+/// it: with `FIRST 1 (...)` that is the first listed of the streaming standbys, so a standby
+/// that just rejoined and still catches up may take the place of another once it streams
+/// (read before, the answer would be stale by the time the test kills the primary).
+async fn synchronous_standby(env: &pg::PgEnv, addr: &str) -> String {
     let server = env.topo.servers.iter().find(|s| s.addr() == addr).unwrap();
-    let name = server
-        .sql("SELECT application_name FROM pg_stat_replication WHERE sync_state = 'sync'")
-        .unwrap()
-        .trim()
-        .to_string();
-    let port = name.strip_prefix("pg").expect("cluster_name pg<port>");
-    format!("127.0.0.1:{port}")
+    let standbys = env.topo.servers.len() - 1;
+    let deadline = Instant::now() + LONG;
+    loop {
+        let rows = server
+            .sql("SELECT application_name || ' ' || state || ' ' || sync_state FROM pg_stat_replication")
+            .unwrap();
+        let rows: Vec<Vec<&str>> = rows
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let streaming = rows
+            .iter()
+            .filter(|r| r.get(1) == Some(&"streaming"))
+            .count();
+        let sync: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.get(2) == Some(&"sync"))
+            .filter_map(|r| r.first().copied())
+            .collect();
+        if let ([name], true) = (sync.as_slice(), streaming == standbys) {
+            let port = name.strip_prefix("pg").expect("cluster_name pg<port>");
+            return format!("127.0.0.1:{port}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{addr}: not every standby streams with one synchronous: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,7 +351,7 @@ async fn postgres_fails_over_to_a_synchronous_standby_rejoins_and_switches_over(
     let mut current = original.clone();
     for (round, hang) in [(1, false), (2, false), (3, true)] {
         let how = if hang { "SIGSTOP" } else { "SIGKILL" };
-        let sync = synchronous_standby(&env, &current);
+        let sync = synchronous_standby(&env, &current).await;
         let at = env
             .topo
             .servers

@@ -218,14 +218,36 @@ async fn a_session_that_asks_reads_its_own_writes_from_standbys_that_replayed_th
         r.sql("SELECT pg_reload_conf()").unwrap();
     }
     // (The delay applies once the standby's startup process has read the new setting: a
-    // marker commit it does not replay at once shows it has; one it replays is tried again.)
+    // marker commit every standby has received and still not replayed two seconds later
+    // shows it has; one it replays is tried again.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for n in 0.. {
         env.topo
             .primary()
             .sql(&format!("CREATE TABLE replay_stops_here_{n} ()"))
             .unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let lsn = env
+            .topo
+            .primary()
+            .sql("SELECT pg_current_wal_lsn()")
+            .unwrap();
+        let received = format!(
+            "SELECT pg_last_wal_receive_lsn() >= '{}'::pg_lsn",
+            lsn.trim()
+        );
+        while !env
+            .topo
+            .replicas()
+            .iter()
+            .all(|r| r.sql(&received).unwrap().trim() == "t")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the standbys did not receive {lsn}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let replayed = env.topo.replicas().iter().any(|r| {
             r.sql(&format!(
                 "SELECT to_regclass('replay_stops_here_{n}') IS NOT NULL"

@@ -80,10 +80,12 @@ pub async fn start_managed(m: Managed) -> Env {
 }
 
 /// The simplest configuration for `topo`: servers without hostgroups, the monitor user,
-/// failover on or off, `proxy_keys` in `[proxy]`, then `extra` appended.
+/// failover on or off, `proxy_keys` in `[proxy]`, then `extra` appended. Writes wait up to
+/// 30 s for a new primary (10 s by default): a failover on a loaded machine may take longer
+/// than the default, and the tests' waiting writes must not give up before it is done.
 pub fn managed_config(topo: &Topology, failover: bool, proxy_keys: &str, extra: &str) -> String {
     let mut text = format!(
-        "[proxy]\nlisten = \"127.0.0.1:0\"\n{proxy_keys}\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n[failover]\nenabled = {failover}\n[[users]]\nname = \"app\"\npassword = \"app\"\n"
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n{proxy_keys}\n[monitor]\nuser = \"monitor\"\npassword = \"monitor\"\n[failover]\nenabled = {failover}\nwrite_wait = \"30s\"\n[[users]]\nname = \"app\"\npassword = \"app\"\n"
     );
     for s in &topo.servers {
         text.push_str(&format!("[[servers]]\naddress = \"{}\"\n", s.addr()));
