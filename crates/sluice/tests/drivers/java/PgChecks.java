@@ -1023,13 +1023,14 @@ public class PgChecks {
     }
 
     /**
-     * Runs `sql` (or the PreparedStatement) on st and cancels it from another thread once a
-     * server shows it running (application_name `app`); expects 57014 within 25 s.
+     * Runs `sql` (or the PreparedStatement, a pg_sleep of 30 s) on st and cancels it from
+     * another thread once a server shows it running (application_name `app`, looked for up to
+     * 25 s); expects 57014, which only a cancel gives (the sleep itself ends without error).
      */
     static void cancelRunning(Statement st, String app, String sql, String what) throws Exception {
         Thread canceller = new Thread(() -> {
             try {
-                long deadline = System.nanoTime() + 8_000_000_000L;
+                long deadline = System.nanoTime() + 25_000_000_000L;
                 while (System.nanoTime() < deadline && !running(app)) {
                     Thread.sleep(50);
                 }
@@ -1049,8 +1050,8 @@ public class PgChecks {
             }
         }, what + " cancelled");
         long ms = (System.nanoTime() - t0) / 1_000_000;
-        expect(ms < 25_000, "%s: the cancel took %d ms", what, ms);
-        canceller.join(25_000);
+        System.out.printf("%s: cancelled after %d ms%n", what, ms);
+        canceller.join(30_000);
     }
 
     /** Whether a pg_sleep of the session named `app` is running on the primary or the replica. */
