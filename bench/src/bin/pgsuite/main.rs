@@ -368,17 +368,25 @@ fn run(o: &Opts) -> Result<(), String> {
     ]
     .to_vec();
     eprintln!("starting PostgreSQL ...");
+    // The floor sends no password: its address only is trusted, and only when it runs.
+    let floor_hba = match &floor_bin {
+        Some(_) => format!("host all {ROLE} {FLOOR_SOURCE}/32 trust\n"),
+        None => String::new(),
+    };
     let server = PgServer::start(
         &tmp.0.join("pg"),
         &settings,
-        &format!(
-            "host all {ROLE} 127.0.0.1/32 scram-sha-256\nhost all {ROLE} {FLOOR_SOURCE}/32 trust\n"
-        ),
+        &format!("host all {ROLE} 127.0.0.1/32 scram-sha-256\n{floor_hba}"),
     )?;
     let version = server.sql("SHOW server_version")?;
     println!(
-        "# server: PostgreSQL {version}, -c {} (pg_hba: {ROLE} by scram-sha-256 over TCP)",
-        settings.join(" -c ")
+        "# server: PostgreSQL {version}, -c {} (pg_hba: {ROLE} by scram-sha-256 over TCP{})",
+        settings.join(" -c "),
+        if floor_hba.is_empty() {
+            String::new()
+        } else {
+            format!("; trusted from {FLOOR_SOURCE}, the floor's address")
+        }
     );
     println!(
         "# role {ROLE}: {}",
