@@ -239,15 +239,7 @@ async fn freeze_receiver(env: &pg::PgEnv, sync: &str, ahead: &str) -> u32 {
         .sql("CREATE TABLE IF NOT EXISTS unsynced (x int); INSERT INTO unsynced SELECT generate_series(1, 500000)")
         .unwrap();
     let lsn = primary.sql("SELECT pg_current_wal_lsn()").unwrap();
-    let q = format!(
-        "SELECT pg_last_wal_receive_lsn() >= '{}'::pg_lsn",
-        lsn.trim()
-    );
-    let deadline = Instant::now() + LONG;
-    while by_addr(ahead).sql(&q).unwrap().trim() != "t" {
-        assert!(Instant::now() < deadline, "{ahead} did not receive {lsn}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    pg::wait_received(&[by_addr(ahead)], &lsn).await;
     pid
 }
 

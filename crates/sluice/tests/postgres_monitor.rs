@@ -231,22 +231,8 @@ async fn a_session_that_asks_reads_its_own_writes_from_standbys_that_replayed_th
             .primary()
             .sql("SELECT pg_current_wal_lsn()")
             .unwrap();
-        let received = format!(
-            "SELECT pg_last_wal_receive_lsn() >= '{}'::pg_lsn",
-            lsn.trim()
-        );
-        while !env
-            .topo
-            .replicas()
-            .iter()
-            .all(|r| r.sql(&received).unwrap().trim() == "t")
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the standbys did not receive {lsn}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        let standbys: Vec<_> = env.topo.replicas().iter().collect();
+        pg::wait_received(&standbys, &lsn).await;
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         let replayed = env.topo.replicas().iter().any(|r| {
             r.sql(&format!(

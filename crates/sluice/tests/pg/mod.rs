@@ -194,6 +194,26 @@ pub async fn wait_replayed(topo: &PgTopology) {
     }
 }
 
+/// Waits until every one of `standbys` has received the primary's WAL up to `lsn` (replayed
+/// or not: a standby that delays or cannot replay still receives).
+pub async fn wait_received(standbys: &[&sluice_testkit::Postgres], lsn: &str) {
+    let q = format!(
+        "SELECT pg_last_wal_receive_lsn() >= '{}'::pg_lsn",
+        lsn.trim()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for s in standbys {
+        while s.sql(&q).unwrap().trim() != "t" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} did not receive {lsn}",
+                s.addr()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// What the admin API at `admin` says of the server at `addr`: (hostgroup, role, state,
 /// replicates from).
 pub fn server_view(admin: SocketAddr, addr: &str) -> (String, String, String, String) {
