@@ -19,6 +19,9 @@
 //! ```
 
 use bytes::{Buf, BytesMut};
+use sluice_postgres::wire::{
+    read_message, read_startup, startup_message, ReadyStatus, Startup, Writer,
+};
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -41,6 +44,9 @@ struct Conn {
 }
 
 type Pool = Rc<RefCell<Vec<Conn>>>;
+
+/// The largest message taken from a client or a server.
+const MAX_MESSAGE: usize = 64 << 20;
 
 fn main() -> std::process::ExitCode {
     let opts = match parse(std::env::args().skip(1).collect()) {
@@ -123,11 +129,8 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 /// Reads until `buf` holds a whole message; its tag and length (`None` at end of stream).
 async fn message(stream: &mut TcpStream, buf: &mut BytesMut) -> Res<Option<(u8, usize)>> {
     loop {
-        if buf.len() >= 5 {
-            let len = 1 + u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-            if buf.len() >= len {
-                return Ok(Some((buf[0], len)));
-            }
+        if let Some(m) = message_at(buf, 0)? {
+            return Ok(Some(m));
         }
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(8192);
@@ -138,35 +141,29 @@ async fn message(stream: &mut TcpStream, buf: &mut BytesMut) -> Res<Option<(u8, 
     }
 }
 
-/// Reads a startup-phase packet (no tag): its body.
-async fn startup_packet(stream: &mut TcpStream) -> Res<Vec<u8>> {
-    let len = stream.read_u32().await? as usize;
-    if !(8..=10_000).contains(&len) {
-        return Err("bad startup packet length".into());
-    }
-    let mut body = vec![0; len - 4];
-    stream.read_exact(&mut body).await?;
-    Ok(body)
-}
-
-fn put(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
-    out.push(tag);
-    out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-    out.extend_from_slice(body);
-}
-
 async fn session(mut client: TcpStream, opts: &Opts, pool: &Pool) -> Res<()> {
-    // SSLRequest (refused), then the StartupMessage, which is not checked.
+    // SSLRequest (refused), then the StartupMessage, whose parameters are not used.
+    let mut cbuf = BytesMut::with_capacity(4096);
     loop {
-        let body = startup_packet(&mut client).await?;
-        if body[..4] == 80877103u32.to_be_bytes() {
-            client.write_all(b"N").await?;
-            continue;
+        match read_startup(&cbuf)? {
+            Some((Startup::SslRequest, n)) => {
+                cbuf.advance(n);
+                client.write_all(b"N").await?;
+            }
+            Some((Startup::Start(_), n)) => {
+                cbuf.advance(n);
+                break;
+            }
+            Some(_) => return Err("only a StartupMessage or an SSLRequest is answered".into()),
+            None => {
+                if client.read_buf(&mut cbuf).await? == 0 {
+                    return Ok(());
+                }
+            }
         }
-        break;
     }
-    let mut hello = Vec::new();
-    put(&mut hello, b'R', &0u32.to_be_bytes());
+    let mut hello = Writer::new();
+    hello.auth_ok();
     for (k, v) in [
         ("server_version", "15"),
         ("server_encoding", "UTF8"),
@@ -175,13 +172,12 @@ async fn session(mut client: TcpStream, opts: &Opts, pool: &Pool) -> Res<()> {
         ("integer_datetimes", "on"),
         ("standard_conforming_strings", "on"),
     ] {
-        put(&mut hello, b'S', format!("{k}\0{v}\0").as_bytes());
+        hello.parameter_status(k, v);
     }
-    put(&mut hello, b'K', &[0, 0, 0, 1, 0, 0, 0, 1]);
-    put(&mut hello, b'Z', b"I");
-    client.write_all(&hello).await?;
+    hello.backend_key_data(1, 1);
+    hello.ready_for_query(ReadyStatus::Idle);
+    client.write_all(hello.as_bytes()).await?;
 
-    let mut cbuf = BytesMut::with_capacity(4096);
     loop {
         let Some((tag, len)) = message(&mut client, &mut cbuf).await? else {
             return Ok(());
@@ -201,7 +197,7 @@ async fn session(mut client: TcpStream, opts: &Opts, pool: &Pool) -> Res<()> {
         // The answer, up to and including ReadyForQuery.
         let mut at = 0;
         loop {
-            match message_at(&conn.buf, at) {
+            match message_at(&conn.buf, at)? {
                 Some((b'Z', n)) => {
                     at += n;
                     break;
@@ -224,10 +220,9 @@ async fn session(mut client: TcpStream, opts: &Opts, pool: &Pool) -> Res<()> {
 }
 
 /// The message at `at` in `buf`, if whole: its tag and length.
-fn message_at(buf: &[u8], at: usize) -> Option<(u8, usize)> {
-    let b = buf.get(at..at + 5)?;
-    let len = 1 + u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
-    (buf.len() >= at + len).then(|| (b[0], len))
+fn message_at(buf: &[u8], at: usize) -> Res<Option<(u8, usize)>> {
+    let rest = buf.get(at..).unwrap_or_default();
+    Ok(read_message(rest, MAX_MESSAGE)?.map(|(m, len)| (m.tag, len)))
 }
 
 /// A new server connection, logged in (the server must trust it).
@@ -236,17 +231,7 @@ async fn connect(opts: &Opts) -> Res<Conn> {
     socket.bind(SocketAddr::new(opts.source, 0))?;
     let mut stream = socket.connect(opts.server).await?;
     stream.set_nodelay(true)?;
-    let mut body = Vec::new();
-    body.extend_from_slice(&196608u32.to_be_bytes());
-    for (k, v) in [("user", &opts.user), ("database", &opts.database)] {
-        body.extend_from_slice(k.as_bytes());
-        body.push(0);
-        body.extend_from_slice(v.as_bytes());
-        body.push(0);
-    }
-    body.push(0);
-    let mut startup = (body.len() as u32 + 4).to_be_bytes().to_vec();
-    startup.extend_from_slice(&body);
+    let startup = startup_message(&[("user", &opts.user), ("database", &opts.database)]);
     stream.write_all(&startup).await?;
     let mut buf = BytesMut::with_capacity(8192);
     loop {

@@ -155,18 +155,7 @@ async fn login(
             }),
         )
     };
-    // StartupMessage: no type byte.
-    let mut body = Vec::new();
-    body.extend_from_slice(&196_608u32.to_be_bytes());
-    for (k, v) in [("user", user), ("database", database)] {
-        body.extend_from_slice(k.as_bytes());
-        body.push(0);
-        body.extend_from_slice(v.as_bytes());
-        body.push(0);
-    }
-    body.push(0);
-    let mut startup = ((body.len() + 4) as u32).to_be_bytes().to_vec();
-    startup.extend_from_slice(&body);
+    let startup = crate::wire::startup_message(&[("user", user), ("database", database)]);
     conn.send(&startup).await.map_err(broken)?;
     let mut scram: Option<ClientExchange> = None;
     loop {

@@ -133,6 +133,23 @@ pub enum Startup {
     },
 }
 
+/// A StartupMessage for protocol 3.0 with `params` (name, value), as a client sends it.
+pub fn startup_message(params: &[(&str, &str)]) -> Vec<u8> {
+    // No type byte: the length, the version, then NUL-terminated pairs and an empty name.
+    let mut out = vec![0; 4];
+    out.extend_from_slice(&(3u32 << 16).to_be_bytes());
+    for (k, v) in params {
+        out.extend_from_slice(k.as_bytes());
+        out.push(0);
+        out.extend_from_slice(v.as_bytes());
+        out.push(0);
+    }
+    out.push(0);
+    let len = (out.len() as u32).to_be_bytes();
+    out[..4].copy_from_slice(&len);
+    out
+}
+
 /// Reads the first packet from the start of `buf`: `Ok(None)` while it is incomplete, else
 /// the packet and the bytes it took.
 pub fn read_startup(buf: &[u8]) -> Result<Option<(Startup, usize)>, WireError> {
@@ -234,6 +251,20 @@ mod tests {
         let mut out = ((body.len() + 4) as u32).to_be_bytes().to_vec();
         out.extend(body);
         out
+    }
+
+    #[test]
+    fn a_client_startup_message_reads_back() {
+        let bytes = startup_message(&[("user", "app"), ("database", "db")]);
+        assert_eq!(
+            bytes,
+            startup(3 << 16, &[("user", "app"), ("database", "db")])
+        );
+        let Ok(Some((Startup::Start(p), n))) = read_startup(&bytes) else {
+            panic!("not a startup message");
+        };
+        assert_eq!(n, bytes.len());
+        assert_eq!((p.get("user"), p.database()), (Some("app"), Some("db")));
     }
 
     #[test]
