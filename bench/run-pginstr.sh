@@ -39,12 +39,11 @@ if [ -n "$PGBOUNCER" ]; then apt_install pgbouncer; fi
 if [ -z "$SLUICE" ]; then
     apt_install build-essential pkg-config cmake ca-certificates
     ensure_rust
-    cargo build --release -p sluice --bin sluice
+    cargo build --release -p sluice --bin sluice -p sluice-bench --bin pgfloor
     SLUICE="$ROOT/target/release/sluice"
 fi
 FLOOR="$ROOT/target/release/pgfloor"
 if [ ! -x "$FLOOR" ]; then
-    apt_install build-essential pkg-config cmake ca-certificates
     ensure_rust
     cargo build --release -p sluice-bench --bin pgfloor
 fi

@@ -53,14 +53,7 @@ const CPU_COMPARED: [&str; 2] = ["sluice", "pgbouncer"];
 const ALL_TARGETS: [&str; 5] = ["direct", "sluice", "pgbouncer", "haproxy", "pgpool"];
 /// Targets run only when named in `--targets`: `floor` (bench/src/bin/pgfloor.rs), the least a
 /// transaction pooler on tokio does, as a reference under sluice's CPU per transaction.
-const KNOWN_TARGETS: [&str; 6] = [
-    "direct",
-    "sluice",
-    "pgbouncer",
-    "haproxy",
-    "pgpool",
-    "floor",
-];
+const OPT_IN_TARGETS: [&str; 1] = ["floor"];
 /// The floor's source address: the server trusts it (the floor sends no password).
 const FLOOR_SOURCE: &str = "127.0.0.2";
 const WORKLOADS: [&str; 2] = ["select-only", "tpcb-like"];

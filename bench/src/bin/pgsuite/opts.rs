@@ -101,7 +101,9 @@ impl Opts {
                 "--sluice-threads" => o.sluice_threads = num(0)?,
                 "--scram-iterations" => o.scram_iterations = Some(num(1)?),
                 "--targets" => {
-                    o.targets = list_of(&a, &v, &KNOWN_TARGETS)?;
+                    let known: Vec<&str> =
+                        ALL_TARGETS.iter().chain(&OPT_IN_TARGETS).copied().collect();
+                    o.targets = list_of(&a, &v, &known)?;
                     if !o.targets.iter().any(|t| t == "direct") {
                         o.targets.insert(0, "direct".into());
                     }

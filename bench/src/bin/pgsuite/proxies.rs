@@ -1,5 +1,5 @@
-//! Starting the targets pgsuite compares (sluice, PgBouncer, HAProxy, Pgpool-II), each
-//! configured for the comparison, and checking that a login through them works.
+//! Starting the targets pgsuite compares (sluice, PgBouncer, HAProxy, Pgpool-II, the floor),
+//! each configured for the comparison, and checking that a login through them works.
 
 use super::*;
 
@@ -26,13 +26,28 @@ pub(super) fn start_sluice(dir: &Path, tag: &str, config: &str, port: u16) -> Re
     cmd.arg("--config").arg(&path);
     let log = format!("sluice-{tag}.log");
     with_log(&mut cmd, dir, &log)?;
-    let mut p = Proc::spawn("sluice", cmd, libc::SIGTERM)?;
+    let what = format!("sluice {}", sluice_bin().display());
+    spawn_listening("sluice", &what, cmd, libc::SIGTERM, port, dir, &[&log])
+}
+
+/// Spawns `cmd` (a [`Proc`] named `name`, stopped with `signal`) and waits until it listens
+/// on `port`; if it does not, why, with how it exited and the tails of its `logs` in `dir`.
+fn spawn_listening(
+    name: &str,
+    what: &str,
+    cmd: Command,
+    signal: i32,
+    port: u16,
+    dir: &Path,
+    logs: &[&str],
+) -> Result<Proc, String> {
+    let mut p = Proc::spawn(name, cmd, signal)?;
     if let Err(e) = wait_port(port) {
+        let tails: Vec<String> = logs.iter().map(|l| log_tail(dir, l)).collect();
         return Err(format!(
-            "{e}: sluice {} ({:?})\n    {}",
-            sluice_bin().display(),
+            "{e}: {what} ({:?})\n    {}",
             p.exited(),
-            log_tail(dir, &log)
+            tails.join("\n    ")
         ));
     }
     Ok(p)
@@ -67,16 +82,16 @@ pub(super) fn start_pgbouncer(
     with_log(&mut cmd, &d, "stderr.log")?;
     // PgBouncer refuses to run as root.
     as_server_user(&mut cmd)?;
-    let mut p = Proc::spawn("pgbouncer", cmd, libc::SIGTERM)?;
-    if let Err(e) = wait_port(port) {
-        return Err(format!(
-            "{e}: pgbouncer ({:?})\n    {}\n    {}",
-            p.exited(),
-            log_tail(&d, "stderr.log"),
-            log_tail(&d, "pgbouncer.log")
-        ));
-    }
-    Ok(p)
+    let logs = ["stderr.log", "pgbouncer.log"];
+    spawn_listening(
+        "pgbouncer",
+        "pgbouncer",
+        cmd,
+        libc::SIGTERM,
+        port,
+        &d,
+        &logs,
+    )
 }
 
 /// HAProxy in TCP mode in front of the server.
@@ -97,15 +112,15 @@ pub(super) fn start_haproxy(
     let mut cmd = Command::new(bin);
     cmd.arg("-db").arg("-f").arg(&path);
     with_log(&mut cmd, dir, "haproxy.log")?;
-    let mut p = Proc::spawn("haproxy", cmd, libc::SIGTERM)?;
-    if let Err(e) = wait_port(port) {
-        return Err(format!(
-            "{e}: haproxy ({:?})\n    {}",
-            p.exited(),
-            log_tail(dir, "haproxy.log")
-        ));
-    }
-    Ok(p)
+    spawn_listening(
+        "haproxy",
+        "haproxy",
+        cmd,
+        libc::SIGTERM,
+        port,
+        dir,
+        &["haproxy.log"],
+    )
 }
 
 /// The floor (bench/src/bin/pgfloor.rs): its server connections from [`super::FLOOR_SOURCE`].
@@ -127,15 +142,15 @@ pub(super) fn start_floor(
         .arg("--database")
         .arg(super::DATABASE);
     with_log(&mut cmd, dir, "floor.log")?;
-    let mut p = Proc::spawn("pgfloor", cmd, libc::SIGTERM)?;
-    if let Err(e) = wait_port(port) {
-        return Err(format!(
-            "{e}: pgfloor ({:?})\n    {}",
-            p.exited(),
-            log_tail(dir, "floor.log")
-        ));
-    }
-    Ok(p)
+    spawn_listening(
+        "pgfloor",
+        "pgfloor",
+        cmd,
+        libc::SIGTERM,
+        port,
+        dir,
+        &["floor.log"],
+    )
 }
 
 /// The Pgpool-II settings of the run (raw mode, one backend: no load balancing, no
@@ -217,15 +232,15 @@ pub(super) fn start_pgpool(
     with_log(&mut cmd, &d, "pgpool.log")?;
     as_server_user(&mut cmd)?;
     // SIGINT: fast shutdown (its children too).
-    let mut p = Proc::spawn("pgpool", cmd, libc::SIGINT)?;
-    if let Err(e) = wait_port(port) {
-        return Err(format!(
-            "{e}: pgpool ({:?})\n    {}",
-            p.exited(),
-            log_tail(&d, "pgpool.log")
-        ));
-    }
-    Ok(p)
+    spawn_listening(
+        "pgpool",
+        "pgpool",
+        cmd,
+        libc::SIGINT,
+        port,
+        &d,
+        &["pgpool.log"],
+    )
 }
 
 /// Logs in through `port` and runs `SELECT 1`: the target works.
