@@ -3,6 +3,12 @@
 //! and typical ORM queries; and of the digest's text (`postgres::digest_text`) when a new
 //! digest needs it.
 //!
+//! It also times the scanner's shape key (`postgres::shape_key`: the lexing pass that finds a
+//! text's shape) and the front end's classification (`sluice_postgres::classify::classify`)
+//! of a text whose shape its thread has seen: the key, the look-up and a copy of what was kept
+//! (for the statements that are not kept by shape, `begin` and `set` here, that column is the
+//! key and a scan: what a text that is never found costs).
+//!
 //! For comparison it also times `sluice_sqlscan::digest::normalize_into`, the digest the
 //! PostgreSQL front end computed before (with the MySQL lexer, in a pass of its own), alone and
 //! followed by a scan: that sum stands for the cost before the digest was fused into the scan
@@ -20,7 +26,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use sluice_sqlscan::digest::normalize_into;
-use sluice_sqlscan::postgres::{digest_text, scan, Route};
+use sluice_sqlscan::postgres::{digest_text, scan, shape_key, Route, ShapeKey};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -107,6 +113,8 @@ fn main() {
     }
     let columns = [
         "scan (fused)",
+        "shape key",
+        "classify, kept",
         "digest_text",
         "old digest",
         "old digest+scan",
@@ -116,12 +124,19 @@ fn main() {
         print!(" {c:>15}");
     }
     println!();
-    let mut totals = [(0.0, 0.0); 4];
+    let mut totals = [(0.0, 0.0); 6];
+    let mut key = Box::<ShapeKey>::default();
     for (name, sql) in STATEMENTS {
         let sql = sql.as_bytes();
         let times = [
             time(&mut || {
                 black_box(scan(black_box(sql)));
+            }),
+            time(&mut || {
+                black_box(shape_key(black_box(sql), &mut key));
+            }),
+            time(&mut || {
+                black_box(sluice_postgres::classify::classify(black_box(sql)));
             }),
             time(&mut || {
                 black_box(digest_text(black_box(sql), &mut text));

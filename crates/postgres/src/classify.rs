@@ -43,8 +43,16 @@ pub struct Scanned {
     pub user_calls: Option<Box<[String]>>,
 }
 
-/// Classifies a statement text.
+/// Classifies a statement text: from the thread's scans kept by shape when it has the text's
+/// (see [`crate::scan_cache`]), else scanned.
 pub fn classify(sql: &[u8]) -> Scanned {
+    crate::scan_cache::classify(sql, scanned)
+}
+
+/// Classifies a statement text by scanning it; with whether the result holds for every text
+/// of its shape ([`PgScan::same_for_shape`]: then it was made from the scan alone, nothing
+/// read from the text).
+pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
     let whole = scan::scan(sql);
     let mut out = Scanned {
         route: match whole.route() {
@@ -79,7 +87,7 @@ pub fn classify(sql: &[u8]) -> Scanned {
             out.add(&sql[s..e], &one);
         }
     }
-    out
+    (out, whole.same_for_shape())
 }
 
 impl Scanned {

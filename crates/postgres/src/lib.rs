@@ -8,6 +8,7 @@ pub mod backend;
 pub mod classify;
 pub mod front;
 pub mod frontend;
+pub mod scan_cache;
 pub mod scram;
 pub mod scram_client;
 pub mod wire;

@@ -13,6 +13,7 @@ pub mod lexer;
 pub mod names;
 pub mod postgres;
 pub mod rewrite;
+pub mod shapes;
 
 pub use classify::{scan, scan_with, Command, Effects, Kill, Options, Route, Scan};
 

@@ -89,6 +89,8 @@ pub struct Lexer<'a> {
     pos: usize,
     /// Yield comments as tokens instead of skipping them.
     comments: bool,
+    /// Look every word up for the keyword it may be (else words are [`Kw::None`]).
+    keywords: bool,
     /// Span of the most recent comment's body, until taken.
     comment: Option<(usize, usize)>,
 }
@@ -100,6 +102,7 @@ impl<'a> Lexer<'a> {
             src,
             pos: 0,
             comments: false,
+            keywords: true,
             comment: None,
         }
     }
@@ -107,6 +110,13 @@ impl<'a> Lexer<'a> {
     /// Yields comments as [`Kind::Comment`] tokens instead of skipping them.
     pub fn comments(mut self, on: bool) -> Self {
         self.comments = on;
+        self
+    }
+
+    /// Leaves words without their keyword ([`Kw::None`]): for a reader that needs only the
+    /// tokens' kinds and spans, which cost less without the look-up.
+    pub(crate) fn without_keywords(mut self) -> Self {
+        self.keywords = false;
         self
     }
 
@@ -127,7 +137,9 @@ impl<'a> Lexer<'a> {
         let end = word_end(s, start + 1);
         self.pos = end;
         let len = end - start;
-        let kw = if len <= 8 {
+        let kw = if !self.keywords {
+            Kw::None
+        } else if len <= 8 {
             Kw::of_packed([packed::read8(s, start), 0], len)
         } else {
             Kw::of_packed([packed::read8(s, start), packed::read8(s, start + 8)], len)

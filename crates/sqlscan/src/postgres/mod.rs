@@ -15,12 +15,14 @@ mod functions;
 mod keywords;
 pub mod lexer;
 mod packed;
+mod shape;
 mod walk;
 
 pub use crate::digest::MAX_TEXT;
 pub use crate::Route;
 pub use classify::scan;
 pub use digest::digest_text;
+pub use shape::{shape_key, ShapeKey, MAX_SHAPE_KEY};
 
 use keywords::Kw;
 use lexer::{Kind, Lexer, Token};

@@ -2,6 +2,7 @@ use super::*;
 
 mod frozen;
 mod lexing;
+mod shape;
 
 /// A xorshift generator: deterministic pseudo-random input (shared by the generated-input
 /// tests here and the digest's).

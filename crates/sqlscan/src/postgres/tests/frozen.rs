@@ -57,7 +57,7 @@ const HEADS: &[&str] = &[
 
 /// An input of the corpus: a statement beginning and words of the vocabulary, in
 /// mixed case, with and without spaces between them.
-fn corpus(rng: &mut Rng) -> String {
+pub(super) fn corpus(rng: &mut Rng) -> String {
     let mut sql = HEADS[rng.below(HEADS.len())].to_string();
     for _ in 0..rng.below(20) {
         let w = VOCABULARY[rng.below(VOCABULARY.len())];

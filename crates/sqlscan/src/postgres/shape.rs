@@ -1,0 +1,131 @@
+//! Shape keys: what a statement text is to the scanner, literal values left out.
+//!
+//! The scan of a text depends on its tokens — their kinds, the words, operators, punctuation
+//! and comments as written — and, for a few statements only, on where the tokens are or what
+//! a literal says (a routing hint's span, the spans of unknown functions' names, the value a
+//! `SET` gives, `EXPLAIN (ANALYZE 'off')`). A text's shape key writes every token but a
+//! literal as it is, and a literal (string, number, parameter) as its kind alone: two texts
+//! with the same key lex to the same tokens but for the literals' values. So wherever
+//! [`PgScan::same_for_shape`] holds of one text's scan, every text of its key scans the same
+//! (routing, commands, pins, digest id), and a caller may keep the scan by the key instead of
+//! scanning again (`SELECT ... WHERE id = 7` and `... id = 8` are one entry).
+//!
+//! Building a key is a lexing pass without the classification and the digest: about a third
+//! of a scan's cost (`bench/src/bin/pgscan.rs`).
+
+use super::lexer::{Kind, Lexer};
+use super::{PgCommand, PgScan};
+
+/// Longest key built (in bytes): a text with a longer one has none (it is scanned every time).
+pub const MAX_SHAPE_KEY: usize = 1024;
+
+/// Key bytes that say a literal of each kind came (the other tokens start with a byte above).
+const STRING: u8 = 1;
+const NUMBER: u8 = 2;
+const PARAM: u8 = 3;
+/// Lead byte of the other tokens: a single byte (`(`, `=`, ...) and the byte itself.
+const SINGLE: u8 = 4;
+/// Lead bytes of the tokens written whole: then the text's length (two bytes) and the text.
+const WORD: u8 = 5;
+const QUOTED: u8 = 6;
+const CAST: u8 = 7;
+const OP: u8 = 8;
+const COMMENT: u8 = 9;
+
+/// A shape key, built in place (no allocation): see [`shape_key`].
+#[derive(Clone)]
+pub struct ShapeKey {
+    buf: [u8; MAX_SHAPE_KEY],
+    len: usize,
+}
+
+impl Default for ShapeKey {
+    fn default() -> Self {
+        ShapeKey {
+            buf: [0; MAX_SHAPE_KEY],
+            len: 0,
+        }
+    }
+}
+
+impl ShapeKey {
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+
+    /// Appends `bytes`; `None` if they do not fit.
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) -> Option<()> {
+        let end = self.len + bytes.len();
+        self.buf.get_mut(self.len..end)?.copy_from_slice(bytes);
+        self.len = end;
+        Some(())
+    }
+}
+
+/// Builds the shape key of `sql` in `key`. False, with `key` unspecified, if it would be longer
+/// than [`MAX_SHAPE_KEY`] bytes.
+pub fn shape_key(sql: &[u8], key: &mut ShapeKey) -> bool {
+    key.len = 0;
+    build(sql, key).is_some()
+}
+
+fn build(sql: &[u8], key: &mut ShapeKey) -> Option<()> {
+    for t in Lexer::new(sql).comments(true).without_keywords() {
+        let lead = match t.kind {
+            Kind::Str => {
+                key.put(&[STRING])?;
+                continue;
+            }
+            Kind::Number => {
+                key.put(&[NUMBER])?;
+                continue;
+            }
+            Kind::Param => {
+                key.put(&[PARAM])?;
+                continue;
+            }
+            Kind::Punct(c) => {
+                key.put(&[SINGLE, c])?;
+                continue;
+            }
+            Kind::Word => WORD,
+            Kind::QuotedIdent => QUOTED,
+            Kind::Cast => CAST,
+            Kind::Op => OP,
+            Kind::Comment => COMMENT,
+        };
+        let text = t.text(sql);
+        // The length keeps the key unambiguous whatever bytes a comment holds (a text that
+        // fits in a key is shorter than 64 KiB).
+        let len = u16::try_from(text.len()).ok()?.to_le_bytes();
+        key.put(&[lead, len[0], len[1]])?;
+        key.put(text)?;
+    }
+    Some(())
+}
+
+impl PgScan {
+    /// True if every text with the same [`shape_key`] as the one scanned scans the same: a
+    /// single query or data-modifying statement (`SELECT`, `VALUES`, `TABLE`, `WITH`,
+    /// `INSERT`, `UPDATE`, `DELETE`, `MERGE`) without a routing hint and without a call to a
+    /// function sluice does not know (both are reported by their place in the text). What
+    /// else a text can say through a literal's value or a token's place (a `SET`'s value,
+    /// `EXPLAIN`'s options, a `DEALLOCATE`'s name, the statements of a multi-statement text)
+    /// is in none of these.
+    pub fn same_for_shape(&self) -> bool {
+        self.statements == 1
+            && self.hint.is_none()
+            && self.user_calls.is_none()
+            && self.set.is_none()
+            && matches!(
+                self.command,
+                PgCommand::Select
+                    | PgCommand::Insert
+                    | PgCommand::Update
+                    | PgCommand::Delete
+                    | PgCommand::Merge
+            )
+    }
+}
