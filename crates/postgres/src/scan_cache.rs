@@ -1,6 +1,7 @@
 //! Statement texts' classifications kept by shape, per thread: a
 //! [`ShapeTable`](sluice_sqlscan::shapes::ShapeTable) keyed by the PostgreSQL scanner's
-//! [`shape_key`] (the tokens with the literals' values left out). Only the classifications
+//! [`shape_key`] (the tokens with the literals' values and the comments' words left out).
+//! Only the classifications
 //! of scans that hold for every text of their shape are kept (`PgScan::same_for_shape`:
 //! single queries and data-modifying statements without a hint or an unknown function), so
 //! `SELECT ... WHERE aid = 12345` is scanned once and `... WHERE aid = 731` is not.
@@ -115,6 +116,17 @@ mod tests {
         );
         let hinted = classify(b"SELECT 1234 /* sluice:reader */");
         assert_eq!(hinted.hint, Some((22, 28)));
+        // A comment's words are not part of a shape, but a hint in one is never taken from a
+        // text without it (nor the other way round).
+        let plain = classify(b"SELECT a FROM t /* request 1 */");
+        assert_eq!(plain.hint, None);
+        assert_eq!(
+            counted(|| assert_eq!(classify(b"SELECT a FROM t /* request 2 */"), plain)),
+            (1, 1)
+        );
+        let hinted = classify(b"SELECT a FROM t /* sluice:reader */");
+        assert_eq!(hinted.hint, Some((26, 32)));
+        assert_eq!(classify(b"SELECT a FROM t /* request 3 */").hint, None);
     }
 
     #[test]

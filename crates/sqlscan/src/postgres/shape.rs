@@ -1,11 +1,13 @@
 //! Shape keys: what a statement text is to the scanner, literal values left out.
 //!
-//! The scan of a text depends on its tokens — their kinds, the words, operators, punctuation
-//! and comments as written — and, for a few statements only, on where the tokens are or what
-//! a literal says (a routing hint's span, the spans of unknown functions' names, the value a
-//! `SET` gives, `EXPLAIN (ANALYZE 'off')`). A text's shape key writes every token but a
-//! literal as it is, and a literal (string, number, parameter) as its kind alone: two texts
-//! with the same key lex to the same tokens but for the literals' values. So wherever
+//! The scan of a text depends on its tokens — their kinds, the words, operators and
+//! punctuation as written, and comments only through a routing hint — and, for a few
+//! statements only, on where the tokens are or what a literal says (a routing hint's span,
+//! the spans of unknown functions' names, the value a `SET` gives, `EXPLAIN (ANALYZE 'off')`).
+//! A text's shape key writes every token but a literal or a comment as it is, a literal
+//! (string, number, parameter) as its kind alone and a comment as a comment (a text with a
+//! comment that mentions `sluice:` has no key): two texts with the same key lex to the same
+//! tokens but for the literals' values and the comments' words. So wherever
 //! [`PgScan::same_for_shape`] holds of one text's scan, every text of its key scans the same
 //! (routing, commands, pins, digest id), and a caller may keep the scan by the key instead of
 //! scanning again (`SELECT ... WHERE id = 7` and `... id = 8` are one entry).
@@ -90,20 +92,37 @@ fn build(sql: &[u8], key: &mut ShapeKey) -> Option<()> {
                 key.put(&[SINGLE, c])?;
                 continue;
             }
+            Kind::Comment => {
+                // What a comment says matters only through a routing hint (such a text has no
+                // key: it is scanned every time); otherwise it is left out, so that comments
+                // that differ from one statement to the next (a request id, a trace context)
+                // do not make shapes of their own.
+                if mentions_hint(t.text(sql)) {
+                    return None;
+                }
+                key.put(&[COMMENT])?;
+                continue;
+            }
             Kind::Word => WORD,
             Kind::QuotedIdent => QUOTED,
             Kind::Cast => CAST,
             Kind::Op => OP,
-            Kind::Comment => COMMENT,
         };
         let text = t.text(sql);
-        // The length keeps the key unambiguous whatever bytes a comment holds (a text that
-        // fits in a key is shorter than 64 KiB).
+        // The length keeps the key unambiguous whatever bytes a token holds (one that fits in
+        // a key is shorter than 64 KiB).
         let len = u16::try_from(text.len()).ok()?.to_le_bytes();
         key.put(&[lead, len[0], len[1]])?;
         key.put(text)?;
     }
     Some(())
+}
+
+/// The comment `text` mentions `sluice:` (in any case), as a routing hint does.
+fn mentions_hint(text: &[u8]) -> bool {
+    const MARK: &[u8] = b"sluice:";
+    text.windows(MARK.len())
+        .any(|w| w.eq_ignore_ascii_case(MARK))
 }
 
 impl PgScan {
