@@ -12,8 +12,8 @@
 //! (routing, commands, pins, digest id), and a caller may keep the scan by the key instead of
 //! scanning again (`SELECT ... WHERE id = 7` and `... id = 8` are one entry).
 //!
-//! Building a key is a lexing pass without the classification and the digest: about a third
-//! of a scan's cost (`bench/src/bin/pgscan.rs`).
+//! Building a key is a lexing pass without the classification and the digest: 40–60 % of a
+//! scan's cost (`bench/src/bin/pgscan.rs`).
 
 use super::lexer::{Kind, Lexer};
 use super::{PgCommand, PgScan};
