@@ -638,6 +638,42 @@ async fn admin_api_and_metrics_count_postgres_statements() {
         metrics.lines().any(|l| l == line),
         "{line} not in\n{metrics}"
     );
+
+    // Twenty statements of one shape in one session: each looked up by shape, and found on
+    // every lookup but each thread's first (the counters are the process's: other tests of
+    // this binary only add to them).
+    let shape_counts = |metrics: &str| {
+        let get = |name: &str| -> u64 {
+            metrics
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(name)?
+                        .trim_start_matches("{}")
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+        };
+        (
+            get("sluice_statement_shape_lookups_total"),
+            get("sluice_statement_shape_hits_total"),
+        )
+    };
+    let before = shape_counts(&metrics);
+    let script: String = (0..20)
+        .map(|i| format!("SELECT id FROM counted WHERE id = {i};\n"))
+        .collect();
+    let (_, err) = env.psql_script(&script);
+    assert!(err.is_empty(), "{err}");
+    let (_, metrics) = pg::http::request(admin.addr, "GET", "/metrics", None);
+    let after = shape_counts(&metrics);
+    let threads = 2;
+    assert!(after.0 - before.0 >= 20, "{before:?} -> {after:?}");
+    assert!(
+        after.1 - before.1 >= 20 - threads,
+        "{before:?} -> {after:?}"
+    );
 }
 
 /// A pooled connection whose server backend was terminated while it sat idle is not lent to

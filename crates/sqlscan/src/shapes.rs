@@ -13,6 +13,12 @@
 //! so that keys are paid for only while they serve.
 
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Lookups in every table of the process, and how many found their key (the metrics read them).
+pub static LOOKED_UP: AtomicU64 = AtomicU64::new(0);
+/// See [`LOOKED_UP`].
+pub static FOUND: AtomicU64 = AtomicU64::new(0);
 
 /// Entries in a table (a power of two: a key's slot is its hash's low bits).
 pub const SLOTS: usize = 256;
@@ -83,9 +89,11 @@ impl<T: Clone> ShapeTable<T> {
             return scan().0;
         };
         self.total.1 += 1;
+        LOOKED_UP.fetch_add(1, Relaxed);
         if let Some(s) = slot.as_ref().filter(|s| s.hash == hash && *s.key == *key) {
             self.found += 1;
             self.total.0 += 1;
+            FOUND.fetch_add(1, Relaxed);
             return s.value.clone();
         }
         let (value, same_for_shape) = scan();
