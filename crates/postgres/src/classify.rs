@@ -46,7 +46,7 @@ pub struct Scanned {
 /// Classifies a statement text: from the thread's scans kept by shape when it has the text's
 /// (see [`crate::scan_cache`]), else scanned.
 pub fn classify(sql: &[u8]) -> Scanned {
-    crate::scan_cache::classify(sql, scanned)
+    crate::scan_cache::classify(sql)
 }
 
 /// Classifies a statement text by scanning it; with whether the result holds for every text

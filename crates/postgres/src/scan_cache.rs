@@ -1,15 +1,15 @@
 //! Statement texts' classifications kept by shape, per thread: a
 //! [`ShapeTable`](sluice_sqlscan::shapes::ShapeTable) keyed by the PostgreSQL scanner's
 //! [`shape_key`] (the tokens with the literals' values and the comments' words left out).
-//! Only the classifications
-//! of scans that hold for every text of their shape are kept (`PgScan::same_for_shape`:
-//! single queries and data-modifying statements without a hint or an unknown function), so
-//! `SELECT ... WHERE aid = 12345` is scanned once and `... WHERE aid = 731` is not.
+//! Only the classifications of scans that hold for every text of their shape are kept
+//! (`PgScan::same_for_shape`: single queries and data-modifying statements without a hint or
+//! an unknown function), so `SELECT ... WHERE aid = 12345` is scanned once and
+//! `... WHERE aid = 731` is not.
 //!
 //! Per thread: no lock on the hot path; each of the runtime's threads keeps at most
 //! [`SLOTS`](sluice_sqlscan::shapes::SLOTS) entries.
 
-use crate::classify::Scanned;
+use crate::classify::{scanned, Scanned};
 use sluice_sqlscan::postgres::{shape_key, ShapeKey};
 use sluice_sqlscan::shapes::ShapeTable;
 use std::cell::RefCell;
@@ -25,37 +25,31 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// How many texts this thread classified from its table, and how many it looked up there.
-pub fn thread_counts() -> (u64, u64) {
-    CACHE.with(|cache| {
-        cache
-            .try_borrow()
-            .map(|c| c.table.counts())
-            .unwrap_or_default()
-    })
-}
-
-/// Classifies `sql` from the thread's table, or with `scan` (which says whether its result
-/// holds for the whole shape), keeping what it may.
-pub fn classify(sql: &[u8], scan: fn(&[u8]) -> (Scanned, bool)) -> Scanned {
+/// Classifies `sql` from the thread's table, or by scanning it, keeping what it may.
+pub(crate) fn classify(sql: &[u8]) -> Scanned {
     CACHE.with(|cache| match cache.try_borrow_mut() {
         Ok(mut cache) => {
             let Cache { key, table } = &mut *cache;
             if !table.looking() || !shape_key(sql, key) {
-                return scan(sql).0;
+                return scanned(sql).0;
             }
-            table.get_or_scan(key.as_bytes(), || scan(sql))
+            table.get_or_scan(key.as_bytes(), || scanned(sql))
         }
-        Err(_) => scan(sql).0,
+        Err(_) => scanned(sql).0,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{classify, scanned};
+    use crate::classify::classify;
     use sluice_core::router::Route;
     use sluice_sqlscan::shapes::{PAUSE, WINDOW};
+
+    /// How many texts this thread classified from its table, and how many it looked up there.
+    fn thread_counts() -> (u64, u64) {
+        CACHE.with(|cache| cache.borrow().table.counts())
+    }
 
     /// What the thread's counts moved by while `f` ran: (found, looked up).
     fn counted(f: impl FnOnce()) -> (u64, u64) {

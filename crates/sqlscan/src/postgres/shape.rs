@@ -35,7 +35,6 @@ const OP: u8 = 8;
 const COMMENT: u8 = 9;
 
 /// A shape key, built in place (no allocation): see [`shape_key`].
-#[derive(Clone)]
 pub struct ShapeKey {
     buf: [u8; MAX_SHAPE_KEY],
     len: usize,
