@@ -34,6 +34,11 @@ pub struct PgConn {
     pub statements: ServerStatements,
     /// Something went wrong mid-exchange: it must not be reused.
     pub broken: bool,
+    /// Messages went to the server after its last ReadyForQuery: it may hold an implicit
+    /// transaction, open portals and answers it has not sent yet (a batch that ended with
+    /// a Flush, or that was forwarded without its Sync). Only closing the connection rolls
+    /// that back, so it never goes back to the pool like this.
+    pub unsynced: bool,
     /// The monitor declaring the server failed (a failover): reads give up.
     pub(crate) failed: Option<sluice_core::FailedWatch>,
 }
@@ -49,6 +54,7 @@ impl PgConn {
             applied: BTreeMap::new(),
             statements: ServerStatements::new(cache),
             broken: false,
+            unsynced: false,
             failed: None,
         }
     }
@@ -57,7 +63,7 @@ impl PgConn {
     /// sat idle (an idle connection hears nothing: data means the server closed it, or is
     /// closing it with an error such as 57P01 after `pg_terminate_backend`).
     pub fn usable(&self) -> bool {
-        if self.broken || !self.rbuf.is_empty() || self.server_failed() {
+        if self.broken || self.unsynced || !self.rbuf.is_empty() || self.server_failed() {
             return false;
         }
         let mut probe = [0u8; 1];
@@ -76,6 +82,7 @@ impl PgConn {
 
     /// Sends `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.unsynced = true;
         let r = self.stream.write_all(bytes).await;
         if r.is_err() {
             self.broken = true;
@@ -151,12 +158,16 @@ impl PgConn {
         &self.rbuf
     }
 
-    /// Reads the next whole message, waiting for it: its tag and body (copied).
+    /// Reads the next whole message, waiting for it: its tag and body (copied). A
+    /// ReadyForQuery ends what was sent before it (see [`PgConn::unsynced`]).
     pub async fn next_owned(&mut self) -> io::Result<(u8, Vec<u8>)> {
         loop {
             match self.peek() {
                 Ok(Some((m, n))) => {
                     let out = (m.tag, m.body.to_vec());
+                    if m.tag == b'Z' {
+                        self.unsynced = false;
+                    }
                     self.consume(n);
                     return Ok(out);
                 }

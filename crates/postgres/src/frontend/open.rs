@@ -176,8 +176,10 @@ impl Session {
             }
         }
         if let Some(mut lease) = self.lease.take() {
-            // Mid-transaction or pinned state: the connection cannot serve anyone else.
-            if self.status != ReadyStatus::Idle || self.pins != 0 {
+            // Mid-transaction, pinned state, or a batch the client never ended with a Sync
+            // (its implicit transaction is open, and a disconnect is what rolls it back): the
+            // connection cannot serve anyone else.
+            if self.status != ReadyStatus::Idle || self.pins != 0 || lease.conn().unsynced {
                 lease.discard();
             }
         }

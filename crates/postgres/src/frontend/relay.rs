@@ -210,6 +210,7 @@ async fn relay_into(
                 }
             }
             b'Z' => {
+                conn.unsynced = false;
                 r.status = conn
                     .buffered()
                     .get(at + 5)

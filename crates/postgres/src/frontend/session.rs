@@ -12,7 +12,7 @@ use super::unit::{self, End, Names, Unit};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
 use crate::front::PostgresFrontend;
-use crate::wire::{ReadyStatus, Writer};
+use crate::wire::{ReadyStatus, WireError, Writer};
 use sluice_core::{Lease, PoolKey};
 use sluice_runtime::listener::ListenerInfo;
 use sluice_runtime::{SessionHandle, SessionKey};
@@ -110,8 +110,16 @@ impl Session {
     /// meanwhile: notifications).
     async fn next_unit(&mut self) -> Result<Unit, SessionError> {
         loop {
-            if let Some(u) = self.buffered_unit()? {
-                return Ok(u);
+            match self.buffered_unit() {
+                Ok(Some(u)) => return Ok(u),
+                Ok(None) => {}
+                Err(e @ WireError::MessageType(_)) => {
+                    // As PostgreSQL answers it (boxed: an idle session does not carry this).
+                    let msg = e.to_string();
+                    let _ = Box::pin(self.client.fatal("08P01", &msg)).await;
+                    return Err(SessionError::Refused(msg));
+                }
+                Err(e) => return Err(client_err(e)),
             }
             if self.lease.is_some() {
                 // Boxed: an idle session without a connection does not carry this state.
@@ -123,12 +131,11 @@ impl Session {
     }
 
     /// The next unit, if the client's buffer holds all of it.
-    fn buffered_unit(&self) -> Result<Option<Unit>, SessionError> {
+    fn buffered_unit(&self) -> Result<Option<Unit>, WireError> {
         let client = &self.client;
         unit::next_unit(&client.buf, |at| {
             Ok(client.message_at(at)?.map(|(m, len)| (m.tag, len)))
         })
-        .map_err(|e| SessionError::Client(e.to_string()))
     }
 
     /// Waits for the client's next bytes while holding a connection, passing on what the

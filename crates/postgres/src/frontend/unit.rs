@@ -45,7 +45,20 @@ pub struct Unit {
     pub end: End,
 }
 
-/// The next unit at the front of `buf`, if complete.
+/// The types of the messages a client may send after its login: Bind, Close, CopyData,
+/// CopyDone, CopyFail, Describe, Execute, Flush, FunctionCall, Parse, Query, Sync and
+/// Terminate. PostgreSQL ends the session on anything else, and so does sluice, before it
+/// reaches a server (whose connection it would cost).
+fn frontend_message(tag: u8) -> bool {
+    matches!(
+        tag,
+        b'B' | b'C' | b'd' | b'c' | b'f' | b'D' | b'E' | b'H' | b'F' | b'P' | b'Q' | b'S' | b'X'
+    )
+}
+
+/// The next unit at the front of `buf`, if complete. A message of a type no client may send
+/// is an error when it comes first; after other messages, they are a unit of their own
+/// ([`End::Partial`]): the server would have run them before it read that one.
 pub fn next_unit(
     buf: &[u8],
     read: impl Fn(usize) -> Result<Option<(u8, usize)>, WireError>,
@@ -53,6 +66,16 @@ pub fn next_unit(
     let mut msgs = smallvec::SmallVec::new();
     let mut at = 0;
     while let Some((tag, len)) = read(at)? {
+        if !frontend_message(tag) {
+            if msgs.is_empty() {
+                return Err(WireError::MessageType(tag));
+            }
+            return Ok(Some(Unit {
+                msgs,
+                len: at,
+                end: End::Partial,
+            }));
+        }
         msgs.push((tag, at, len));
         at += len;
         let end = match tag {
@@ -560,6 +583,59 @@ fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Build<'_>) {
         _ => {
             f.keep(whole);
             f.f.exps.push_back(Exp::pass(Resp::Close));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::read_message;
+
+    fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn next(buf: &[u8]) -> Result<Option<Unit>, WireError> {
+        next_unit(buf, |at| {
+            Ok(read_message(&buf[at..], 1 << 20)?.map(|(m, len)| (m.tag, len)))
+        })
+    }
+
+    #[test]
+    fn a_message_type_no_client_sends_ends_the_session_where_it_comes() {
+        // First in the buffer: an error, in PostgreSQL's words.
+        for tag in [b'Z', b'p', 0, b'x'] {
+            let buf = msg(tag, b"");
+            let e = next(&buf).map(|_| ()).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid frontend message type {tag}")
+            );
+        }
+        // After a whole unit: that unit first.
+        let q = msg(b'Q', b"SELECT 1\0");
+        let buf = [q.clone(), msg(b'Z', b"")].concat();
+        let u = next(&buf).unwrap().unwrap();
+        assert_eq!((u.end, u.len, u.msgs.len()), (End::Query, q.len(), 1));
+        assert!(next(&buf[u.len..]).is_err());
+        // After part of one: the part, forwarded without an end (the server runs it before
+        // it reads the bad message).
+        let part = [
+            msg(b'P', b"\0INSERT INTO t VALUES (1)\0\0\0"),
+            msg(b'B', b"\0\0\0\0\0\0\0\0"),
+            msg(b'E', b"\0\0\0\0\0"),
+        ]
+        .concat();
+        let buf = [part.clone(), msg(b'Z', b""), msg(b'S', b"")].concat();
+        let u = next(&buf).unwrap().unwrap();
+        assert_eq!((u.end, u.len, u.msgs.len()), (End::Partial, part.len(), 3));
+        // Every type a client does send passes.
+        for tag in *b"BCdcfDEHFPQSX" {
+            assert!(next(&msg(tag, b"")).is_ok(), "{}", tag as char);
         }
     }
 }

@@ -38,6 +38,9 @@ pub enum WireError {
     /// A StartupMessage without a `user`.
     #[error("no PostgreSQL user name specified in startup packet")]
     NoUser,
+    /// A message type no client sends after its login (PostgreSQL's own words for it).
+    #[error("invalid frontend message type {0}")]
+    MessageType(u8),
     /// A message longer than the limit given to [`crate::wire::read_message`].
     #[error("message of {len} bytes is over the limit of {limit}")]
     TooLong {
