@@ -7,6 +7,7 @@
 
 pub mod balance;
 pub mod budget;
+pub mod cancel_gate;
 pub mod cluster;
 pub mod connecting;
 pub mod digest;
@@ -23,6 +24,7 @@ pub mod stats;
 pub mod topology;
 
 pub use budget::{Charge, MemoryBudget, OverBudget};
+pub use cancel_gate::{CancelGate, CancelInFlight, CancelTicket};
 pub use cluster::{Cluster, HostgroupView};
 pub use digest::{DigestKey, DigestSample, DigestStats, DigestTable};
 pub use error::{AcquireError, ConnectError};

@@ -3,7 +3,7 @@
 //! they are running).
 
 use parking_lot::Mutex;
-use sluice_core::{Protocol, Server};
+use sluice_core::{CancelGate, CancelTicket, Protocol, Server};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -44,7 +44,7 @@ pub struct SessionHandle {
     /// When the client connected.
     pub connected: Instant,
     pins: AtomicU32,
-    current: Mutex<Current>,
+    current: Mutex<Doing>,
     killed: AtomicBool,
     kill_signal: Notify,
 }
@@ -57,9 +57,20 @@ pub struct Current {
     /// The statement in flight (its text, shared with the session, or its first
     /// [`STATEMENT_SHOWN`] bytes) and when it started.
     pub statement: Option<(Arc<[u8]>, Instant)>,
-    /// The cancel secret of the backend in `backend` (PostgreSQL: with the process id there,
-    /// the server's own cancel key; 0 for MySQL).
-    pub cancel_secret: u32,
+    /// What lets a cancel or kill reach that connection while it still serves this session,
+    /// with the key a cancel quotes (see [`sluice_core::cancel_gate`]); `None`: nothing may
+    /// be cancelled there.
+    pub cancel: Option<CancelTicket>,
+}
+
+/// [`Current`] as kept: the cancel ticket in two parts, the lease epoch in room the backend's
+/// leaves (every session has one of these, idle or not).
+#[derive(Debug, Default)]
+struct Doing {
+    backend: Option<(Arc<Server>, u32)>,
+    statement: Option<(Arc<[u8]>, Instant)>,
+    gate: Option<Arc<CancelGate>>,
+    epoch: u32,
 }
 
 impl SessionHandle {
@@ -80,19 +91,32 @@ impl SessionHandle {
     }
     /// What it is doing.
     pub fn current(&self) -> Current {
-        self.current.lock().clone()
+        let d = self.current.lock();
+        Current {
+            backend: d.backend.clone(),
+            statement: d.statement.clone(),
+            cancel: d.gate.clone().map(|g| CancelTicket::from_parts(g, d.epoch)),
+        }
     }
-    /// Records the backend in use (None when it has none).
+    /// Records the backend in use (None when it has none), with no way to cancel there.
     pub fn set_backend(&self, b: Option<(Arc<Server>, u32)>) {
-        self.current.lock().backend = b;
+        self.set_backend_for_cancel(b, None);
     }
 
-    /// Records the server connection serving the session now with its cancel key
-    /// (PostgreSQL: process id and secret), or that none is.
-    pub fn set_backend_with_secret(&self, b: Option<(Arc<Server>, u32)>, secret: u32) {
-        let mut c = self.current.lock();
-        c.backend = b;
-        c.cancel_secret = secret;
+    /// Records the server connection serving the session now (server, process or thread id)
+    /// with the ticket a cancel needs to reach it while it serves this session, or that none
+    /// is.
+    pub fn set_backend_for_cancel(
+        &self,
+        b: Option<(Arc<Server>, u32)>,
+        ticket: Option<CancelTicket>,
+    ) {
+        let mut d = self.current.lock();
+        d.backend = b;
+        (d.gate, d.epoch) = match ticket.map(CancelTicket::into_parts) {
+            Some((gate, epoch)) => (Some(gate), epoch),
+            None => (None, 0),
+        };
     }
     /// Asks the session to end (KILL CONNECTION).
     pub fn kill(&self) {
@@ -172,7 +196,7 @@ impl Registry {
             peer,
             connected: Instant::now(),
             pins: AtomicU32::new(0),
-            current: Mutex::new(Current::default()),
+            current: Mutex::new(Doing::default()),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
         });

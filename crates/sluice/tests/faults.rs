@@ -394,3 +394,34 @@ async fn read_timeout_and_request_memory_are_reloaded() {
     let msg = server_error(r, 1053, "08S01");
     assert!(msg.contains("sent nothing for 1s"), "{msg}");
 }
+
+/// A `KILL QUERY` that reaches the server only after its statement ended must not kill the
+/// statement another session runs next on the same backend connection: the connection is not
+/// lent again while the KILL is under way. (The relay opens every connection 1.5 s late, the
+/// KILL's own among them; the pool has one connection, so the next session would be lent it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_kill_query_never_reaches_another_sessions_statement() {
+    let topo = common::one_primary().await;
+    let relay = FaultRelay::slow(topo.primary().addr(), Duration::from_millis(1500)).await;
+    let text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
+        relay.addr()
+    );
+    let (_proxy, running) = common::start_proxy(&text).await;
+    let port = running.addrs[0].port();
+    let (mut a, mut b, mut killer) = (conn(port).await, conn(port).await, conn(port).await);
+    a.query_drop("SELECT 1").await.unwrap();
+    let a_id = a.id();
+    let sleeper = tokio::spawn(async move {
+        let r: Option<u32> = a.query_first("SELECT SLEEP(0.5)").await.unwrap();
+        r
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let kill = tokio::spawn(async move { killer.query_drop(format!("KILL QUERY {a_id}")).await });
+    sleeper.await.unwrap();
+    // B's statement runs while A's KILL is still on its way.
+    let slept: Result<Option<u32>, _> = b.query_first("SELECT SLEEP(2.5)").await;
+    assert_eq!(slept.unwrap(), Some(0), "B's SLEEP was interrupted");
+    kill.await.unwrap().unwrap();
+    drop(relay);
+}

@@ -126,6 +126,8 @@ pub struct BackendConn {
     pub read_timeout: ReadTimeout,
     /// Sequence id the server's next packet must carry (the exchange's next).
     pub(super) next_seq: u8,
+    /// Keeps `KILL QUERY` for a session's statement within the lease it was meant for.
+    pub gate: std::sync::Arc<sluice_core::CancelGate>,
 }
 
 /// A text result set read by a control-plane query.

@@ -75,6 +75,7 @@ impl BackendConn {
             failed: None,
             read_timeout: ReadTimeout::default(),
             next_seq: 0,
+            gate: sluice_core::CancelGate::new(0),
         };
         conn.state.last_insert_id = Some(0);
         conn.login(address, user, password, flavour_caps, tls)

@@ -299,7 +299,11 @@ impl Session {
                 .await?;
             return Err(Fatal("killed itself".into()));
         }
-        if let Some((server, thread)) = target.current().backend {
+        let current = target.current();
+        // The connection is not lent to another session until the KILL is done; if the
+        // target already gave it back, its statement is over: there is nothing to kill there.
+        let in_flight = current.cancel.as_ref().and_then(|t| t.begin());
+        if let (Some((server, thread)), Some(_in_flight)) = (current.backend, in_flight) {
             let sql = format!("KILL {}{thread}", if query_only { "QUERY " } else { "" });
             let user = self.user.clone();
             let timeout = self.proxy.rt.config.pool.connect_timeout.get();

@@ -215,13 +215,16 @@ impl Session {
         let topo = self.proxy.topology.clone();
         let result = topo
             .lease_for(decision, &self.key, &self.proxy.connector, |c| {
-                !c.peer_closed()
+                // Claimed for this lease, unless a KILL for its last one is under way.
+                !c.peer_closed() && c.gate.claim()
             })
             .await;
         let lease = result?;
-        let thread = lease.conn_ref().thread_id;
-        self.handle
-            .set_backend(Some((lease.server().clone(), thread)));
+        let conn = lease.conn_ref();
+        self.handle.set_backend_for_cancel(
+            Some((lease.server().clone(), conn.thread_id)),
+            Some(conn.gate.ticket()),
+        );
         Ok(Attached::new(lease))
     }
 

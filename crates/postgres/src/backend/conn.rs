@@ -39,6 +39,9 @@ pub struct PgConn {
     /// a Flush, or that was forwarded without its Sync). Only closing the connection rolls
     /// that back, so it never goes back to the pool like this.
     pub unsynced: bool,
+    /// Keeps cancel requests to this connection within the lease they were meant for, with
+    /// the server's cancel key (set once logged in).
+    pub gate: Arc<sluice_core::CancelGate>,
     /// The monitor declaring the server failed (a failover): reads give up.
     pub(crate) failed: Option<sluice_core::FailedWatch>,
 }
@@ -55,19 +58,23 @@ impl PgConn {
             statements: ServerStatements::new(cache),
             broken: false,
             unsynced: false,
+            gate: sluice_core::CancelGate::new(0),
             failed: None,
         }
     }
 
-    /// Fit to be lent from the pool: not broken, and the server has sent nothing while it
-    /// sat idle (an idle connection hears nothing: data means the server closed it, or is
-    /// closing it with an error such as 57P01 after `pg_terminate_backend`).
+    /// Fit to be lent from the pool: not broken, the server has sent nothing while it sat
+    /// idle (an idle connection hears nothing: data means the server closed it, or is closing
+    /// it with an error such as 57P01 after `pg_terminate_backend`), and no cancel request
+    /// for its last lease is under way. If so, it is claimed for the new lease: a cancel meant
+    /// for an earlier one no longer reaches it.
     pub fn usable(&self) -> bool {
         if self.broken || self.unsynced || !self.rbuf.is_empty() || self.server_failed() {
             return false;
         }
         let mut probe = [0u8; 1];
         matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            && self.gate.claim()
     }
 
     /// Before the connection goes back to the pool: a read buffer grown by a large result

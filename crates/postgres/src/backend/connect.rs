@@ -108,6 +108,7 @@ impl Connector<Box<PgConn>> for PgConnector {
             // From now on: a login to a server that hangs gives up when it is declared failed.
             conn.failed = Some(server.failed_watch());
             login(&mut conn, &key.user, database, credential).await?;
+            conn.gate = sluice_core::CancelGate::new(conn.backend_key.1);
             Ok(Box::new(conn))
         })
     }

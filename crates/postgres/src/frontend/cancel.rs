@@ -20,11 +20,17 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
         return false;
     }
     let current = session.current();
-    let Some((server, server_pid)) = current.backend else {
+    let (Some((server, server_pid)), Some(ticket)) = (current.backend, current.cancel) else {
         tracing::debug!(pid, "cancel request for an idle session: dropped");
         return false;
     };
-    let (addr, server_secret) = (server.address.clone(), current.cancel_secret);
+    // Until the server has taken the request, the connection is not lent to anyone else;
+    // if the session already gave it back, the statement is over: nothing to cancel.
+    let Some(_in_flight) = ticket.begin() else {
+        tracing::debug!(pid, "cancel request after the statement ended: dropped");
+        return false;
+    };
+    let (addr, server_secret) = (server.address.clone(), ticket.secret());
     match tokio::time::timeout(
         Duration::from_secs(5),
         send(&addr, server_pid, server_secret),

@@ -80,9 +80,9 @@ impl Session {
     ) {
         let conn = lease.conn_ref();
         tracing::trace!(hostgroup = %decision.hostgroup, status = ?self.status, "connection leased");
-        self.handle.set_backend_with_secret(
+        self.handle.set_backend_for_cancel(
             Some((lease.server().clone(), conn.backend_key.0)),
-            conn.backend_key.1,
+            Some(conn.gate.ticket()),
         );
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
@@ -95,7 +95,7 @@ impl Session {
             lease.conn().park();
             tracing::trace!(status = ?self.status, "connection released");
             drop(lease);
-            self.handle.set_backend_with_secret(None, 0);
+            self.handle.set_backend_for_cancel(None, None);
         }
     }
 

@@ -52,6 +52,8 @@ pub struct Raw {
     rbuf: BytesMut,
     /// Bytes to send.
     pub out: BytesMut,
+    /// The BackendKeyData the login gave (process id, secret).
+    pub key: (u32, u32),
 }
 
 impl Raw {
@@ -77,6 +79,7 @@ impl Raw {
             stream,
             rbuf: BytesMut::new(),
             out: BytesMut::new(),
+            key: (0, 0),
         };
         frontend::startup_message([("user", user), ("database", database)], &mut raw.out).unwrap();
         raw.try_flush().await?;
@@ -122,6 +125,10 @@ impl Raw {
                         m.sqlstate().unwrap_or_default(),
                         m.field(b'M').unwrap_or_default()
                     ))
+                }
+                b'K' if m.body.len() == 8 => {
+                    let word = |i: usize| u32::from_be_bytes(m.body[i..i + 4].try_into().unwrap());
+                    raw.key = (word(0), word(4));
                 }
                 b'Z' => return Ok(raw),
                 _ => {}
@@ -296,4 +303,18 @@ impl Raw {
             })
             .collect()
     }
+}
+
+/// Sends a CancelRequest with `key` (a login's BackendKeyData) to `port`, as libpq does: on a
+/// connection of its own, closed by the other side once it has read it.
+pub async fn cancel(port: u16, key: (u32, u32)) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut packet = Vec::with_capacity(16);
+    packet.extend_from_slice(&16u32.to_be_bytes());
+    packet.extend_from_slice(&80_877_102u32.to_be_bytes());
+    packet.extend_from_slice(&key.0.to_be_bytes());
+    packet.extend_from_slice(&key.1.to_be_bytes());
+    s.write_all(&packet).await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(DEADLINE, s.read_to_end(&mut rest)).await;
 }

@@ -1,8 +1,11 @@
 //! What a broken or departing client leaves behind: nothing another session sees.
 
-use super::pg::raw::Raw;
-use super::pg::start;
+use super::pg::raw::{self, Raw};
+use super::pg::{config, start, start_with};
 use postgres_protocol::message::frontend;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// A client that runs an INSERT through the extended protocol, ends the batch with a Flush
 /// instead of a Sync (the server answers, the implicit transaction stays open) and leaves
@@ -71,4 +74,65 @@ async fn a_departing_or_broken_client_leaves_nothing_behind() {
     );
     // Both servers' one connection is the one they had.
     assert_eq!(pids(), before);
+}
+
+/// A relay to `target` that holds every connection opening with a CancelRequest back for
+/// `delay` (a cancel that takes long to reach the server: a slow network, a TLS handshake).
+fn cancel_delaying_relay(target: String, delay: Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut head = [0u8; 8];
+                if client.read_exact(&mut head).await.is_err() {
+                    return;
+                }
+                if head[4..] == 80_877_102u32.to_be_bytes() {
+                    tokio::time::sleep(delay).await;
+                }
+                let Ok(mut server) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                if server.write_all(&head).await.is_ok() {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A cancel request that reaches the server only after its statement ended must not cancel
+/// the statement another session runs next on the same server connection (PgBouncer's
+/// cancel race): the connection is not lent again while a cancel for it is under way, and a
+/// cancel for a lease that is over is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_cancel_never_reaches_another_sessions_statement() {
+    let env = start_with(0, |topo| {
+        let primary = topo.primary().addr();
+        let relay = cancel_delaying_relay(primary.clone(), Duration::from_millis(1500));
+        // One connection: the next session would be lent the very same one.
+        config(
+            topo,
+            "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+        )
+        .replace(&primary, &relay)
+    })
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query("SELECT pg_sleep(0.5)", &mut a.out).unwrap();
+    a.flush().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Held back by the relay for 1.5 s: it reaches the server after A's statement ended.
+    let cancel = tokio::spawn(raw::cancel(env.port, a.key));
+    a.until_ready().await;
+    // B's statement runs while A's cancel is still on its way.
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let answer = b.try_simple("SELECT pg_sleep(2.5)").await;
+    assert!(answer.is_ok(), "{answer:?}");
+    cancel.await.unwrap();
 }
