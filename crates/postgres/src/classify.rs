@@ -143,6 +143,7 @@ fn pin_bits(p: Pins) -> u32 {
         (Pins::LOAD, pin::LOAD),
         (Pins::SESSION_AUTHORIZATION, pin::SESSION_AUTHORIZATION),
         (Pins::SESSION_CHARACTERISTICS, pin::SESSION_CHARACTERISTICS),
+        (Pins::SET_CONFIG, pin::SET_CONFIG),
     ];
     map.iter()
         .filter(|(f, _)| p.contains(*f))
@@ -159,7 +160,8 @@ fn unpin_bits(u: Unpins) -> u32 {
             | pin::PREPARE
             | pin::SESSION_AUTHORIZATION
             | pin::SESSION_CHARACTERISTICS
-            | pin::SET_IN_SAVEPOINT;
+            | pin::SET_IN_SAVEPOINT
+            | pin::SET_CONFIG;
     }
     for (f, b) in [
         (Unpins::UNLISTEN_ALL, pin::LISTEN),

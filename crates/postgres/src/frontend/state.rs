@@ -31,8 +31,11 @@ pub mod pin {
     pub const SET_IN_SAVEPOINT: u32 = 1 << 8;
     /// A named portal or the COPY protocol left open across a transaction boundary.
     pub const OPEN_PROTOCOL_STATE: u32 = 1 << 9;
+    /// `set_config(name, value, false)`: a setting sluice cannot carry to another connection
+    /// (PostgreSQL reports most parameters to no one).
+    pub const SET_CONFIG: u32 = 1 << 10;
 
-    const NAMES: [&str; 10] = [
+    const NAMES: [&str; 11] = [
         "temporary table",
         "session advisory lock",
         "LISTEN",
@@ -43,6 +46,7 @@ pub mod pin {
         "SET SESSION CHARACTERISTICS",
         "SET rolled back to a savepoint",
         "open portal",
+        "set_config(..., false)",
     ];
 
     /// The names of the bits set in `bits`.

@@ -136,3 +136,44 @@ async fn a_late_cancel_never_reaches_another_sessions_statement() {
     assert!(answer.is_ok(), "{answer:?}");
     cancel.await.unwrap();
 }
+
+/// `set_config(name, value, false)` sets the parameter for the rest of the session on its
+/// server connection, and PostgreSQL reports most parameters to no one: the session keeps that
+/// connection (pinned, saying why), and when it leaves, the connection is closed rather than
+/// lent to a client that would inherit the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_made_with_set_config_never_reaches_another_client() {
+    // One connection: the next client would be lent the very same one.
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.try_simple("SELECT set_config('statement_timeout', '1234', false)")
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !env
+        .process
+        .runtime
+        .sessions
+        .all()
+        .iter()
+        .any(|s| s.pin_reasons() == vec!["set_config(..., false)"])
+    {
+        assert!(std::time::Instant::now() < deadline, "no pinned session");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let shown = a.try_simple("SHOW statement_timeout").await.unwrap();
+    assert_eq!(Raw::column(&shown), ["1234ms"]);
+    // B waits for the one connection while A holds it, and gets a fresh one when A leaves.
+    let port = env.port;
+    let b = tokio::spawn(async move {
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        Raw::column(&b.try_simple("SHOW statement_timeout").await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(a);
+    assert_eq!(b.await.unwrap(), ["0"]);
+}

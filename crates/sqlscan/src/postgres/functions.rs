@@ -190,6 +190,8 @@ pub(crate) enum Call {
     AdvisoryLock,
     /// `pg_advisory_unlock_all()`.
     AdvisoryUnlockAll,
+    /// `set_config(name, value, is_local)`: a write, and a session setting unless `is_local`.
+    SetConfig,
     /// Anything else, including the transaction-level advisory locks and the single-lock
     /// unlocks: a write.
     Unknown,
@@ -228,6 +230,7 @@ pub(crate) fn classify_call(name: &[u8], spelling: Spelling) -> Call {
         | b"pg_try_advisory_lock"
         | b"pg_try_advisory_lock_shared" => return Call::AdvisoryLock,
         b"pg_advisory_unlock_all" => return Call::AdvisoryUnlockAll,
+        b"set_config" => return Call::SetConfig,
         _ => {}
     }
     if (spelling == Spelling::Bare && listed(KEYWORDS, &KEYWORDS_TABLE, low))
@@ -302,6 +305,10 @@ mod tests {
         );
         assert_eq!(
             classify_call(b"set_config", Spelling::Catalog),
+            Call::SetConfig
+        );
+        assert_eq!(
+            classify_call(b"SET_CONFIG", Spelling::Quoted),
             Call::Unknown
         );
         assert_eq!(classify_call(b"my_func", Spelling::Bare), Call::Unknown);

@@ -230,6 +230,9 @@ flags! {
         SESSION_AUTHORIZATION = 6, "SET SESSION AUTHORIZATION";
         /// `SET SESSION CHARACTERISTICS AS TRANSACTION ...`.
         SESSION_CHARACTERISTICS = 7, "SET SESSION CHARACTERISTICS";
+        /// `set_config(name, value, is_local)` without a plainly true `is_local`: a setting
+        /// for the rest of the session, which PostgreSQL reports for few parameters.
+        SET_CONFIG = 8, "set_config(..., false)";
     }
 }
 

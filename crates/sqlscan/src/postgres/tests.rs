@@ -395,6 +395,25 @@ fn pins_and_unpins() {
             "LISTEN a; SELECT pg_advisory_lock(1)",
             Pins::LISTEN | Pins::ADVISORY_LOCK,
         ),
+        (
+            "SELECT set_config('search_path', 'x', false)",
+            Pins::SET_CONFIG,
+        ),
+        (
+            "select pg_catalog.SET_CONFIG('statement_timeout', '1', 'off')",
+            Pins::SET_CONFIG,
+        ),
+        ("SELECT set_config($1, $2, $3)", Pins::SET_CONFIG),
+        ("SELECT set_config('a.b', 'c', 1 = 1)", Pins::SET_CONFIG),
+        ("SELECT set_config('a.b', 'c')", Pins::SET_CONFIG),
+        (
+            "SELECT set_config('a.b', concat('x', ','), false), set_config('c.d', 'e', true)",
+            Pins::SET_CONFIG,
+        ),
+        (
+            "SELECT * FROM t WHERE set_config('a.b', 'c', (SELECT false))::text = 'c'",
+            Pins::SET_CONFIG,
+        ),
     ] {
         assert_eq!(pins(sql), want, "{sql}");
     }
@@ -416,6 +435,12 @@ fn pins_and_unpins() {
         "SET ROLE bob",
         "UNLISTEN c",
         "SELECT 1",
+        // Settings for the transaction only.
+        "SELECT set_config('request.jwt.claims', '{\"role\": \"x\"}', true)",
+        "SELECT pg_catalog.set_config('a.b', concat('x', ',', (1)), TRUE)",
+        "SELECT set_config('a.b', 'c', 'on'), set_config('d.e', 'f', 't')",
+        "SELECT myschema.set_config('a', 'b', false)",
+        "SELECT 'set_config(1, 2, false)'",
     ] {
         assert!(pins(sql).is_empty(), "{sql}: {:?}", pins(sql));
     }

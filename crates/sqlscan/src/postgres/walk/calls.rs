@@ -3,7 +3,7 @@
 use super::Walk;
 use crate::postgres::functions::{classify_call, Call, Spelling};
 use crate::postgres::keywords::Kw;
-use crate::postgres::lexer::{Kind, Token};
+use crate::postgres::lexer::{Kind, Lexer, Token};
 use crate::postgres::{Pins, Unpins};
 
 /// How a called name is qualified.
@@ -100,7 +100,62 @@ impl Walk {
                 self.set_write();
                 self.unpins |= Unpins::ADVISORY_UNLOCK_ALL;
             }
+            Call::SetConfig => {
+                // Routed as any function sluice does not know (it may be configured as
+                // read-only), and pinning when the setting outlives the transaction.
+                self.user_call(t);
+                if !sets_locally(&src[t.end..]) {
+                    self.pins |= Pins::SET_CONFIG;
+                }
+            }
         }
+    }
+}
+
+/// True if the arguments of `set_config` at the start of `rest` (from the `(` on) end with an
+/// `is_local` that is plainly true: the keyword `TRUE`, or a string PostgreSQL reads as true.
+/// Anything else (`false`, an expression, a parameter) may set the parameter for the rest of
+/// the session: on this server connection only, since PostgreSQL reports most parameters to
+/// no one, so the session cannot move.
+fn sets_locally(rest: &[u8]) -> bool {
+    let mut lex = Lexer::new(rest);
+    if !lex.next().is_some_and(|t| t.is_punct(b'(')) {
+        return false;
+    }
+    let (mut depth, mut commas) = (0u32, 0u32);
+    let mut third: Option<Token> = None;
+    let mut third_tokens = 0;
+    for t in lex {
+        match t.kind {
+            Kind::Punct(b'(' | b'[') => depth += 1,
+            Kind::Punct(b')' | b']') if depth == 0 => break,
+            Kind::Punct(b')' | b']') => depth -= 1,
+            Kind::Punct(b',') if depth == 0 => {
+                commas += 1;
+                continue;
+            }
+            _ => {}
+        }
+        if commas == 2 {
+            third.get_or_insert(t);
+            third_tokens += 1;
+        }
+    }
+    let Some(t) = third.filter(|_| commas == 2 && third_tokens == 1) else {
+        return false;
+    };
+    match t.kind {
+        Kind::Word => t.kw == Kw::True,
+        Kind::Str => {
+            let text = t.text(rest);
+            text.len() >= 2
+                && text[0] == b'\''
+                && matches!(
+                    text[1..text.len() - 1].to_ascii_lowercase().as_slice(),
+                    b"t" | b"true" | b"y" | b"yes" | b"on" | b"1"
+                )
+        }
+        _ => false,
     }
 }
 
