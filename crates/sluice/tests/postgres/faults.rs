@@ -177,3 +177,48 @@ async fn a_setting_made_with_set_config_never_reaches_another_client() {
     drop(a);
     assert_eq!(b.await.unwrap(), ["0"]);
 }
+
+/// `currval` and `lastval` read state PostgreSQL keeps per server connection: through the pool
+/// a session never reads another client's values, only its own or, where its values were left
+/// on a connection another client has used since, the server's own "not yet defined" error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn currval_and_lastval_never_return_another_clients_value() {
+    // One connection: every session is lent the very same one.
+    let env = start(0, "\n[pool]\nmax_connections = 1\n").await;
+    env.psql("CREATE TABLE ids (id serial)");
+    let (mut a, mut b) = (
+        Raw::connect(env.port, "app", "app", "postgres").await,
+        Raw::connect(env.port, "app", "app", "postgres").await,
+    );
+    let one = |msgs: Vec<raw::Msg>| Raw::column(&msgs).concat();
+    let insert = "INSERT INTO ids DEFAULT VALUES RETURNING id";
+    assert_eq!(one(a.try_simple(insert).await.unwrap()), "1");
+    assert_eq!(one(a.try_simple("SELECT lastval()").await.unwrap()), "1");
+    // B never advanced the sequence: as on a direct connection, it is not defined for B.
+    assert_eq!(
+        b.try_simple("SELECT currval('ids_id_seq')")
+            .await
+            .unwrap_err(),
+        "55000 currval of sequence \"ids_id_seq\" is not yet defined in this session"
+    );
+    assert_eq!(one(b.try_simple(insert).await.unwrap()), "2");
+    assert_eq!(one(b.try_simple("SELECT lastval()").await.unwrap()), "2");
+    // A's value was left on the connection B has advanced the sequence on since: the
+    // server's error for A, never B's value.
+    assert_eq!(
+        a.try_simple("SELECT currval('ids_id_seq')")
+            .await
+            .unwrap_err(),
+        "55000 currval of sequence \"ids_id_seq\" is not yet defined in this session"
+    );
+    // In a transaction, the session's own value.
+    let (_, msgs) = {
+        frontend::query(
+            "BEGIN; INSERT INTO ids DEFAULT VALUES; SELECT currval('ids_id_seq'); COMMIT",
+            &mut a.out,
+        )
+        .unwrap();
+        a.round(1).await
+    };
+    assert_eq!(Raw::column(&msgs), ["3"]);
+}
