@@ -221,8 +221,11 @@ async fn relay_into(
                     out.drop_message(conn, len);
                 }
                 exps.pop_front();
-                // Everything sent has been answered (a unit holds one Sync, at its end).
-                conn.unsynced = false;
+                // Everything sent has been answered (a ReadyForQuery sluice put in front of
+                // the client's messages is not the end of them).
+                if exps.is_empty() {
+                    conn.unsynced = false;
+                }
             }
             b'G' => {
                 // COPY FROM STDIN: the client's data goes to the server until CopyDone/Fail.

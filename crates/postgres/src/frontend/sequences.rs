@@ -6,13 +6,15 @@
 //!
 //! So each server connection carries the mark of the session stretch whose sequence state it
 //! holds, and each session the mark of its current stretch. A connection lent to a session
-//! whose mark it does not carry has its sequence state discarded (`DISCARD SEQUENCES`, a
-//! round trip of sluice's own) before it runs anything of the session's. A statement that may advance a sequence (anything routed as a write) starts a
+//! whose mark it does not carry has its sequence state discarded (`DISCARD SEQUENCES`, sent
+//! ahead of the session's first messages on it, its answer not relayed) before it runs
+//! anything. A statement that may advance a sequence (anything routed as a write) starts a
 //! new stretch on a clean connection, or continues the one the connection carries. A session
 //! therefore reads either its own values or, where they were left on another connection, the
 //! server's own error (55000 `currval of sequence "…" is not yet defined in this session`):
 //! never another client's.
 
+use super::unit::{Exp, Exps, Resp};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
 use sluice_core::router::Route;
@@ -29,7 +31,7 @@ pub struct Sequences {
 }
 
 /// `DISCARD SEQUENCES` as a simple query.
-pub const DISCARD: &[u8] = b"Q\0\0\0\x16DISCARD SEQUENCES\0";
+const DISCARD: &[u8] = b"Q\0\0\0\x16DISCARD SEQUENCES\0";
 
 impl Sequences {
     /// A connection was leased.
@@ -37,21 +39,35 @@ impl Sequences {
         self.fresh = true;
     }
 
-    /// Before the first unit of a lease: true if `conn` holds someone else's sequence state,
-    /// which the caller then discards (with [`DISCARD`], and [`Sequences::discarded`]).
-    pub fn must_discard(&mut self, conn: &PgConn) -> bool {
-        std::mem::take(&mut self.fresh) && conn.seq_mark != 0 && conn.seq_mark != self.mark
-    }
-
-    /// `conn`'s sequence state was discarded.
-    pub fn discarded(conn: &mut PgConn) {
-        conn.seq_mark = 0;
-    }
-
-    /// A unit that ran `ran` goes to `conn`: after one that may advance a sequence, the
-    /// connection carries this session's mark (a stretch goes on while the connection carries
-    /// its mark; otherwise a new one starts).
-    pub fn forwarded(&mut self, conn: &mut PgConn, ran: &[Arc<StmtDef>]) {
+    /// Before a unit goes to `conn`: on the first unit of a lease, a connection that holds
+    /// someone else's sequence state gets `DISCARD SEQUENCES` ahead of the unit (`client` is
+    /// the unit as the client sent it, when `out` is `None`); after a unit that may advance
+    /// a sequence, the connection carries this session's mark.
+    pub fn before(
+        &mut self,
+        conn: &mut PgConn,
+        ran: &[Arc<StmtDef>],
+        client: &[u8],
+        out: &mut Option<Vec<u8>>,
+        exps: &mut Exps,
+    ) {
+        if std::mem::take(&mut self.fresh) && conn.seq_mark != 0 && conn.seq_mark != self.mark {
+            // A new lease starts with the connection answered in full (only such connections
+            // are lent), so the query runs on its own, before anything of the client's.
+            let mut with = Vec::with_capacity(DISCARD.len() + client.len());
+            with.extend_from_slice(DISCARD);
+            with.extend_from_slice(out.as_deref().unwrap_or(client));
+            if let Some(old) = out.replace(with) {
+                sluice_runtime::buffers::give_write(old);
+            }
+            let mut first = Exps::default();
+            first.push_back(Exp::swallow(Resp::Query));
+            first.append(exps);
+            *exps = first;
+            conn.seq_mark = 0;
+        }
+        // A stretch goes on while the connection carries its mark; otherwise a statement that
+        // may advance a sequence starts a new one.
         if (conn.seq_mark != self.mark || self.mark == 0)
             && ran.iter().any(|d| d.info.route == Route::Write)
         {

@@ -216,15 +216,6 @@ impl Session {
         } else if self.settings.generation() != self.lease_generation {
             self.sync_settings().await?;
         }
-        if let Some(lease) = &mut self.lease {
-            if self.sequences.must_discard(lease.conn()) {
-                // Someone else's currval/lastval (boxed: the usual unit needs no round trip).
-                Box::pin(self.hidden(super::sequences::DISCARD)).await?;
-                if let Some(lease) = &mut self.lease {
-                    super::sequences::Sequences::discarded(lease.conn());
-                }
-            }
-        }
         let prior = self.status;
         tracing::trace!(msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
         let Some(mut lease) = self.lease.take() else {
@@ -237,9 +228,18 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
         };
-        let unit::Forwarded { out, mut exps, ran } =
-            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
-        self.sequences.forwarded(conn, &ran);
+        let unit::Forwarded {
+            mut out,
+            mut exps,
+            ran,
+        } = unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+        self.sequences.before(
+            conn,
+            &ran,
+            &self.client.buf[..unit.len],
+            &mut out,
+            &mut exps,
+        );
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
         if let Some(mut owed) = self.owed.take() {
