@@ -192,17 +192,25 @@ async fn currval_and_lastval_never_return_another_clients_value() {
     );
     let one = |msgs: Vec<raw::Msg>| Raw::column(&msgs).concat();
     let insert = "INSERT INTO ids DEFAULT VALUES RETURNING id";
-    let currval = "SELECT currval('ids_id_seq')";
-    let undefined = "55000 currval of sequence \"ids_id_seq\" is not yet defined in this session";
     assert_eq!(one(a.try_simple(insert).await.unwrap()), "1");
     assert_eq!(one(a.try_simple("SELECT lastval()").await.unwrap()), "1");
     // B never advanced the sequence: as on a direct connection, it is not defined for B.
-    assert_eq!(b.try_simple(currval).await.unwrap_err(), undefined);
+    assert_eq!(
+        b.try_simple("SELECT currval('ids_id_seq')")
+            .await
+            .unwrap_err(),
+        "55000 currval of sequence \"ids_id_seq\" is not yet defined in this session"
+    );
     assert_eq!(one(b.try_simple(insert).await.unwrap()), "2");
     assert_eq!(one(b.try_simple("SELECT lastval()").await.unwrap()), "2");
     // A's value was left on the connection B has advanced the sequence on since: the
     // server's error for A, never B's value.
-    assert_eq!(a.try_simple(currval).await.unwrap_err(), undefined);
+    assert_eq!(
+        a.try_simple("SELECT currval('ids_id_seq')")
+            .await
+            .unwrap_err(),
+        "55000 currval of sequence \"ids_id_seq\" is not yet defined in this session"
+    );
     // In a transaction, the session's own value.
     let (_, msgs) = {
         frontend::query(
