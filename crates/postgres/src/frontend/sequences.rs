@@ -66,13 +66,11 @@ impl Sequences {
             *exps = first;
             conn.seq_mark = 0;
         }
-        // A stretch goes on while the connection carries its mark; otherwise a statement that
-        // may advance a sequence starts a new one.
-        if (conn.seq_mark != self.mark || self.mark == 0)
-            && ran.iter().any(|d| d.info.route == Route::Write)
-        {
-            self.mark = next_mark();
-            conn.seq_mark = self.mark;
+        if conn.seq_mark != self.mark || self.mark == 0 {
+            if ran.iter().any(|d| d.info.route == Route::Write) {
+                self.mark = next_mark();
+                conn.seq_mark = self.mark;
+            }
         }
     }
 }
