@@ -87,7 +87,6 @@ impl Session {
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
         self.lease_generation = 0;
-        self.sequences.leased();
     }
 
     /// Gives the connection back to the pool.

@@ -210,6 +210,7 @@ async fn relay_into(
                 }
             }
             b'Z' => {
+                conn.unsynced = false;
                 r.status = conn
                     .buffered()
                     .get(at + 5)
@@ -221,11 +222,6 @@ async fn relay_into(
                     out.drop_message(conn, len);
                 }
                 exps.pop_front();
-                // Everything sent has been answered (a ReadyForQuery sluice put in front of
-                // the client's messages is not the end of them).
-                if exps.is_empty() {
-                    conn.unsynced = false;
-                }
             }
             b'G' => {
                 // COPY FROM STDIN: the client's data goes to the server until CopyDone/Fail.

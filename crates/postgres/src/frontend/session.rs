@@ -54,9 +54,6 @@ pub struct Session {
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
     pub(super) owed: Option<Box<unit::Exps>>,
-    /// The session's sequence state (`currval`, `lastval`) and where it lives: see
-    /// [`super::sequences`].
-    pub(super) sequences: super::sequences::Sequences,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
@@ -228,18 +225,8 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
         };
-        let unit::Forwarded {
-            mut out,
-            mut exps,
-            ran,
-        } = unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
-        self.sequences.before(
-            conn,
-            &ran,
-            &self.client.buf[..unit.len],
-            &mut out,
-            &mut exps,
-        );
+        let unit::Forwarded { out, mut exps, ran } =
+            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
         if let Some(mut owed) = self.owed.take() {

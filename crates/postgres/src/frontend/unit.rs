@@ -186,7 +186,7 @@ impl Exp {
             replace_error: None,
         }
     }
-    pub(super) fn swallow(resp: Resp) -> Exp {
+    fn swallow(resp: Resp) -> Exp {
         Exp {
             forward: false,
             ..Exp::pass(resp)
