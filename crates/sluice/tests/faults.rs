@@ -398,13 +398,14 @@ async fn read_timeout_and_request_memory_are_reloaded() {
 /// A `KILL QUERY` that reaches the server only after its statement ended must not kill the
 /// statement another session runs next on the same backend connection: the connection is not
 /// lent again while the KILL is under way. (The relay opens every connection 1.5 s late, the
-/// KILL's own among them; the pool has one connection, so the next session would be lent it.)
+/// KILL's own among them, well within the connect timeout; the pool has one connection, so
+/// the next session would be lent it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_kill_query_never_reaches_another_sessions_statement() {
     let topo = common::one_primary().await;
     let relay = FaultRelay::slow(topo.primary().addr(), Duration::from_millis(1500)).await;
     let text = format!(
-        "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\nconnect_timeout = \"30s\"\n[monitor]\nenabled = false\n[[users]]\nname = \"app\"\npassword = \"app\"\n[[servers]]\naddress = \"{}\"\nhostgroup = \"writer\"\n",
         relay.addr()
     );
     let (_proxy, running) = common::start_proxy(&text).await;
@@ -412,9 +413,10 @@ async fn a_late_kill_query_never_reaches_another_sessions_statement() {
     let (mut a, mut b, mut killer) = (conn(port).await, conn(port).await, conn(port).await);
     a.query_drop("SELECT 1").await.unwrap();
     let a_id = a.id();
+    // A's own statement may be the one the KILL reaches, on a machine slow enough: either
+    // outcome is right for A.
     let sleeper = tokio::spawn(async move {
-        let r: Option<u32> = a.query_first("SELECT SLEEP(0.5)").await.unwrap();
-        r
+        let _: Result<Option<u32>, _> = a.query_first("SELECT SLEEP(0.5)").await;
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let kill = tokio::spawn(async move { killer.query_drop(format!("KILL QUERY {a_id}")).await });

@@ -522,10 +522,6 @@ mod tests {
         // A lease carries its pool key (user, database, variant): 80 bytes since keys carry a
         // database. Only sessions using a connection hold one.
         assert!(std::mem::size_of::<super::Attached>() <= 80);
-        eprintln!(
-            "SIZE handle {}",
-            std::mem::size_of::<super::SessionHandle>()
-        );
         assert!(std::mem::size_of::<super::SessionHandle>() <= 192);
     }
 }

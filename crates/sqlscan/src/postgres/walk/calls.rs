@@ -122,9 +122,9 @@ fn sets_locally(rest: &[u8]) -> bool {
     if !lex.next().is_some_and(|t| t.is_punct(b'(')) {
         return false;
     }
+    // The tokens of the third argument, at depth 0 after two commas.
     let (mut depth, mut commas) = (0u32, 0u32);
-    let mut third: Option<Token> = None;
-    let mut third_tokens = 0;
+    let mut third: Vec<Token> = Vec::new();
     for t in lex {
         match t.kind {
             Kind::Punct(b'(' | b'[') => depth += 1,
@@ -137,23 +137,24 @@ fn sets_locally(rest: &[u8]) -> bool {
             _ => {}
         }
         if commas == 2 {
-            third.get_or_insert(t);
-            third_tokens += 1;
+            third.push(t);
         }
     }
-    let Some(t) = third.filter(|_| commas == 2 && third_tokens == 1) else {
+    let [t] = third[..] else {
         return false;
     };
     match t.kind {
-        Kind::Word => t.kw == Kw::True,
+        Kind::Word => commas == 2 && t.kw == Kw::True,
         Kind::Str => {
             let text = t.text(rest);
-            text.len() >= 2
-                && text[0] == b'\''
-                && matches!(
-                    text[1..text.len() - 1].to_ascii_lowercase().as_slice(),
-                    b"t" | b"true" | b"y" | b"yes" | b"on" | b"1"
-                )
+            let inner = text
+                .strip_prefix(b"'")
+                .and_then(|x| x.strip_suffix(b"'"))
+                .unwrap_or_default();
+            commas == 2
+                && [&b"t"[..], b"true", b"y", b"yes", b"on", b"1"]
+                    .iter()
+                    .any(|w| inner.eq_ignore_ascii_case(w))
         }
         _ => false,
     }
