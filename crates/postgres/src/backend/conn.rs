@@ -106,12 +106,7 @@ impl PgConn {
     /// when the monitor declares it failed (a hung server answers nothing, and a failover
     /// replaces it).
     pub async fn fill(&mut self) -> io::Result<()> {
-        if self.rbuf.capacity() == 0 {
-            self.rbuf = sluice_runtime::buffers::read_buffer();
-        }
-        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
-            self.rbuf.reserve(16 * 1024);
-        }
+        self.room_to_read();
         let read =
             sluice_core::unless_failed(self.failed.as_mut(), self.stream.read_buf(&mut self.rbuf))
                 .await
@@ -191,13 +186,46 @@ impl PgConn {
         }
     }
 
-    /// Resolves when the server sent something (a notification or a notice, or that it is
-    /// closing) while the connection is idle with its session; consumes nothing.
-    pub async fn readable(&self) -> io::Result<()> {
-        if !self.rbuf.is_empty() {
+    /// Room in the read buffer for the next read.
+    fn room_to_read(&mut self) {
+        if self.rbuf.capacity() == 0 {
+            self.rbuf = sluice_runtime::buffers::read_buffer();
+        }
+        if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+            self.rbuf.reserve(16 * 1024);
+        }
+    }
+
+    /// Resolves when the server may have sent something (a notification or a notice, or
+    /// that it is closing) while the connection is idle with its session: at once if a whole
+    /// message is buffered. Consumes nothing. Readiness may be stale (the bytes that raised
+    /// it already read): what follows reads with [`PgConn::try_fill`], which never waits.
+    pub async fn readable(&mut self) -> io::Result<()> {
+        if matches!(self.peek(), Ok(Some(_)) | Err(_)) {
             return Ok(());
         }
         self.stream.readable().await
+    }
+
+    /// Reads what the server has sent, without waiting: false if it sent nothing (stale
+    /// readiness, which this read clears). An error as [`PgConn::fill`]'s.
+    pub fn try_fill(&mut self) -> io::Result<bool> {
+        self.room_to_read();
+        match self.stream.try_read_buf(&mut self.rbuf) {
+            Ok(0) => {
+                self.broken = true;
+                Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ))
+            }
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => {
+                self.broken = true;
+                Err(e)
+            }
+        }
     }
 }
 

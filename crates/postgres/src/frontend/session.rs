@@ -161,7 +161,14 @@ impl Session {
             return Ok(());
         };
         let conn = lease.conn();
-        if conn.fill().await.is_err() {
+        // Never a read that waits: with stale readiness it would wait for the server while
+        // the client's next unit sits unread (a transaction hung; seen in the driver suite).
+        let lost = match conn.peek() {
+            Ok(Some(_)) => false,
+            Ok(None) => conn.try_fill().is_err(),
+            Err(_) => true,
+        };
+        if lost {
             let _ = self
                 .client
                 .fatal(
@@ -214,7 +221,7 @@ impl Session {
             self.sync_settings().await?;
         }
         let prior = self.status;
-        tracing::trace!(msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
+        tracing::trace!(sid = self.handle.id, msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
         let Some(mut lease) = self.lease.take() else {
             return Err(SessionError::Refused("no connection".into()));
         };

@@ -177,3 +177,88 @@ async fn a_setting_made_with_set_config_never_reaches_another_client() {
     drop(a);
     assert_eq!(b.await.unwrap(), ["0"]);
 }
+
+/// A relay to `target` that, in the write carrying a ReadyForQuery inside a transaction
+/// ('T'), sends a NoticeResponse after it: the server's own asynchronous notice (a shutdown
+/// warning, say), arriving with the answer before it in one read.
+fn notice_after_ready_relay(target: String) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&target).await else {
+                return;
+            };
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_client, &mut to_server).await;
+            });
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = from_server.read(&mut chunk).await {
+                    buf.extend_from_slice(&chunk[..n]);
+                    let mut out = Vec::new();
+                    if buf == b"N" {
+                        // The answer to an SSLRequest (no TLS): one byte, no length.
+                        out.push(buf.remove(0));
+                    }
+                    while buf.len() >= 5 {
+                        let len = u32::from_be_bytes(buf[1..5].try_into().unwrap()) as usize;
+                        if buf.len() < 1 + len {
+                            break;
+                        }
+                        let msg: Vec<u8> = buf.drain(..1 + len).collect();
+                        out.extend_from_slice(&msg);
+                        if msg == b"Z\0\0\0\x05T" {
+                            let body = b"SWARNING\0VWARNING\0C01000\0Masynchronous notice\0\0";
+                            out.push(b'N');
+                            out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+                            out.extend_from_slice(body);
+                        }
+                    }
+                    if to_client.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// What the server sends on its own while a session sits in a transaction reaches the
+/// client, and the session goes on: here a notice that arrives in the same read as the
+/// answer before it. (sluice once waited for more from the server before reading the
+/// client's next statement: the transaction hung.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_between_statements_reaches_the_client_and_the_transaction_goes_on() {
+    let env = start_with(0, |topo| {
+        let primary = topo.primary().addr();
+        let relay = notice_after_ready_relay(primary.clone());
+        config(topo, "").replace(&primary, &relay)
+    })
+    .await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut run = async |sql: &str| {
+        frontend::query(sql, &mut c.out).unwrap();
+        c.flush().await;
+        let mut answer = vec![c.next().await];
+        while answer.last().unwrap().tag != b'Z' {
+            answer.push(c.next().await);
+        }
+        let tags: String = answer.iter().map(|m| m.tag as char).collect();
+        (tags, Raw::column(&answer))
+    };
+    assert_eq!(run("BEGIN").await.0, "CZ");
+    // Bounded by the raw client's deadline: a hang fails the test.
+    assert_eq!(
+        run("SELECT 2").await,
+        ("NTDCZ".to_string(), vec!["2".to_string()]),
+        "the notice, then the answer"
+    );
+    assert_eq!(run("COMMIT").await.0, "NCZ");
+}
