@@ -39,6 +39,10 @@ pub struct PgConn {
     /// a Flush, or that was forwarded without its Sync). Only closing the connection rolls
     /// that back, so it never goes back to the pool like this.
     pub unsynced: bool,
+    /// Whose sequence state (`currval`, `lastval`) the server holds: the mark of the session
+    /// stretch that last touched sequences here, 0 for none (see the frontend's
+    /// `sequences`).
+    pub seq_mark: u64,
     /// Keeps cancel requests to this connection within the lease they were meant for, with
     /// the server's cancel key (set once logged in).
     pub gate: Arc<sluice_core::CancelGate>,
@@ -58,6 +62,7 @@ impl PgConn {
             statements: ServerStatements::new(cache),
             broken: false,
             unsynced: false,
+            seq_mark: 0,
             gate: sluice_core::CancelGate::new(0),
             failed: None,
         }

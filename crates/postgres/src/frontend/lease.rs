@@ -87,6 +87,7 @@ impl Session {
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
         self.lease_generation = 0;
+        self.sequences.leased();
     }
 
     /// Gives the connection back to the pool.
@@ -191,10 +192,16 @@ impl Session {
     }
 }
 
-/// Runs a simple query sluice owes the connection and reads its answer (ParameterStatus
-/// noted); the server's error message if it failed.
+/// Runs the simple queries sluice owes the connection (one or more, in one write) and reads
+/// their answers (ParameterStatus noted); the server's error message if one failed.
 async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<(), String> {
     conn.send(q).await.map_err(|e| e.to_string())?;
+    hidden_answers(conn, queries(q)).await
+}
+
+/// Reads the answers to `owed` simple queries sluice sent (ParameterStatus noted), up to the
+/// last one's ReadyForQuery; the server's error message if one failed.
+pub(super) async fn hidden_answers(conn: &mut PgConn, mut owed: usize) -> Result<(), String> {
     let mut error = None;
     loop {
         let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
@@ -202,10 +209,26 @@ async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<(), String> {
             b'S' => conn.note_parameter(&body),
             b'E' => {
                 let fields = crate::wire::error_fields(&body).unwrap_or_default();
-                error = fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m);
+                let message = fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m);
+                error = error.or(message);
             }
-            b'Z' => return error.map_or(Ok(()), Err),
+            b'Z' => {
+                owed = owed.saturating_sub(1);
+                if owed == 0 {
+                    return error.map_or(Ok(()), Err);
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// How many messages `bytes` holds (each answered by one ReadyForQuery).
+fn queries(mut bytes: &[u8]) -> usize {
+    let mut n = 0;
+    while let Ok(Some((_, len))) = crate::wire::read_message(bytes, usize::MAX) {
+        n += 1;
+        bytes = &bytes[len..];
+    }
+    n
 }

@@ -1,7 +1,7 @@
 //! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages
-//! routed, relayed ([`relay`]) and tracked ([`state`]).
+//! routed, relayed ([`relay`]) and tracked ([`state`], [`sequences`]).
 
 pub mod cancel;
 pub mod client;
@@ -13,6 +13,7 @@ mod open;
 pub mod relay;
 mod route;
 mod ryw;
+mod sequences;
 pub mod session;
 pub mod state;
 pub mod unit;

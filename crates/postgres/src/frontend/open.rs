@@ -151,6 +151,7 @@ async fn open(
         held_by_flush: false,
         skipping: false,
         owed: Default::default(),
+        sequences: Default::default(),
         _admitted: permit,
     });
     Some(s)

@@ -7,6 +7,7 @@
 use super::client::Client;
 use super::names::NameMap;
 use super::relay::{relay, RelayError};
+use super::sequences::{self, Sequences};
 use super::state::{pin, Change, Settings};
 use super::unit::{self, End, Names, Unit};
 use crate::backend::statements::StmtDef;
@@ -54,6 +55,9 @@ pub struct Session {
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
     pub(super) owed: Option<Box<unit::Exps>>,
+    /// The session's sequence state (`currval`, `lastval`) and where it lives: see
+    /// [`super::sequences`].
+    pub(super) sequences: super::sequences::Sequences,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
@@ -215,11 +219,32 @@ impl Session {
                 return self.refuse_unit(unit, &code, &msg).await;
             }
             if let Some((begin, _)) = self.deferred_begin.take() {
+                // Someone else's currval/lastval discarded in the same round trip.
+                let discard = self
+                    .lease
+                    .as_mut()
+                    .is_some_and(|l| self.sequences.must_discard(l.conn()));
+                let begin = match discard {
+                    true => sequences::discard_then(&begin),
+                    false => begin,
+                };
                 Box::pin(self.hidden(&begin)).await?;
+                if let Some(l) = self.lease.as_mut().filter(|_| discard) {
+                    Sequences::discarded(l.conn());
+                }
             }
         } else if self.settings.generation() != self.lease_generation {
             self.sync_settings().await?;
         }
+        // Someone else's currval/lastval: discarded by a query sent ahead of the unit, in the
+        // same write (its answer read before the unit's is relayed).
+        let discard_first = match &mut self.lease {
+            Some(lease) if self.sequences.must_discard(lease.conn_ref()) => {
+                Sequences::discarded(lease.conn());
+                true
+            }
+            _ => false,
+        };
         let prior = self.status;
         tracing::trace!(sid = self.handle.id, msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
         let Some(mut lease) = self.lease.take() else {
@@ -234,6 +259,7 @@ impl Session {
         };
         let unit::Forwarded { out, mut exps, ran } =
             unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+        self.sequences.forwarded(conn, &ran);
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
         if let Some(mut owed) = self.owed.take() {
@@ -245,6 +271,14 @@ impl Session {
             self.handle.set_statement_shared(first.sql.clone(), started);
         }
         let sent = match out {
+            _ if discard_first => {
+                let unit_bytes = out.as_deref().unwrap_or(&self.client.buf[..unit.len]);
+                let sent = Box::pin(sequences::send_after_discard(conn, unit_bytes)).await;
+                if let Some(out) = out {
+                    sluice_runtime::buffers::give_write(out);
+                }
+                sent
+            }
             // The unit as the client wrote it: straight from its buffer.
             None => conn.send(&self.client.buf[..unit.len]).await,
             Some(out) => {

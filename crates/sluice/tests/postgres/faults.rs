@@ -262,3 +262,87 @@ async fn a_notice_between_statements_reaches_the_client_and_the_transaction_goes
     );
     assert_eq!(run("COMMIT").await.0, "NCZ");
 }
+
+/// `currval` and `lastval` read state PostgreSQL keeps per server connection: through the pool
+/// a session never reads another client's values, only its own or, where its values were left
+/// on a connection another client has used since, the server's own "not yet defined" error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn currval_and_lastval_never_return_another_clients_value() {
+    // One connection: every session is lent the very same one.
+    let env = start(0, "\n[pool]\nmax_connections = 1\n").await;
+    env.psql("CREATE TABLE ids (id serial)");
+    let (mut a, mut b) = (
+        Raw::connect(env.port, "app", "app", "postgres").await,
+        Raw::connect(env.port, "app", "app", "postgres").await,
+    );
+    let one = |msgs: Vec<raw::Msg>| Raw::column(&msgs).concat();
+    let insert = "INSERT INTO ids DEFAULT VALUES RETURNING id";
+    let currval = "SELECT currval('ids_id_seq')";
+    let undefined = "55000 currval of sequence \"ids_id_seq\" is not yet defined in this session";
+    assert_eq!(one(a.try_simple(insert).await.unwrap()), "1");
+    assert_eq!(one(a.try_simple("SELECT lastval()").await.unwrap()), "1");
+    // B never advanced the sequence: as on a direct connection, it is not defined for B.
+    assert_eq!(b.try_simple(currval).await.unwrap_err(), undefined);
+    assert_eq!(one(b.try_simple(insert).await.unwrap()), "2");
+    assert_eq!(one(b.try_simple("SELECT lastval()").await.unwrap()), "2");
+    // A's value was left on the connection B has advanced the sequence on since: the
+    // server's error for A, never B's value.
+    assert_eq!(a.try_simple(currval).await.unwrap_err(), undefined);
+    // In a transaction, the session's own value.
+    let (_, msgs) = {
+        frontend::query(
+            "BEGIN; INSERT INTO ids DEFAULT VALUES; SELECT currval('ids_id_seq'); COMMIT",
+            &mut a.out,
+        )
+        .unwrap();
+        a.round(1).await
+    };
+    assert_eq!(Raw::column(&msgs), ["3"]);
+    // A transaction opened by a BEGIN of its own (sent with the session's first statement,
+    // the discard ahead of it in the same round trip): B's value is not A's.
+    assert_eq!(b.try_simple("BEGIN").await.unwrap().len(), 1);
+    assert_eq!(b.try_simple(currval).await.unwrap_err(), undefined);
+    b.try_simple("ROLLBACK").await.unwrap();
+    assert_eq!(
+        a.try_simple("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(one(a.try_simple(insert).await.unwrap()), "4");
+    assert_eq!(one(a.try_simple(currval).await.unwrap()), "4");
+    a.try_simple("COMMIT").await.unwrap();
+    assert_eq!(b.try_simple("BEGIN").await.unwrap().len(), 1);
+    assert_eq!(
+        b.try_simple("SELECT lastval()").await.unwrap_err(),
+        "55000 lastval is not yet defined in this session"
+    );
+    b.try_simple("ROLLBACK").await.unwrap();
+
+    // The extended protocol, the discard sent ahead of the batch in the same write.
+    assert_eq!(one(a.try_simple(insert).await.unwrap()), "5");
+    b.extended("", Some(currval), &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(
+        tags, "12EZ",
+        "ParseComplete, BindComplete, then the server's error"
+    );
+    assert_eq!(msgs[2].sqlstate().as_deref(), Some("55000"));
+    // A batch ended by a Flush behind the discard is still unsynced: the client's departure
+    // rolls its INSERT back, as directly, and the connection is not lent to anyone.
+    assert_eq!(one(a.try_simple(insert).await.unwrap()), "6");
+    b.extended("", Some("INSERT INTO ids VALUES (100)"), &[]);
+    frontend::flush(&mut b.out);
+    b.flush().await;
+    for tag in [b'1', b'2', b'C'] {
+        assert_eq!(b.next().await.tag, tag);
+    }
+    drop(b);
+    assert_eq!(
+        env.psql("SELECT count(*) FROM ids WHERE id = 100").trim(),
+        "0",
+        "the departed client's INSERT was committed"
+    );
+}
