@@ -346,3 +346,27 @@ async fn currval_and_lastval_never_return_another_clients_value() {
         "the departed client's INSERT was committed"
     );
 }
+
+/// A `BEGIN` sluice would answer itself (sending it with the first statement after it) is
+/// one whose modes are PostgreSQL's: one with a typo goes to the server, and the client gets
+/// the server's syntax error and goes on, as directly (it once got `BEGIN`, and then a FATAL
+/// when the server refused it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_begin_postgres_would_refuse_gets_the_servers_error() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let err = c
+        .try_simple("BEGIN ISOLATION LEVEL REPEATABLE WRITE")
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("42601 syntax error"), "{err}");
+    let shown = c.try_simple("SHOW transaction_isolation").await.unwrap();
+    assert_eq!(Raw::column(&shown), ["read committed"]);
+    // PostgreSQL's own modes are answered as before.
+    c.try_simple("BEGIN ISOLATION LEVEL REPEATABLE READ, READ WRITE NOT DEFERRABLE")
+        .await
+        .unwrap();
+    let shown = c.try_simple("SHOW transaction_isolation").await.unwrap();
+    assert_eq!(Raw::column(&shown), ["repeatable read"]);
+    c.try_simple("COMMIT").await.unwrap();
+}

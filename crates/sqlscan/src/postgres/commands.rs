@@ -111,7 +111,9 @@ pub(super) fn copy(cur: &mut Cursor<'_>) -> Stmt {
 }
 
 /// `BEGIN [WORK | TRANSACTION] [modes]`, `START TRANSACTION [modes]`: a read only for
-/// `READ ONLY` without `SERIALIZABLE`.
+/// `READ ONLY` without `SERIALIZABLE`. Modes that are not PostgreSQL's (a typo, an unknown
+/// level) make it no `Begin` but a statement for the server, whose syntax error the client
+/// then gets, as directly: a `Begin` may be answered by a proxy before the server sees it.
 pub(super) fn begin(cur: &mut Cursor<'_>, start: bool) -> Stmt {
     if start {
         if !cur.eat(Kw::Transaction) {
@@ -120,7 +122,14 @@ pub(super) fn begin(cur: &mut Cursor<'_>, start: bool) -> Stmt {
     } else {
         let _ = cur.eat(Kw::Work) || cur.eat(Kw::Transaction);
     }
-    let (read_only, serializable) = modes(cur);
+    let Modes {
+        read_only,
+        serializable,
+        valid: true,
+    } = modes(cur)
+    else {
+        return Stmt::new(PgCommand::Other, Route::Write);
+    };
     Stmt::new(
         PgCommand::Begin {
             read_only,
@@ -138,30 +147,56 @@ fn mode_route(read_only: Option<bool>, serializable: bool) -> Route {
     }
 }
 
+/// Transaction modes, as [`modes`] reads them.
+struct Modes {
+    /// The access mode, if one was given.
+    read_only: Option<bool>,
+    /// The isolation level is serializable.
+    serializable: bool,
+    /// Every token was part of a mode PostgreSQL has.
+    valid: bool,
+}
+
 /// Transaction modes to the end of the statement: `ISOLATION LEVEL ...`, `READ ONLY`,
-/// `READ WRITE`, `[NOT] DEFERRABLE`, with or without commas. Returns the access mode and
-/// whether the isolation level is serializable.
-fn modes(cur: &mut Cursor<'_>) -> (Option<bool>, bool) {
-    let mut read_only = None;
-    let mut serializable = false;
+/// `READ WRITE`, `[NOT] DEFERRABLE`, with or without commas.
+fn modes(cur: &mut Cursor<'_>) -> Modes {
+    let mut m = Modes {
+        read_only: None,
+        serializable: false,
+        valid: true,
+    };
     while let Some(t) = cur.next() {
-        if t.is(Kw::Isolation) {
-            cur.eat(Kw::Level);
+        let known = if t.is(Kw::Isolation) {
+            let level = cur.eat(Kw::Level);
             if cur.eat(Kw::Serializable) {
-                serializable = true;
-            } else if cur.eat(Kw::Repeatable) || cur.eat(Kw::Read) {
-                // REPEATABLE READ, READ COMMITTED, READ UNCOMMITTED: not an access mode.
-                cur.next();
+                m.serializable = true;
+                level
+            } else if cur.eat(Kw::Repeatable) {
+                level && cur.eat(Kw::Read)
+            } else if cur.eat(Kw::Read) {
+                // READ COMMITTED, READ UNCOMMITTED: not an access mode.
+                level && (cur.eat(Kw::Committed) || cur.eat(Kw::Uncommitted))
+            } else {
+                false
             }
         } else if t.is(Kw::Read) {
             if cur.eat(Kw::Only) {
-                read_only = Some(true);
+                m.read_only = Some(true);
+                true
             } else if cur.eat(Kw::Write) {
-                read_only = Some(false);
+                m.read_only = Some(false);
+                true
+            } else {
+                false
             }
-        }
+        } else if t.is(Kw::Not) {
+            cur.eat(Kw::Deferrable)
+        } else {
+            t.is(Kw::Deferrable) || t.is_punct(b',')
+        };
+        m.valid &= known;
     }
-    (read_only, serializable)
+    m
 }
 
 /// `SET [SESSION | LOCAL] ...`.
@@ -181,7 +216,11 @@ pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
     }
     if cur.eat(Kw::Transaction) {
         // Also SET TRANSACTION SNAPSHOT 'id': no modes, a write.
-        let (read_only, serializable) = modes(cur);
+        let Modes {
+            read_only,
+            serializable,
+            ..
+        } = modes(cur);
         return Stmt::new(
             PgCommand::SetTransaction {
                 read_only,

@@ -185,5 +185,7 @@ fn digests_and_classification_do_not_change_over_a_corpus() {
         digests, 0xf6e2_4cae_81fd_986c,
         "digest ids or texts changed"
     );
-    assert_eq!(scans, 0xa765_fc7b_06e0_d007, "classification changed");
+    // Changed once on purpose: a BEGIN with modes that are not PostgreSQL's is no Begin
+    // (`commands`' cases say why); with that check off, the old fingerprint comes back.
+    assert_eq!(scans, 0x9ac6_f49c_5141_579a, "classification changed");
 }
