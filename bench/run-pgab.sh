@@ -14,23 +14,25 @@
 # Workloads: select-only, tpcb-like (pgbench's built-ins: BEGIN ... END), update-autocommit
 # (one UPDATE of a random pgbench_accounts row per transaction, no BEGIN).
 #
-# Usage: bench/run-pgab.sh [--workload W] [--clients C] [--rounds R] [--time SECS] BINARY...
-#        (default: tpcb-like, 16 clients, 3 rounds, 16 s)
+# Usage: bench/run-pgab.sh [--workload W] [--mode simple|prepared] [--clients C] [--rounds R]
+#        [--time SECS] BINARY...   (default: tpcb-like, simple, 16 clients, 3 rounds, 16 s)
 # Installs what it needs when missing (PostgreSQL 15 with pgbench).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 
 WORKLOAD=tpcb-like
+MODE=simple
 CLIENTS=16
 ROUNDS=3
 TIME=16
 BINS=()
 usage() {
-    echo "usage: bench/run-pgab.sh [--workload select-only|tpcb-like|update-autocommit] [--clients C] [--rounds R] [--time SECS] BINARY..." >&2
+    echo "usage: bench/run-pgab.sh [--workload select-only|tpcb-like|update-autocommit] [--mode simple|prepared] [--clients C] [--rounds R] [--time SECS] BINARY..." >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
     case "$1" in
         --workload) WORKLOAD="$2"; shift 2 ;;
+        --mode) MODE="$2"; shift 2 ;;
         --clients) CLIENTS="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --time) TIME="$2"; shift 2 ;;
@@ -82,6 +84,7 @@ case "$WORKLOAD" in
         ARGS=(-f "$D/update.sql") ;;
     *) usage ;;
 esac
+case "$MODE" in simple|prepared) ARGS+=(-M "$MODE") ;; *) usage ;; esac
 
 PORT=$(free_port 7540)
 cat > "$D/sluice.toml" <<EOF
@@ -138,7 +141,7 @@ one() {
         END { printf "%.0f %.1f\n", n / secs, ticks * 1e6 / hz / n }' "$D/pgbench.txt"
 }
 
-echo "workload $WORKLOAD, $CLIENTS clients, $ROUNDS rounds of $TIME s"
+echo "workload $WORKLOAD, -M $MODE, $CLIENTS clients, $ROUNDS rounds of $TIME s"
 echo
 echo "| round | build | tps | CPU µs per transaction |"
 echo "| ---: | --- | ---: | ---: |"

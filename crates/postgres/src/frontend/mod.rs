@@ -1,8 +1,10 @@
 //! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages
-//! routed, relayed ([`relay`]) and tracked ([`state`], [`sequences`]).
+//! routed, relayed ([`relay`]) and tracked ([`state`], [`sequences`]), with what sluice
+//! sends ahead of them ([`ahead`]).
 
+mod ahead;
 pub mod cancel;
 pub mod client;
 mod count;

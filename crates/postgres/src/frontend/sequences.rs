@@ -7,9 +7,9 @@
 //! So each server connection carries the mark of the session stretch whose sequence state it
 //! holds, and each session the mark of its current stretch. A connection lent to a session
 //! whose mark it does not carry has its sequence state discarded (`DISCARD SEQUENCES`)
-//! before it runs anything of the session's, sent in the same write as what comes first:
-//! the session's deferred `BEGIN`, or its first unit (the discard's answer read before the
-//! unit's), so that it costs no round trip. A statement that may advance
+//! before it runs anything of the session's, sent in the same write as what comes first
+//! (see [`super::ahead`]; or with the session's deferred `BEGIN` when that takes a round trip
+//! of its own), so that it costs no round trip. A statement that may advance
 //! a sequence (anything routed as a write) starts a new stretch on a clean connection, or
 //! continues the one the connection carries. A session
 //! therefore reads either its own values or, where they were left on another connection, the
@@ -19,7 +19,6 @@
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
 use sluice_core::router::Route;
-use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -71,20 +70,6 @@ impl Sequences {
 /// would take the transaction's snapshot before a `SET TRANSACTION` could.)
 pub fn discard_then(begin: &[u8]) -> Vec<u8> {
     [DISCARD, begin].concat()
-}
-
-/// Sends `DISCARD SEQUENCES` and `unit` in one write, and reads the discard's answer: what
-/// the server sends next is the unit's. An error if the connection failed or the discard
-/// did (the unit's outcome is then unknown, as when a connection is lost under it).
-pub async fn send_after_discard(conn: &mut PgConn, unit: &[u8]) -> io::Result<()> {
-    let mut bytes = Vec::with_capacity(DISCARD.len() + unit.len());
-    bytes.extend_from_slice(DISCARD);
-    bytes.extend_from_slice(unit);
-    conn.send(&bytes).await?;
-    let answered = super::lease::hidden_answers(conn, 1).await;
-    // Its ReadyForQuery answered the discard, not the unit sent after it.
-    conn.unsynced = true;
-    answered.map_err(|e| io::Error::other(format!("DISCARD SEQUENCES failed: {e}")))
 }
 
 /// A mark no stretch had before (process-wide).

@@ -4,6 +4,7 @@
 //! session's settings, and relayed back. ReadyForQuery is the authority on transactions:
 //! `T` and `E` keep the connection; `I` gives it back, unless something pins the session.
 
+use super::ahead;
 use super::client::Client;
 use super::names::NameMap;
 use super::relay::{relay, RelayError};
@@ -198,6 +199,7 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
         let defs = unit::statement_defs(&self.client.buf, unit);
+        let mut begin_ahead = None;
         if std::mem::take(&mut self.held_by_flush) {
             Box::pin(self.leave_flushed(unit, &defs)).await?;
         }
@@ -218,6 +220,11 @@ impl Session {
             if let Err((code, msg)) = self.attach(&decision).await {
                 return self.refuse_unit(unit, &code, &msg).await;
             }
+            // The deferred BEGIN goes in the same write as the unit when the server answers
+            // the unit without waiting for more (see `ahead`); else in a round trip of its own.
+            if self.deferred_begin.is_some() && ahead::takes_begin(unit.end) && !self.skipping {
+                begin_ahead = self.deferred_begin.take().map(|(begin, _)| begin);
+            }
             if let Some((begin, _)) = self.deferred_begin.take() {
                 // Someone else's currval/lastval discarded in the same round trip.
                 let discard = self
@@ -237,7 +244,7 @@ impl Session {
             self.sync_settings().await?;
         }
         // Someone else's currval/lastval: discarded by a query sent ahead of the unit, in the
-        // same write (its answer read before the unit's is relayed).
+        // same write (its answer read before the unit's is relayed: see `ahead`).
         let discard_first = match &mut self.lease {
             Some(lease) if self.sequences.must_discard(lease.conn_ref()) => {
                 Sequences::discarded(lease.conn());
@@ -271,9 +278,17 @@ impl Session {
             self.handle.set_statement_shared(first.sql.clone(), started);
         }
         let sent = match out {
-            _ if discard_first => {
+            _ if discard_first || begin_ahead.is_some() => {
                 let unit_bytes = out.as_deref().unwrap_or(&self.client.buf[..unit.len]);
-                let sent = Box::pin(sequences::send_after_discard(conn, unit_bytes)).await;
+                let begin = begin_ahead.as_deref();
+                let sent = Box::pin(ahead::send(
+                    conn,
+                    discard_first,
+                    begin,
+                    unit_bytes,
+                    unit.end,
+                ))
+                .await;
                 if let Some(out) = out {
                     sluice_runtime::buffers::give_write(out);
                 }

@@ -254,6 +254,9 @@ async fn a_notice_between_statements_reaches_the_client_and_the_transaction_goes
         (tags, Raw::column(&answer))
     };
     assert_eq!(run("BEGIN").await.0, "CZ");
+    // Its ReadyForQuery comes with a notice after it (whether the BEGIN sluice sends before
+    // it had one of its own depends on how it went).
+    assert_eq!(run("SELECT 1").await.1, ["1"]);
     // Bounded by the raw client's deadline: a hang fails the test.
     assert_eq!(
         run("SELECT 2").await,
@@ -368,5 +371,80 @@ async fn a_begin_postgres_would_refuse_gets_the_servers_error() {
         .unwrap();
     let shown = c.try_simple("SHOW transaction_isolation").await.unwrap();
     assert_eq!(Raw::column(&shown), ["repeatable read"]);
+    c.try_simple("COMMIT").await.unwrap();
+}
+
+/// A `BEGIN` sluice answered itself and sends with the first statement after it, which the
+/// server then refuses: the statement never runs outside the transaction the client was told
+/// it had opened (the server skips it), and the session ends with 40001, as when its
+/// connection is lost inside a transaction; the server connection is not left waiting. Here
+/// a hint sends a serializable transaction to a standby, which refuses serializable mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_begin_the_server_refuses_ends_the_session_before_anything_runs() {
+    let env = start(1, "").await;
+    for extended in [false, true] {
+        let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+        c.try_simple("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            .await
+            .unwrap();
+        let sql = "/* sluice:reader */ SELECT 1";
+        let err = if extended {
+            c.extended("", Some(sql), &[]);
+            frontend::sync(&mut c.out);
+            c.flush().await;
+            // Nothing but parameters and the FATAL the connection closes with.
+            loop {
+                match c.try_next().await {
+                    Ok(m) if matches!(m.tag, b'S' | b'N') => {}
+                    Ok(m) => panic!("{m:?}"),
+                    Err(e) => break e,
+                }
+            }
+        } else {
+            c.try_simple(sql).await.unwrap_err()
+        };
+        assert!(
+            err.starts_with("40001 ")
+                && err.contains("cannot use serializable mode in a hot standby"),
+            "{err}"
+        );
+    }
+    // The standby's connections are as good as before: reads go on.
+    let rows = env.psql("/* sluice:reader */ SELECT pg_is_in_recovery()");
+    assert_eq!(rows.trim(), "t");
+}
+
+/// The `BEGIN` sluice sends in the same write as the first statement after it opens the
+/// transaction that statement runs in, whether the statement is a simple query or an
+/// extended-protocol batch; and it takes no snapshot, so `SET TRANSACTION` may still come
+/// first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_begin_sent_with_the_first_statement_opens_the_transaction_it_runs_in() {
+    let env = start(0, "").await;
+    env.psql("CREATE TABLE ahead (id int)");
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("INSERT INTO ahead VALUES (1)").await.unwrap();
+    c.try_simple("ROLLBACK").await.unwrap();
+    c.try_simple("BEGIN").await.unwrap();
+    c.extended("", Some("INSERT INTO ahead VALUES (2)"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12CZ");
+    assert_eq!(msgs[3].body, b"T", "ReadyForQuery: in a transaction");
+    c.try_simple("ROLLBACK").await.unwrap();
+    let count = env
+        .topo
+        .primary()
+        .sql("SELECT count(*) FROM ahead")
+        .unwrap();
+    assert_eq!(count.trim(), "0", "rolled back rows were committed");
+
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        .await
+        .unwrap();
+    let shown = c.try_simple("SHOW transaction_isolation").await.unwrap();
+    assert_eq!(Raw::column(&shown), ["serializable"]);
     c.try_simple("COMMIT").await.unwrap();
 }
