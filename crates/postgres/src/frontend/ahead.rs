@@ -13,6 +13,7 @@
 
 use super::unit::End;
 use crate::backend::PgConn;
+use crate::wire::Writer;
 use std::io;
 
 /// The deferred `BEGIN` may go ahead of a unit that ends like this.
@@ -31,15 +32,18 @@ pub async fn send(
     unit: &[u8],
     end: End,
 ) -> io::Result<()> {
-    let mut bytes = Vec::with_capacity(64 + unit.len());
+    // A buffer from the process's shelf, given back once sent.
+    let mut w = Writer::with_buffer(sluice_runtime::buffers::write_buffer());
     if discard {
-        bytes.extend_from_slice(super::sequences::DISCARD);
+        w.bytes(super::sequences::DISCARD);
     }
     if let Some(begin) = begin {
-        put_begin(&mut bytes, begin);
+        put_begin(&mut w, begin);
     }
-    bytes.extend_from_slice(unit);
-    conn.send(&bytes).await?;
+    w.bytes(unit);
+    let sent = conn.send(w.as_bytes()).await;
+    sluice_runtime::buffers::give_write(w.into_bytes());
+    sent?;
     if discard {
         let answered = super::lease::hidden_answers(conn, 1).await;
         // Its ReadyForQuery answered the discard, not what was sent after it.
@@ -52,20 +56,27 @@ pub async fn send(
     Ok(())
 }
 
-/// Parse, Bind and Execute of the simple query `begin`'s text (`Q`, length, text, NUL).
-fn put_begin(out: &mut Vec<u8>, begin: &[u8]) {
+/// Parse, Bind and Execute of the simple query `begin`'s text (`Q`, length, text, NUL): the
+/// unnamed statement and portal, no parameters.
+fn put_begin(w: &mut Writer, begin: &[u8]) {
+    // The text with its NUL, as the query message carries it.
     let text = begin.get(5..).unwrap_or_default();
-    let text = text.strip_suffix(b"\0").unwrap_or(text);
-    // Parse: unnamed statement, the text, no parameter types.
-    out.push(b'P');
-    out.extend_from_slice(&((4 + 1 + text.len() + 1 + 2) as u32).to_be_bytes());
-    out.push(0);
-    out.extend_from_slice(text);
-    out.extend_from_slice(&[0, 0, 0]);
-    // Bind: unnamed portal and statement, no parameters, no result formats.
-    out.extend_from_slice(b"B\0\0\0\x0c\0\0\0\0\0\0\0\0");
-    // Execute: the unnamed portal, all rows.
-    out.extend_from_slice(b"E\0\0\0\x09\0\0\0\0\0");
+    w.begin(b'P');
+    w.cstr("");
+    w.bytes(text);
+    w.i16(0);
+    w.end();
+    w.begin(b'B');
+    w.cstr("");
+    w.cstr("");
+    w.i16(0);
+    w.i16(0);
+    w.i16(0);
+    w.end();
+    w.begin(b'E');
+    w.cstr("");
+    w.i32(0);
+    w.end();
 }
 
 /// Reads the `BEGIN`'s ParseComplete, BindComplete and CommandComplete. If an error comes
@@ -84,14 +95,11 @@ async fn begun(conn: &mut PgConn, end: End) -> io::Result<()> {
         if tag == want {
             continue;
         }
-        let fields = crate::wire::error_fields(&body).unwrap_or_default();
-        let message = fields.into_iter().find(|(k, _)| *k == b'M').map_or_else(
-            || format!("unexpected message {:?}", tag as char),
-            |(_, m)| m,
-        );
+        let message = crate::wire::error_message(&body)
+            .unwrap_or_else(|| format!("unexpected message {:?}", tag as char));
         if tag == b'E' {
             if end != End::Sync {
-                conn.send(b"S\0\0\0\x04").await?;
+                conn.send(crate::wire::SYNC).await?;
             }
             while conn.next_owned().await?.0 != b'Z' {}
         }
@@ -106,8 +114,9 @@ mod tests {
     fn the_begin_goes_as_parse_bind_execute() {
         let mut q = Vec::new();
         crate::frontend::session::put_query(&mut q, b"BEGIN READ ONLY");
-        let mut out = Vec::new();
-        super::put_begin(&mut out, &q);
+        let mut w = crate::wire::Writer::new();
+        super::put_begin(&mut w, &q);
+        let out = w.into_bytes();
         let mut at = 0;
         let mut seen = Vec::new();
         while let Some((m, len)) = crate::wire::read_message(&out[at..], 1 << 10).unwrap() {

@@ -207,11 +207,7 @@ pub(super) async fn hidden_answers(conn: &mut PgConn, mut owed: usize) -> Result
         let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
         match tag {
             b'S' => conn.note_parameter(&body),
-            b'E' => {
-                let fields = crate::wire::error_fields(&body).unwrap_or_default();
-                let message = fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m);
-                error = error.or(message);
-            }
+            b'E' => error = error.or(crate::wire::error_message(&body)),
             b'Z' => {
                 owed = owed.saturating_sub(1);
                 if owed == 0 {

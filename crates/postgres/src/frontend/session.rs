@@ -199,7 +199,6 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
         let defs = unit::statement_defs(&self.client.buf, unit);
-        let mut begin_ahead = None;
         if std::mem::take(&mut self.held_by_flush) {
             Box::pin(self.leave_flushed(unit, &defs)).await?;
         }
@@ -220,38 +219,34 @@ impl Session {
             if let Err((code, msg)) = self.attach(&decision).await {
                 return self.refuse_unit(unit, &code, &msg).await;
             }
-            // The deferred BEGIN goes in the same write as the unit when the server answers
-            // the unit without waiting for more (see `ahead`); else in a round trip of its own.
-            if self.deferred_begin.is_some() && ahead::takes_begin(unit.end) && !self.skipping {
-                begin_ahead = self.deferred_begin.take().map(|(begin, _)| begin);
-            }
-            if let Some((begin, _)) = self.deferred_begin.take() {
-                // Someone else's currval/lastval discarded in the same round trip.
-                let discard = self
-                    .lease
-                    .as_mut()
-                    .is_some_and(|l| self.sequences.must_discard(l.conn()));
-                let begin = match discard {
-                    true => sequences::discard_then(&begin),
-                    false => begin,
-                };
-                Box::pin(self.hidden(&begin)).await?;
-                if let Some(l) = self.lease.as_mut().filter(|_| discard) {
-                    Sequences::discarded(l.conn());
-                }
-            }
         } else if self.settings.generation() != self.lease_generation {
             self.sync_settings().await?;
         }
         // Someone else's currval/lastval: discarded by a query sent ahead of the unit, in the
-        // same write (its answer read before the unit's is relayed: see `ahead`).
-        let discard_first = match &mut self.lease {
+        // same write (its answer read before the unit's is relayed: see `ahead`). Marked
+        // here: if it fails, the session ends and the connection with it.
+        let mut discard_first = match &mut self.lease {
             Some(lease) if self.sequences.must_discard(lease.conn_ref()) => {
                 Sequences::discarded(lease.conn());
                 true
             }
             _ => false,
         };
+        // The deferred BEGIN goes in the same write as the unit when the server answers the
+        // unit without waiting for more (see `ahead`); else in a round trip of its own, with
+        // the discard in the same write.
+        let mut begin_ahead = None;
+        if let Some((begin, _)) = self.deferred_begin.take() {
+            if ahead::takes_begin(unit.end) && !self.skipping {
+                begin_ahead = Some(begin);
+            } else {
+                let begin = match std::mem::take(&mut discard_first) {
+                    true => sequences::discard_then(&begin),
+                    false => begin,
+                };
+                Box::pin(self.hidden(&begin)).await?;
+            }
+        }
         let prior = self.status;
         tracing::trace!(sid = self.handle.id, msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
         let Some(mut lease) = self.lease.take() else {
@@ -379,7 +374,7 @@ impl Session {
         };
         match self.route(unit, defs) {
             Ok(d) if d.hostgroup != held => {
-                self.hidden(b"S\0\0\0\x04").await?;
+                self.hidden(crate::wire::SYNC).await?;
                 self.release();
             }
             _ => {}

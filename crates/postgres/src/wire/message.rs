@@ -68,6 +68,15 @@ impl ReadyStatus {
     }
 }
 
+/// An ErrorResponse's message field (`M`), if it has one.
+pub fn error_message(body: &[u8]) -> Option<String> {
+    let fields = error_fields(body).ok()?;
+    fields.into_iter().find(|(k, _)| *k == b'M').map(|(_, m)| m)
+}
+
+/// Sync, the message that ends an extended-protocol batch.
+pub const SYNC: &[u8] = b"S\0\0\0\x04";
+
 /// The fields of an ErrorResponse or NoticeResponse: (field type, value) in order, every
 /// field kept (they are passed through to clients as the server sent them).
 pub fn error_fields(body: &[u8]) -> Result<Vec<(u8, String)>, WireError> {

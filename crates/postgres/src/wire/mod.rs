@@ -3,5 +3,5 @@
 pub mod message;
 pub mod startup;
 
-pub use message::{error_fields, read_message, Message, ReadyStatus, Writer};
+pub use message::{error_fields, error_message, read_message, Message, ReadyStatus, Writer, SYNC};
 pub use startup::{read_startup, startup_message, Startup, StartupParams, WireError};
