@@ -45,16 +45,7 @@ done
 for b in "${BINS[@]}"; do [ -x "$b" ] || { echo "error: $b is not an executable" >&2; exit 2; }; done
 
 apt_install postgresql-15 postgresql-client-15
-PGBIN=/usr/lib/postgresql/15/bin
-id postgres >/dev/null 2>&1 || { echo "error: no 'postgres' user; install postgresql-15" >&2; exit 1; }
-
-free_port() {
-    local p
-    for p in $(seq "$1" $(($1 + 200))); do
-        if ! ss -ltnH "sport = :$p" | grep -q .; then echo "$p"; return 0; fi
-    done
-    echo "error: no free port from $1" >&2; exit 1
-}
+source "$ROOT/bench/pg-lib.sh"
 
 D=$(mktemp -d /tmp/sluice-pgab.XXXXXX)
 chmod 755 "$D"
@@ -68,13 +59,7 @@ cleanup() {
 trap cleanup EXIT
 
 PGPORT=$(free_port 7520)
-mkdir "$D/pg" && chown postgres "$D/pg" && chown postgres "$D"
-runuser -u postgres -- "$PGBIN/initdb" -D "$D/pg" -A trust --auth-host=scram-sha-256 >/dev/null
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" -l "$D/pg.log" -w \
-    -o "-p $PGPORT -k $D -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=256MB -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
-    start >/dev/null
-psql -qX -h "$D" -p "$PGPORT" -U postgres -c "CREATE ROLE app LOGIN PASSWORD 'app'; GRANT CREATE ON SCHEMA public TO app" postgres >/dev/null
-PGPASSWORD=app pgbench -h 127.0.0.1 -p "$PGPORT" -U app -i -s 10 -q postgres >/dev/null 2>&1
+pg_throwaway "$D" "$PGPORT" 10 max_connections=300 shared_buffers=256MB full_page_writes=off
 
 case "$WORKLOAD" in
     select-only|tpcb-like) ARGS=(-b "$WORKLOAD") ;;
@@ -87,30 +72,7 @@ esac
 case "$MODE" in simple|prepared) ARGS+=(-M "$MODE") ;; *) usage ;; esac
 
 PORT=$(free_port 7540)
-cat > "$D/sluice.toml" <<EOF
-[proxy]
-worker_threads = 1
-[[listeners]]
-listen = "127.0.0.1:$PORT"
-protocol = "postgres"
-[[users]]
-name = "app"
-password = "app"
-[[servers]]
-address = "127.0.0.1:$PGPORT"
-protocol = "postgres"
-hostgroup = "writer"
-max_connections = 100
-[[servers]]
-address = "127.0.0.1:$PGPORT"
-protocol = "postgres"
-hostgroup = "reader"
-max_connections = 100
-[monitor]
-enabled = false
-[log]
-level = "warn"
-EOF
+sluice_pg_config "$PORT" "$PGPORT" 100 > "$D/sluice.toml"
 
 # ticks PID: the process's user + system time in clock ticks.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

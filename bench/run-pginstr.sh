@@ -47,16 +47,7 @@ if [ ! -x "$FLOOR" ]; then
     ensure_rust
     cargo build --release -p sluice-bench --bin pgfloor
 fi
-PGBIN=/usr/lib/postgresql/15/bin
-id postgres >/dev/null 2>&1 || { echo "error: no 'postgres' user; install postgresql-15" >&2; exit 1; }
-
-free_port() {
-    local p
-    for p in $(seq "$1" $(($1 + 200))); do
-        if ! ss -ltnH "sport = :$p" | grep -q .; then echo "$p"; return 0; fi
-    done
-    echo "error: no free port from $1" >&2; exit 1
-}
+source "$ROOT/bench/pg-lib.sh"
 
 D=$(mktemp -d /tmp/sluice-pginstr.XXXXXX)
 chmod 755 "$D"
@@ -73,41 +64,10 @@ cleanup() {
 trap cleanup EXIT
 
 PGPORT=$(free_port 7470)
-mkdir "$D/pg" && chown postgres "$D/pg" && chown postgres "$D"
-runuser -u postgres -- "$PGBIN/initdb" -D "$D/pg" -A trust --auth-host=scram-sha-256 >/dev/null
-# The floor sends no password: its own source address is trusted.
-sed -i '1i host all app 127.0.0.2/32 trust' "$D/pg/pg_hba.conf"
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" -l "$D/pg.log" -w \
-    -o "-p $PGPORT -k $D -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off" \
-    start >/dev/null
-psql -qX -h "$D" -p "$PGPORT" -U postgres -c "CREATE ROLE app LOGIN PASSWORD 'app'; GRANT CREATE ON SCHEMA public TO app" postgres >/dev/null
-PGPASSWORD=app pgbench -h 127.0.0.1 -p "$PGPORT" -U app -i -s 1 -q postgres >/dev/null 2>&1
+pg_throwaway "$D" "$PGPORT" 1 max_connections=200
 
 PORT=$(free_port 7480)
-cat > "$D/sluice.toml" <<EOF
-[proxy]
-worker_threads = 1
-[[listeners]]
-listen = "127.0.0.1:$PORT"
-protocol = "postgres"
-[[users]]
-name = "app"
-password = "app"
-[[servers]]
-address = "127.0.0.1:$PGPORT"
-protocol = "postgres"
-hostgroup = "writer"
-max_connections = 100
-[[servers]]
-address = "127.0.0.1:$PGPORT"
-protocol = "postgres"
-hostgroup = "reader"
-max_connections = 100
-[monitor]
-enabled = false
-[log]
-level = "warn"
-EOF
+sluice_pg_config "$PORT" "$PGPORT" 100 > "$D/sluice.toml"
 
 # The counted process: its port, its pid, its callgrind output, and how to run
 # callgrind_control as the user it runs as (set per target below).
