@@ -272,7 +272,11 @@ async fn a_notice_between_statements_reaches_the_client_and_the_transaction_goes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn currval_and_lastval_never_return_another_clients_value() {
     // One connection: every session is lent the very same one.
-    let env = start(0, "\n[pool]\nmax_connections = 1\n").await;
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
     env.psql("CREATE TABLE ids (id serial)");
     let (mut a, mut b) = (
         Raw::connect(env.port, "app", "app", "postgres").await,
