@@ -2,14 +2,15 @@
 //! cancel requests, and for the admin views (who is connected, pinned or not and why, what
 //! they are running).
 
+use futures_util::task::AtomicWaker;
 use parking_lot::Mutex;
 use sluice_core::{CancelGate, CancelTicket, Protocol, Server};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
-use tokio::sync::Notify;
 
 /// Names the reasons set in a session's pin bits (each protocol has its own).
 pub type PinLabels = fn(u32) -> Vec<&'static str>;
@@ -46,7 +47,8 @@ pub struct SessionHandle {
     pins: AtomicU32,
     current: Mutex<Doing>,
     killed: AtomicBool,
-    kill_signal: Notify,
+    /// The session's task, when it waits for a kill (only that task ever waits).
+    kill_waker: AtomicWaker,
 }
 
 /// What a session is doing now.
@@ -120,18 +122,29 @@ impl SessionHandle {
     }
     /// Asks the session to end (KILL CONNECTION).
     pub fn kill(&self) {
-        self.killed.store(true, Relaxed);
-        self.kill_signal.notify_one();
+        self.killed.store(true, SeqCst);
+        self.kill_waker.wake();
     }
     /// True once killed.
     pub fn is_killed(&self) -> bool {
-        self.killed.load(Relaxed)
+        self.killed.load(SeqCst)
     }
-    /// Resolves when the session is killed.
-    pub async fn wait_killed(&self) {
-        if !self.is_killed() {
-            self.kill_signal.notified().await;
-        }
+    /// Resolves when the session is killed. Only the session's own task waits for it, one
+    /// wait at a time: the future holds nothing but a reference (it sits in every idle
+    /// session's state).
+    pub fn wait_killed(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.is_killed() {
+                return Poll::Ready(());
+            }
+            self.kill_waker.register(cx.waker());
+            // Killed between the check and the registration: its wake found no waker.
+            if self.is_killed() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
     }
     /// Records the statement in flight (None when idle). The text is truncated.
     pub fn set_statement(&self, sql: Option<&[u8]>) {
@@ -198,7 +211,7 @@ impl Registry {
             pins: AtomicU32::new(0),
             current: Mutex::new(Doing::default()),
             killed: AtomicBool::new(false),
-            kill_signal: Notify::new(),
+            kill_waker: AtomicWaker::new(),
         });
         self.sessions.lock().insert(id, h.clone());
         h

@@ -430,6 +430,34 @@ async fn procedures_errors_and_kill() {
     assert!(err.to_string().contains("1094"), "{err}");
 }
 
+/// KILL CONNECTION ends a session whose client stalled in the middle of a command packet
+/// (a slow or hostile client): the session is not left reading until that client sends more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_ends_a_session_stalled_in_the_middle_of_a_packet() {
+    let env = common::start(1, "").await;
+    let mut admin = conn(&env.url("test")).await;
+    let mut stalled = common::raw::Raw::login(env.port).await;
+    // COM_PING: OK.
+    assert_eq!(stalled.command(&[0x0e]).await.payload[0], 0);
+    let sessions = &env.proxy.rt.sessions;
+    let victim = sessions.all().into_iter().map(|h| h.id).max().unwrap();
+    // A COM_QUERY packet announcing 100 bytes, of which 7 come.
+    stalled
+        .send_raw(&[100, 0, 0, 0, 0x03, b'S', b'E', b'L', b'E', b'C', b'T'])
+        .await;
+    // The session has read what came (it waits for the rest) before the KILL.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    admin.query_drop(format!("KILL {victim}")).await.unwrap();
+    common::wait_for(
+        "the killed session to end",
+        std::time::Duration::from_secs(60),
+        || sessions.all().iter().all(|h| h.id != victim),
+    )
+    .await;
+    // Its client finds the connection closed.
+    assert!(stalled.recv().await.is_err());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn character_set_and_collation_follow_set_names() {
     let env = common::start(2, "").await;

@@ -304,8 +304,8 @@ impl Session {
             {
                 continue;
             }
-            // Wait for the client (or a KILL) before reading: the read itself then runs
-            // outside the select, which keeps an idle session's state small.
+            // Wait for the client (or a KILL) before taking a read buffer: an idle session
+            // holds none.
             if self.client.rbuf.is_empty() {
                 self.client.release_buffers();
                 tokio::select! {
@@ -313,10 +313,14 @@ impl Session {
                     _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
                 }
             }
-            let read = self
-                .client
-                .read_request(&self.proxy.rt.request_memory)
-                .await;
+            // A KILL also ends a read the client leaves unfinished (a packet cut short by a
+            // slow or hostile client, or readiness that was stale). Biased: a command already
+            // there is read without the kill signal being registered.
+            let read = tokio::select! {
+                biased;
+                r = self.client.read_request(&self.proxy.rt.request_memory) => r,
+                _ = self.handle.wait_killed() => return Err(Fatal("killed".into())),
+            };
             // A large request's charge against max_request_memory is held until its command
             // is done.
             let (pkt, _charge) = match read {
