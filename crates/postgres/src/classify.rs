@@ -45,7 +45,7 @@ pub struct Scanned {
 
 /// Classifies a statement text: from the thread's scans kept by shape when it has the text's
 /// (see [`crate::scan_cache`]), else scanned.
-pub fn classify(sql: &[u8]) -> Scanned {
+pub fn classify(sql: &[u8]) -> std::sync::Arc<Scanned> {
     crate::scan_cache::classify(sql)
 }
 

@@ -13,12 +13,13 @@ use crate::classify::{scanned, Scanned};
 use sluice_sqlscan::postgres::{shape_key, ShapeKey};
 use sluice_sqlscan::shapes::ShapeTable;
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// A thread's table, and the key being looked up (built in place; boxed, off the stack).
 #[derive(Default)]
 struct Cache {
     key: Box<ShapeKey>,
-    table: ShapeTable<Scanned>,
+    table: ShapeTable<Arc<Scanned>>,
 }
 
 thread_local! {
@@ -26,16 +27,19 @@ thread_local! {
 }
 
 /// Classifies `sql` from the thread's table, or by scanning it, keeping what it may.
-pub(crate) fn classify(sql: &[u8]) -> Scanned {
+pub(crate) fn classify(sql: &[u8]) -> Arc<Scanned> {
     CACHE.with(|cache| match cache.try_borrow_mut() {
         Ok(mut cache) => {
             let Cache { key, table } = &mut *cache;
             if !table.looking() || !shape_key(sql, key) {
-                return scanned(sql).0;
+                return Arc::new(scanned(sql).0);
             }
-            table.get_or_scan(key.as_bytes(), || scanned(sql))
+            table.get_or_scan(key.as_bytes(), || {
+                let (s, same_for_shape) = scanned(sql);
+                (Arc::new(s), same_for_shape)
+            })
         }
-        Err(_) => scanned(sql).0,
+        Err(_) => Arc::new(scanned(sql).0),
     })
 }
 
@@ -68,7 +72,7 @@ mod tests {
         ];
         let moved = counted(|| {
             for t in texts {
-                assert_eq!(classify(t), scanned(t).0);
+                assert_eq!(*classify(t), scanned(t).0);
             }
         });
         assert_eq!(moved, (2, 3));
@@ -95,8 +99,8 @@ mod tests {
             (b"SELECT f(1)", b"SELECT f(1234)"),
         ] {
             let moved = counted(|| {
-                assert_eq!(classify(a), scanned(a).0);
-                assert_eq!(classify(b), scanned(b).0);
+                assert_eq!(*classify(a), scanned(a).0);
+                assert_eq!(*classify(b), scanned(b).0);
             });
             assert_eq!(moved.0, 0, "{:?}", String::from_utf8_lossy(b));
         }

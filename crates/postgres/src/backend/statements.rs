@@ -18,8 +18,9 @@ pub struct StmtDef {
     pub hash: u64,
     /// Its name on server connections: `sluice_` and the hash in hex.
     name: [u8; SERVER_NAME_LEN],
-    /// What the scanner found in its text (its digest's id among it).
-    pub info: crate::classify::Scanned,
+    /// What the scanner found in its text (its digest's id among it; shared with the
+    /// thread's table of classifications by shape, see [`crate::scan_cache`]).
+    pub info: Arc<crate::classify::Scanned>,
 }
 
 /// `sluice_` and 16 hex digits.
