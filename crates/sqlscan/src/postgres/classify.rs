@@ -109,17 +109,30 @@ fn statement(cur: &mut Cursor<'_>, first: Token) -> Stmt {
 }
 
 /// After `COMMIT`, `END`, `ROLLBACK` or `ABORT` (`first`): which command it is.
+/// COMMIT/ROLLBACK PREPARED 'gid' (two-phase commit) and ... AND CHAIN, which opens the next
+/// transaction at once, do not end the session's transaction: Other. So is anything
+/// PostgreSQL's grammar does not have (`COMMIT foo`): a proxy may answer a `Commit` or a
+/// `Rollback` itself, and the client must get the server's syntax error instead.
 fn transaction_end(cur: &mut Cursor<'_>, first: Kw) -> PgCommand {
     use PgCommand as C;
-    // COMMIT/ROLLBACK PREPARED 'gid' (two-phase commit) and ... AND CHAIN, which opens the
-    // next transaction at once, do not end the session's transaction: Other.
     let _ = cur.eat(Kw::Work) || cur.eat(Kw::Transaction);
-    if cur.eat(Kw::Prepared) || (cur.eat(Kw::And) && cur.eat(Kw::Chain)) {
+    let commit = matches!(first, Kw::Commit | Kw::End);
+    if cur.eat(Kw::Prepared) {
+        return C::Other;
+    }
+    if !commit && cur.eat(Kw::To) {
+        return C::RollbackToSavepoint;
+    }
+    if cur.eat(Kw::And) {
+        let no = cur.eat(Kw::No);
+        if !cur.eat(Kw::Chain) || !no {
+            return C::Other;
+        }
+    }
+    if cur.next().is_some() {
         C::Other
-    } else if matches!(first, Kw::Commit | Kw::End) {
+    } else if commit {
         C::Commit
-    } else if cur.eat(Kw::To) {
-        C::RollbackToSavepoint
     } else {
         C::Rollback
     }

@@ -158,14 +158,22 @@ struct Modes {
 }
 
 /// Transaction modes to the end of the statement: `ISOLATION LEVEL ...`, `READ ONLY`,
-/// `READ WRITE`, `[NOT] DEFERRABLE`, with or without commas.
+/// `READ WRITE`, `[NOT] DEFERRABLE`, with or without commas between them (a comma only
+/// between two modes, as in PostgreSQL's grammar).
 fn modes(cur: &mut Cursor<'_>) -> Modes {
     let mut m = Modes {
         read_only: None,
         serializable: false,
         valid: true,
     };
+    // The last token ended a mode (a comma may follow); none yet.
+    let mut after_mode = None;
     while let Some(t) = cur.next() {
+        if t.is_punct(b',') {
+            m.valid &= after_mode == Some(true);
+            after_mode = Some(false);
+            continue;
+        }
         let known = if t.is(Kw::Isolation) {
             let level = cur.eat(Kw::Level);
             if cur.eat(Kw::Serializable) {
@@ -192,10 +200,13 @@ fn modes(cur: &mut Cursor<'_>) -> Modes {
         } else if t.is(Kw::Not) {
             cur.eat(Kw::Deferrable)
         } else {
-            t.is(Kw::Deferrable) || t.is_punct(b',')
+            t.is(Kw::Deferrable)
         };
         m.valid &= known;
+        after_mode = Some(known);
     }
+    // Not ended by a comma.
+    m.valid &= after_mode != Some(false);
     m
 }
 
