@@ -29,7 +29,10 @@ impl Session {
         let (_, at, len) = unit.msgs[0];
         let mut w = Writer::new();
         if let Some((read_only, serializable)) = info.begin {
-            if self.listener.hostgroup.is_none() && self.pins == 0 {
+            // A second BEGIN goes to the server behind the first (its warning, and the
+            // first one's modes, as directly).
+            if self.listener.hostgroup.is_none() && self.pins == 0 && self.deferred_begin.is_none()
+            {
                 let bytes = self.client.buf[at..at + len].to_vec();
                 self.deferred_begin = Some((bytes, read_only && !serializable));
                 command_complete(&mut w, "BEGIN");
@@ -51,6 +54,9 @@ impl Session {
         } else {
             return Ok(false);
         }
+        // As any simple query, it destroys the unnamed statement and portal.
+        self.unnamed = None;
+        self.portals.remove(b"");
         w.ready_for_query(self.status);
         self.client.consume(unit.len);
         self.client.send(w.as_bytes()).await.map_err(client_err)?;

@@ -51,12 +51,13 @@ impl Sequences {
         conn.seq_mark = 0;
     }
 
-    /// A unit that ran `ran` goes to `conn`: after one that may advance a sequence, the
-    /// connection carries this session's mark (a stretch goes on while the connection carries
-    /// its mark; otherwise a new one starts).
-    pub fn forwarded(&mut self, conn: &mut PgConn, ran: &[Arc<StmtDef>]) {
+    /// A unit that ran `ran` (and made a FunctionCall, if `calls`) goes to `conn`: after one
+    /// that may advance a sequence, the connection carries this session's mark (a stretch goes
+    /// on while the connection carries its mark; otherwise a new one starts). A FunctionCall
+    /// may call `nextval` itself.
+    pub fn forwarded(&mut self, conn: &mut PgConn, ran: &[Arc<StmtDef>], calls: bool) {
         if (conn.seq_mark != self.mark || self.mark == 0)
-            && ran.iter().any(|d| d.info.route == Route::Write)
+            && (calls || ran.iter().any(|d| d.info.route == Route::Write))
         {
             self.mark = next_mark();
             conn.seq_mark = self.mark;

@@ -144,11 +144,16 @@ impl Session {
     }
 
     /// Waits for the client's next bytes while holding a connection, passing on what the
-    /// server sends meanwhile.
+    /// server sends meanwhile. Not while a batch forwarded without its end is owed answers:
+    /// those are the next unit's relay's to match (passed on here, they would be awaited
+    /// there for ever); the server's socket buffers hold them until then.
     async fn wait_on_lease(&mut self) -> Result<(), SessionError> {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
+        if self.owed.is_some() {
+            return self.client.fill().await.map_err(client_err);
+        }
         let conn = lease.conn();
         tokio::select! {
             r = self.client.fill() => r.map_err(client_err),
@@ -261,7 +266,8 @@ impl Session {
         };
         let unit::Forwarded { out, mut exps, ran } =
             unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
-        self.sequences.forwarded(conn, &ran);
+        let calls = unit.end == End::Function || unit.msgs.iter().any(|m| m.0 == b'F');
+        self.sequences.forwarded(conn, &ran, calls);
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
         if let Some(mut owed) = self.owed.take() {

@@ -369,6 +369,11 @@ pub fn forward(
                 f.f.exps.push_back(Exp::pass(Resp::Sync));
             }
             b'Q' | b'F' => {
+                if tag == b'Q' {
+                    // A simple query destroys the unnamed statement and portal, on the
+                    // server and so for the client.
+                    forget_unnamed(&mut names);
+                }
                 if let Some(def) = def_at(defs, i) {
                     f.f.ran.push(def.clone());
                 }
@@ -427,12 +432,7 @@ fn parse(
         None
     };
     if let Some(error) = refusal {
-        // The server is made to fail here, so that it skips the rest of the batch as
-        // PostgreSQL would, and the client gets the error in its place.
-        put(f.out(), b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
-        let mut e = Exp::pass(Resp::DescribeStatement);
-        e.replace_error = Some(Box::new(error));
-        f.f.exps.push_back(e);
+        refuse(f, error);
         return;
     }
     let register = Some(Box::new(Register {
@@ -455,6 +455,30 @@ fn parse(
             f.f.exps.push_back(e);
         }
     }
+}
+
+/// The server is made to fail in place of a message sluice refuses, so that it skips the
+/// rest of the batch as PostgreSQL would, and the client gets `error` in its place.
+fn refuse(f: &mut Build<'_>, error: (&'static str, String)) {
+    put(f.out(), b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
+    let mut e = Exp::pass(Resp::DescribeStatement);
+    e.replace_error = Some(Box::new(error));
+    f.f.exps.push_back(e);
+}
+
+/// PostgreSQL's error for a Bind or Describe of the unnamed statement when there is none.
+fn no_unnamed() -> (&'static str, String) {
+    (
+        "26000",
+        "unnamed prepared statement does not exist".to_string(),
+    )
+}
+
+/// The client's unnamed statement and portal are gone (a simple query destroys them).
+pub fn forget_unnamed(names: &mut Names<'_>) {
+    *names.unnamed = None;
+    *names.conn_has_unnamed = false;
+    names.portals.remove(b"");
 }
 
 /// The statement an earlier Parse of this unit names so (registered once it succeeds).
@@ -542,6 +566,8 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
             put(f.out(), b'B', &[portal, b"\0", on.name(), b"\0", rest]);
             n.portals.insert(portal.into(), on.def);
         }
+        // The connection's unnamed statement (if any) is not the client's.
+        None if stmt.is_empty() => return refuse(f, no_unnamed()),
         None => f.keep(whole),
     }
     f.f.exps.push_back(Exp::pass(Resp::Bind));
@@ -554,6 +580,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
         (Some(b'S'), Some(stmt)) => {
             match ensure(stmt, conn, n, f) {
                 Some(on) => put(f.out(), b'D', &[b"S", on.name(), b"\0"]),
+                None if stmt.is_empty() => return refuse(f, no_unnamed()),
                 None => f.keep(whole),
             }
             f.f.exps.push_back(Exp::pass(Resp::DescribeStatement));

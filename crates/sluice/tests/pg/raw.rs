@@ -21,14 +21,14 @@ pub struct Msg {
 }
 
 impl Msg {
-    /// An ErrorResponse's SQLSTATE.
+    /// An ErrorResponse's (or NoticeResponse's) SQLSTATE.
     pub fn sqlstate(&self) -> Option<String> {
         self.field(b'C')
     }
 
-    /// An ErrorResponse's field.
+    /// An ErrorResponse's (or NoticeResponse's) field.
     pub fn field(&self, kind: u8) -> Option<String> {
-        if self.tag != b'E' {
+        if self.tag != b'E' && self.tag != b'N' {
             return None;
         }
         let mut rest = &self.body[..];

@@ -352,6 +352,26 @@ async fn currval_and_lastval_never_return_another_clients_value() {
         "0",
         "the departed client's INSERT was committed"
     );
+
+    // nextval through the protocol's FunctionCall (libpq's PQfn): the same.
+    a.out.extend_from_slice(&function_call(1574, "ids_id_seq")); // nextval(regclass)
+    let (tags, _) = a.round(1).await;
+    assert_eq!(tags, "VZ");
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(c.try_simple(currval).await.unwrap_err(), undefined);
+}
+
+/// A FunctionCall message: function `oid`, one argument in text, a text result.
+fn function_call(oid: u32, arg: &str) -> Vec<u8> {
+    let mut body = oid.to_be_bytes().to_vec();
+    body.extend_from_slice(&[0, 1, 0, 0, 0, 1]);
+    body.extend_from_slice(&(arg.len() as i32).to_be_bytes());
+    body.extend_from_slice(arg.as_bytes());
+    body.extend_from_slice(&[0, 0]);
+    let mut m = vec![b'F'];
+    m.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    m.extend_from_slice(&body);
+    m
 }
 
 /// A `BEGIN` sluice would answer itself (sending it with the first statement after it) is

@@ -1,0 +1,111 @@
+//! Protocol edges where sluice answers or holds something itself: what the client sees is
+//! what PostgreSQL would send on a direct connection.
+
+use super::pg::raw::Raw;
+use super::pg::start;
+use postgres_protocol::message::frontend;
+use std::time::Duration;
+
+/// A batch longer than sluice forwards at once (its first 1,000 messages go to the server
+/// before the rest has come) whose answers arrive while the client pauses: they are relayed
+/// with the rest when the client ends the batch, and the session goes on. (They were once
+/// passed on while sluice waited for the client, and then awaited for ever.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_batch_answered_while_its_client_pauses_is_relayed_in_full() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    // 1,002 messages and no Sync: answers of about 70 KiB, flushed by the server meanwhile.
+    for _ in 0..334 {
+        c.extended("", Some("SELECT repeat('x', 200)"), &[]);
+    }
+    c.flush().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    frontend::sync(&mut c.out);
+    let (tags, _) = c.round(1).await;
+    assert_eq!(tags, format!("{}Z", "12DC".repeat(334)));
+    let rows = c.try_simple("SELECT 1").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["1"]);
+}
+
+/// `BEGIN`, `COMMIT` and `ROLLBACK` that sluice would answer itself (the BEGIN waiting for
+/// the transaction's first statement) are answered so only when PostgreSQL would take them
+/// as they are: a stray comma or word after them, or a second BEGIN, gets the server's
+/// answer. And like any simple query, they end the unnamed statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_statements_sluice_answers_are_answered_as_postgres_does() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    // Syntax errors, and the session goes on outside a transaction.
+    for sql in [
+        "BEGIN ,",
+        "BEGIN ISOLATION LEVEL SERIALIZABLE,",
+        "START TRANSACTION , READ ONLY",
+    ] {
+        let err = c.try_simple(sql).await.unwrap_err();
+        assert!(err.starts_with("42601 syntax error"), "{sql}: {err}");
+        let shown = c.try_simple("SHOW transaction_isolation").await.unwrap();
+        assert_eq!(Raw::column(&shown), ["read committed"], "{sql}");
+    }
+    c.try_simple("BEGIN").await.unwrap();
+    let err = c.try_simple("COMMIT foo").await.unwrap_err();
+    assert!(err.starts_with("42601 syntax error"), "{err}");
+    let err = c.try_simple("SELECT 1").await.unwrap_err();
+    assert!(err.starts_with("25P02 "), "the transaction failed: {err}");
+    c.try_simple("ROLLBACK").await.unwrap();
+
+    // A second BEGIN: PostgreSQL's warning, and the first one's modes stay.
+    c.try_simple("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        .await
+        .unwrap();
+    frontend::query("BEGIN", &mut c.out).unwrap();
+    c.flush().await;
+    let mut msgs = vec![c.next().await];
+    while msgs.last().unwrap().tag != b'Z' {
+        msgs.push(c.next().await);
+    }
+    let tags: String = msgs
+        .iter()
+        .map(|m| m.tag as char)
+        .filter(|t| *t != 'S')
+        .collect();
+    assert_eq!(tags, "NCZ");
+    let warning = msgs.iter().find(|m| m.tag == b'N').unwrap();
+    assert_eq!(warning.sqlstate().as_deref(), Some("25001"));
+    assert_eq!(msgs.last().unwrap().body, b"T");
+    let shown = c.try_simple("SHOW transaction_isolation").await.unwrap();
+    assert_eq!(Raw::column(&shown), ["serializable"]);
+    c.try_simple("COMMIT").await.unwrap();
+
+    // The unnamed statement does not outlive a simple query, even one sluice answers.
+    frontend::parse("", "SELECT 1", [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "1Z");
+    c.try_simple("BEGIN").await.unwrap();
+    c.extended("", None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+    assert_eq!(
+        msgs[0].field(b'M').as_deref(),
+        Some("unnamed prepared statement does not exist")
+    );
+    assert_eq!(msgs[1].body, b"E");
+    c.try_simple("ROLLBACK").await.unwrap();
+    // Nor one the server runs; and Describe of it fails alike.
+    frontend::parse("", "SELECT 2", [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "1Z");
+    c.try_simple("SELECT 3").await.unwrap();
+    frontend::describe(b'S', "", &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+    // A statement parsed again works as before.
+    c.extended("", Some("SELECT 4"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12DCZ");
+    assert_eq!(Raw::column(&msgs), ["4"]);
+}
