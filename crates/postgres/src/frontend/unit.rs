@@ -358,8 +358,15 @@ pub fn forward(
             b'C' => close(body, whole, &mut names, &mut f),
             b'E' => {
                 let portal = cstr(body).map(|(p, _)| p).unwrap_or_default();
-                if let Some(def) = names.portals.get(portal) {
-                    f.f.ran.push(def.clone());
+                match names.portals.get(portal) {
+                    Some(def) => f.f.ran.push(def.clone()),
+                    // The connection's unnamed portal (the BEGIN sluice sent ahead) is not
+                    // the client's.
+                    None if portal.is_empty() => {
+                        refuse(&mut f, no_portal());
+                        continue;
+                    }
+                    None => {}
                 }
                 f.keep(whole);
                 f.f.exps.push_back(Exp::pass(Resp::Execute));
@@ -474,6 +481,11 @@ fn no_unnamed() -> (&'static str, String) {
     )
 }
 
+/// PostgreSQL's error for an Execute or Describe of the unnamed portal when there is none.
+fn no_portal() -> (&'static str, String) {
+    ("34000", "portal \"\" does not exist".to_string())
+}
+
 /// The client's unnamed statement and portal are gone (a simple query destroys them).
 pub fn forget_unnamed(names: &mut Names<'_>) {
     *names.unnamed = None;
@@ -585,6 +597,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
             }
             f.f.exps.push_back(Exp::pass(Resp::DescribeStatement));
         }
+        (Some(b'P'), Some(b"")) if n.portals.get(b"").is_none() => refuse(f, no_portal()),
         _ => {
             f.keep(whole);
             f.f.exps.push_back(Exp::pass(Resp::DescribePortal));

@@ -92,6 +92,20 @@ async fn transaction_statements_sluice_answers_are_answered_as_postgres_does() {
     );
     assert_eq!(msgs[1].body, b"E");
     c.try_simple("ROLLBACK").await.unwrap();
+    // Nor the unnamed portal (the one of the BEGIN sluice sends ahead is not the client's).
+    c.try_simple("BEGIN").await.unwrap();
+    frontend::execute("", 0, &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(
+        (msgs[0].sqlstate(), msgs[0].field(b'M')),
+        (
+            Some("34000".into()),
+            Some("portal \"\" does not exist".into())
+        )
+    );
+    c.try_simple("ROLLBACK").await.unwrap();
     // Nor one the server runs; and Describe of it fails alike.
     frontend::parse("", "SELECT 2", [], &mut c.out).unwrap();
     frontend::sync(&mut c.out);
