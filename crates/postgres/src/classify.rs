@@ -29,6 +29,9 @@ pub struct Scanned {
     pub begin: Option<(bool, bool)>,
     /// `SET TRANSACTION READ ONLY` (not serializable).
     pub read_only_txn: bool,
+    /// `SET TRANSACTION READ WRITE` or `... SERIALIZABLE`: a transaction that only a primary
+    /// can run from then on (a standby refuses both).
+    pub primary_txn: bool,
     /// `DISCARD ALL` or `DEALLOCATE ALL`: server-side prepared statements are gone.
     pub drops_statements: bool,
     /// `DEALLOCATE name` (not ALL): the name.
@@ -68,6 +71,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         to_savepoint: false,
         begin: None,
         read_only_txn: false,
+        primary_txn: false,
         drops_statements: false,
         deallocate: None,
         statements: whole.statements,
@@ -111,7 +115,10 @@ impl Scanned {
             PgCommand::SetTransaction {
                 read_only,
                 serializable,
-            } => self.read_only_txn = read_only == Some(true) && !serializable,
+            } => {
+                self.read_only_txn = read_only == Some(true) && !serializable;
+                self.primary_txn |= read_only == Some(false) || serializable;
+            }
             PgCommand::Deallocate { all: false } => {
                 self.deallocate = deallocated_name(sql);
             }

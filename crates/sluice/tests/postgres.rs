@@ -59,6 +59,14 @@ async fn reads_go_to_replicas_and_writes_to_the_primary() {
     let out = env
         .psql_script("BEGIN;\nSET TRANSACTION READ ONLY;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
     assert_eq!(out.0.trim(), "t", "{out:?}");
+    // Unless its first statement makes it read-write or serializable (a standby refuses
+    // both, the primary takes them): then the primary.
+    for set in ["READ WRITE", "ISOLATION LEVEL SERIALIZABLE"] {
+        let out = env.psql_script(&format!(
+            "BEGIN READ ONLY;\nSET TRANSACTION {set};\nSELECT pg_is_in_recovery();\nCOMMIT;\n"
+        ));
+        assert_eq!(out.0.trim(), "f", "{set}: {out:?}");
+    }
     // A function sluice does not know may write: the primary, unless configured as
     // read-only.
     env.psql("CREATE FUNCTION report_total() RETURNS bigint LANGUAGE sql STABLE AS 'SELECT count(*) FROM t'");

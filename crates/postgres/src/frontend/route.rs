@@ -173,8 +173,11 @@ impl Session {
         }
         // A transaction whose BEGIN waited for its first statement: a read-only one (by its
         // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica, whatever it
-        // runs; any other one goes to the primary, whatever it starts with.
+        // runs, unless its first statement makes it read-write or serializable (still
+        // allowed then); any other one goes to the primary, whatever it starts with.
+        let starts_primary = first.as_ref().is_some_and(|d| d.info.primary_txn);
         match self.deferred_begin {
+            Some((_, true)) if starts_primary => route = Route::Write,
             Some((_, true)) => route = Route::Read,
             Some((_, false)) if first.as_ref().is_some_and(|d| d.info.read_only_txn) => {
                 route = Route::Read
