@@ -191,8 +191,12 @@ impl Session {
         let mut out = Vec::new();
         while let Ok(Some((m, len))) = conn.peek() {
             if m.tag == b'S' {
-                if let Some((k, v)) = crate::backend::conn::parameter_status(m.body) {
-                    Arc::make_mut(&mut self.reported).insert(k.into(), v.into());
+                // The client sees it, and the connection has it (for the next session).
+                let kv = crate::backend::conn::parameter_status(m.body)
+                    .map(|(k, v)| (k.to_string(), v.to_string()));
+                if let Some((k, v)) = kv {
+                    Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());
+                    Arc::make_mut(&mut conn.params).insert(k, v);
                 }
             }
             out.extend_from_slice(&conn.buffered()[..len]);
