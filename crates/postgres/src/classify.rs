@@ -32,8 +32,6 @@ pub struct Scanned {
     /// `SET TRANSACTION READ WRITE` or `... SERIALIZABLE`: a transaction that only a primary
     /// can run from then on (a standby refuses both).
     pub primary_txn: bool,
-    /// `DISCARD ALL` or `DEALLOCATE ALL`: server-side prepared statements are gone.
-    pub drops_statements: bool,
     /// `DEALLOCATE name` (not ALL): the name.
     pub deallocate: Option<String>,
     /// Number of statements in the text.
@@ -72,7 +70,6 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         begin: None,
         read_only_txn: false,
         primary_txn: false,
-        drops_statements: false,
         deallocate: None,
         statements: whole.statements,
         digest: whole.digest,
@@ -98,9 +95,6 @@ impl Scanned {
     fn add(&mut self, sql: &[u8], s: &PgScan) {
         self.pins |= pin_bits(s.pins);
         self.unpins |= unpin_bits(s.unpins);
-        if s.unpins.contains(Unpins::DISCARD_ALL) || s.unpins.contains(Unpins::DEALLOCATE_ALL) {
-            self.drops_statements = true;
-        }
         if s.unpins.contains(Unpins::DISCARD_ALL) {
             self.changes.push(Change::ResetAll);
         }

@@ -93,7 +93,9 @@ impl StmtDef {
 pub struct ServerStatements {
     limit: usize,
     tick: u64,
-    held: HashMap<u64, (Arc<StmtDef>, u64), foldhash::fast::RandomState>,
+    /// By hash: the statement, when it was last used, and whether it is stale (the server
+    /// refused to run it as prepared: it is closed and prepared again at its next use).
+    held: HashMap<u64, (Arc<StmtDef>, u64, bool), foldhash::fast::RandomState>,
 }
 
 /// What making room for a statement requires.
@@ -121,32 +123,42 @@ impl ServerStatements {
     /// Makes `def` count as held (the caller sends what [`Ensure`] says).
     pub fn ensure(&mut self, def: &Arc<StmtDef>) -> Ensure {
         self.tick += 1;
-        if let Some((held, used)) = self.held.get_mut(&def.hash) {
-            if held.sql == def.sql && held.types == def.types {
+        if let Some((held, used, stale)) = self.held.get_mut(&def.hash) {
+            if held.sql == def.sql && held.types == def.types && !*stale {
                 *used = self.tick;
                 return Ensure::Held;
             }
         }
-        // A different text under the same hash (never seen in practice) is replaced: the old
-        // one is closed first.
-        let mut evict = self.held.remove(&def.hash).map(|(d, _)| d);
+        // A stale one, or a different text under the same hash (never seen in practice), is
+        // replaced: the old one is closed first.
+        let mut evict = self.held.remove(&def.hash).map(|(d, ..)| d);
         if evict.is_none() && self.held.len() >= self.limit {
             let oldest = self
                 .held
                 .iter()
-                .min_by_key(|(_, (_, used))| *used)
+                .min_by_key(|(_, (_, used, _))| *used)
                 .map(|(h, _)| *h);
             if let Some(h) = oldest {
-                evict = self.held.remove(&h).map(|(d, _)| d);
+                evict = self.held.remove(&h).map(|(d, ..)| d);
             }
         }
-        self.held.insert(def.hash, (def.clone(), self.tick));
+        self.held.insert(def.hash, (def.clone(), self.tick, false));
         Ensure::Prepare { evict }
     }
 
     /// Forgets a statement whose Parse failed.
     pub fn forget(&mut self, hash: u64) {
         self.held.remove(&hash);
+    }
+
+    /// The server refused to run a statement as it was prepared (0A000 `cached plan must not
+    /// change result type`, after DDL or under another `search_path`): it is closed and
+    /// prepared afresh where it is next used, so that the error is not every later
+    /// session's.
+    pub fn mark_stale(&mut self, hash: u64) {
+        if let Some((.., stale)) = self.held.get_mut(&hash) {
+            *stale = true;
+        }
     }
 
     /// How many it holds.
@@ -182,6 +194,11 @@ mod tests {
         assert!(matches!(s.ensure(&c), Ensure::Prepare { evict: Some(e) } if Arc::ptr_eq(&e, &b)));
         assert_eq!(s.len(), 2);
         s.forget(c.hash);
+        assert_eq!(s.len(), 1);
+        // A stale one is closed and prepared again under its name, then held.
+        s.mark_stale(a.hash);
+        assert!(matches!(s.ensure(&a), Ensure::Prepare { evict: Some(e) } if Arc::ptr_eq(&e, &a)));
+        assert!(matches!(s.ensure(&a), Ensure::Held));
         assert_eq!(s.len(), 1);
     }
 

@@ -29,6 +29,9 @@ pub struct Relayed {
     pub rows: u64,
     /// Rows the server reported written (INSERT, UPDATE, DELETE, MERGE, COPY).
     pub affected: u64,
+    /// A `DISCARD ALL` or `DEALLOCATE ALL` ran (its CommandComplete came): the connection's
+    /// prepared statements are gone.
+    pub dropped_statements: bool,
 }
 
 /// Why relaying stopped early.
@@ -186,6 +189,15 @@ async fn relay_into(
                 out.pass(conn, len);
             }
             b'E' => {
+                if let Some(h) = head.uses {
+                    let body = &conn.buffered()[at + 5..at + len];
+                    let code = crate::wire::error_fields(body)
+                        .ok()
+                        .and_then(|f| f.into_iter().find(|(k, _)| *k == b'C'));
+                    if code.is_some_and(|(_, c)| c == "0A000") {
+                        conn.statements.mark_stale(h);
+                    }
+                }
                 match &head.replace_error {
                     Some(e) => {
                         let mut w = crate::wire::Writer::new();
@@ -247,7 +259,12 @@ async fn relay_into(
                 };
                 match tag {
                     b'D' => r.rows += 1,
-                    b'C' => r.affected += affected(&conn.buffered()[at + 5..at + len]),
+                    b'C' => {
+                        let tag = &conn.buffered()[at + 5..at + len];
+                        r.affected += affected(tag);
+                        r.dropped_statements |=
+                            tag == b"DISCARD ALL\0" || tag == b"DEALLOCATE ALL\0";
+                    }
                     _ => {}
                 }
                 if forward {

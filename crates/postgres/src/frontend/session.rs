@@ -267,6 +267,7 @@ impl Session {
             unnamed: &mut self.unnamed,
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
+            txn_failed: self.status == ReadyStatus::Failed,
         };
         let unit::Forwarded { out, mut exps, ran } =
             unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
@@ -323,7 +324,7 @@ impl Session {
             Err(e) => Err(RelayError::Server(e)),
         };
         self.handle.set_statement(None);
-        let relayed = match relayed {
+        let mut relayed = match relayed {
             Ok(r) => r,
             Err(RelayError::Client(e)) => {
                 lease.discard();
@@ -345,13 +346,13 @@ impl Session {
             started.elapsed(),
         );
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
-        for reg in relayed.registered {
+        for reg in std::mem::take(&mut relayed.registered) {
             self.statements.insert(reg.client_name, reg.def);
         }
         if let Some(st) = relayed.status {
             self.status = st;
         }
-        self.track(&ran, prior, relayed.failed, &mut lease);
+        self.track(&ran, prior, &relayed, &mut lease);
         self.lease = Some(lease);
         self.ryw_after(&ran).await?;
         if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
@@ -397,9 +398,10 @@ impl Session {
         &mut self,
         ran: &[Arc<StmtDef>],
         prior: ReadyStatus,
-        failed: bool,
+        relayed: &super::relay::Relayed,
         lease: &mut Lease<Box<PgConn>>,
     ) {
+        let failed = relayed.failed;
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
         for def in ran {
@@ -412,13 +414,13 @@ impl Session {
             if i.to_savepoint && (self.settings.has_pending() || !i.changes.is_empty()) {
                 self.pins |= pin::SET_IN_SAVEPOINT;
             }
-            if i.drops_statements {
-                lease.conn().statements.clear();
-                self.lease_has_unnamed = false;
-                if i.unpins & pin::PREPARE != 0 {
-                    self.statements.clear();
-                }
-            }
+        }
+        // By the server's word (a DISCARD ALL that failed, or never ran after an error,
+        // dropped nothing).
+        if relayed.dropped_statements {
+            lease.conn().statements.clear();
+            self.lease_has_unnamed = false;
+            self.statements.clear();
         }
         let in_block = self.status != ReadyStatus::Idle;
         let was_in_block = prior != ReadyStatus::Idle;

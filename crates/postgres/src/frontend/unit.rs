@@ -170,6 +170,9 @@ pub struct Exp {
     pub register: Option<Box<Register>>,
     /// A server-side prepare to forget if it fails.
     pub prepared: Option<u64>,
+    /// The shared statement a Bind or Describe names (marked stale if the server refuses to
+    /// run it as prepared).
+    pub uses: Option<u64>,
     /// The server's error for this message is replaced by this one (SQLSTATE, message):
     /// sluice makes the server fail where PostgreSQL would, for its own reason.
     pub replace_error: Option<Box<(&'static str, String)>>,
@@ -183,6 +186,7 @@ impl Exp {
             synth: None,
             register: None,
             prepared: None,
+            uses: None,
             replace_error: None,
         }
     }
@@ -332,6 +336,8 @@ pub struct Names<'a> {
     pub conn_has_unnamed: &'a mut bool,
     /// Statements bound to portals (by portal name).
     pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
+    /// The session's transaction has failed: the server refuses every Parse (25P02).
+    pub txn_failed: bool,
 }
 
 /// Rewrites and forwards the extended-protocol and simple messages of `unit`.
@@ -412,6 +418,13 @@ fn parse(
         f.f.exps.push_back(Exp::pass(Resp::Parse));
         return;
     };
+    if names.txn_failed {
+        // In a failed transaction the server refuses it (25P02), as directly; nothing is
+        // registered.
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Parse));
+        return;
+    }
     if name.is_empty() {
         // The unnamed statement stays unnamed on the server (it lives until the next Parse,
         // which drops it first, whether it succeeds or not): what follows in this unit binds
@@ -446,22 +459,19 @@ fn parse(
         client_name: name.into(),
         def: def.clone(),
     }));
-    match conn.statements.ensure(&def) {
-        Ensure::Held => {
-            f.leave_out();
-            let mut e = Exp::synth(b'1');
-            e.register = register;
-            f.f.exps.push_back(e);
-        }
-        Ensure::Prepare { evict } => {
-            close_on_server(evict, f);
-            def.parse_message(f.out());
-            let mut e = Exp::pass(Resp::Parse);
-            e.register = register;
-            e.prepared = Some(def.hash);
-            f.f.exps.push_back(e);
-        }
-    }
+    // Prepared afresh on this connection even where it holds the text already: the server
+    // analyses it now, as it would a direct client's Parse (a copy prepared before DDL
+    // changed the statement's result would fail with 0A000).
+    let evict = match conn.statements.ensure(&def) {
+        Ensure::Held => Some(def.clone()),
+        Ensure::Prepare { evict } => evict,
+    };
+    close_on_server(evict, f);
+    def.parse_message(f.out());
+    let mut e = Exp::pass(Resp::Parse);
+    e.register = register;
+    e.prepared = Some(def.hash);
+    f.f.exps.push_back(e);
 }
 
 /// The server is made to fail in place of a message sluice refuses, so that it skips the
@@ -576,13 +586,18 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
     match ensure(stmt, conn, n, f) {
         Some(on) => {
             put(f.out(), b'B', &[portal, b"\0", on.name(), b"\0", rest]);
+            let mut e = Exp::pass(Resp::Bind);
+            e.uses = (!on.unnamed).then_some(on.def.hash);
             n.portals.insert(portal.into(), on.def);
+            f.f.exps.push_back(e);
         }
         // The connection's unnamed statement (if any) is not the client's.
-        None if stmt.is_empty() => return refuse(f, no_unnamed()),
-        None => f.keep(whole),
+        None if stmt.is_empty() => refuse(f, no_unnamed()),
+        None => {
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Bind));
+        }
     }
-    f.f.exps.push_back(Exp::pass(Resp::Bind));
 }
 
 fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Build<'_>) {
@@ -590,12 +605,16 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
     let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
     match (what, name) {
         (Some(b'S'), Some(stmt)) => {
+            let mut e = Exp::pass(Resp::DescribeStatement);
             match ensure(stmt, conn, n, f) {
-                Some(on) => put(f.out(), b'D', &[b"S", on.name(), b"\0"]),
+                Some(on) => {
+                    put(f.out(), b'D', &[b"S", on.name(), b"\0"]);
+                    e.uses = (!on.unnamed).then_some(on.def.hash);
+                }
                 None if stmt.is_empty() => return refuse(f, no_unnamed()),
                 None => f.keep(whole),
             }
-            f.f.exps.push_back(Exp::pass(Resp::DescribeStatement));
+            f.f.exps.push_back(e);
         }
         (Some(b'P'), Some(b"")) if n.portals.get(b"").is_none() => refuse(f, no_portal()),
         _ => {
@@ -614,6 +633,13 @@ fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Build<'_>) {
             n.statements.remove(stmt);
             f.leave_out();
             f.f.exps.push_back(Exp::synth(b'3'));
+        }
+        (Some(b'S'), Some(b"")) => {
+            // The unnamed statement goes on the server too.
+            *n.unnamed = None;
+            *n.conn_has_unnamed = false;
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Close));
         }
         (Some(b'P'), Some(portal)) => {
             n.portals.remove(portal);

@@ -123,3 +123,69 @@ async fn transaction_statements_sluice_answers_are_answered_as_postgres_does() {
     assert_eq!(tags, "12DCZ");
     assert_eq!(Raw::column(&msgs), ["4"]);
 }
+
+/// Prepared statements across pooled connections keep PostgreSQL's semantics where the
+/// server's copy and the client's view could part: a Parse after DDL that changed the
+/// statement's result is analysed afresh (a copy prepared before it would fail with
+/// 0A000); a `DISCARD ALL` that failed dropped nothing; a Close of the unnamed statement
+/// ends it; a Parse in a failed transaction is refused by the server (25P02), not answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_follow_the_servers_view() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    env.psql("CREATE TABLE t2 (a int); INSERT INTO t2 VALUES (1)");
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.extended("s", Some("SELECT * FROM t2"), &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "12DCZ");
+    env.topo
+        .primary()
+        .sql("ALTER TABLE t2 ADD COLUMN b int")
+        .unwrap();
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    b.extended("s", Some("SELECT * FROM t2"), &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "12DCZ", "{msgs:?}");
+
+    // A DISCARD ALL refused inside a transaction block drops nothing.
+    b.try_simple("BEGIN").await.unwrap();
+    b.try_simple("SELECT 1").await.unwrap();
+    let err = b.try_simple("DISCARD ALL").await.unwrap_err();
+    assert!(err.starts_with("25001 "), "{err}");
+    b.try_simple("ROLLBACK").await.unwrap();
+    b.extended("s", None, &[]);
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "2DCZ");
+
+    // Close of the unnamed statement ends it.
+    frontend::parse("", "SELECT 'a1'", [], &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "1Z");
+    frontend::close(b'S', "", &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "3Z");
+    b.extended("", None, &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+
+    // A Parse in a failed transaction.
+    b.try_simple("BEGIN").await.unwrap();
+    b.try_simple("SELECT 1/0").await.unwrap_err();
+    frontend::parse("f1", "SELECT 'f'", [], &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("25P02"));
+    b.try_simple("ROLLBACK").await.unwrap();
+    b.extended("f1", None, &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+}
