@@ -340,6 +340,8 @@ fn parameter(cur: &mut Cursor<'_>, h: Token) -> Option<(String, bool)> {
             s.clone_into(&mut name);
         }
     }
+    // Parameter names are case-insensitive, quoted ones too (`SET "DateStyle"` is datestyle).
+    name.make_ascii_lowercase();
     let reset =
         cur.peek_is(Kw::Default) || (name == "timezone" && !assign && cur.peek_is(Kw::Local));
     Some((name, reset))

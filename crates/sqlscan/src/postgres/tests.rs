@@ -550,7 +550,7 @@ fn set_and_reset() {
             "SET LOCAL lock_timeout TO '1s'",
             s(true, "lock_timeout", false),
         ),
-        ("SET \"Weird\" = 1", s(false, "Weird", false)),
+        ("SET \"Weird\" = 1", s(false, "weird", false)), // names are case-insensitive, quoted too
         ("SET myapp.Tenant = '42'", s(false, "myapp.tenant", false)),
         ("SET TIME ZONE 'UTC'", s(false, "timezone", false)),
         ("SET TIME ZONE LOCAL", s(false, "timezone", true)),
