@@ -96,7 +96,13 @@ impl Scanned {
         self.pins |= pin_bits(s.pins);
         self.unpins |= unpin_bits(s.unpins);
         if s.unpins.contains(Unpins::DISCARD_ALL) {
-            self.changes.push(Change::ResetAll);
+            self.changes.push(Change::DiscardAll);
+        }
+        // SET and RESET SESSION AUTHORIZATION end a SET ROLE.
+        if s.pins.contains(Pins::SESSION_AUTHORIZATION)
+            || s.unpins.contains(Unpins::RESET_SESSION_AUTHORIZATION)
+        {
+            self.changes.push(Change::Reset("role".into()));
         }
         match s.command {
             PgCommand::Commit => self.commits = true,

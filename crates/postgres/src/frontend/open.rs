@@ -149,6 +149,7 @@ async fn open(
         reported: Arc::default(),
         deferred_begin: None,
         held_by_flush: false,
+        pending_unpins: 0,
         skipping: false,
         owed: Default::default(),
         sequences: Default::default(),

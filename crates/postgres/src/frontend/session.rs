@@ -30,6 +30,9 @@ pub struct Session {
     pub(super) listener: Arc<ListenerInfo>,
     pub(super) settings: Settings,
     pub(super) pins: u32,
+    /// Pins released inside the open transaction block: released if it commits (a
+    /// `DISCARD TEMP` or an `UNLISTEN` rolled back released nothing).
+    pub(super) pending_unpins: u32,
     pub(super) statements: NameMap<Arc<StmtDef>>,
     pub(super) unnamed: Option<Arc<StmtDef>>,
     pub(super) portals: NameMap<Arc<StmtDef>>,
@@ -404,15 +407,23 @@ impl Session {
         let failed = relayed.failed;
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
+        let mut unpins = 0;
         for def in ran {
             let i = &def.info;
+            // In order: state made after a release is held again.
             self.pins |= i.pins;
-            self.pins &= !i.unpins;
+            self.pending_unpins &= !i.pins;
+            unpins = (unpins | i.unpins) & !i.pins;
             changes.extend(i.changes.iter().cloned());
             commits |= i.commits;
             rolls_back |= i.rolls_back;
-            if i.to_savepoint && (self.settings.has_pending() || !i.changes.is_empty()) {
-                self.pins |= pin::SET_IN_SAVEPOINT;
+            if i.to_savepoint {
+                // What the savepoint's rollback undid is not known: nothing is released.
+                self.pending_unpins = 0;
+                unpins = 0;
+                if self.settings.has_pending() || !i.changes.is_empty() {
+                    self.pins |= pin::SET_IN_SAVEPOINT;
+                }
             }
         }
         // By the server's word (a DISCARD ALL that failed, or never ran after an error,
@@ -424,12 +435,28 @@ impl Session {
         }
         let in_block = self.status != ReadyStatus::Idle;
         let was_in_block = prior != ReadyStatus::Idle;
+        // A COMMIT of a failed transaction rolls it back.
+        let committed = !failed && commits && prior != ReadyStatus::Failed;
+        // Pins are released only by what ran, and inside a block only once it commits
+        // (a release that failed, or was rolled back, left the state in place).
+        if in_block {
+            if !failed {
+                self.pending_unpins |= unpins;
+            }
+        } else if was_in_block {
+            if committed {
+                self.pins &= !(self.pending_unpins | unpins);
+            }
+            self.pending_unpins = 0;
+        } else if !failed {
+            self.pins &= !unpins;
+        }
         if !changes.is_empty() || was_in_block {
             if in_block {
                 changes.into_iter().for_each(|c| self.settings.defer(c));
             } else if was_in_block {
                 changes.into_iter().for_each(|c| self.settings.defer(c));
-                self.settings.end_transaction(!failed && commits);
+                self.settings.end_transaction(committed);
             } else if !failed && !rolls_back {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
@@ -437,8 +464,18 @@ impl Session {
         // What the client ran on this connection is its state now (only settings changes
         // move the generation: most statements leave both as they are).
         if !in_block && self.settings.generation() != self.lease_generation {
-            lease.conn().applied = self.settings.desired();
-            self.lease_generation = self.settings.generation();
+            let mut applied = self.settings.desired();
+            if self.settings.take_startup_reset() {
+                // The server holds its own defaults for the startup parameters reset: they
+                // are set again before the session's next statement (or by the next session).
+                for name in self.settings.startup_names() {
+                    applied.remove(name);
+                }
+                self.lease_generation = 0;
+            } else {
+                self.lease_generation = self.settings.generation();
+            }
+            lease.conn().applied = applied;
         }
         self.handle.set_pins(self.pins);
     }

@@ -74,6 +74,10 @@ pub struct Settings {
     pending: Vec<Change>,
     /// Bumped on every change (a connection synced at this generation needs nothing).
     generation: u64,
+    /// A change reset startup parameters on the server: there they are the server's
+    /// defaults now (its connections start without the client's startup parameters), not
+    /// the startup values PostgreSQL would return to directly.
+    startup_reset: bool,
 }
 
 /// One `SET` or `RESET`.
@@ -83,8 +87,10 @@ pub enum Change {
     Set(String, String),
     /// `RESET name` (or `SET name TO DEFAULT`).
     Reset(String),
-    /// `RESET ALL` / `DISCARD ALL`.
+    /// `RESET ALL` (the role stays, as in PostgreSQL).
     ResetAll,
+    /// `DISCARD ALL` (the role goes too).
+    DiscardAll,
 }
 
 impl Settings {
@@ -131,13 +137,32 @@ impl Settings {
                 if self.startup.iter().any(|(n, _)| **n == *name) {
                     // PostgreSQL resets a startup parameter to its startup value.
                     self.made.remove(&name);
+                    self.startup_reset = true;
                 } else {
                     self.made.insert(name, None);
                 }
             }
-            Change::ResetAll => self.made.clear(),
+            Change::ResetAll => {
+                self.made.retain(|name, _| name == "role");
+                self.startup_reset |= !self.startup.is_empty();
+            }
+            Change::DiscardAll => {
+                self.made.clear();
+                self.startup_reset |= !self.startup.is_empty();
+            }
         }
         self.generation += 1;
+    }
+
+    /// True (once) if applied changes reset startup parameters on the server (see
+    /// [`Settings::startup_names`]: they are to be set again there).
+    pub fn take_startup_reset(&mut self) -> bool {
+        std::mem::take(&mut self.startup_reset)
+    }
+
+    /// The names of the startup parameters.
+    pub fn startup_names(&self) -> impl Iterator<Item = &str> {
+        self.startup.iter().map(|(n, _)| &**n)
     }
 
     /// Records a change made inside a transaction block.
@@ -236,7 +261,8 @@ pub fn difference(
     for (name, stmt) in desired {
         if applied.get(name) != Some(stmt) {
             sql.push_str(stmt);
-            sql.push(';');
+            // On a line of its own: a client's SET may end with a `--` comment.
+            sql.push_str("\n;");
         }
     }
     (!sql.is_empty()).then_some(sql)
@@ -368,13 +394,13 @@ mod tests {
         let first = difference(&conn, &s.desired()).unwrap();
         assert_eq!(
             first,
-            "SELECT pg_catalog.set_config('application_name', 'app', false);"
+            "SELECT pg_catalog.set_config('application_name', 'app', false)\n;"
         );
         let synced = s.desired();
         s.apply(Change::Set("timezone".into(), "SET TIME ZONE 'UTC'".into()));
         assert_eq!(
             difference(&synced, &s.desired()).unwrap(),
-            "SET TIME ZONE 'UTC';"
+            "SET TIME ZONE 'UTC'\n;"
         );
         let synced = s.desired();
         s.apply(Change::Reset("timezone".into()));
@@ -387,11 +413,30 @@ mod tests {
             "application_name".into(),
             "SET application_name = x".into(),
         ));
+        assert!(!s.take_startup_reset());
         s.apply(Change::Reset("application_name".into()));
         assert_eq!(
             difference(&synced, &s.desired()).unwrap(),
             "RESET timezone;"
         );
+        // On the server it went to the server's default: it is set again there.
+        assert!(s.take_startup_reset());
+        assert!(!s.take_startup_reset());
+        assert_eq!(s.startup_names().collect::<Vec<_>>(), ["application_name"]);
+        // A SET ending in a comment ends its line: what follows is not commented out.
+        let mut t = Settings::default();
+        t.apply(Change::Set("a".into(), "SET a = 1 -- why".into()));
+        t.apply(Change::Set("b".into(), "SET b = 2".into()));
+        assert_eq!(
+            difference(&BTreeMap::new(), &t.desired()).unwrap(),
+            "SET a = 1 -- why\n;SET b = 2\n;"
+        );
+        // RESET ALL keeps the role (as PostgreSQL does); DISCARD ALL drops it.
+        t.apply(Change::Set("role".into(), "SET ROLE r1".into()));
+        t.apply(Change::ResetAll);
+        assert_eq!(t.desired().keys().collect::<Vec<_>>(), ["role"]);
+        t.apply(Change::DiscardAll);
+        assert!(t.desired().is_empty());
         assert!(difference(&s.desired(), &s.desired()).is_none());
         assert!(s.matches(&s.desired()));
         assert!(!s.matches(&BTreeMap::new()) || s.desired().is_empty());

@@ -189,3 +189,122 @@ async fn prepared_statements_follow_the_servers_view() {
     assert_eq!(tags, "EZ");
     assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
 }
+
+/// Session state follows PostgreSQL's own rules where they are easy to get wrong (found by
+/// comparing with direct connections): `RESET ALL` keeps the role; a pin is released only by
+/// a release that ran and committed; a `COMMIT` of a failed transaction keeps none of its
+/// `SET`s; `RESET` of a startup parameter returns to the startup value (the server's own
+/// connections start without it); a `SET` ending in a comment and quoted parameter names are
+/// replayed right; `RESET SESSION AUTHORIZATION` ends a `SET ROLE`. Two connections, two
+/// clients: what one leaves on a connection must never reach the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_state_follows_postgres_rules() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 2\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    env.topo
+        .primary()
+        .sql("CREATE ROLE r1; GRANT r1 TO app")
+        .unwrap();
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let one = |msgs: Vec<super::pg::raw::Msg>| Raw::column(&msgs).concat();
+
+    // RESET ALL keeps the role.
+    a.try_simple("SET ROLE r1").await.unwrap();
+    a.try_simple("RESET ALL").await.unwrap();
+    assert_eq!(
+        one(b.try_simple("SELECT current_user").await.unwrap()),
+        "app"
+    );
+    assert_eq!(
+        one(a.try_simple("SELECT current_user").await.unwrap()),
+        "r1"
+    );
+    a.try_simple("RESET ROLE").await.unwrap();
+
+    // A temporary table stays A's until a release that ran and committed.
+    a.try_simple("CREATE TEMP TABLE mytmp (x text)")
+        .await
+        .unwrap();
+    a.try_simple("INSERT INTO mytmp VALUES ('A-secret')")
+        .await
+        .unwrap();
+    for release in [
+        &["BEGIN", "SELECT 1/0", "DISCARD TEMP", "ROLLBACK"][..],
+        &["BEGIN", "DISCARD TEMP", "ROLLBACK"],
+    ] {
+        for sql in release {
+            let _ = a.try_simple(sql).await;
+        }
+        let err = b.try_simple("SELECT x FROM mytmp").await.unwrap_err();
+        assert!(err.starts_with("42P01 "), "{release:?}: {err}");
+        assert_eq!(
+            one(a.try_simple("SELECT x FROM mytmp").await.unwrap()),
+            "A-secret"
+        );
+    }
+    a.try_simple("DISCARD TEMP").await.unwrap();
+
+    // A COMMIT of a failed transaction keeps none of its SETs.
+    a.try_simple("BEGIN").await.unwrap();
+    a.try_simple("SET statement_timeout = '7s'").await.unwrap();
+    a.try_simple("SELECT 1/0").await.unwrap_err();
+    a.try_simple("COMMIT").await.unwrap();
+    b.try_simple("SET statement_timeout = '3s'").await.unwrap();
+    b.try_simple("SELECT 1").await.unwrap();
+    assert_eq!(
+        one(a.try_simple("SHOW statement_timeout").await.unwrap()),
+        "0"
+    );
+
+    // A SET ending in a comment, and a quoted parameter name.
+    a.try_simple("SET search_path = public -- my schema")
+        .await
+        .unwrap();
+    a.try_simple("SET statement_timeout = '5s'").await.unwrap();
+    a.try_simple("SET datestyle = 'SQL, DMY'").await.unwrap();
+    a.try_simple("SET \"DateStyle\" = 'German'").await.unwrap();
+    b.try_simple("SET statement_timeout = '1s'").await.unwrap();
+    b.try_simple("SELECT 1").await.unwrap();
+    assert_eq!(
+        one(a.try_simple("SHOW statement_timeout").await.unwrap()),
+        "5s"
+    );
+    assert_eq!(
+        one(a.try_simple("SHOW DateStyle").await.unwrap()),
+        "German, DMY"
+    );
+
+    // RESET SESSION AUTHORIZATION ends a SET ROLE.
+    a.try_simple("RESET ALL").await.unwrap();
+    a.try_simple("SET ROLE r1").await.unwrap();
+    a.try_simple("SET SESSION AUTHORIZATION app").await.unwrap();
+    a.try_simple("RESET SESSION AUTHORIZATION").await.unwrap();
+    b.try_simple("SELECT 1").await.unwrap();
+    assert_eq!(
+        one(a.try_simple("SELECT current_user").await.unwrap()),
+        "app"
+    );
+
+    // RESET of a startup parameter: its startup value.
+    let out = super::pg::psql_command(env.port, "app", "app", "postgres")
+        .env("PGAPPNAME", "foo")
+        .args([
+            "-c",
+            "SET application_name = 'bar'",
+            "-c",
+            "RESET application_name",
+            "-c",
+            "SHOW application_name",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "foo",
+        "{out:?}"
+    );
+}
