@@ -31,7 +31,10 @@ impl Session {
         if let Some((read_only, serializable)) = info.begin {
             // A second BEGIN goes to the server behind the first (its warning, and the
             // first one's modes, as directly).
-            if self.listener.hostgroup.is_none() && self.pins == 0 && self.deferred_begin.is_none()
+            if self.lease.is_none()
+                && self.listener.hostgroup.is_none()
+                && self.pins == 0
+                && self.deferred_begin.is_none()
             {
                 let bytes = self.client.buf[at..at + len].to_vec();
                 self.deferred_begin = Some((bytes, read_only && !serializable));

@@ -214,13 +214,17 @@ impl Session {
         if std::mem::take(&mut self.held_by_flush) {
             Box::pin(self.leave_flushed(unit, &defs)).await?;
         }
-        if self.lease.is_none()
-            && match unit.end {
-                End::Query => self.answer_alone(unit, &defs).await?,
-                End::Sync => self.answer_parses(unit, &defs).await?,
-                _ => false,
+        // (A DEALLOCATE of a statement only sluice holds is answered also while a connection
+        // is held: the server does not know the client's name. In a failed transaction the
+        // server's 25P02 answers.)
+        let answered = match unit.end {
+            End::Query if self.status != ReadyStatus::Failed || self.lease.is_none() => {
+                self.answer_alone(unit, &defs).await?
             }
-        {
+            End::Sync if self.lease.is_none() => self.answer_parses(unit, &defs).await?,
+            _ => false,
+        };
+        if answered {
             return Ok(());
         }
         if self.lease.is_none() {

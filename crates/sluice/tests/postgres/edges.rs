@@ -174,6 +174,22 @@ async fn prepared_statements_follow_the_servers_view() {
     assert_eq!(tags, "EZ");
     assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
 
+    // DEALLOCATE of a protocol-level statement inside a transaction (psycopg evicts so from
+    // its cache): the name goes, the transaction goes on.
+    frontend::parse("g1", "SELECT 'g'", [], &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "1Z");
+    b.try_simple("BEGIN").await.unwrap();
+    b.try_simple("SELECT 1").await.unwrap();
+    b.try_simple("DEALLOCATE g1").await.unwrap();
+    b.try_simple("SELECT 2").await.unwrap();
+    b.try_simple("COMMIT").await.unwrap();
+    b.extended("g1", None, &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+
     // A Parse in a failed transaction.
     b.try_simple("BEGIN").await.unwrap();
     b.try_simple("SELECT 1/0").await.unwrap_err();
