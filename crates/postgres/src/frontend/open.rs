@@ -94,6 +94,16 @@ async fn open(
             (p, u)
         }
     };
+    // The settings in `options` (`-c name=value`): applied before the packet's own, as
+    // PostgreSQL applies them; anything else there is refused, not dropped.
+    let options = params.iter().find(|(k, _)| *k == "options").map(|(_, v)| v);
+    let options = match options.map(super::state::startup_options).transpose() {
+        Ok(o) => o.unwrap_or_default(),
+        Err(msg) => {
+            let _ = client.fatal("0A000", &msg).await;
+            return None;
+        }
+    };
     let Ok(permit) = admission.clients.clone().try_acquire_owned() else {
         let _ = client.fatal("53300", admission.too_many).await;
         return None;
@@ -119,9 +129,11 @@ async fn open(
         span.record("id", key.id);
         span.record("user", &*user.name);
     }
-    let startup = params
-        .iter()
-        .filter(|(k, _)| !matches!(*k, "user" | "database" | "options" | "replication"));
+    let startup = options.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(
+        params
+            .iter()
+            .filter(|(k, _)| !matches!(*k, "user" | "database" | "options" | "replication")),
+    );
     let settings =
         Settings::from_startup_packet(params.text().as_bytes(), startup, &fe.shared.startups);
     // The startup packet is not kept: what moves is in the settings now.

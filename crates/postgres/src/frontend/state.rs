@@ -268,6 +268,59 @@ pub fn difference(
     (!sql.is_empty()).then_some(sql)
 }
 
+/// The settings in a startup packet's `options` (libpq's `options`, `PGOPTIONS`):
+/// `-c name=value`, `-cname=value` and `--name=value`, split as PostgreSQL splits them (on
+/// white space; a backslash takes the next character as it is; a `-` in a name is a `_`).
+/// Anything else there (the server's other command-line switches) is an error naming it:
+/// sluice would otherwise drop it silently.
+pub fn startup_options(options: &str) -> Result<Vec<(String, String)>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let (mut escaped, mut started) = (false, false);
+    for c in options.chars() {
+        if escaped {
+            word.push(c);
+            (escaped, started) = (false, true);
+        } else if c == '\\' {
+            escaped = true;
+        } else if c.is_ascii_whitespace() {
+            if started {
+                words.push(std::mem::take(&mut word));
+                started = false;
+            }
+        } else {
+            word.push(c);
+            started = true;
+        }
+    }
+    if started {
+        words.push(word);
+    }
+    let mut settings = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(w) = words.next() {
+        let setting = if w == "-c" {
+            words.next()
+        } else {
+            w.strip_prefix("-c")
+                .or_else(|| w.strip_prefix("--"))
+                .map(str::to_string)
+        };
+        let parsed = setting.as_deref().and_then(|s| s.split_once('='));
+        let Some((name, value)) = parsed.filter(|(name, _)| !name.is_empty()) else {
+            let shown = match setting {
+                Some(s) if w == "-c" => format!("-c {s}"),
+                _ => w,
+            };
+            return Err(format!(
+                "sluice: startup option \"{shown}\" is not supported in \"options\" (only -c name=value and --name=value)"
+            ));
+        };
+        settings.push((name.replace('-', "_"), value.to_string()));
+    }
+    Ok(settings)
+}
+
 /// Startup parameters (name, value) as settings keep them: lower-case name → the statement
 /// setting it, sorted by name.
 fn startup_statements<'a>(
@@ -384,6 +437,25 @@ mod tests {
         let names: Vec<&str> = s.startup.iter().map(|(n, _)| &**n).collect();
         assert_eq!(names, ["application_name", "datestyle"]);
         assert!(s.startup[0].1.contains("'second'"), "{}", s.startup[0].1);
+    }
+
+    #[test]
+    fn startup_options_are_read_as_postgres_reads_them() {
+        let o = startup_options(r"-c statement_timeout=5s  --search-path=a,\ b -cwork_mem=64MB")
+            .unwrap();
+        assert_eq!(
+            o,
+            [
+                ("statement_timeout".to_string(), "5s".to_string()),
+                ("search_path".to_string(), "a, b".to_string()),
+                ("work_mem".to_string(), "64MB".to_string()),
+            ]
+        );
+        assert_eq!(startup_options("  ").unwrap(), []);
+        for bad in ["-B 100", "-c", "-c nothing", "--=x", "-e"] {
+            let e = startup_options(bad).unwrap_err();
+            assert!(e.contains("is not supported"), "{bad}: {e}");
+        }
     }
 
     #[test]

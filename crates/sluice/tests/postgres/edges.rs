@@ -323,4 +323,30 @@ async fn session_state_follows_postgres_rules() {
         "foo",
         "{out:?}"
     );
+
+    // Settings in the startup packet's options (PGOPTIONS) are the session's; other
+    // switches there are refused, not dropped.
+    let out = super::pg::psql_command(env.port, "app", "app", "postgres")
+        .env(
+            "PGOPTIONS",
+            "-c statement_timeout=5s --search-path=pg_catalog,\\ public",
+        )
+        .args(["-c", "SHOW statement_timeout", "-c", "SHOW search_path"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "5s\npg_catalog, public",
+        "{out:?}"
+    );
+    let out = super::pg::psql_command(env.port, "app", "app", "postgres")
+        .env("PGOPTIONS", "-B 100")
+        .args(["-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("startup option \"-B\" is not supported"),
+        "{out:?}"
+    );
 }
