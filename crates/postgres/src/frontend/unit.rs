@@ -247,6 +247,11 @@ impl Exps {
         self.items[self.head..].iter()
     }
 
+    /// The ones left, oldest first, to change.
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Exp> {
+        self.items[self.head..].iter_mut()
+    }
+
     /// Moves all of `other` after these.
     pub fn append(&mut self, other: &mut Exps) {
         while let Some(e) = other.pop_front() {
@@ -629,8 +634,17 @@ fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Build<'_>) {
     let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
     match (what, name) {
         (Some(b'S'), Some(stmt)) if !stmt.is_empty() => {
-            // The statement stays on the server for other sessions; the client's name goes.
+            // The statement stays on the server for other sessions; the client's name goes,
+            // also one a Parse earlier in this batch is to register.
             n.statements.remove(stmt);
+            if let Some(e) =
+                f.f.exps
+                    .iter_mut()
+                    .rev()
+                    .find(|e| e.register.as_ref().is_some_and(|r| *r.client_name == *stmt))
+            {
+                e.register = None;
+            }
             f.leave_out();
             f.f.exps.push_back(Exp::synth(b'3'));
         }

@@ -190,6 +190,26 @@ async fn prepared_statements_follow_the_servers_view() {
     assert_eq!(tags, "EZ");
     assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
 
+    // A Close in the batch of the Parse it closes: the name is gone (and free again).
+    frontend::parse("e1", "SELECT 'first'", [], &mut b.out).unwrap();
+    frontend::close(b'S', "e1", &mut b.out).unwrap();
+    frontend::parse("e1", "SELECT 'second'", [], &mut b.out).unwrap();
+    b.extended("e1", None, &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "1312DCZ");
+    assert_eq!(Raw::column(&msgs), ["second"]);
+    frontend::close(b'S', "e1", &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "3Z");
+    frontend::parse("e2", "SELECT 'x'", [], &mut b.out).unwrap();
+    frontend::close(b'S', "e2", &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "13Z");
+    frontend::parse("e2", "SELECT 'y'", [], &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "1Z", "the name was free again");
+
     // A Parse in a failed transaction.
     b.try_simple("BEGIN").await.unwrap();
     b.try_simple("SELECT 1/0").await.unwrap_err();
