@@ -25,6 +25,9 @@ pub struct Scanned {
     pub rolls_back: bool,
     /// `ROLLBACK TO SAVEPOINT`.
     pub to_savepoint: bool,
+    /// `COMMIT AND CHAIN` (true) or `ROLLBACK AND CHAIN` (false): the transaction ends and
+    /// the next one is open at once.
+    pub chains: Option<bool>,
     /// `BEGIN` / `START TRANSACTION`: whether it asks for a read-only and a serializable one.
     pub begin: Option<(bool, bool)>,
     /// `SET TRANSACTION READ ONLY` (not serializable).
@@ -67,6 +70,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         commits: false,
         rolls_back: false,
         to_savepoint: false,
+        chains: None,
         begin: None,
         read_only_txn: false,
         primary_txn: false,
@@ -107,6 +111,8 @@ impl Scanned {
         match s.command {
             PgCommand::Commit => self.commits = true,
             PgCommand::Rollback => self.rolls_back = true,
+            PgCommand::CommitAndChain => self.chains = Some(true),
+            PgCommand::RollbackAndChain => self.chains = Some(false),
             PgCommand::RollbackToSavepoint => self.to_savepoint = true,
             PgCommand::Begin {
                 read_only,

@@ -412,6 +412,7 @@ impl Session {
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
         let mut unpins = 0;
+        let mut chains = None;
         for def in ran {
             let i = &def.info;
             // In order: state made after a release is held again.
@@ -421,6 +422,7 @@ impl Session {
             changes.extend(i.changes.iter().cloned());
             commits |= i.commits;
             rolls_back |= i.rolls_back;
+            chains = i.chains.or(chains);
             if i.to_savepoint {
                 // What the savepoint's rollback undid is not known: nothing is released.
                 self.pending_unpins = 0;
@@ -458,6 +460,15 @@ impl Session {
         if !changes.is_empty() || was_in_block {
             if in_block {
                 changes.into_iter().for_each(|c| self.settings.defer(c));
+                if let Some(commit) = chains.filter(|_| !failed) {
+                    // COMMIT/ROLLBACK AND CHAIN: the block ended, the next one is open.
+                    let committed = commit && prior != ReadyStatus::Failed;
+                    self.settings.end_transaction(committed);
+                    if committed {
+                        self.pins &= !self.pending_unpins;
+                    }
+                    self.pending_unpins = 0;
+                }
             } else if was_in_block {
                 changes.into_iter().for_each(|c| self.settings.defer(c));
                 self.settings.end_transaction(committed);

@@ -296,6 +296,29 @@ async fn session_state_follows_postgres_rules() {
         "0"
     );
 
+    // COMMIT AND CHAIN keeps the block's SETs (the ROLLBACK after it undoes only what
+    // follows it); ROLLBACK AND CHAIN drops them.
+    for (end, want) in [("COMMIT AND CHAIN", "7s"), ("ROLLBACK AND CHAIN", "0")] {
+        a.try_simple("RESET statement_timeout").await.unwrap();
+        a.try_simple("BEGIN").await.unwrap();
+        a.try_simple("SET statement_timeout = '7s'").await.unwrap();
+        a.try_simple(end).await.unwrap();
+        a.try_simple("ROLLBACK").await.unwrap();
+        let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+        assert_eq!(
+            one(c.try_simple("SHOW statement_timeout").await.unwrap()),
+            "0",
+            "{end}: another client got A's setting"
+        );
+        c.try_simple("SET statement_timeout = '3s'").await.unwrap();
+        assert_eq!(
+            one(a.try_simple("SHOW statement_timeout").await.unwrap()),
+            want,
+            "{end}"
+        );
+    }
+    a.try_simple("RESET statement_timeout").await.unwrap();
+
     // A SET ending in a comment, and a quoted parameter name.
     a.try_simple("SET search_path = public -- my schema")
         .await

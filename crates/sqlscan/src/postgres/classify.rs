@@ -109,10 +109,10 @@ fn statement(cur: &mut Cursor<'_>, first: Token) -> Stmt {
 }
 
 /// After `COMMIT`, `END`, `ROLLBACK` or `ABORT` (`first`): which command it is.
-/// COMMIT/ROLLBACK PREPARED 'gid' (two-phase commit) and ... AND CHAIN, which opens the next
-/// transaction at once, do not end the session's transaction: Other. So is anything
-/// PostgreSQL's grammar does not have (`COMMIT foo`): a proxy may answer a `Commit` or a
-/// `Rollback` itself, and the client must get the server's syntax error instead.
+/// COMMIT/ROLLBACK PREPARED 'gid' (two-phase commit) does not end the session's transaction:
+/// Other; `... AND CHAIN` ends it and opens the next at once. Anything PostgreSQL's grammar
+/// does not have (`COMMIT foo`) is Other too: a proxy may answer a `Commit` or a `Rollback`
+/// itself, and the client must get the server's syntax error instead.
 fn transaction_end(cur: &mut Cursor<'_>, first: Kw) -> PgCommand {
     use PgCommand as C;
     let _ = cur.eat(Kw::Work) || cur.eat(Kw::Transaction);
@@ -123,18 +123,19 @@ fn transaction_end(cur: &mut Cursor<'_>, first: Kw) -> PgCommand {
     if !commit && cur.eat(Kw::To) {
         return C::RollbackToSavepoint;
     }
+    let mut chain = false;
     if cur.eat(Kw::And) {
-        let no = cur.eat(Kw::No);
-        if !cur.eat(Kw::Chain) || !no {
+        chain = !cur.eat(Kw::No);
+        if !cur.eat(Kw::Chain) {
             return C::Other;
         }
     }
-    if cur.next().is_some() {
-        C::Other
-    } else if commit {
-        C::Commit
-    } else {
-        C::Rollback
+    match (cur.next().is_some(), commit, chain) {
+        (true, ..) => C::Other,
+        (false, true, false) => C::Commit,
+        (false, false, false) => C::Rollback,
+        (false, true, true) => C::CommitAndChain,
+        (false, false, true) => C::RollbackAndChain,
     }
 }
 

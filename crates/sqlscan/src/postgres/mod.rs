@@ -91,10 +91,14 @@ pub enum PgCommand {
         serializable: bool,
     },
     /// `COMMIT`, `END` (also `AND NO CHAIN`; `AND CHAIN`, which opens the next transaction
-    /// at once, is [`PgCommand::Other`]).
+    /// at once, is [`PgCommand::CommitAndChain`]).
     Commit,
     /// `ROLLBACK`, `ABORT` (also `AND NO CHAIN`; not `AND CHAIN`, not `ROLLBACK TO SAVEPOINT`).
     Rollback,
+    /// `COMMIT AND CHAIN` (`END AND CHAIN`): commits, and the next transaction is open.
+    CommitAndChain,
+    /// `ROLLBACK AND CHAIN` (`ABORT AND CHAIN`): rolls back, and the next transaction is open.
+    RollbackAndChain,
     /// `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name`.
     RollbackToSavepoint,
     /// `SAVEPOINT name`.
