@@ -8,6 +8,7 @@ mod ahead;
 pub mod cancel;
 pub mod client;
 mod count;
+mod exps;
 mod lease;
 pub mod login;
 mod names;

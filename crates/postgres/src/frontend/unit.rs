@@ -5,6 +5,7 @@
 //! under its shared name), and what sluice answers itself or adds is recorded as
 //! [`Exp`]ectations, so the relay knows which responses the client sees.
 
+pub use super::exps::{Exp, Exps, Register, Resp};
 use crate::backend::statements::{Ensure, StmtDef};
 use crate::backend::PgConn;
 use crate::front::STATEMENTS_PER_SESSION;
@@ -124,140 +125,6 @@ pub fn statement_defs(buf: &[u8], unit: &Unit) -> Defs {
 /// The statement of message `i`, if it carries one.
 pub fn def_at(defs: &Defs, i: usize) -> Option<&Arc<StmtDef>> {
     defs.iter().find(|(at, _)| *at == i).map(|(_, d)| d)
-}
-
-/// The responses one client message (or one sluice adds) draws from the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resp {
-    /// ParseComplete.
-    Parse,
-    /// BindComplete.
-    Bind,
-    /// CloseComplete.
-    Close,
-    /// ParameterDescription, then RowDescription or NoData.
-    DescribeStatement,
-    /// RowDescription or NoData.
-    DescribePortal,
-    /// Rows, then CommandComplete, EmptyQueryResponse or PortalSuspended (or COPY).
-    Execute,
-    /// ReadyForQuery.
-    Sync,
-    /// Everything up to ReadyForQuery.
-    Query,
-}
-
-/// A statement to register when its ParseComplete arrives.
-#[derive(Debug)]
-pub struct Register {
-    /// The client's name for it.
-    pub client_name: Box<[u8]>,
-    /// The statement.
-    pub def: Arc<StmtDef>,
-}
-
-/// One expected response, in order.
-#[derive(Debug)]
-pub struct Exp {
-    /// What the server sends for it.
-    pub resp: Resp,
-    /// The client sees it (it asked); otherwise sluice added the message and consumes the
-    /// answer.
-    pub forward: bool,
-    /// sluice answers it itself (nothing was sent to the server): this message type, empty.
-    pub synth: Option<u8>,
-    /// To do when it succeeds.
-    pub register: Option<Box<Register>>,
-    /// A server-side prepare to forget if it fails.
-    pub prepared: Option<u64>,
-    /// The shared statement a Bind or Describe names (marked stale if the server refuses to
-    /// run it as prepared).
-    pub uses: Option<u64>,
-    /// The server's error for this message is replaced by this one (SQLSTATE, message):
-    /// sluice makes the server fail where PostgreSQL would, for its own reason.
-    pub replace_error: Option<Box<(&'static str, String)>>,
-}
-
-impl Exp {
-    fn pass(resp: Resp) -> Exp {
-        Exp {
-            resp,
-            forward: true,
-            synth: None,
-            register: None,
-            prepared: None,
-            uses: None,
-            replace_error: None,
-        }
-    }
-    fn swallow(resp: Resp) -> Exp {
-        Exp {
-            forward: false,
-            ..Exp::pass(resp)
-        }
-    }
-    fn synth(tag: u8) -> Exp {
-        Exp {
-            synth: Some(tag),
-            ..Exp::pass(Resp::Close)
-        }
-    }
-}
-
-/// Expected responses, oldest first: a queue on the stack for the usual units (up to four
-/// answers), taken from the front as the server's responses arrive.
-#[derive(Debug, Default)]
-pub struct Exps {
-    items: smallvec::SmallVec<[Exp; 4]>,
-    /// Items before it were taken.
-    head: usize,
-}
-
-impl Exps {
-    /// The oldest one not taken.
-    pub fn front(&self) -> Option<&Exp> {
-        self.items.get(self.head)
-    }
-
-    /// Takes the oldest one.
-    pub fn pop_front(&mut self) -> Option<Exp> {
-        let slot = self.items.get_mut(self.head)?;
-        self.head += 1;
-        // What is left in the slot is never read again.
-        Some(std::mem::replace(slot, Exp::pass(Resp::Close)))
-    }
-
-    /// Adds one at the end.
-    pub fn push_back(&mut self, e: Exp) {
-        if self.head == self.items.len() && self.head > 0 {
-            // All taken: start over, keeping the room.
-            self.items.clear();
-            self.head = 0;
-        }
-        self.items.push(e);
-    }
-
-    /// None left.
-    pub fn is_empty(&self) -> bool {
-        self.head == self.items.len()
-    }
-
-    /// The ones left, oldest first.
-    pub fn iter(&self) -> std::slice::Iter<'_, Exp> {
-        self.items[self.head..].iter()
-    }
-
-    /// The ones left, oldest first, to change.
-    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Exp> {
-        self.items[self.head..].iter_mut()
-    }
-
-    /// Moves all of `other` after these.
-    pub fn append(&mut self, other: &mut Exps) {
-        while let Some(e) = other.pop_front() {
-            self.push_back(e);
-        }
-    }
 }
 
 /// What forwarding a unit produced.
