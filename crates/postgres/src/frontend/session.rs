@@ -278,7 +278,7 @@ impl Session {
         };
         let unit::Forwarded { out, mut exps, ran } =
             unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
-        let calls = unit.end == End::Function || unit.msgs.iter().any(|m| m.0 == b'F');
+        let calls = unit.msgs.iter().any(|m| m.0 == b'F');
         self.sequences.forwarded(conn, &ran, calls);
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)

@@ -276,24 +276,22 @@ pub fn difference(
 pub fn startup_options(options: &str) -> Result<Vec<(String, String)>, String> {
     let mut words = Vec::new();
     let mut word = String::new();
-    let (mut escaped, mut started) = (false, false);
+    let mut escaped = false;
     for c in options.chars() {
         if escaped {
             word.push(c);
-            (escaped, started) = (false, true);
+            escaped = false;
         } else if c == '\\' {
             escaped = true;
         } else if c.is_ascii_whitespace() {
-            if started {
+            if !word.is_empty() {
                 words.push(std::mem::take(&mut word));
-                started = false;
             }
         } else {
             word.push(c);
-            started = true;
         }
     }
-    if started {
+    if !word.is_empty() {
         words.push(word);
     }
     let mut settings = Vec::new();

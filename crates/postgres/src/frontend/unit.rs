@@ -369,7 +369,7 @@ fn no_portal() -> (&'static str, String) {
 }
 
 /// The client's unnamed statement and portal are gone (a simple query destroys them).
-pub fn forget_unnamed(names: &mut Names<'_>) {
+fn forget_unnamed(names: &mut Names<'_>) {
     *names.unnamed = None;
     *names.conn_has_unnamed = false;
     names.portals.remove(b"");
