@@ -27,7 +27,14 @@ pub(super) fn explain(cur: &mut Cursor<'_>) -> Stmt {
                         break;
                     }
                 }
+                // An option's name may be quoted (`("analyze")`), lower case as PostgreSQL
+                // knows it.
                 Kind::Word if depth == 1 && (t.is(Kw::Analyze) || t.is(Kw::Analyse)) => {
+                    analyze = !cur.peek().is_some_and(|v| is_false(src, &v));
+                }
+                Kind::QuotedIdent
+                    if depth == 1 && matches!(t.text(src), b"\"analyze\"" | b"\"analyse\"") =>
+                {
                     analyze = !cur.peek().is_some_and(|v| is_false(src, &v));
                 }
                 _ => {}
@@ -56,12 +63,14 @@ pub(super) fn explain(cur: &mut Cursor<'_>) -> Stmt {
     st
 }
 
-/// A boolean option value that turns the option off: `false`, `off`, `0`, `'false'`, `'off'`.
+/// A boolean option value that turns the option off: `false`, `off`, `0`, `'false'`, `'off'`,
+/// `"off"`.
 fn is_false(src: &[u8], t: &Token) -> bool {
     let text = t.text(src);
     let v = match t.kind {
         Kind::Word | Kind::Number => text,
         Kind::Str if text.len() >= 2 && text[0] == b'\'' => &text[1..text.len() - 1],
+        Kind::QuotedIdent if text.len() >= 2 => &text[1..text.len() - 1],
         _ => return false,
     };
     v.eq_ignore_ascii_case(b"false") || v.eq_ignore_ascii_case(b"off") || v == b"0"

@@ -102,6 +102,10 @@ fn build(sql: &[u8], key: &mut ShapeKey) -> Option<()> {
                 key.put(&[COMMENT])?;
                 continue;
             }
+            // `set_config`'s third argument, a literal, decides whether the text pins
+            // (`is_local`): such a text has no key, it is scanned every time.
+            Kind::Word if t.text(sql).eq_ignore_ascii_case(b"set_config") => return None,
+            Kind::QuotedIdent if t.text(sql) == b"\"set_config\"" => return None,
             Kind::Word => WORD,
             Kind::QuotedIdent => QUOTED,
             Kind::Cast => CAST,

@@ -91,6 +91,8 @@ fn reads() {
         "EXPLAIN ANALYZE SELECT * FROM t",
         "EXPLAIN (ANALYZE, BUFFERS) SELECT 1",
         "EXPLAIN (ANALYZE false) INSERT INTO t VALUES (1)",
+        "EXPLAIN (\"analyze\" \"off\") INSERT INTO t VALUES (1)",
+        "SELECT 1 -- x\r",
         "EXPLAIN ANALYZE VERBOSE SELECT 1",
         "BEGIN READ ONLY",
         "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
@@ -176,6 +178,11 @@ fn writes() {
         "EXPLAIN ANALYZE UPDATE t SET a = 1",
         "EXPLAIN (ANALYZE) DELETE FROM t",
         "EXPLAIN (ANALYZE true, BUFFERS) INSERT INTO t VALUES (1)",
+        // An option's name may be quoted.
+        "EXPLAIN (\"analyze\") DELETE FROM t",
+        "EXPLAIN (\"analyse\" true) INSERT INTO t VALUES (1)",
+        // A carriage return ends a `--` comment.
+        "SELECT 1 -- x\r, nextval('s')",
         "EXPLAIN ANALYZE SELECT nextval('s')",
         "EXPLAIN EXECUTE s(1)",
         "LISTEN c",

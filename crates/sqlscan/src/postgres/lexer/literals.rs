@@ -110,12 +110,13 @@ impl Lexer<'_> {
         self.src.get(self.pos + off).copied().unwrap_or(0)
     }
 
-    /// At `--`: to the end of the line.
+    /// At `--`: to the end of the line, which a carriage return ends as a line feed does
+    /// (PostgreSQL's lexer: `newline [\n\r]`).
     fn line_comment(&mut self) {
         let body = self.pos + 2;
         let end = self.src[body..]
             .iter()
-            .position(|&b| b == b'\n')
+            .position(|&b| b == b'\n' || b == b'\r')
             .map_or(self.src.len(), |i| body + i);
         self.comment = Some((body, end));
         self.pos = end;

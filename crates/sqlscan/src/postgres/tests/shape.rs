@@ -105,6 +105,12 @@ fn literals_are_left_out_and_everything_else_kept() {
         key("/* request 22, user 7 */ SELECT a /* y */")
     );
     assert_eq!(key("SELECT a /* sluice:reader */"), None);
+    // set_config's third argument, a literal, decides whether it pins: no key.
+    assert_eq!(
+        key("INSERT INTO t SELECT length(set_config('a.b', '1', 'true'))"),
+        None
+    );
+    assert_eq!(key("UPDATE t SET v = \"set_config\"('a.b', v, true)"), None);
     assert_eq!(key("SELECT a -- SLUICE:writer"), None);
     // A literal's kind stays; so do words, their case, operators, comments and token bounds.
     for (a, b) in [
