@@ -174,7 +174,8 @@ fn unpin_bits(u: Unpins) -> u32 {
             | pin::SESSION_AUTHORIZATION
             | pin::SESSION_CHARACTERISTICS
             | pin::SET_IN_SAVEPOINT
-            | pin::SET_CONFIG;
+            | pin::SET_CONFIG
+            | pin::BACKSLASH_QUOTES;
     }
     for (f, b) in [
         (Unpins::UNLISTEN_ALL, pin::LISTEN),

@@ -8,6 +8,8 @@ mod edges;
 #[path = "postgres/faults.rs"]
 mod faults;
 mod pg;
+#[path = "postgres/routing.rs"]
+mod routing;
 
 use pg::{psql, start};
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! transaction that never ran a statement, `DEALLOCATE` of a statement only sluice holds.
 
 use super::session::{client_err, command_complete, Session, SessionError};
+use super::state;
 use super::unit::{self, Defs, End, Unit};
 use crate::backend::statements::StmtDef;
 use crate::front::STATEMENTS_PER_SESSION;
@@ -166,7 +167,13 @@ impl Session {
                     first = Some(def.clone());
                 }
                 any = true;
-                if self.fe.route_of(&def.info) == Route::Write {
+                if self.fe.route_of(&def.info) == Route::Write
+                    || def
+                        .info
+                        .changes
+                        .iter()
+                        .any(state::turns_conforming_strings_off)
+                {
                     route = Route::Write;
                 }
             }
@@ -174,14 +181,25 @@ impl Session {
         if !any {
             route = Route::Write;
         }
+        // A session whose transactions are serializable by default: a standby refuses them
+        // (0A000), the primary runs them.
+        // Nor is a session the scanner cannot read (`standard_conforming_strings` off: see
+        // `pin::BACKSLASH_QUOTES`) sent anywhere else.
+        if route == Route::Read
+            && (self.settings.serializable_by_default() || self.settings.backslash_quotes())
+        {
+            route = Route::Write;
+        }
         // A transaction whose BEGIN waited for its first statement: a read-only one (by its
-        // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica, whatever it
-        // runs, unless its first statement makes it read-write or serializable (still
-        // allowed then); any other one goes to the primary, whatever it starts with.
+        // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica if its first
+        // statement is a read there (`NOTIFY`, `LOCK`, `txid_current()` or a user function
+        // need the primary, read-only transaction or not), unless that statement makes it
+        // read-write or serializable (still allowed then); any other one goes to the
+        // primary, whatever it starts with.
         let starts_primary = first.as_ref().is_some_and(|d| d.info.primary_txn);
         match self.deferred_begin {
             Some((_, true)) if starts_primary => route = Route::Write,
-            Some((_, true)) => route = Route::Read,
+            Some((_, true)) => {}
             Some((_, false)) if first.as_ref().is_some_and(|d| d.info.read_only_txn) => {
                 route = Route::Read
             }

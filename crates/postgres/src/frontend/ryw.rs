@@ -45,17 +45,7 @@ impl Ryw {
 /// The value a `SET sluice.read_your_writes ...` statement gives (`None`: not a boolean, or
 /// not such a statement).
 fn asked(stmt: &str) -> Option<bool> {
-    let lower = stmt.to_ascii_lowercase();
-    let after = &lower[lower.find(SETTING)? + SETTING.len()..];
-    let value = after
-        .trim_start()
-        .strip_prefix('=')
-        .or_else(|| after.trim_start().strip_prefix("to "))?;
-    match value.trim().trim_matches(['\'', '"', ';', ' ']) {
-        "on" | "true" | "yes" | "1" => Some(true),
-        "off" | "false" | "no" | "0" => Some(false),
-        _ => None,
-    }
+    super::state::boolean_set(stmt, SETTING)
 }
 
 impl Session {
@@ -69,9 +59,16 @@ impl Session {
     }
 
     /// After a unit ran: notes a write on the primary and, once its transaction is over,
-    /// where the primary's WAL was (if the session reads its own writes then).
-    pub(super) async fn ryw_after(&mut self, ran: &[Arc<StmtDef>]) -> Result<(), SessionError> {
-        if self.ryw_note(ran) {
+    /// where the primary's WAL was (if the session reads its own writes then). `ended`: the
+    /// unit ended with the server's ReadyForQuery; after a Flush the implicit transaction of
+    /// an extended-protocol batch is still open, and a query sent then would run, and
+    /// commit, inside it.
+    pub(super) async fn ryw_after(
+        &mut self,
+        ran: &[Arc<StmtDef>],
+        ended: bool,
+    ) -> Result<(), SessionError> {
+        if self.ryw_note(ran, ended) {
             // Boxed: most units need no position, and every unit's future would carry this.
             Box::pin(self.ryw_read_position()).await?;
         }
@@ -80,7 +77,7 @@ impl Session {
 
     /// Notes what `ran` wrote on the primary; true if the primary's WAL position must be
     /// read now (a write transaction ended, and the session reads its own writes).
-    fn ryw_note(&mut self, ran: &[Arc<StmtDef>]) -> bool {
+    fn ryw_note(&mut self, ran: &[Arc<StmtDef>], ended: bool) -> bool {
         let on_writer = self
             .lease
             .as_ref()
@@ -92,7 +89,7 @@ impl Session {
         {
             self.ryw.dirty = true;
         }
-        if !self.ryw.dirty || self.status != ReadyStatus::Idle {
+        if !self.ryw.dirty || !ended || self.status != ReadyStatus::Idle {
             return false;
         }
         self.ryw.dirty = false;

@@ -361,7 +361,9 @@ impl Session {
         }
         self.track(&ran, prior, &relayed, &mut lease);
         self.lease = Some(lease);
-        self.ryw_after(&ran).await?;
+        let ended = matches!(unit.end, End::Sync | End::Query | End::Function);
+        self.ryw_after(&ran, ended && relayed.status.is_some())
+            .await?;
         if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
             // The server now skips what comes up to the next Sync.
             self.skipping = true;
@@ -420,6 +422,14 @@ impl Session {
             self.pending_unpins &= !i.pins;
             unpins = (unpins | i.unpins) & !i.pins;
             changes.extend(i.changes.iter().cloned());
+            if i.changes
+                .iter()
+                .any(super::state::turns_conforming_strings_off)
+            {
+                // Whatever becomes of the SET (a rollback, an error after it): statements
+                // the scanner read wrongly may have made state since.
+                self.pins |= pin::BACKSLASH_QUOTES;
+            }
             commits |= i.commits;
             rolls_back |= i.rolls_back;
             chains = i.chains.or(chains);
@@ -475,6 +485,10 @@ impl Session {
             } else if !failed && !rolls_back {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
+        }
+        if self.settings.backslash_quotes() {
+            // Set at its startup (or again after a DISCARD ALL).
+            self.pins |= pin::BACKSLASH_QUOTES;
         }
         // What the client ran on this connection is its state now (only settings changes
         // move the generation: most statements leave both as they are).

@@ -34,8 +34,12 @@ pub mod pin {
     /// `set_config(name, value, false)`: a setting sluice cannot carry to another connection
     /// (PostgreSQL reports most parameters to no one).
     pub const SET_CONFIG: u32 = 1 << 10;
+    /// `standard_conforming_strings` turned off: the scanner, which reads strings as
+    /// PostgreSQL does with it on, can no longer be sure what the session's statements do
+    /// (they all go to the primary, and the session stays there until `DISCARD ALL`).
+    pub const BACKSLASH_QUOTES: u32 = 1 << 11;
 
-    const NAMES: [&str; 11] = [
+    const NAMES: [&str; 12] = [
         "temporary table",
         "session advisory lock",
         "LISTEN",
@@ -47,6 +51,7 @@ pub mod pin {
         "SET rolled back to a savepoint",
         "open portal",
         "set_config(..., false)",
+        "standard_conforming_strings off",
     ];
 
     /// The names of the bits set in `bits`.
@@ -58,6 +63,35 @@ pub mod pin {
             .map(|(_, n)| *n)
             .collect()
     }
+}
+
+/// The parameter that decides how PostgreSQL reads `'...'` strings: with it off, a
+/// backslash escapes a quote, which sluice's scanner does not follow.
+pub const CONFORMING_STRINGS: &str = "standard_conforming_strings";
+
+/// The boolean a statement setting parameter `name` gives it: a `SET name = value` (or
+/// `TO`), or the `set_config('name', 'value', false)` a startup parameter is set with
+/// (`None`: not a boolean, or not such a statement).
+pub fn boolean_set(stmt: &str, name: &str) -> Option<bool> {
+    let lower = stmt.to_ascii_lowercase();
+    let after = lower[lower.find(name)? + name.len()..].trim_start();
+    let value = match after.strip_prefix("',") {
+        Some(args) => args.split(',').next()?,
+        None => after
+            .strip_prefix('=')
+            .or_else(|| after.strip_prefix("to "))?,
+    };
+    match value.trim().trim_matches(['\'', '"', ';', ' ']) {
+        "on" | "true" | "yes" | "1" => Some(true),
+        "off" | "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// True if `change` turns `standard_conforming_strings` off.
+pub fn turns_conforming_strings_off(change: &Change) -> bool {
+    matches!(change, Change::Set(name, stmt)
+        if name == CONFORMING_STRINGS && boolean_set(stmt, CONFORMING_STRINGS) == Some(false))
 }
 
 /// The settings a session wants on whichever connection serves it.
@@ -78,7 +112,15 @@ pub struct Settings {
     /// defaults now (its connections start without the client's startup parameters), not
     /// the startup values PostgreSQL would return to directly.
     startup_reset: bool,
+    /// What the settings in force say that routing must know (`SERIALIZABLE`,
+    /// `BACKSLASH_QUOTES`): found when they change, not on every statement.
+    traits: u8,
 }
+
+/// [`Settings::traits`]: transactions are serializable by default.
+const SERIALIZABLE: u8 = 1;
+/// [`Settings::traits`]: `standard_conforming_strings` is off.
+const BACKSLASH_QUOTES: u8 = 2;
 
 /// One `SET` or `RESET`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +147,7 @@ impl Settings {
             generation: 1,
             ..Default::default()
         }
+        .refreshed()
     }
 
     /// As [`Settings::from_startup`], for parameters that `packet` (the startup packet's
@@ -120,6 +163,7 @@ impl Settings {
             generation: 1,
             ..Default::default()
         }
+        .refreshed()
     }
 
     /// Its generation: changes with every applied change.
@@ -152,6 +196,33 @@ impl Settings {
             }
         }
         self.generation += 1;
+        self.traits = self.found_traits();
+    }
+
+    fn refreshed(mut self) -> Settings {
+        self.traits = self.found_traits();
+        self
+    }
+
+    fn found_traits(&self) -> u8 {
+        const ISOLATION: &str = "default_transaction_isolation";
+        const VALUE: &[u8] = b"serializable";
+        let serializable = self.statement(ISOLATION).is_some_and(|s| {
+            s.as_bytes()
+                .windows(VALUE.len())
+                .any(|w| w.eq_ignore_ascii_case(VALUE))
+        });
+        let backslash = self
+            .statement(CONFORMING_STRINGS)
+            .is_some_and(|s| boolean_set(s, CONFORMING_STRINGS) == Some(false));
+        let mut traits = 0;
+        if serializable {
+            traits |= SERIALIZABLE;
+        }
+        if backslash {
+            traits |= BACKSLASH_QUOTES;
+        }
+        traits
     }
 
     /// True (once) if applied changes reset startup parameters on the server (see
@@ -221,6 +292,18 @@ impl Settings {
                 .find(|(n, _)| **n == *name)
                 .map(|(_, s)| &**s),
         }
+    }
+
+    /// True if the session's string literals take backslash escapes
+    /// (`standard_conforming_strings` off, by a `SET` or at its startup).
+    pub fn backslash_quotes(&self) -> bool {
+        self.traits & BACKSLASH_QUOTES != 0
+    }
+
+    /// True if the session's transactions are serializable unless they say otherwise
+    /// (`default_transaction_isolation`, set by the client or at its startup).
+    pub fn serializable_by_default(&self) -> bool {
+        self.traits & SERIALIZABLE != 0
     }
 
     /// What a connection must have: parameter name → the statement setting it.
@@ -419,6 +502,40 @@ mod tests {
         let (a, b) = (from(b"p1"), from(b"p1"));
         assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &from(b"p2")));
         assert_eq!(*a, *s.startup);
+    }
+
+    #[test]
+    fn what_routing_must_know_is_read_from_sets_and_startup_values() {
+        for (stmt, value) in [
+            ("SET standard_conforming_strings = off", Some(false)),
+            ("set standard_conforming_strings to 'ON'", Some(true)),
+            (
+                "SELECT pg_catalog.set_config('standard_conforming_strings', 'off', false)",
+                Some(false),
+            ),
+            ("SET standard_conforming_strings = maybe", None),
+        ] {
+            assert_eq!(boolean_set(stmt, CONFORMING_STRINGS), value, "{stmt}");
+        }
+        let started = |params: &[(&str, &str)]| {
+            Settings::from_startup(params.iter().copied(), &Interner::new(4))
+        };
+        let s = started(&[("standard_conforming_strings", "off")]);
+        assert!(s.backslash_quotes() && !s.serializable_by_default());
+        let mut s = started(&[("default_transaction_isolation", "serializable")]);
+        assert!(s.serializable_by_default() && !s.backslash_quotes());
+        s.apply(Change::Set(
+            "default_transaction_isolation".into(),
+            "SET default_transaction_isolation = 'read committed'".into(),
+        ));
+        assert!(!s.serializable_by_default());
+        s.apply(Change::Set(
+            CONFORMING_STRINGS.into(),
+            "SET standard_conforming_strings = off".into(),
+        ));
+        assert!(s.backslash_quotes());
+        s.apply(Change::DiscardAll);
+        assert!(s.serializable_by_default() && !s.backslash_quotes());
     }
 
     #[test]

@@ -1,0 +1,157 @@
+//! Routing where the text alone misleads a scanner, and where a replica refuses what the
+//! primary runs: each statement here succeeds on a direct connection to the primary, and
+//! must through sluice (found by a differential review of routing).
+
+use super::pg::raw::Raw;
+use super::pg::{start, wait_replayed, PgEnv};
+use postgres_protocol::message::frontend;
+use std::time::Duration;
+
+/// Waits until a session of `env` keeps its connection for `reason` (the admin API's view;
+/// set once the statement's answer is relayed).
+async fn wait_pinned(env: &PgEnv, reason: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let all = env.process.runtime.sessions.all();
+        if all.iter().any(|s| s.pin_reasons().contains(&reason)) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session pinned for {reason:?}: {:?}",
+            all.iter().map(|s| s.pin_reasons()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The first column of the last statement's rows, or the first error.
+async fn run(c: &mut Raw, statements: &[&str]) -> Result<Vec<String>, String> {
+    let mut last = Vec::new();
+    for s in statements {
+        last = Raw::column(&c.try_simple(s).await.map_err(|e| format!("{s}: {e}"))?);
+    }
+    Ok(last)
+}
+
+/// One thread: every session on the thread's table of classifications by shape.
+#[tokio::test(flavor = "current_thread")]
+async fn what_the_scanner_cannot_see_and_what_a_replica_refuses_go_to_the_primary() {
+    let env = start(1, "").await;
+    let mut setup = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    run(
+        &mut setup,
+        &["CREATE SEQUENCE s; CREATE TABLE log (x int); CREATE TABLE uq (a int PRIMARY KEY)"],
+    )
+    .await
+    .unwrap();
+    wait_replayed(&env.topo).await;
+    let connect = || Raw::connect(env.port, "app", "app", "postgres");
+
+    // A carriage return ends a `--` comment, as in PostgreSQL's lexer: what follows it is
+    // seen (a write, a lock that pins).
+    let mut c = connect().await;
+    assert_eq!(
+        run(&mut c, &["SELECT 1 --x\r, nextval('s')"]).await,
+        Ok(vec!["1".into()])
+    );
+    run(
+        &mut c,
+        &["INSERT INTO log VALUES (1) --\r; SELECT pg_advisory_lock(4242)"],
+    )
+    .await
+    .unwrap();
+    wait_pinned(&env, "session advisory lock").await;
+    drop(c);
+
+    // set_config's `is_local` is a literal: a text of the same shape with `'false'` after
+    // ones with `'true'` still pins (the setting stays with the session).
+    let mut c = connect().await;
+    let same_shape = |v: &str, local: &str| {
+        format!("INSERT INTO log SELECT length(set_config('my.v', '{v}', '{local}'))")
+    };
+    let (a, b) = (same_shape("1", "true"), same_shape("2", "false"));
+    let got = run(
+        &mut c,
+        &[
+            &a,
+            &a,
+            &b,
+            "SELECT coalesce(current_setting('my.v', true), 'unset')",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec!["2".into()]));
+    drop(c);
+
+    // `EXPLAIN ("analyze")` runs its statement (an option's name may be quoted).
+    let mut c = connect().await;
+    let explain = "EXPLAIN (\"analyze\") INSERT INTO log VALUES (6)";
+    run(&mut c, &[explain]).await.unwrap();
+    c.extended("", Some(explain), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert!(!tags.contains('E'), "{tags} {msgs:?}");
+
+    // A read-only transaction whose first statement needs the primary runs there.
+    for first in [
+        "NOTIFY ch, 'x'",
+        "SELECT txid_current() > 0",
+        "LOCK TABLE log IN SHARE MODE",
+    ] {
+        run(&mut c, &["BEGIN READ ONLY", first, "COMMIT"])
+            .await
+            .unwrap();
+    }
+    drop(c);
+
+    // Transactions serializable by default: a standby refuses them.
+    let mut c = connect().await;
+    let got = run(
+        &mut c,
+        &[
+            "SET default_transaction_isolation = 'serializable'",
+            "SELECT count(*) FROM uq",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec!["0".into()]));
+    drop(c);
+
+    // standard_conforming_strings off: `'\''` is one string there, which the scanner does not
+    // follow; the session goes to the primary and stays with its connection.
+    let mut c = connect().await;
+    let got = run(
+        &mut c,
+        &[
+            "SET standard_conforming_strings = off",
+            "SELECT '\\'', nextval('s') -- '",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec!["'".into()]));
+    wait_pinned(&env, "standard_conforming_strings off").await;
+    drop(c);
+
+    // Read-your-writes asks the primary where its WAL is only once the transaction is over:
+    // not after a Flush, inside the implicit transaction of a batch that may yet fail (the
+    // hidden query committed it).
+    let mut c = connect().await;
+    run(&mut c, &["SET sluice.read_your_writes = on"])
+        .await
+        .unwrap();
+    c.extended("", Some("INSERT INTO uq VALUES (1)"), &[]);
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    let mut tags = String::new();
+    while !tags.ends_with('C') {
+        tags.push(c.next().await.tag as char);
+    }
+    assert_eq!(tags, "12C");
+    c.extended("", Some("INSERT INTO uq VALUES (1)"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12EZ", "{msgs:?}");
+    let left = run(&mut setup, &["SELECT count(*) FROM uq"]).await;
+    assert_eq!(left, Ok(vec!["0".into()]), "the failed batch rolled back");
+}
