@@ -93,6 +93,9 @@ pub struct Exps {
     items: smallvec::SmallVec<[Exp; 4]>,
     /// Items before it were taken.
     head: usize,
+    /// CopyDone or CopyFail messages that went with the unit (a COPY FROM STDIN whose data
+    /// the client sent with its Execute): that many COPYs take no data from the client.
+    pub copy_ends: u32,
 }
 
 impl Exps {
@@ -139,5 +142,6 @@ impl Exps {
         while let Some(e) = other.pop_front() {
             self.push_back(e);
         }
+        self.copy_ends += std::mem::take(&mut other.copy_ends);
     }
 }

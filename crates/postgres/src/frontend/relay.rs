@@ -158,10 +158,22 @@ async fn relay_into(
             Ok(Some((m, len))) => (m.tag, len),
             Ok(None) => {
                 out.flush(conn, client).await?;
-                // The Sync that ends an extended COPY may have come with its CopyDone.
-                if extended_copy_done && forward_sync(conn, client).await? {
-                    extended_copy_done = false;
-                    continue;
+                // The Sync (or Flush) after an extended COPY's CopyDone: the server sends
+                // the COPY's CommandComplete only then.
+                if extended_copy_done {
+                    match forward_sync(conn, client).await? {
+                        Some(b'S') => {
+                            extended_copy_done = false;
+                            if !exps.iter().any(|e| e.resp == Resp::Sync) {
+                                // The batch ended with a Flush: this Sync ends the COPY's
+                                // implicit transaction, and its ReadyForQuery is awaited.
+                                exps.push_back(super::unit::Exp::pass(Resp::Sync));
+                            }
+                            continue;
+                        }
+                        Some(_) => continue,
+                        None => {}
+                    }
                 }
                 wait(conn, client, extended_copy_done).await?;
                 continue;
@@ -236,11 +248,17 @@ async fn relay_into(
                 exps.pop_front();
             }
             b'G' => {
-                // COPY FROM STDIN: the client's data goes to the server until CopyDone/Fail.
+                // COPY FROM STDIN: the client's data goes to the server until CopyDone/Fail
+                // (unless all of it went with the unit).
+                let extended = head.resp == Resp::Execute;
                 out.pass(conn, len);
+                if exps.copy_ends > 0 {
+                    exps.copy_ends -= 1;
+                    continue;
+                }
                 out.flush(conn, client).await?;
                 copy_in(conn, client).await?;
-                extended_copy_done = head_is_extended(exps);
+                extended_copy_done = extended;
                 continue;
             }
             b'W' => {
@@ -300,12 +318,6 @@ fn affected(tag: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
-/// True if the statement in progress came through the extended protocol (a Sync is still
-/// expected, not a simple query's end).
-fn head_is_extended(exps: &Exps) -> bool {
-    exps.iter().any(|e| e.resp == Resp::Sync) && !exps.iter().any(|e| e.resp == Resp::Query)
-}
-
 /// Waits for the server, reading the client ahead meanwhile.
 async fn wait(conn: &mut PgConn, client: &mut Client, want_client: bool) -> Result<(), RelayError> {
     if client.may_read_ahead() || want_client {
@@ -320,21 +332,33 @@ async fn wait(conn: &mut PgConn, client: &mut Client, want_client: bool) -> Resu
     }
 }
 
-/// After COPY FROM STDIN through the extended protocol, the client sends the Sync that
-/// ends it: passed on as soon as it is there. True once sent.
-async fn forward_sync(conn: &mut PgConn, client: &mut Client) -> Result<bool, RelayError> {
-    match client.message_at(0) {
-        Ok(Some((m, len))) if m.tag == b'S' => {
-            let bytes = client.buf[..len].to_vec();
-            client.consume(len);
-            conn.send(&bytes).await.map_err(RelayError::Server)?;
-            Ok(true)
+/// After COPY FROM STDIN through the extended protocol, the client sends the Sync (or a
+/// Flush) that has the server answer it: passed on as soon as it is there, with what comes
+/// before it of the COPY (its data and end, when the server ended the COPY first with an
+/// error and discards them up to the Sync). The type of the last message sent, if any.
+async fn forward_sync(conn: &mut PgConn, client: &mut Client) -> Result<Option<u8>, RelayError> {
+    let (mut n, mut last) = (0, None);
+    while let Ok(Some((m, len))) = client.message_at(n) {
+        if !matches!(m.tag, b'd' | b'c' | b'f' | b'H' | b'S') {
+            break;
         }
-        _ => Ok(false),
+        n += len;
+        last = Some(m.tag);
+        if m.tag == b'S' {
+            break;
+        }
     }
+    if n > 0 {
+        let bytes = client.buf[..n].to_vec();
+        client.consume(n);
+        conn.send(&bytes).await.map_err(RelayError::Server)?;
+    }
+    Ok(last)
 }
 
-/// Pumps CopyData from the client to the server until CopyDone or CopyFail.
+/// Pumps CopyData from the client to the server until CopyDone or CopyFail, or until the
+/// server ends the COPY itself (an error in the data so far): its ErrorResponse reaches the
+/// client at once, as on a direct connection, and the relay takes it from there.
 async fn copy_in(conn: &mut PgConn, client: &mut Client) -> Result<(), RelayError> {
     let mut batch: Vec<u8> = Vec::new();
     loop {
@@ -346,7 +370,9 @@ async fn copy_in(conn: &mut PgConn, client: &mut Client) -> Result<(), RelayErro
                 conn.send(&batch).await.map_err(RelayError::Server)?;
                 batch.clear();
             }
-            client.fill().await.map_err(RelayError::Client)?;
+            if wait_in_copy(conn, client).await? {
+                return Ok(());
+            }
             continue;
         };
         let tag = m.tag;
@@ -367,6 +393,45 @@ async fn copy_in(conn: &mut PgConn, client: &mut Client) -> Result<(), RelayErro
         if batch.len() >= FLUSH_AT {
             conn.send(&batch).await.map_err(RelayError::Server)?;
             batch.clear();
+        }
+    }
+}
+
+/// Waits for the client's next bytes during COPY FROM STDIN, passing on what the server
+/// sends meanwhile (a trigger's notice, a notification); true once the server ended the
+/// COPY with an ErrorResponse (left in the buffer, for the relay).
+async fn wait_in_copy(conn: &mut PgConn, client: &mut Client) -> Result<bool, RelayError> {
+    loop {
+        match conn.peek() {
+            Ok(Some((m, _))) if m.tag == b'E' => return Ok(true),
+            Ok(Some((m, len))) => {
+                let (tag, bytes) = (m.tag, conn.buffered()[..len].to_vec());
+                if tag == b'S' {
+                    conn.note_parameter(&bytes[5..]);
+                }
+                conn.consume(len);
+                client.send(&bytes).await.map_err(RelayError::Client)?;
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(RelayError::Server(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    e,
+                )))
+            }
+        }
+        tokio::select! {
+            // The client first: its data is what the COPY waits for.
+            biased;
+            r = client.fill() => {
+                r.map_err(RelayError::Client)?;
+                return Ok(false);
+            }
+            r = conn.readable() => {
+                r.map_err(RelayError::Server)?;
+                conn.try_fill().map_err(RelayError::Server)?;
+            }
         }
     }
 }

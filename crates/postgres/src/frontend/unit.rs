@@ -226,9 +226,11 @@ pub fn forward(
         out: Vec::new(),
         f: Forwarded::default(),
     };
+    let mut executes = false;
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let whole = &buf[at..at + len];
         let body = &whole[5..];
+        executes |= tag == b'E';
         match tag {
             b'P' => parse(body, whole, def_at(defs, i), conn, &mut names, &mut f),
             b'B' => bind(body, whole, conn, &mut names, &mut f),
@@ -264,6 +266,15 @@ pub fn forward(
                 }
                 f.keep(whole);
                 f.f.exps.push_back(Exp::pass(Resp::Query));
+            }
+            // The end of a COPY FROM STDIN that an Execute before it in the unit may start
+            // (a CopyDone or CopyFail without one is dropped by the server, and stays out of
+            // the count).
+            b'c' | b'f' => {
+                f.keep(whole);
+                if executes {
+                    f.f.exps.copy_ends += 1;
+                }
             }
             // Flush, Terminate, and anything else go as they are, answering nothing.
             _ => f.keep(whole),
