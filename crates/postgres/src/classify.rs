@@ -37,6 +37,8 @@ pub struct Scanned {
     pub primary_txn: bool,
     /// `DEALLOCATE name` (not ALL): the name.
     pub deallocate: Option<String>,
+    /// `COPY … FROM STDIN` (or from a file): an Execute of it may start COPY FROM STDIN.
+    pub copy_in: bool,
     /// Number of statements in the text.
     pub statements: u32,
     /// The id of its digest (its shape, literals taken out: see
@@ -75,6 +77,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         read_only_txn: false,
         primary_txn: false,
         deallocate: None,
+        copy_in: false,
         statements: whole.statements,
         digest: whole.digest,
         user_calls: whole.user_calls.as_ref().map(|spans| {
@@ -90,6 +93,16 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         for (s, e) in scan::statements(sql) {
             let one = scan::scan(&sql[s..e]);
             out.add(&sql[s..e], &one);
+        }
+        let controls = out.commits
+            || out.rolls_back
+            || out.chains.is_some()
+            || out.begin.is_some()
+            || out.to_savepoint;
+        if controls && (!out.changes.is_empty() || out.unpins != 0) {
+            // See `pin::TEXT_TRANSACTION`: what it released may have been rolled back.
+            out.pins |= pin::TEXT_TRANSACTION;
+            out.unpins = 0;
         }
     }
     (out, whole.same_for_shape())
@@ -128,6 +141,9 @@ impl Scanned {
             PgCommand::Deallocate { all: false } => {
                 self.deallocate = deallocated_name(sql);
             }
+            PgCommand::Copy {
+                from_stdin_or_file: true,
+            } => self.copy_in = true,
             _ => {}
         }
         if let Some(set) = &s.set {
@@ -175,7 +191,8 @@ fn unpin_bits(u: Unpins) -> u32 {
             | pin::SESSION_CHARACTERISTICS
             | pin::SET_IN_SAVEPOINT
             | pin::SET_CONFIG
-            | pin::BACKSLASH_QUOTES;
+            | pin::BACKSLASH_QUOTES
+            | pin::TEXT_TRANSACTION;
     }
     for (f, b) in [
         (Unpins::UNLISTEN_ALL, pin::LISTEN),

@@ -164,6 +164,7 @@ async fn open(
         pending_unpins: 0,
         skipping: false,
         owed: Default::default(),
+        copies_open: 0,
         sequences: Default::default(),
         _admitted: permit,
     });

@@ -38,8 +38,14 @@ impl Session {
                 && self.deferred_begin.is_none()
             {
                 let bytes = self.client.buf[at..at + len].to_vec();
+                // PostgreSQL's tag names the statement as the client spelt it.
+                let text = bytes.get(5..).unwrap_or_default().trim_ascii_start();
+                let tag = match text.get(..5) {
+                    Some(w) if w.eq_ignore_ascii_case(b"start") => "START TRANSACTION",
+                    _ => "BEGIN",
+                };
                 self.deferred_begin = Some((bytes, read_only && !serializable));
-                command_complete(&mut w, "BEGIN");
+                command_complete(&mut w, tag);
                 self.status = ReadyStatus::InTransaction;
             } else {
                 return Ok(false);
@@ -181,15 +187,6 @@ impl Session {
         if !any {
             route = Route::Write;
         }
-        // A session whose transactions are serializable by default: a standby refuses them
-        // (0A000), the primary runs them.
-        // Nor is a session the scanner cannot read (`standard_conforming_strings` off: see
-        // `pin::BACKSLASH_QUOTES`) sent anywhere else.
-        if route == Route::Read
-            && (self.settings.serializable_by_default() || self.settings.backslash_quotes())
-        {
-            route = Route::Write;
-        }
         // A transaction whose BEGIN waited for its first statement: a read-only one (by its
         // BEGIN, or a first SET TRANSACTION READ ONLY) may go to a replica if its first
         // statement is a read there (`NOTIFY`, `LOCK`, `txid_current()` or a user function
@@ -205,6 +202,15 @@ impl Session {
             }
             Some((_, false)) => route = Route::Write,
             None => {}
+        }
+        // A session whose transactions are serializable by default: a standby refuses them
+        // (0A000), the primary runs them, whatever the transaction says it is.
+        // Nor is a session the scanner cannot read (`standard_conforming_strings` off: see
+        // `pin::BACKSLASH_QUOTES`) sent anywhere else.
+        if route == Route::Read
+            && (self.settings.serializable_by_default() || self.settings.backslash_quotes())
+        {
+            route = Route::Write;
         }
         let sql: &[u8] = first.as_ref().map(|d| &d.sql[..]).unwrap_or(b"");
         topo.router

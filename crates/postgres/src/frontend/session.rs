@@ -59,6 +59,9 @@ pub struct Session {
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
     pub(super) owed: Option<Box<unit::Exps>>,
+    /// Executes of `COPY … FROM STDIN` in a batch forwarded without its end whose data has
+    /// not ended yet (see [`unit::Names::copies_open`]).
+    pub(super) copies_open: u32,
     /// The session's sequence state (`currval`, `lastval`) and where it lives: see
     /// [`super::sequences`].
     pub(super) sequences: super::sequences::Sequences,
@@ -275,6 +278,7 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
             txn_failed: self.status == ReadyStatus::Failed,
+            copies_open: &mut self.copies_open,
         };
         let unit::Forwarded { out, mut exps, ran } =
             unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
@@ -316,6 +320,10 @@ impl Session {
             }
         };
         self.client.consume(unit.len);
+        if unit.end != End::Partial {
+            // Whatever COPY is still open takes its data from the client (see `relay`).
+            self.copies_open = 0;
+        }
         let relayed = match sent {
             Ok(()) => {
                 if self.skipping {
@@ -364,8 +372,12 @@ impl Session {
         let ended = matches!(unit.end, End::Sync | End::Query | End::Function);
         self.ryw_after(&ran, ended && relayed.status.is_some())
             .await?;
-        if relayed.failed && !matches!(unit.end, End::Sync | End::Query | End::Function) {
-            // The server now skips what comes up to the next Sync.
+        if relayed.failed
+            && relayed.status.is_none()
+            && !matches!(unit.end, End::Sync | End::Query | End::Function)
+        {
+            // The server now skips what comes up to the next Sync (unless the relay passed
+            // on a Sync already: the one after an extended COPY's data).
             self.skipping = true;
         }
         self.held_by_flush = unit.end == End::Flush
@@ -395,6 +407,9 @@ impl Session {
         match self.route(unit, defs) {
             Ok(d) if d.hostgroup != held => {
                 self.hidden(crate::wire::SYNC).await?;
+                // The Sync committed what the batch wrote: read-your-writes reads where the
+                // primary's WAL is now, before the connection goes back.
+                self.ryw_after(&[], true).await?;
                 self.release();
             }
             _ => {}
@@ -411,6 +426,7 @@ impl Session {
         lease: &mut Lease<Box<PgConn>>,
     ) {
         let failed = relayed.failed;
+        let on_primary = **lease.hostgroup() == *self.fe.topology.router.writer;
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
         let mut unpins = 0;
@@ -422,12 +438,15 @@ impl Session {
             self.pending_unpins &= !i.pins;
             unpins = (unpins | i.unpins) & !i.pins;
             changes.extend(i.changes.iter().cloned());
-            if i.changes
-                .iter()
-                .any(super::state::turns_conforming_strings_off)
+            if on_primary
+                && i.changes
+                    .iter()
+                    .any(super::state::turns_conforming_strings_off)
             {
                 // Whatever becomes of the SET (a rollback, an error after it): statements
-                // the scanner read wrongly may have made state since.
+                // the scanner read wrongly may have made state since. (On a replica, in a
+                // read-only transaction, the session's next statements go to the primary,
+                // and pin there.)
                 self.pins |= pin::BACKSLASH_QUOTES;
             }
             commits |= i.commits;
@@ -486,7 +505,7 @@ impl Session {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
         }
-        if self.settings.backslash_quotes() {
+        if on_primary && self.settings.backslash_quotes() {
             // Set at its startup (or again after a DISCARD ALL).
             self.pins |= pin::BACKSLASH_QUOTES;
         }

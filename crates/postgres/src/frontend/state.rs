@@ -38,8 +38,13 @@ pub mod pin {
     /// PostgreSQL does with it on, can no longer be sure what the session's statements do
     /// (they all go to the primary, and the session stays there until `DISCARD ALL`).
     pub const BACKSLASH_QUOTES: u32 = 1 << 11;
+    /// A text of several statements that ends, opens or rolls back a transaction itself and
+    /// also sets a parameter or releases state: which of them took effect depends on where
+    /// they stand against its `COMMIT` or `ROLLBACK`, and on where it failed, which sluice
+    /// does not follow. The connection keeps the truth; the session keeps the connection.
+    pub const TEXT_TRANSACTION: u32 = 1 << 12;
 
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 13] = [
         "temporary table",
         "session advisory lock",
         "LISTEN",
@@ -52,6 +57,7 @@ pub mod pin {
         "open portal",
         "set_config(..., false)",
         "standard_conforming_strings off",
+        "SET or release in a text with its own COMMIT/ROLLBACK",
     ];
 
     /// The names of the bits set in `bits`.
@@ -70,21 +76,39 @@ pub mod pin {
 pub const CONFORMING_STRINGS: &str = "standard_conforming_strings";
 
 /// The boolean a statement setting parameter `name` gives it: a `SET name = value` (or
-/// `TO`), or the `set_config('name', 'value', false)` a startup parameter is set with
-/// (`None`: not a boolean, or not such a statement).
+/// `TO`; the name may be quoted), or the `set_config('name', 'value', false)` a startup
+/// parameter is set with; read as PostgreSQL reads a boolean (`None`: not a boolean, or not
+/// such a statement).
 pub fn boolean_set(stmt: &str, name: &str) -> Option<bool> {
     let lower = stmt.to_ascii_lowercase();
-    let after = lower[lower.find(name)? + name.len()..].trim_start();
+    let after = lower[lower.find(name)? + name.len()..].trim_start_matches('"');
+    let after = after.trim_start();
     let value = match after.strip_prefix("',") {
         Some(args) => args.split(',').next()?,
-        None => after
-            .strip_prefix('=')
-            .or_else(|| after.strip_prefix("to "))?,
+        None => match after.strip_prefix('=') {
+            Some(v) => v,
+            None => after
+                .strip_prefix("to")
+                .filter(|v| v.starts_with(|c: char| c.is_ascii_whitespace() || c == '\''))?,
+        },
     };
-    match value.trim().trim_matches(['\'', '"', ';', ' ']) {
-        "on" | "true" | "yes" | "1" => Some(true),
-        "off" | "false" | "no" | "0" => Some(false),
-        _ => None,
+    parse_bool(value.trim().trim_matches(['\'', '"', ';']).trim())
+}
+
+/// A boolean as PostgreSQL's `parse_bool` reads one: `true`, `false`, `yes`, `no`, `on`,
+/// `off`, `1`, `0`, or a prefix of one of them long enough to tell which (lower case).
+fn parse_bool(v: &str) -> Option<bool> {
+    let prefix_of = |word: &str, min: usize| v.len() >= min && word.starts_with(v);
+    if v == "1" {
+        Some(true)
+    } else if v == "0" {
+        Some(false)
+    } else if prefix_of("true", 1) || prefix_of("yes", 1) || prefix_of("on", 2) {
+        Some(true)
+    } else if prefix_of("false", 1) || prefix_of("no", 1) || prefix_of("off", 2) {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -514,6 +538,9 @@ mod tests {
                 Some(false),
             ),
             ("SET standard_conforming_strings = maybe", None),
+            ("SET \"standard_conforming_strings\" TO\tof", Some(false)),
+            ("SET standard_conforming_strings = 'f'", Some(false)),
+            ("SET standard_conforming_strings = o", None),
         ] {
             assert_eq!(boolean_set(stmt, CONFORMING_STRINGS), value, "{stmt}");
         }

@@ -210,6 +210,9 @@ pub struct Names<'a> {
     pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
     /// The session's transaction has failed: the server refuses every Parse (25P02).
     pub txn_failed: bool,
+    /// Executes of `COPY … FROM STDIN` forwarded whose CopyDone or CopyFail has not been
+    /// (they may come in a later part of a long batch).
+    pub copies_open: &'a mut u32,
 }
 
 /// Rewrites and forwards the extended-protocol and simple messages of `unit`.
@@ -226,11 +229,9 @@ pub fn forward(
         out: Vec::new(),
         f: Forwarded::default(),
     };
-    let mut executes = false;
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let whole = &buf[at..at + len];
         let body = &whole[5..];
-        executes |= tag == b'E';
         match tag {
             b'P' => parse(body, whole, def_at(defs, i), conn, &mut names, &mut f),
             b'B' => bind(body, whole, conn, &mut names, &mut f),
@@ -239,7 +240,10 @@ pub fn forward(
             b'E' => {
                 let portal = cstr(body).map(|(p, _)| p).unwrap_or_default();
                 match names.portals.get(portal) {
-                    Some(def) => f.f.ran.push(def.clone()),
+                    Some(def) => {
+                        *names.copies_open += u32::from(def.info.copy_in);
+                        f.f.ran.push(def.clone());
+                    }
                     // The connection's unnamed portal (the BEGIN sluice sent ahead) is not
                     // the client's.
                     None if portal.is_empty() => {
@@ -267,12 +271,12 @@ pub fn forward(
                 f.keep(whole);
                 f.f.exps.push_back(Exp::pass(Resp::Query));
             }
-            // The end of a COPY FROM STDIN that an Execute before it in the unit may start
-            // (a CopyDone or CopyFail without one is dropped by the server, and stays out of
-            // the count).
+            // The end of a COPY FROM STDIN an Execute forwarded before it started (a CopyDone
+            // or CopyFail without one is dropped by the server, and stays out of the count).
             b'c' | b'f' => {
                 f.keep(whole);
-                if executes {
+                if *names.copies_open > 0 {
+                    *names.copies_open -= 1;
                     f.f.exps.copy_ends += 1;
                 }
             }

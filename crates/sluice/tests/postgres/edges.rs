@@ -469,4 +469,42 @@ async fn copy_from_stdin_is_answered_as_postgres_answers_it() {
     c.flush().await;
     let n = c.try_simple("SELECT count(*) FROM cp").await.unwrap();
     assert_eq!(Raw::column(&n), ["6"], "the failed COPY wrote nothing");
+
+    // Execute and Flush, then CopyFail and Sync: the error and ReadyForQuery, and the next
+    // query is answered (the relay once went on skipping to a Sync already passed on).
+    c.extended("", Some("COPY cp FROM STDIN"), &[]);
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    assert_eq!(tags(&mut c, 3).await, "12G");
+    c.out.extend_from_slice(&message(b'f', b"client gave up\0"));
+    frontend::sync(&mut c.out);
+    let (got, _) = c.round(1).await;
+    assert_eq!(got, "EZ");
+    let v = c.try_simple("SELECT 42").await.unwrap();
+    assert_eq!(Raw::column(&v), ["42"]);
+
+    // A long COPY in the Execute's own write (forwarded in parts), and a stray CopyDone
+    // after an Execute that starts no COPY (the server drops it) before one that does.
+    c.extended("", Some("COPY cp FROM STDIN"), &[]);
+    for i in 0..1500 {
+        c.out
+            .extend_from_slice(&message(b'd', format!("{i}\n").as_bytes()));
+    }
+    c.out.extend_from_slice(&done);
+    frontend::sync(&mut c.out);
+    let (got, _) = c.round(1).await;
+    assert_eq!(got, "12GCZ");
+    c.extended("", Some("SELECT 1"), &[]);
+    c.out.extend_from_slice(&done);
+    c.extended("", Some("COPY cp FROM STDIN"), &[]);
+    frontend::sync(&mut c.out);
+    c.flush().await;
+    assert_eq!(tags(&mut c, 7).await, "12DC12G");
+    c.out.extend_from_slice(&rows);
+    c.out.extend_from_slice(&done);
+    frontend::sync(&mut c.out);
+    let (got, _) = c.round(1).await;
+    assert_eq!(got, "CZ");
+    let n = c.try_simple("SELECT count(*) FROM cp").await.unwrap();
+    assert_eq!(Raw::column(&n), ["1509"]);
 }

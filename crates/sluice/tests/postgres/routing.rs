@@ -154,4 +154,111 @@ async fn what_the_scanner_cannot_see_and_what_a_replica_refuses_go_to_the_primar
     assert_eq!(tags, "12EZ", "{msgs:?}");
     let left = run(&mut setup, &["SELECT count(*) FROM uq"]).await;
     assert_eq!(left, Ok(vec!["0".into()]), "the failed batch rolled back");
+    drop(c);
+
+    // Serializable by default, then SET TRANSACTION READ ONLY: still the primary.
+    let mut c = connect().await;
+    let got = run(
+        &mut c,
+        &[
+            "SET default_transaction_isolation = serializable",
+            "BEGIN",
+            "SET TRANSACTION READ ONLY",
+            "SELECT count(*) FROM uq",
+            "COMMIT",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec![]));
+    drop(c);
+
+    // standard_conforming_strings turned off inside a read-only transaction on a replica:
+    // the session's writes after it still reach the primary.
+    let mut c = connect().await;
+    let got = run(
+        &mut c,
+        &[
+            "BEGIN READ ONLY",
+            "SELECT 1",
+            "SET standard_conforming_strings = off",
+            "COMMIT",
+            "INSERT INTO log VALUES (7)",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec![]));
+    drop(c);
+
+    // Read-your-writes: a write a Flush left in its batch's implicit transaction, committed
+    // by the Sync sluice sends when the session's next statement goes elsewhere, is read
+    // back (the replica has stopped replaying).
+    let mut c = connect().await;
+    run(
+        &mut c,
+        &[
+            "SET sluice.read_your_writes = on",
+            "INSERT INTO log VALUES (8)",
+        ],
+    )
+    .await
+    .unwrap();
+    wait_replayed(&env.topo).await;
+    env.topo.replicas()[0]
+        .sql("SELECT pg_wal_replay_pause()")
+        .unwrap();
+    c.extended("", Some("INSERT INTO log VALUES (8)"), &[]);
+    frontend::close(b'P', "", &mut c.out).unwrap();
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    let mut tags = String::new();
+    while !tags.ends_with('3') {
+        tags.push(c.next().await.tag as char);
+    }
+    assert_eq!(tags, "12C3");
+    let seen = run(&mut c, &["SELECT count(*) FROM log WHERE x = 8"]).await;
+    env.topo.replicas()[0]
+        .sql("SELECT pg_wal_replay_resume()")
+        .unwrap();
+    assert_eq!(
+        seen,
+        Ok(vec!["2".into()]),
+        "the session reads its own writes"
+    );
+}
+
+/// Texts of several statements with their own COMMIT or ROLLBACK: what they release or set
+/// may have been undone (or done after the transaction ended), which sluice does not follow;
+/// the session keeps its connection, where the server has it right (found by a differential
+/// review: the state reached the next client on the connection, and the session lost it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_with_its_own_transaction_control_keeps_its_state_with_the_session() {
+    let env = start(1, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    // A release rolled back: the temporary table is still there (the session stays pinned,
+    // so the next read is not sent to the replica).
+    let got = run(
+        &mut c,
+        &[
+            "CREATE TEMP TABLE keep (x int)",
+            "BEGIN; DISCARD TEMP; ROLLBACK",
+            "SELECT count(*) FROM keep",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec!["0".into()]));
+    drop(c);
+    // A SET after the text's ROLLBACK stays with the session.
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let got = run(&mut c, &["ROLLBACK; SET work_mem = '7MB'", "SHOW work_mem"]).await;
+    assert_eq!(got, Ok(vec!["7MB".into()]));
+    wait_pinned(
+        &env,
+        "SET or release in a text with its own COMMIT/ROLLBACK",
+    )
+    .await;
+    // START TRANSACTION is answered with its own tag.
+    let msgs = c.try_simple("START TRANSACTION").await.unwrap();
+    assert_eq!(msgs[0].tag, b'C');
+    assert_eq!(msgs[0].body, b"START TRANSACTION\0");
+    run(&mut c, &["COMMIT"]).await.unwrap();
 }
