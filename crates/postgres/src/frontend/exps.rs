@@ -91,8 +91,9 @@ impl Exp {
 #[derive(Debug, Default)]
 pub struct Exps {
     items: smallvec::SmallVec<[Exp; 4]>,
-    /// Items before it were taken.
-    head: usize,
+    /// Items before it were taken (u32: with `copy_ends`, in the room a usize took; a
+    /// statement's future holds this).
+    head: u32,
     /// CopyDone or CopyFail messages that went with the unit (a COPY FROM STDIN whose data
     /// the client sent with its Execute): that many COPYs take no data from the client.
     pub copy_ends: u32,
@@ -101,12 +102,12 @@ pub struct Exps {
 impl Exps {
     /// The oldest one not taken.
     pub fn front(&self) -> Option<&Exp> {
-        self.items.get(self.head)
+        self.items.get(self.head as usize)
     }
 
     /// Takes the oldest one.
     pub fn pop_front(&mut self) -> Option<Exp> {
-        let slot = self.items.get_mut(self.head)?;
+        let slot = self.items.get_mut(self.head as usize)?;
         self.head += 1;
         // What is left in the slot is never read again.
         Some(std::mem::replace(slot, Exp::pass(Resp::Close)))
@@ -114,7 +115,7 @@ impl Exps {
 
     /// Adds one at the end.
     pub fn push_back(&mut self, e: Exp) {
-        if self.head == self.items.len() && self.head > 0 {
+        if self.head as usize == self.items.len() && self.head > 0 {
             // All taken: start over, keeping the room.
             self.items.clear();
             self.head = 0;
@@ -124,17 +125,17 @@ impl Exps {
 
     /// None left.
     pub fn is_empty(&self) -> bool {
-        self.head == self.items.len()
+        self.head as usize == self.items.len()
     }
 
     /// The ones left, oldest first.
     pub fn iter(&self) -> std::slice::Iter<'_, Exp> {
-        self.items[self.head..].iter()
+        self.items[self.head as usize..].iter()
     }
 
     /// The ones left, oldest first, to change.
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Exp> {
-        self.items[self.head..].iter_mut()
+        self.items[self.head as usize..].iter_mut()
     }
 
     /// Moves all of `other` after these.

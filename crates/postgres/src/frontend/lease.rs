@@ -5,7 +5,7 @@
 use super::session::{put_query, Session, SessionError};
 use super::state;
 use crate::backend::PgConn;
-use crate::wire::Writer;
+use crate::wire::{ReadyStatus, Writer};
 use sluice_core::Lease;
 use std::sync::Arc;
 
@@ -176,6 +176,40 @@ impl Session {
             }
         }
         self.client.queue(w.as_bytes());
+    }
+
+    /// Ends the leased connection's implicit transaction with a Sync of sluice's own: the
+    /// status its ReadyForQuery gives (a batch may have opened a transaction block itself).
+    pub(super) async fn hidden_sync(&mut self) -> Result<ReadyStatus, SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(self.status);
+        };
+        let conn = lease.conn();
+        let answered = async {
+            conn.send(crate::wire::SYNC)
+                .await
+                .map_err(|e| e.to_string())?;
+            loop {
+                let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
+                match tag {
+                    b'S' => conn.note_parameter(&body),
+                    b'Z' => {
+                        let status = body.first().copied().and_then(ReadyStatus::from_byte);
+                        return Ok::<_, String>(status.unwrap_or(ReadyStatus::Idle));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        .await;
+        match answered {
+            Ok(status) => Ok(status),
+            Err(e) => {
+                let msg = format!("sluice: {e}");
+                let _ = self.client.fatal("08006", &msg).await;
+                Err(SessionError::Refused(msg))
+            }
+        }
     }
 
     /// Sends a message sluice owes the server (a deferred BEGIN), consuming the answer.

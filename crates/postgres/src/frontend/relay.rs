@@ -161,7 +161,7 @@ async fn relay_into(
                 // The Sync (or Flush) after an extended COPY's CopyDone: the server sends
                 // the COPY's CommandComplete only then.
                 if extended_copy_done {
-                    match forward_sync(conn, client).await? {
+                    match Box::pin(forward_sync(conn, client)).await? {
                         Some(b'S') => {
                             extended_copy_done = false;
                             if !exps.iter().any(|e| e.resp == Resp::Sync) {
@@ -257,7 +257,8 @@ async fn relay_into(
                     continue;
                 }
                 out.flush(conn, client).await?;
-                copy_in(conn, client).await?;
+                // Boxed: COPY is rare, and every statement's future would carry its state.
+                Box::pin(copy_in(conn, client)).await?;
                 extended_copy_done = extended;
                 continue;
             }

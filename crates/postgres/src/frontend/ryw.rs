@@ -77,7 +77,7 @@ impl Session {
 
     /// Notes what `ran` wrote on the primary; true if the primary's WAL position must be
     /// read now (a write transaction ended, and the session reads its own writes).
-    fn ryw_note(&mut self, ran: &[Arc<StmtDef>], ended: bool) -> bool {
+    pub(super) fn ryw_note(&mut self, ran: &[Arc<StmtDef>], ended: bool) -> bool {
         let on_writer = self
             .lease
             .as_ref()
@@ -97,7 +97,7 @@ impl Session {
     }
 
     /// Reads the primary's WAL insert position on the leased connection.
-    async fn ryw_read_position(&mut self) -> Result<(), SessionError> {
+    pub(super) async fn ryw_read_position(&mut self) -> Result<(), SessionError> {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };

@@ -370,8 +370,10 @@ impl Session {
         self.track(&ran, prior, &relayed, &mut lease);
         self.lease = Some(lease);
         let ended = matches!(unit.end, End::Sync | End::Query | End::Function);
-        self.ryw_after(&ran, ended && relayed.status.is_some())
-            .await?;
+        if self.ryw_note(&ran, ended && relayed.status.is_some()) {
+            // Boxed: most units need no position, and every unit's future would carry this.
+            Box::pin(self.ryw_read_position()).await?;
+        }
         if relayed.failed
             && relayed.status.is_none()
             && !matches!(unit.end, End::Sync | End::Query | End::Function)
@@ -406,7 +408,13 @@ impl Session {
         };
         match self.route(unit, defs) {
             Ok(d) if d.hostgroup != held => {
-                self.hidden(crate::wire::SYNC).await?;
+                let status = self.hidden_sync().await?;
+                if status != ReadyStatus::Idle {
+                    // The batch opened a transaction block itself: the session is in it, on
+                    // this connection, wherever its next statement would go.
+                    self.status = status;
+                    return Ok(());
+                }
                 // The Sync committed what the batch wrote: read-your-writes reads where the
                 // primary's WAL is now, before the connection goes back.
                 self.ryw_after(&[], true).await?;
@@ -438,15 +446,12 @@ impl Session {
             self.pending_unpins &= !i.pins;
             unpins = (unpins | i.unpins) & !i.pins;
             changes.extend(i.changes.iter().cloned());
-            if on_primary
-                && i.changes
-                    .iter()
-                    .any(super::state::turns_conforming_strings_off)
+            if i.changes
+                .iter()
+                .any(super::state::turns_conforming_strings_off)
             {
                 // Whatever becomes of the SET (a rollback, an error after it): statements
-                // the scanner read wrongly may have made state since. (On a replica, in a
-                // read-only transaction, the session's next statements go to the primary,
-                // and pin there.)
+                // the scanner read wrongly may have made state since.
                 self.pins |= pin::BACKSLASH_QUOTES;
             }
             commits |= i.commits;
@@ -505,9 +510,18 @@ impl Session {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
         }
-        if on_primary && self.settings.backslash_quotes() {
+        if self.settings.backslash_quotes() {
             // Set at its startup (or again after a DISCARD ALL).
             self.pins |= pin::BACKSLASH_QUOTES;
+        }
+        const NOT_ON_A_REPLICA: u32 = pin::BACKSLASH_QUOTES | pin::TEXT_TRANSACTION;
+        if self.pins & NOT_ON_A_REPLICA != 0 && !on_primary {
+            // Taken in a read-only transaction on a replica: a session pinned there could
+            // never write again. The session moves on (to the primary, for the first of
+            // these); the connection, which may hold what the pin was for, is closed when
+            // it comes back rather than lent to another client.
+            self.pins &= !NOT_ON_A_REPLICA;
+            lease.discard();
         }
         // What the client ran on this connection is its state now (only settings changes
         // move the generation: most statements leave both as they are).

@@ -92,7 +92,13 @@ pub fn boolean_set(stmt: &str, name: &str) -> Option<bool> {
                 .filter(|v| v.starts_with(|c: char| c.is_ascii_whitespace() || c == '\''))?,
         },
     };
-    parse_bool(value.trim().trim_matches(['\'', '"', ';']).trim())
+    // A string in any of its spellings: 'off', E'off', $$off$$.
+    let value = value.trim().trim_end_matches(';').trim_end();
+    let value = value
+        .strip_prefix('e')
+        .filter(|v| v.starts_with('\''))
+        .unwrap_or(value);
+    parse_bool(value.trim_matches(['\'', '"', '$']).trim())
 }
 
 /// A boolean as PostgreSQL's `parse_bool` reads one: `true`, `false`, `yes`, `no`, `on`,
@@ -541,6 +547,8 @@ mod tests {
             ("SET \"standard_conforming_strings\" TO\tof", Some(false)),
             ("SET standard_conforming_strings = 'f'", Some(false)),
             ("SET standard_conforming_strings = o", None),
+            ("SET standard_conforming_strings = E'off';", Some(false)),
+            ("SET standard_conforming_strings = $$off$$", Some(false)),
         ] {
             assert_eq!(boolean_set(stmt, CONFORMING_STRINGS), value, "{stmt}");
         }

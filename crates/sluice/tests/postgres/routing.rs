@@ -256,9 +256,85 @@ async fn a_text_with_its_own_transaction_control_keeps_its_state_with_the_sessio
         "SET or release in a text with its own COMMIT/ROLLBACK",
     )
     .await;
-    // START TRANSACTION is answered with its own tag.
-    let msgs = c.try_simple("START TRANSACTION").await.unwrap();
-    assert_eq!(msgs[0].tag, b'C');
-    assert_eq!(msgs[0].body, b"START TRANSACTION\0");
-    run(&mut c, &["COMMIT"]).await.unwrap();
+    // START TRANSACTION is answered with its own tag (after a comment too).
+    for text in ["START TRANSACTION", "/* app */ START TRANSACTION READ ONLY"] {
+        let msgs = c.try_simple(text).await.unwrap();
+        assert_eq!(msgs[0].tag, b'C');
+        assert_eq!(msgs[0].body, b"START TRANSACTION\0", "{text}");
+        run(&mut c, &["COMMIT"]).await.unwrap();
+    }
+    drop(c);
+    // Such a text in a read-only transaction on a replica: the session's writes after it
+    // still reach the primary.
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let got = run(
+        &mut c,
+        &[
+            "CREATE TABLE w (x int)",
+            "BEGIN READ ONLY",
+            "SELECT 1",
+            "SET work_mem = '7MB'; COMMIT",
+            "INSERT INTO w VALUES (1)",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec![]));
+    // standard_conforming_strings turned off with an escape string is seen as off (the
+    // statement after it goes to the primary: the replica would refuse the nextval()).
+    run(&mut c, &["CREATE SEQUENCE s"]).await.unwrap();
+    wait_replayed(&env.topo).await;
+    let got = run(
+        &mut c,
+        &[
+            "SET standard_conforming_strings = E'off'",
+            "SELECT '\\'', nextval('s') -- '",
+        ],
+    )
+    .await;
+    assert_eq!(got, Ok(vec!["'".into()]));
+}
+
+/// A batch that opens a transaction block itself and ends with a Flush: when its next
+/// statement belongs elsewhere, the Sync sluice sends finds the block open, and the session
+/// stays in it, on its connection (it was given back, inside the transaction, to the next
+/// client, who saw the uncommitted row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_opened_in_a_flushed_batch_stays_with_its_session() {
+    let env = start(1, "").await;
+    let mut setup = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    run(&mut setup, &["CREATE TABLE t (x int)"]).await.unwrap();
+    wait_replayed(&env.topo).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.extended("", Some("BEGIN"), &[]);
+    c.extended("", Some("INSERT INTO t VALUES (42)"), &[]);
+    frontend::close(b'P', "", &mut c.out).unwrap();
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    let mut tags = String::new();
+    while !tags.ends_with('3') {
+        tags.push(c.next().await.tag as char);
+    }
+    assert_eq!(tags, "12C12C3");
+    c.extended("", Some("SELECT count(*) FROM t WHERE x = 42"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12DCZ");
+    assert_eq!(Raw::column(&msgs), ["1"], "its own transaction's row");
+    assert_eq!(msgs.last().unwrap().body, b"T");
+    // Another client's autocommit write is its own, outside that transaction.
+    let mut other = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query("INSERT INTO t VALUES (43)", &mut other.out).unwrap();
+    let (_, msgs) = other.round(1).await;
+    assert_eq!(
+        msgs.last().unwrap().body,
+        b"I",
+        "not lent the open transaction"
+    );
+    run(&mut c, &["ROLLBACK"]).await.unwrap();
+    let left = run(&mut setup, &["SELECT x FROM t"]).await;
+    assert_eq!(
+        left,
+        Ok(vec!["43".into()]),
+        "the other client's row committed, 42 not"
+    );
 }
