@@ -178,31 +178,14 @@ impl Session {
         self.client.queue(w.as_bytes());
     }
 
-    /// Ends the leased connection's implicit transaction with a Sync of sluice's own: the
-    /// status its ReadyForQuery gives (a batch may have opened a transaction block itself).
-    pub(super) async fn hidden_sync(&mut self) -> Result<ReadyStatus, SessionError> {
+    /// Sends a message sluice owes the server (a deferred BEGIN, a Sync that ends a flushed
+    /// batch), consuming the answer: the status the last ReadyForQuery gives (a batch may
+    /// have opened a transaction block itself).
+    pub(super) async fn hidden(&mut self, msg: &[u8]) -> Result<ReadyStatus, SessionError> {
         let Some(lease) = &mut self.lease else {
             return Ok(self.status);
         };
-        let conn = lease.conn();
-        let answered = async {
-            conn.send(crate::wire::SYNC)
-                .await
-                .map_err(|e| e.to_string())?;
-            loop {
-                let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
-                match tag {
-                    b'S' => conn.note_parameter(&body),
-                    b'Z' => {
-                        let status = body.first().copied().and_then(ReadyStatus::from_byte);
-                        return Ok::<_, String>(status.unwrap_or(ReadyStatus::Idle));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        .await;
-        match answered {
+        match run_hidden(lease.conn(), msg).await {
             Ok(status) => Ok(status),
             Err(e) => {
                 let msg = format!("sluice: {e}");
@@ -211,31 +194,22 @@ impl Session {
             }
         }
     }
-
-    /// Sends a message sluice owes the server (a deferred BEGIN), consuming the answer.
-    pub(super) async fn hidden(&mut self, msg: &[u8]) -> Result<(), SessionError> {
-        let Some(lease) = &mut self.lease else {
-            return Ok(());
-        };
-        if let Err(e) = run_hidden(lease.conn(), msg).await {
-            let msg = format!("sluice: {e}");
-            let _ = self.client.fatal("08006", &msg).await;
-            return Err(SessionError::Refused(msg));
-        }
-        Ok(())
-    }
 }
 
 /// Runs the simple queries sluice owes the connection (one or more, in one write) and reads
-/// their answers (ParameterStatus noted); the server's error message if one failed.
-async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<(), String> {
+/// their answers (ParameterStatus noted): the last ReadyForQuery's status, or the server's
+/// error message if one failed.
+async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<ReadyStatus, String> {
     conn.send(q).await.map_err(|e| e.to_string())?;
     hidden_answers(conn, queries(q)).await
 }
 
 /// Reads the answers to `owed` simple queries sluice sent (ParameterStatus noted), up to the
-/// last one's ReadyForQuery; the server's error message if one failed.
-pub(super) async fn hidden_answers(conn: &mut PgConn, mut owed: usize) -> Result<(), String> {
+/// last one's ReadyForQuery: its status, or the server's error message if one failed.
+pub(super) async fn hidden_answers(
+    conn: &mut PgConn,
+    mut owed: usize,
+) -> Result<ReadyStatus, String> {
     let mut error = None;
     loop {
         let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
@@ -245,7 +219,8 @@ pub(super) async fn hidden_answers(conn: &mut PgConn, mut owed: usize) -> Result
             b'Z' => {
                 owed = owed.saturating_sub(1);
                 if owed == 0 {
-                    return error.map_or(Ok(()), Err);
+                    let status = body.first().copied().and_then(ReadyStatus::from_byte);
+                    return error.map_or(Ok(status.unwrap_or(ReadyStatus::Idle)), Err);
                 }
             }
             _ => {}

@@ -39,8 +39,8 @@ impl Session {
             {
                 let bytes = self.client.buf[at..at + len].to_vec();
                 // PostgreSQL's tag names the statement as the client spelt it.
-                let text = after_comments(bytes.get(5..).unwrap_or_default());
-                let tag = match text.get(..5) {
+                let text = bytes.get(5..).unwrap_or_default();
+                let tag = match sluice_sqlscan::postgres::first_token(text) {
                     Some(w) if w.eq_ignore_ascii_case(b"start") => "START TRANSACTION",
                     _ => "BEGIN",
                 };
@@ -234,44 +234,4 @@ pub(super) fn too_many_statements() -> String {
     format!(
         "sluice: a session keeps at most {STATEMENTS_PER_SESSION} prepared statements; close some first"
     )
-}
-
-/// `text` from its first token on: leading white space and comments (`-- …`, `/* … */`,
-/// nested) left out.
-fn after_comments(mut text: &[u8]) -> &[u8] {
-    loop {
-        text = text.trim_ascii_start();
-        if let Some(rest) = text.strip_prefix(b"--") {
-            let end = rest
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-                .map_or(rest.len(), |i| i + 1);
-            text = &rest[end..];
-        } else if text.starts_with(b"/*") {
-            let mut depth = 0usize;
-            let mut i = 0;
-            while i + 1 < text.len() {
-                match &text[i..i + 2] {
-                    b"/*" => {
-                        depth += 1;
-                        i += 2;
-                    }
-                    b"*/" => {
-                        depth -= 1;
-                        i += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    _ => i += 1,
-                }
-            }
-            text = &text[i.min(text.len())..];
-            if depth > 0 {
-                return &[];
-            }
-        } else {
-            return text;
-        }
-    }
 }

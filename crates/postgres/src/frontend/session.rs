@@ -374,10 +374,7 @@ impl Session {
             // Boxed: most units need no position, and every unit's future would carry this.
             Box::pin(self.ryw_read_position()).await?;
         }
-        if relayed.failed
-            && relayed.status.is_none()
-            && !matches!(unit.end, End::Sync | End::Query | End::Function)
-        {
+        if relayed.failed && relayed.status.is_none() && !ended {
             // The server now skips what comes up to the next Sync (unless the relay passed
             // on a Sync already: the one after an extended COPY's data).
             self.skipping = true;
@@ -408,7 +405,7 @@ impl Session {
         };
         match self.route(unit, defs) {
             Ok(d) if d.hostgroup != held => {
-                let status = self.hidden_sync().await?;
+                let status = self.hidden(crate::wire::SYNC).await?;
                 if status != ReadyStatus::Idle {
                     // The batch opened a transaction block itself: the session is in it, on
                     // this connection, wherever its next statement would go.

@@ -371,6 +371,11 @@ impl Iterator for Statements<'_> {
     }
 }
 
+/// The text's first token, comments and white space before it left out.
+pub fn first_token(sql: &[u8]) -> Option<&[u8]> {
+    Lexer::new(sql).next().map(|t| t.text(sql))
+}
+
 /// Byte spans of the statements in a simple-Query string, split on the `;`s that end them (not
 /// those inside strings, dollar quotes, quoted identifiers, comments, parentheses or a
 /// `BEGIN ATOMIC ... END` body). A span runs from the first non-blank byte after the previous
