@@ -111,6 +111,8 @@ pub struct Hostgroup<C> {
     pub queue_timeouts: AtomicU64,
     /// Latency of the statements it served, as their clients saw it (queueing included).
     pub latency: crate::stats::LatencyHistogram,
+    /// Wakes the sweeper of deadlines early (a waiter due before its next wake joined).
+    sweep_wake: Arc<tokio::sync::Notify>,
 }
 
 /// What [`Hostgroup::choose`] found.
@@ -123,7 +125,8 @@ enum Choice<C> {
 
 enum Pick<C> {
     Got(Arc<Server>, C),
-    Wait(oneshot::Receiver<Handoff<C>>),
+    /// In line until the deadline.
+    Wait(oneshot::Receiver<Handoff<C>>, tokio::time::Instant),
 }
 
 impl<C> Hostgroup<C> {
@@ -146,11 +149,13 @@ impl<C> Hostgroup<C> {
                 returns: 0,
                 opener: None,
                 peak_demand: 0,
+                sweep_at: None,
             }),
             hold: Mutex::new(None),
             vacancy: Mutex::new(None),
             queue_timeouts: AtomicU64::new(0),
             latency: Default::default(),
+            sweep_wake: Default::default(),
         })
     }
 
@@ -169,7 +174,7 @@ impl<C> Hostgroup<C> {
         let settings = self.settings();
         // The usual case at once: an idle connection, no waiting (and no waiting state in
         // this future, which every statement's future holds).
-        let first = self.pick(key, &settings, None, connector);
+        let first = self.pick(key, &settings, None, None, connector);
         if let Ok(Pick::Got(server, conn)) = first {
             return Ok(self.lease(server, key, conn));
         }
@@ -191,12 +196,18 @@ impl<C> Hostgroup<C> {
     {
         // Read the clock only when the statement cannot be served at once.
         let mut started: Option<tokio::time::Instant> = None;
+        // Set when it first joins the line (or by the wait for a server): kept if it joins
+        // again.
+        let mut deadline: Option<tokio::time::Instant> = None;
         let mut last_error: Option<ConnectError> = None;
         let mut first = Some(first);
         loop {
             let pick = match first.take() {
                 Some(p) => p,
-                None => self.pick(key, &settings, last_error.as_ref(), connector),
+                None => {
+                    let due = deadline.or(started.map(|s| s + settings.queue_timeout));
+                    self.pick(key, &settings, due, last_error.as_ref(), connector)
+                }
             };
             let picked = match pick {
                 Err(AcquireError::NoServer { .. })
@@ -214,23 +225,25 @@ impl<C> Hostgroup<C> {
             };
             let rx = match picked {
                 Pick::Got(server, conn) => return Ok(self.lease(server, key, conn)),
-                Pick::Wait(rx) => rx,
+                Pick::Wait(rx, due) => {
+                    deadline = Some(due);
+                    rx
+                }
             };
-            let deadline =
-                *started.get_or_insert_with(tokio::time::Instant::now) + settings.queue_timeout;
-            match tokio::time::timeout_at(deadline, rx).await {
-                Ok(Ok(Handoff::Conn(grant))) => match grant.take() {
+            // No timer of its own: the hostgroup's sweeper says when the deadline has passed.
+            match rx.await {
+                Ok(Handoff::Conn(grant)) => match grant.take() {
                     (server, Some(conn)) => return Ok(self.lease(server, key, conn)),
                     (_, None) => continue, // cannot happen: grants carry a connection
                 },
-                Ok(Ok(Handoff::Failed(e))) if !e.server_down => {
+                Ok(Handoff::Failed(e)) if !e.server_down => {
                     // The server answered but refused us (bad credentials, too many
                     // connections...): the client should see that error; the server stays.
                     return Err(AcquireError::Connect(e));
                 }
-                Ok(Ok(Handoff::Failed(e))) => {
+                Ok(Handoff::Failed(e)) => {
                     // The server is down and shunned: try the others (or fail with why).
-                    let timed_out = tokio::time::Instant::now() >= deadline;
+                    let timed_out = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
                     if timed_out {
                         return Err(AcquireError::NoServer {
                             hostgroup: self.name.to_string(),
@@ -239,10 +252,10 @@ impl<C> Hostgroup<C> {
                     }
                     last_error = Some(e);
                 }
-                Ok(Err(_)) => continue, // sender dropped: the hostgroup changed; try again
-                // The configured wait, not the clock's: on a busy machine the timer fires late,
-                // and the message should say the same thing every time.
-                Err(_) => return Err(self.timeout_error(settings.queue_timeout)),
+                // The configured wait, not the clock's: on a busy machine the sweeper wakes
+                // late, and the message should say the same thing every time.
+                Ok(Handoff::Expired) => return Err(self.timeout_error(settings.queue_timeout)),
+                Err(_) => continue, // sender dropped: the hostgroup changed; try again
             }
         }
     }
@@ -281,12 +294,14 @@ impl<C> Hostgroup<C> {
         }
     }
 
-    /// Under the lock: take an idle connection, or join the queue (and start opening a
-    /// connection for it if a server has room).
+    /// Under the lock: take an idle connection, or join the queue until `deadline` (by
+    /// default the queue timeout from now) and start opening a connection for it if a server
+    /// has room.
     fn pick<K>(
         &self,
         key: &PoolKey,
         settings: &PoolSettings,
+        deadline: Option<tokio::time::Instant>,
         last_error: Option<&ConnectError>,
         connector: &Arc<K>,
     ) -> Result<Pick<C>, AcquireError>
@@ -305,7 +320,9 @@ impl<C> Hostgroup<C> {
                 Choice::Got(server, conn) => return Ok(Pick::Got(server, conn)),
                 Choice::OpenOn(i) => i,
             };
-            match self.enqueue(&mut st, key, settings) {
+            let deadline =
+                deadline.unwrap_or_else(|| tokio::time::Instant::now() + settings.queue_timeout);
+            match self.enqueue(&mut st, key, settings, deadline) {
                 Ok(rx) => {
                     st.note_demand();
                     self.set_opener(&mut st, connector);
@@ -316,7 +333,7 @@ impl<C> Hostgroup<C> {
                         self.start_connect(&mut st, i, key.clone(), &mut closing);
                     }
                     self.grow(&mut st, &mut closing);
-                    Ok(Pick::Wait(rx))
+                    Ok(Pick::Wait(rx, deadline))
                 }
                 Err(e) => Err(e),
             }
@@ -420,7 +437,11 @@ impl<C> Hostgroup<C> {
         st: &mut State<C>,
         key: &PoolKey,
         settings: &PoolSettings,
-    ) -> Result<oneshot::Receiver<Handoff<C>>, AcquireError> {
+        deadline: tokio::time::Instant,
+    ) -> Result<oneshot::Receiver<Handoff<C>>, AcquireError>
+    where
+        C: Send + 'static,
+    {
         if st.waiters.len() >= settings.queue_limit {
             // Only at the limit is the whole queue swept for waiters that gave up: a sweep on
             // every statement would cost as much as the queue is long.
@@ -437,7 +458,9 @@ impl<C> Hostgroup<C> {
         st.waiters.push_back(Waiter {
             key: key.clone(),
             tx,
+            deadline,
         });
+        self.arm_sweeper(st, deadline);
         Ok(rx)
     }
 
@@ -508,6 +531,9 @@ use state::{Grant, Handoff, Idle, Member, Opener, Opening, State, Waiter};
 
 #[path = "pool_connect.rs"]
 mod connect;
+
+#[path = "pool_sweep.rs"]
+mod sweep;
 
 #[path = "pool_lease.rs"]
 mod lease;

@@ -603,3 +603,33 @@ fn pool_keys_compare_by_content_whatever_the_allocation() {
         assert_ne!(d, &a);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn each_waiter_times_out_at_its_own_deadline_even_after_a_reload_shortens_the_wait() {
+    let hg = hostgroup(&[("a:1", 1)], settings(10_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    let _held = hg.acquire(&key("u"), &c).await.unwrap();
+    let start = Clock::now();
+    let long = {
+        let (hg, c) = (hg.clone(), c.clone());
+        tokio::spawn(async move { (hg.acquire(&key("u"), &c).await.is_err(), start.elapsed()) })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // A reload: whoever joins the line now waits 100 ms, before the one already waiting 10 s.
+    hg.set_settings(settings(100, 10));
+    let (err, waited) = match hg.acquire(&key("u"), &c).await {
+        Err(e) => (e, start.elapsed()),
+        Ok(_) => panic!("must time out"),
+    };
+    assert!(err.to_string().contains("within 100 ms"), "{err}");
+    assert_eq!(
+        waited,
+        Duration::from_millis(110),
+        "its own deadline, not the line's first"
+    );
+    assert_eq!(hg.waiting(), 1, "the first waiter still waits");
+    let (failed, waited) = long.await.unwrap();
+    assert!(failed);
+    assert_eq!(waited, Duration::from_secs(10));
+    assert_eq!(hg.waiting(), 0);
+}

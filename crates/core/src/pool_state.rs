@@ -92,11 +92,15 @@ pub(super) enum Handoff<C> {
     Conn(Grant<C>),
     /// A connect made for the queue failed; the first waiter for its key hears why.
     Failed(ConnectError),
+    /// Its deadline passed (told by the hostgroup's sweeper: see [`super::sweep`]).
+    Expired,
 }
 
 pub(super) struct Waiter<C> {
     pub(super) key: PoolKey,
     pub(super) tx: oneshot::Sender<Handoff<C>>,
+    /// When it stops waiting.
+    pub(super) deadline: tokio::time::Instant,
 }
 
 /// Starts a task that opens a connection to `server` for `key` and reports to the hostgroup.
@@ -125,6 +129,8 @@ pub(super) struct State<C> {
     pub(super) opener: Option<(Opener, usize)>,
     /// The most statements that ever held or waited for a connection at once.
     pub(super) peak_demand: u32,
+    /// While anyone waits: when the sweeper of deadlines wakes next (`None`: it does not run).
+    pub(super) sweep_at: Option<tokio::time::Instant>,
 }
 
 impl<C> State<C> {
