@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use sluice_core::{CancelGate, CancelTicket, Protocol, Server};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -49,7 +49,14 @@ pub struct SessionHandle {
     killed: AtomicBool,
     /// The session's task, when it waits for a kill (only that task ever waits).
     kill_waker: AtomicWaker,
+    /// Cancels while the session gets a statement's connection ready (see
+    /// [`SessionHandle::hold_cancels`]): [`NOT_HOLDING`], [`HOLDING`] or [`HELD`].
+    cancels: AtomicU8,
 }
+
+const NOT_HOLDING: u8 = 0;
+const HOLDING: u8 = 1;
+const HELD: u8 = 2;
 
 /// What a session is doing now.
 #[derive(Clone, Debug, Default)]
@@ -120,6 +127,28 @@ impl SessionHandle {
             None => (None, 0),
         };
     }
+    /// From now until [`SessionHandle::take_held_cancel`], a cancel request for the session
+    /// is kept rather than dropped: it has a statement in hand but no server connection
+    /// running it yet (waiting in line, or having the session's settings replayed), and a
+    /// cancel then means that statement must not run.
+    pub fn hold_cancels(&self) {
+        self.cancels.store(HOLDING, SeqCst);
+    }
+
+    /// Keeps a cancel request if the session holds them now; true if kept.
+    pub fn keep_cancel(&self) -> bool {
+        self.cancels
+            .compare_exchange(HOLDING, HELD, SeqCst, SeqCst)
+            .is_ok()
+    }
+
+    /// Stops holding cancels; true if one came meanwhile (a cancel that arrives later, after
+    /// this, finds the session not holding and is dropped: never one kept for a later
+    /// statement).
+    pub fn take_held_cancel(&self) -> bool {
+        self.cancels.swap(NOT_HOLDING, SeqCst) == HELD
+    }
+
     /// Asks the session to end (KILL CONNECTION).
     pub fn kill(&self) {
         self.killed.store(true, SeqCst);
@@ -212,6 +241,7 @@ impl Registry {
             current: Mutex::new(Doing::default()),
             killed: AtomicBool::new(false),
             kill_waker: AtomicWaker::new(),
+            cancels: AtomicU8::new(NOT_HOLDING),
         });
         self.sessions.lock().insert(id, h.clone());
         h
@@ -310,5 +340,31 @@ mod tests {
         assert_eq!(h.pin_reasons(), ["transaction"]);
         r.remove(key.id);
         assert!(r.by_key(key).is_none() && r.is_empty());
+    }
+
+    #[test]
+    fn a_cancel_is_kept_only_while_the_session_holds_them() {
+        let r = Registry::new();
+        let key = SessionKey {
+            id: r.next_id(),
+            secret: 1,
+        };
+        let h = r.add(
+            key,
+            Protocol::Postgres,
+            labels,
+            Arc::from("app"),
+            "127.0.0.1:1".parse().unwrap(),
+        );
+        assert!(!h.keep_cancel(), "not holding: dropped");
+        assert!(!h.take_held_cancel());
+        h.hold_cancels();
+        assert!(!h.take_held_cancel(), "none came");
+        assert!(!h.keep_cancel(), "no longer holding");
+        h.hold_cancels();
+        assert!(h.keep_cancel());
+        assert!(!h.keep_cancel(), "one is enough");
+        assert!(h.take_held_cancel());
+        assert!(!h.take_held_cancel(), "taken once");
     }
 }

@@ -3,6 +3,8 @@
 //! pooled connections, pins, COPY, errors and cancel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "postgres/cancel.rs"]
+mod cancel;
 #[path = "postgres/edges.rs"]
 mod edges;
 #[path = "postgres/faults.rs"]

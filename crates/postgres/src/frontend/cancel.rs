@@ -1,7 +1,10 @@
 //! Cancel requests. A client cancels with the key sluice gave it (BackendKeyData: its
 //! session id and a secret); sluice passes the request on, with the server's own key, to the
-//! server connection running that session's statement. A session with no statement running
-//! has nothing to cancel: the request is dropped, as PostgreSQL drops one that arrives late.
+//! server connection running that session's statement. A statement still waiting for its
+//! connection (in line, or while sluice replays the session's settings there) is not sent at
+//! all: the client gets 57014 as if it had been cancelled running. A session with no
+//! statement has nothing to cancel: the request is dropped, as PostgreSQL drops one that
+//! arrives late.
 
 use sluice_core::Protocol;
 use sluice_runtime::{Registry, SessionKey};
@@ -21,6 +24,11 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
     }
     let current = session.current();
     let (Some((server, server_pid)), Some(ticket)) = (current.backend, current.cancel) else {
+        if session.keep_cancel() {
+            // Its statement waits for a connection: it will not run.
+            tracing::debug!(pid, "cancel request for a statement not sent yet: kept");
+            return true;
+        }
         tracing::debug!(pid, "cancel request for an idle session: dropped");
         return false;
     };

@@ -43,6 +43,9 @@ impl Session {
         decision: &sluice_core::router::Decision,
     ) -> Result<(), (String, String)> {
         let topo = self.fe.topology.clone();
+        // Waiting in line: a cancel now is the statement's (see `cancel`).
+        self.handle.hold_cancels();
+        self.cancels_held = true;
         let lease = topo
             .lease_for(decision, &self.key, &self.fe.connector, |c| c.usable())
             .await
@@ -78,12 +81,7 @@ impl Session {
         lease: Lease<Box<PgConn>>,
         decision: &sluice_core::router::Decision,
     ) {
-        let conn = lease.conn_ref();
         tracing::trace!(hostgroup = %decision.hostgroup, status = ?self.status, "connection leased");
-        self.handle.set_backend_for_cancel(
-            Some((lease.server().clone(), conn.backend_key.0)),
-            Some(conn.gate.ticket()),
-        );
         self.lease = Some(lease);
         self.lease_has_unnamed = false;
         self.lease_generation = 0;
@@ -96,7 +94,6 @@ impl Session {
             lease.conn().park();
             tracing::trace!(status = ?self.status, "connection released");
             drop(lease);
-            self.handle.set_backend_for_cancel(None, None);
         }
     }
 
@@ -129,6 +126,9 @@ impl Session {
         };
         let mut q = Vec::with_capacity(sql.len() + 6);
         put_query(&mut q, sql.as_bytes());
+        // The replay is not the client's to cancel: a cancel now is its statement's.
+        self.handle.hold_cancels();
+        self.cancels_held = true;
         if let Err(e) = run_hidden(conn, &q).await {
             lease.discard();
             self.lease = None;

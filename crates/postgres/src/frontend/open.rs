@@ -160,6 +160,7 @@ async fn open(
         ryw: super::ryw::Ryw::new(user.read_your_writes),
         reported: Arc::default(),
         deferred_begin: None,
+        cancels_held: false,
         held_by_flush: false,
         pending_unpins: 0,
         skipping: false,

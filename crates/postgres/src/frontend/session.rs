@@ -65,6 +65,9 @@ pub struct Session {
     /// The session's sequence state (`currval`, `lastval`) and where it lives: see
     /// [`super::sequences`].
     pub(super) sequences: super::sequences::Sequences,
+    /// The registry holds cancel requests for the session's statement (see
+    /// [`sluice_runtime::SessionHandle::hold_cancels`]) until the unit checks for one.
+    pub(super) cancels_held: bool,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
@@ -214,6 +217,10 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
         let defs = unit::statement_defs(&self.client.buf, unit);
+        if std::mem::take(&mut self.cancels_held) {
+            // Held for an earlier unit that ended before its check (refused): not this one's.
+            self.handle.take_held_cancel();
+        }
         if std::mem::take(&mut self.held_by_flush) {
             Box::pin(self.leave_flushed(unit, &defs)).await?;
         }
@@ -240,6 +247,15 @@ impl Session {
             }
         } else if self.settings.generation() != self.lease_generation {
             self.sync_settings().await?;
+        }
+        // Cancelled before it was sent: it does not run (PostgreSQL's error; a transaction
+        // block not begun on the server yet fails, see `refuse_unit`). In a block the server
+        // has, it runs: its failure could not be the server's.
+        let open_block = self.status != ReadyStatus::Idle && self.deferred_begin.is_none();
+        if std::mem::take(&mut self.cancels_held) && self.handle.take_held_cancel() && !open_block {
+            return self
+                .refuse_unit(unit, "57014", "canceling statement due to user request")
+                .await;
         }
         // Someone else's currval/lastval: discarded by a query sent ahead of the unit, in the
         // same write (its answer read before the unit's is relayed: see `ahead`). Marked
@@ -271,6 +287,12 @@ impl Session {
         let Some(mut lease) = self.lease.take() else {
             return Err(SessionError::Refused("no connection".into()));
         };
+        // A cancel may reach the connection while it runs this unit (not while sluice's own
+        // queries run there: those are not the client's to cancel).
+        let target = (lease.server().clone(), lease.conn_ref().backend_key.0);
+        let ticket = lease.conn_ref().gate.ticket();
+        self.handle
+            .set_backend_for_cancel(Some(target), Some(ticket));
         let conn = lease.conn();
         let names = Names {
             statements: &mut self.statements,
@@ -294,6 +316,7 @@ impl Session {
         if let Some(first) = ran.first() {
             self.handle.set_statement_shared(first.sql.clone(), started);
         }
+
         let sent = match out {
             _ if discard_first || begin_ahead.is_some() => {
                 let unit_bytes = out.as_deref().unwrap_or(&self.client.buf[..unit.len]);
@@ -339,6 +362,7 @@ impl Session {
             Err(e) => Err(RelayError::Server(e)),
         };
         self.handle.set_statement(None);
+        self.handle.set_backend_for_cancel(None, None);
         let mut relayed = match relayed {
             Ok(r) => r,
             Err(RelayError::Client(e)) => {

@@ -1,0 +1,140 @@
+//! Cancel requests that arrive while sluice, not the server, has the statement: waiting in
+//! line for a connection, or while the session's settings are replayed ahead of it.
+
+use super::pg::http::get_json;
+use super::pg::raw::{self, Raw};
+use super::pg::start;
+use postgres_protocol::message::frontend;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A statement waiting in line for a connection when its client cancels it never runs: the
+/// client gets 57014 as from a statement cancelled while running (directly, a statement
+/// waiting on a lock is cancelled alike and writes nothing), and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let admin = env.admin().await;
+    let mut holder = Raw::connect(env.port, "app", "app", "postgres").await;
+    holder
+        .try_simple("CREATE TABLE waited (id int)")
+        .await
+        .unwrap();
+    // (Logged in first: a login proves the database on a connection.)
+    let mut w = Raw::connect(env.port, "app", "app", "postgres").await;
+    // The pool's one connection, held in a transaction.
+    holder.try_simple("BEGIN").await.unwrap();
+    holder.try_simple("SELECT txid_current()").await.unwrap();
+    frontend::query("INSERT INTO waited VALUES (42)", &mut w.out).unwrap();
+    w.flush().await;
+    // In line (the admin API's count), so the cancel is for a statement sluice holds.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let hgs = get_json(admin.addr, "/api/hostgroups");
+        let waiting = hgs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"] == "writer")
+            .unwrap()["waiting"]
+            .as_u64();
+        if waiting == Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the INSERT never waited: {hgs}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    raw::cancel(env.port, w.key).await;
+    holder.try_simple("COMMIT").await.unwrap();
+    let answer = w.until_ready().await;
+    let tags: String = answer.iter().map(|m| m.tag as char).collect();
+    assert_eq!(tags, "EZ", "{answer:?}");
+    assert_eq!(answer[0].sqlstate().as_deref(), Some("57014"));
+    assert_eq!(
+        answer[0].field(b'M').as_deref(),
+        Some("canceling statement due to user request")
+    );
+    assert_eq!(answer[1].body, b"I");
+    let rows = w.try_simple("SELECT count(*) FROM waited").await.unwrap();
+    assert_eq!(
+        Raw::column(&rows),
+        ["0"],
+        "the cancelled INSERT wrote nothing"
+    );
+    // A cancel is for one statement: the next one runs.
+    w.try_simple("INSERT INTO waited VALUES (7)").await.unwrap();
+    let rows = w.try_simple("SELECT count(*) FROM waited").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["1"]);
+}
+
+/// A client that cancels its own statements over and over, sharing the pool's one connection
+/// with another client (so that its many settings are replayed ahead of each statement):
+/// directly, a cancel only ever fails a statement with 57014 and the session goes on. Through
+/// sluice it must never hit the replay (which would end the session), whichever moment it
+/// lands in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancels_never_hit_the_settings_replayed_ahead_of_a_statement() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let port = env.port;
+    let mut a = Raw::connect(port, "app", "app", "postgres").await;
+    a.try_simple(
+        "SET work_mem = '3MB'; SET lock_timeout = '9s'; SET DateStyle = 'German'; \
+         SET TimeZone = 'Asia/Tokyo'; SET extra_float_digits = 2; SET random_page_cost = 3; \
+         SET seq_page_cost = 2; SET cpu_tuple_cost = 0.02; SET enable_seqscan = off; \
+         SET enable_hashjoin = off; SET enable_mergejoin = off; SET geqo = off; SET jit = off; \
+         SET maintenance_work_mem = '70MB'; SET IntervalStyle = 'iso_8601'",
+    )
+    .await
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let key = a.key;
+    let spam = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !stop.load(Relaxed) {
+                raw::cancel(port, key).await;
+            }
+        })
+    };
+    let other = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut b = Raw::connect(port, "app", "app", "postgres").await;
+            while !stop.load(Relaxed) {
+                b.try_simple("SELECT 1").await.unwrap();
+            }
+        })
+    };
+    let mut cancelled = 0;
+    for _ in 0..200 {
+        frontend::query("SELECT pg_sleep(0.002)", &mut a.out).unwrap();
+        a.flush().await;
+        for m in a.until_ready().await {
+            if m.tag == b'E' {
+                assert_eq!(
+                    (m.sqlstate().as_deref(), m.field(b'S').as_deref()),
+                    (Some("57014"), Some("ERROR")),
+                    "{:?}",
+                    m.field(b'M')
+                );
+                cancelled += 1;
+            }
+        }
+    }
+    stop.store(true, Relaxed);
+    spam.await.unwrap();
+    other.await.unwrap();
+    // Its settings are still its own.
+    let rows = a.try_simple("SHOW DateStyle").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["German, DMY"]);
+    println!("{cancelled} of 200 statements cancelled");
+}
