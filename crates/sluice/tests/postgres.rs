@@ -12,6 +12,8 @@ mod faults;
 mod pg;
 #[path = "postgres/routing.rs"]
 mod routing;
+#[path = "postgres/statements.rs"]
+mod statements;
 
 use pg::{psql, start};
 use std::time::Duration;

@@ -151,6 +151,12 @@ impl ServerStatements {
         self.held.remove(&hash);
     }
 
+    /// Holds again a statement whose Close the server skipped (it is still there).
+    pub fn restore(&mut self, def: Arc<StmtDef>) {
+        self.tick += 1;
+        self.held.insert(def.hash, (def, self.tick, false));
+    }
+
     /// The server refused to run a statement as it was prepared (0A000 `cached plan must not
     /// change result type`, after DDL or under another `search_path`): it is closed and
     /// prepared afresh where it is next used, so that the error is not every later

@@ -47,11 +47,8 @@ pub struct Exp {
     pub synth: Option<u8>,
     /// To do when it succeeds.
     pub register: Option<Box<Register>>,
-    /// A server-side prepare to forget if it fails.
-    pub prepared: Option<u64>,
-    /// The shared statement a Bind or Describe names (marked stale if the server refuses to
-    /// run it as prepared).
-    pub uses: Option<u64>,
+    /// What it does to the connection's shared statements.
+    pub shared: Shared,
     /// The server's error for this message is replaced by this one (SQLSTATE, message):
     /// sluice makes the server fail where PostgreSQL would, for its own reason.
     pub replace_error: Option<Box<(&'static str, String)>>,
@@ -65,8 +62,7 @@ impl Exp {
             forward: true,
             synth: None,
             register: None,
-            prepared: None,
-            uses: None,
+            shared: Shared::None,
             replace_error: None,
         }
     }
@@ -82,6 +78,41 @@ impl Exp {
         Exp {
             synth: Some(tag),
             ..Exp::pass(Resp::Close)
+        }
+    }
+}
+
+/// What a message does to the statements the connection holds under shared names (its
+/// record is changed when the message is forwarded; an error or a skip undoes that).
+#[derive(Debug, Default)]
+pub enum Shared {
+    /// Nothing.
+    #[default]
+    None,
+    /// sluice prepares this statement (by hash): forgotten if its Parse fails or is skipped.
+    Prepares(u64),
+    /// A Bind or Describe names this statement (marked stale if the server refuses to run it
+    /// as prepared).
+    Uses(u64),
+    /// sluice closes this statement (to make room, or to prepare it afresh): held again if the
+    /// server skips the Close, which leaves it there.
+    Closes(Arc<StmtDef>),
+}
+
+impl Shared {
+    /// Undoes, on the connection's record, what messages the server skipped (after an
+    /// error) would have done: latest first, so a statement closed and prepared again in the
+    /// skipped part ends as it was before.
+    pub fn undo_skipped(
+        skipped: impl DoubleEndedIterator<Item = Shared>,
+        statements: &mut crate::backend::statements::ServerStatements,
+    ) {
+        for s in skipped.rev() {
+            match s {
+                Shared::Prepares(h) => statements.forget(h),
+                Shared::Closes(def) => statements.restore(def),
+                Shared::Uses(_) | Shared::None => {}
+            }
         }
     }
 }
@@ -144,5 +175,45 @@ impl Exps {
             self.push_back(e);
         }
         self.copy_ends += std::mem::take(&mut other.copy_ends);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::statements::{Ensure, ServerStatements};
+
+    fn def(sql: &str) -> Arc<StmtDef> {
+        Arc::new(StmtDef::new(sql.as_bytes(), &[0, 0]))
+    }
+
+    #[test]
+    fn what_the_server_skipped_is_undone_latest_first() {
+        let mut s = ServerStatements::new(1);
+        let (old, new) = (def("select 1"), def("select 2"));
+        assert!(matches!(s.ensure(&old), Ensure::Prepare { evict: None }));
+        // Full: preparing `new` closes `old` first; the server skips both.
+        let Ensure::Prepare {
+            evict: Some(closed),
+        } = s.ensure(&new)
+        else {
+            panic!("must evict")
+        };
+        let skipped = [Shared::Closes(closed), Shared::Prepares(new.hash)];
+        Shared::undo_skipped(skipped.into_iter(), &mut s);
+        assert!(
+            matches!(s.ensure(&old), Ensure::Held),
+            "still on the server"
+        );
+        // Prepared afresh (Close, then Parse of the same name), both skipped: still held.
+        let skipped = [Shared::Closes(old.clone()), Shared::Prepares(old.hash)];
+        Shared::undo_skipped(skipped.into_iter(), &mut s);
+        assert!(matches!(s.ensure(&old), Ensure::Held));
+        // Prepared in the skipped part, then closed there: never on the server.
+        let mut s = ServerStatements::new(4);
+        let skipped = [Shared::Prepares(new.hash), Shared::Closes(new.clone())];
+        s.ensure(&new);
+        Shared::undo_skipped(skipped.into_iter(), &mut s);
+        assert!(s.is_empty());
     }
 }

@@ -201,7 +201,7 @@ async fn relay_into(
                 out.pass(conn, len);
             }
             b'E' => {
-                if let Some(h) = head.uses {
+                if let super::unit::Shared::Uses(h) = head.shared {
                     let body = &conn.buffered()[at + 5..at + len];
                     let code = crate::wire::error_fields(body)
                         .ok()
@@ -222,16 +222,14 @@ async fn relay_into(
                 r.failed = true;
                 // The server skips to the next Sync; a simple query goes on to its
                 // ReadyForQuery.
+                let mut skipped = smallvec::SmallVec::<[super::unit::Shared; 4]>::new();
                 while let Some(e) = exps.front() {
                     if matches!(e.resp, Resp::Sync | Resp::Query) && e.synth.is_none() {
                         break;
                     }
-                    if let Some(e) = exps.pop_front() {
-                        if let Some(h) = e.prepared {
-                            conn.statements.forget(h);
-                        }
-                    }
+                    skipped.extend(exps.pop_front().map(|e| e.shared));
                 }
+                super::unit::Shared::undo_skipped(skipped.into_iter(), &mut conn.statements);
             }
             b'Z' => {
                 conn.unsynced = false;

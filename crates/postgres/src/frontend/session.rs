@@ -587,16 +587,16 @@ impl Session {
 /// Drops the answers a server skipping to its next Sync will not send; the skipping ends at
 /// the first Sync among them.
 fn skip_to_sync(conn: &mut PgConn, exps: &mut unit::Exps, skipping: &mut bool) {
+    let mut skipped = smallvec::SmallVec::<[unit::Shared; 4]>::new();
     while let Some(e) = exps.front() {
         if e.resp == unit::Resp::Sync && e.synth.is_none() {
             *skipping = false;
-            return;
+            break;
         }
-        // A statement sluice prepared in the skipped part is not on the server.
-        if let Some(h) = exps.pop_front().and_then(|e| e.prepared) {
-            conn.statements.forget(h);
-        }
+        // What sluice prepared or closed in the skipped part the server did not do.
+        skipped.extend(exps.pop_front().map(|e| e.shared));
     }
+    unit::Shared::undo_skipped(skipped.into_iter(), &mut conn.statements);
 }
 
 pub(super) fn client_err(e: impl std::fmt::Display) -> SessionError {

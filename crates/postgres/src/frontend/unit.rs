@@ -5,7 +5,7 @@
 //! under its shared name), and what sluice answers itself or adds is recorded as
 //! [`Exp`]ectations, so the relay knows which responses the client sees.
 
-pub use super::exps::{Exp, Exps, Register, Resp};
+pub use super::exps::{Exp, Exps, Register, Resp, Shared};
 use crate::backend::statements::{Ensure, StmtDef};
 use crate::backend::PgConn;
 use crate::front::STATEMENTS_PER_SESSION;
@@ -305,9 +305,11 @@ fn parse(
         f.f.exps.push_back(Exp::pass(Resp::Parse));
         return;
     };
-    if names.txn_failed {
+    let ends_transaction = def.info.commits || def.info.rolls_back || def.info.to_savepoint;
+    if names.txn_failed && !ends_transaction {
         // In a failed transaction the server refuses it (25P02), as directly; nothing is
-        // registered.
+        // registered. (A COMMIT, ROLLBACK or ROLLBACK TO it parses, and they are the
+        // session's as any other.)
         f.keep(whole);
         f.f.exps.push_back(Exp::pass(Resp::Parse));
         return;
@@ -357,7 +359,7 @@ fn parse(
     def.parse_message(f.out());
     let mut e = Exp::pass(Resp::Parse);
     e.register = register;
-    e.prepared = Some(def.hash);
+    e.shared = Shared::Prepares(def.hash);
     f.f.exps.push_back(e);
 }
 
@@ -413,6 +415,14 @@ struct OnServer {
 }
 
 impl OnServer {
+    /// What naming it does to the connection's shared statements.
+    fn shared(&self) -> Shared {
+        match self.unnamed {
+            true => Shared::None,
+            false => Shared::Uses(self.def.hash),
+        }
+    }
+
     /// The name to send.
     fn name(&self) -> &[u8] {
         if self.unnamed {
@@ -447,7 +457,7 @@ fn ensure(
         close_on_server(evict, f);
         def.parse_message(f.out());
         let mut e = Exp::swallow(Resp::Parse);
-        e.prepared = Some(def.hash);
+        e.shared = Shared::Prepares(def.hash);
         f.f.exps.push_back(e);
     }
     Some(OnServer {
@@ -459,7 +469,9 @@ fn ensure(
 fn close_on_server(evict: Option<Arc<StmtDef>>, f: &mut Build<'_>) {
     if let Some(old) = evict {
         put(f.out(), b'C', &[b"S", old.server_name(), b"\0"]);
-        f.f.exps.push_back(Exp::swallow(Resp::Close));
+        let mut e = Exp::swallow(Resp::Close);
+        e.shared = Shared::Closes(old);
+        f.f.exps.push_back(e);
     }
 }
 
@@ -474,7 +486,7 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         Some(on) => {
             put(f.out(), b'B', &[portal, b"\0", on.name(), b"\0", rest]);
             let mut e = Exp::pass(Resp::Bind);
-            e.uses = (!on.unnamed).then_some(on.def.hash);
+            e.shared = on.shared();
             n.portals.insert(portal.into(), on.def);
             f.f.exps.push_back(e);
         }
@@ -496,7 +508,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
             match ensure(stmt, conn, n, f) {
                 Some(on) => {
                     put(f.out(), b'D', &[b"S", on.name(), b"\0"]);
-                    e.uses = (!on.unnamed).then_some(on.def.hash);
+                    e.shared = on.shared();
                 }
                 None if stmt.is_empty() => return refuse(f, no_unnamed()),
                 None => f.keep(whole),
