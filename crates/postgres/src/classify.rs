@@ -39,6 +39,8 @@ pub struct Scanned {
     pub deallocate: Option<String>,
     /// `COPY … FROM STDIN` (or from a file): an Execute of it may start COPY FROM STDIN.
     pub copy_in: bool,
+    /// `SET LOCAL`: a setting changed for the rest of the transaction block only.
+    pub sets_local: bool,
     /// Number of statements in the text.
     pub statements: u32,
     /// The id of its digest (its shape, literals taken out: see
@@ -78,6 +80,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         primary_txn: false,
         deallocate: None,
         copy_in: false,
+        sets_local: false,
         statements: whole.statements,
         digest: whole.digest,
         user_calls: whole.user_calls.as_ref().map(|spans| {
@@ -151,7 +154,9 @@ impl Scanned {
                 self.changes.push(Change::ResetAll);
             } else if set.reset {
                 self.changes.push(Change::Reset(set.name.clone()));
-            } else if !set.local {
+            } else if set.local {
+                self.sets_local = true;
+            } else {
                 let text = String::from_utf8_lossy(sql)
                     .trim()
                     .trim_end_matches(';')

@@ -1,10 +1,13 @@
 //! Prepared statements across pooled connections. A client's statement is known by its text
 //! and parameter types ([`StmtDef`]); on a server connection it is prepared lazily under a
-//! name derived from them (`sluice_<hash>`), so every client that prepares the same text
-//! shares it there. Each connection holds at most a bounded number; the least recently used
-//! one is closed on the server to make room.
+//! name derived from them and from the settings its analysis reads there (`sluice_<hash>`),
+//! so every client that prepares the same text under the same settings shares it there, and
+//! a client with another `search_path`, `TimeZone` or `DateStyle` never uses a copy analysed
+//! under someone else's (its tables, its parameter types, its literals' values). Each
+//! connection holds at most a bounded number; the least recently used one is closed on the
+//! server to make room.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A statement as a client prepared it (a Parse message's content), or a simple query's text.
@@ -14,10 +17,8 @@ pub struct StmtDef {
     pub sql: std::sync::Arc<[u8]>,
     /// The parameter type section of the Parse message (count and OIDs), as sent.
     pub types: Vec<u8>,
-    /// Hash of both: the name it has on servers (0 for a simple query, never prepared).
+    /// Hash of both (0 for a simple query, never prepared).
     pub hash: u64,
-    /// Its name on server connections: `sluice_` and the hash in hex.
-    name: [u8; SERVER_NAME_LEN],
     /// What the scanner found in its text (its digest's id among it; shared with the
     /// thread's table of classifications by shape, see [`crate::scan_cache`]).
     pub info: Arc<crate::classify::Scanned>,
@@ -30,30 +31,27 @@ const SERVER_NAME_LEN: usize = 23;
 /// must name a text alike), fast (a text is hashed at every Parse).
 fn text_hash(sql: &[u8], types: &[u8]) -> u64 {
     use std::hash::{BuildHasher, Hasher};
-    static SEED: std::sync::OnceLock<foldhash::quality::SeedableRandomState> =
-        std::sync::OnceLock::new();
-    let mut h = SEED
-        .get_or_init(foldhash::quality::SeedableRandomState::random)
-        .build_hasher();
+    let mut h = seed().build_hasher();
     h.write(sql);
     h.write_u8(0xff);
     h.write(types);
     h.finish()
 }
 
+/// The process's hashing seed for statement names.
+fn seed() -> &'static foldhash::quality::SeedableRandomState {
+    static SEED: std::sync::OnceLock<foldhash::quality::SeedableRandomState> =
+        std::sync::OnceLock::new();
+    SEED.get_or_init(foldhash::quality::SeedableRandomState::random)
+}
+
 impl StmtDef {
     /// A definition from a Parse message's text and type section.
     pub fn new(sql: &[u8], types: &[u8]) -> StmtDef {
-        let hash = text_hash(sql, types);
-        let mut name = *b"sluice_0000000000000000";
-        for (i, b) in name[7..].iter_mut().enumerate() {
-            *b = b"0123456789abcdef"[(hash >> (60 - 4 * i) & 0xf) as usize];
-        }
         StmtDef {
             sql: sql.into(),
             types: types.to_vec(),
-            hash,
-            name,
+            hash: text_hash(sql, types),
             info: crate::classify::classify(sql),
         }
     }
@@ -64,23 +62,17 @@ impl StmtDef {
             sql: sql.into(),
             types: Vec::new(),
             hash: 0,
-            name: [0; SERVER_NAME_LEN],
             info: crate::classify::classify(sql),
         }
     }
 
-    /// Its name on server connections.
-    pub fn server_name(&self) -> &[u8] {
-        &self.name
-    }
-
-    /// The Parse message that prepares it on a server under [`StmtDef::server_name`].
-    pub fn parse_message(&self, out: &mut Vec<u8>) {
-        let name = self.server_name();
+    /// The Parse message that prepares it on a server under the name `key` gives.
+    pub fn parse_message(&self, key: u64, out: &mut Vec<u8>) {
+        let name = server_name(key);
         let len = 4 + name.len() + 1 + self.sql.len() + 1 + self.types.len();
         out.push(b'P');
         out.extend_from_slice(&(len as u32).to_be_bytes());
-        out.extend_from_slice(name);
+        out.extend_from_slice(&name);
         out.push(0);
         out.extend_from_slice(&self.sql);
         out.push(0);
@@ -88,12 +80,65 @@ impl StmtDef {
     }
 }
 
+/// A statement's name on server connections, from its key there ([`ServerStatements::ensure`]):
+/// `sluice_` and the key in hex.
+pub fn server_name(key: u64) -> [u8; SERVER_NAME_LEN] {
+    let mut name = *b"sluice_0000000000000000";
+    for (i, b) in name[7..].iter_mut().enumerate() {
+        *b = b"0123456789abcdef"[(key >> (60 - 4 * i) & 0xf) as usize];
+    }
+    name
+}
+
+/// The settings a statement's analysis reads (names as sessions track them, lower case):
+/// which tables and functions its names resolve to and its parameters' inferred types
+/// (`search_path`, and the role its `$user` names), how its literals convert (`TimeZone`,
+/// `DateStyle`, `IntervalStyle`, `array_nulls`, the client's encoding) and how its text
+/// reads (`standard_conforming_strings`, `backslash_quote`, `transform_null_equals`).
+const ANALYSIS_SETTINGS: [&str; 11] = [
+    "array_nulls",
+    "backslash_quote",
+    "client_encoding",
+    "datestyle",
+    "intervalstyle",
+    "role",
+    "search_path",
+    "session_authorization",
+    "standard_conforming_strings",
+    "timezone",
+    "transform_null_equals",
+];
+
+/// A fingerprint of the analysis settings among `applied` (a connection's settings beyond
+/// its startup, which every connection of a pool shares): 0 when it has none of them.
+pub fn analysis_fingerprint(applied: &BTreeMap<String, String>) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h: Option<foldhash::quality::FoldHasher<'_>> = None;
+    for (name, stmt) in applied {
+        if ANALYSIS_SETTINGS.binary_search(&name.as_str()).is_ok() {
+            let h = h.get_or_insert_with(|| seed().build_hasher());
+            h.write(name.as_bytes());
+            h.write_u8(0xff);
+            h.write(stmt.as_bytes());
+            h.write_u8(0xff);
+        }
+    }
+    h.map_or(0, |h| h.finish())
+}
+
 /// The statements one server connection holds, least recently used first out.
 #[derive(Debug)]
 pub struct ServerStatements {
     limit: usize,
     tick: u64,
-    /// By hash: the statement, when it was last used, and whether it is stale (the server
+    /// The fingerprint of the connection's analysis settings now (see
+    /// [`analysis_fingerprint`]): part of the key a statement is prepared under.
+    settings: u64,
+    /// Not 0 while the session it serves has changed settings inside its open transaction
+    /// block (a `SET`, a `SET LOCAL`, not in `settings` yet or ever): what is prepared then
+    /// is keyed apart, for no one else.
+    salt: u64,
+    /// By key: the statement, when it was last used, and whether it is stale (the server
     /// refused to run it as prepared: it is closed and prepared again at its next use).
     held: HashMap<u64, (Arc<StmtDef>, u64, bool), foldhash::fast::RandomState>,
 }
@@ -105,8 +150,9 @@ pub enum Ensure {
     Held,
     /// Must be prepared; `evict` names a statement to close first to stay in bounds.
     Prepare {
-        /// The statement to close (under its server name) first, if the connection is full.
-        evict: Option<Arc<StmtDef>>,
+        /// The statement to close (its key, for its server name) first, if the connection
+        /// is full.
+        evict: Option<(u64, Arc<StmtDef>)>,
     },
 }
 
@@ -116,53 +162,82 @@ impl ServerStatements {
         ServerStatements {
             limit: limit.max(1),
             tick: 0,
+            settings: 0,
+            salt: 0,
             held: HashMap::default(),
         }
     }
 
-    /// Makes `def` count as held (the caller sends what [`Ensure`] says).
-    pub fn ensure(&mut self, def: &Arc<StmtDef>) -> Ensure {
+    /// The connection's analysis settings changed (see [`analysis_fingerprint`]).
+    pub fn set_settings(&mut self, fingerprint: u64) {
+        self.settings = fingerprint;
+    }
+
+    /// The session changed settings inside its transaction block: statements prepared from
+    /// now on are keyed apart (each time anew), until [`ServerStatements::settle`].
+    pub fn unsettle(&mut self) {
         self.tick += 1;
-        if let Some((held, used, stale)) = self.held.get_mut(&def.hash) {
+        self.salt = self.tick.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1;
+    }
+
+    /// The block is over: its settings are gone, or in [`ServerStatements::set_settings`].
+    pub fn settle(&mut self) {
+        self.salt = 0;
+    }
+
+    /// The key `def` has on this connection under its settings now.
+    pub fn key(&self, def: &StmtDef) -> u64 {
+        match self.settings ^ self.salt {
+            0 => def.hash,
+            s => def.hash ^ s.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        }
+    }
+
+    /// Makes `def` count as held under its key now (the caller sends what [`Ensure`] says
+    /// under that key's name).
+    pub fn ensure(&mut self, def: &Arc<StmtDef>) -> (u64, Ensure) {
+        self.tick += 1;
+        let key = self.key(def);
+        if let Some((held, used, stale)) = self.held.get_mut(&key) {
             if held.sql == def.sql && held.types == def.types && !*stale {
                 *used = self.tick;
-                return Ensure::Held;
+                return (key, Ensure::Held);
             }
         }
-        // A stale one, or a different text under the same hash (never seen in practice), is
+        // A stale one, or a different text under the same key (never seen in practice), is
         // replaced: the old one is closed first.
-        let mut evict = self.held.remove(&def.hash).map(|(d, ..)| d);
+        let mut evict = self.held.remove(&key).map(|(d, ..)| (key, d));
         if evict.is_none() && self.held.len() >= self.limit {
             let oldest = self
                 .held
                 .iter()
                 .min_by_key(|(_, (_, used, _))| *used)
-                .map(|(h, _)| *h);
-            if let Some(h) = oldest {
-                evict = self.held.remove(&h).map(|(d, ..)| d);
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                evict = self.held.remove(&k).map(|(d, ..)| (k, d));
             }
         }
-        self.held.insert(def.hash, (def.clone(), self.tick, false));
-        Ensure::Prepare { evict }
+        self.held.insert(key, (def.clone(), self.tick, false));
+        (key, Ensure::Prepare { evict })
     }
 
-    /// Forgets a statement whose Parse failed.
-    pub fn forget(&mut self, hash: u64) {
-        self.held.remove(&hash);
+    /// Forgets a statement (by key) whose Parse failed.
+    pub fn forget(&mut self, key: u64) {
+        self.held.remove(&key);
     }
 
     /// Holds again a statement whose Close the server skipped (it is still there).
-    pub fn restore(&mut self, def: Arc<StmtDef>) {
+    pub fn restore(&mut self, key: u64, def: Arc<StmtDef>) {
         self.tick += 1;
-        self.held.insert(def.hash, (def, self.tick, false));
+        self.held.insert(key, (def, self.tick, false));
     }
 
     /// The server refused to run a statement as it was prepared (0A000 `cached plan must not
     /// change result type`, after DDL or under another `search_path`): it is closed and
     /// prepared afresh where it is next used, so that the error is not every later
     /// session's.
-    pub fn mark_stale(&mut self, hash: u64) {
-        if let Some((.., stale)) = self.held.get_mut(&hash) {
+    pub fn mark_stale(&mut self, key: u64) {
+        if let Some((.., stale)) = self.held.get_mut(&key) {
             *stale = true;
         }
     }
@@ -194,32 +269,71 @@ mod tests {
     fn statements_are_held_up_to_the_limit_and_the_least_recently_used_goes() {
         let mut s = ServerStatements::new(2);
         let (a, b, c) = (def("select 1"), def("select 2"), def("select 3"));
-        assert!(matches!(s.ensure(&a), Ensure::Prepare { evict: None }));
-        assert!(matches!(s.ensure(&b), Ensure::Prepare { evict: None }));
-        assert!(matches!(s.ensure(&a), Ensure::Held));
-        assert!(matches!(s.ensure(&c), Ensure::Prepare { evict: Some(e) } if Arc::ptr_eq(&e, &b)));
+        assert!(matches!(s.ensure(&a).1, Ensure::Prepare { evict: None }));
+        assert!(matches!(s.ensure(&b).1, Ensure::Prepare { evict: None }));
+        assert!(matches!(s.ensure(&a).1, Ensure::Held));
+        assert!(
+            matches!(s.ensure(&c).1, Ensure::Prepare { evict: Some((_, e)) } if Arc::ptr_eq(&e, &b))
+        );
         assert_eq!(s.len(), 2);
-        s.forget(c.hash);
+        s.forget(s.key(&c));
         assert_eq!(s.len(), 1);
         // A stale one is closed and prepared again under its name, then held.
-        s.mark_stale(a.hash);
-        assert!(matches!(s.ensure(&a), Ensure::Prepare { evict: Some(e) } if Arc::ptr_eq(&e, &a)));
-        assert!(matches!(s.ensure(&a), Ensure::Held));
+        s.mark_stale(s.key(&a));
+        assert!(
+            matches!(s.ensure(&a).1, Ensure::Prepare { evict: Some((_, e)) } if Arc::ptr_eq(&e, &a))
+        );
+        assert!(matches!(s.ensure(&a).1, Ensure::Held));
         assert_eq!(s.len(), 1);
     }
 
     #[test]
-    fn the_parse_message_names_the_statement_by_its_hash() {
+    fn a_text_is_a_statement_of_its_own_under_each_set_of_analysis_settings() {
+        let set = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let utc = analysis_fingerprint(&set(&[("timezone", "SET timezone = 'UTC'")]));
+        let tokyo = analysis_fingerprint(&set(&[("timezone", "SET timezone = 'Asia/Tokyo'")]));
+        let app = analysis_fingerprint(&set(&[("application_name", "SET application_name = 'x'")]));
+        assert_eq!(
+            app, 0,
+            "settings analysis does not read leave the name alone"
+        );
+        assert_ne!(utc, 0);
+        assert_ne!(utc, tokyo);
+        let mut s = ServerStatements::new(8);
+        let a = def("select '2020-01-01'::timestamptz");
+        let (k0, _) = s.ensure(&a);
+        assert_eq!(k0, a.hash);
+        s.set_settings(utc);
+        let (k1, e) = s.ensure(&a);
+        assert!(k1 != k0 && matches!(e, Ensure::Prepare { evict: None }));
+        s.set_settings(tokyo);
+        let (k2, _) = s.ensure(&a);
+        assert!(k2 != k1 && k2 != k0);
+        s.set_settings(utc);
+        assert!(matches!(s.ensure(&a), (k, Ensure::Held) if k == k1));
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn the_parse_message_names_the_statement_by_its_key() {
         let d = def("select $1");
         let mut out = Vec::new();
-        d.parse_message(&mut out);
+        d.parse_message(d.hash, &mut out);
         assert_eq!(out[0], b'P');
         let len = u32::from_be_bytes([out[1], out[2], out[3], out[4]]) as usize;
         assert_eq!(len + 1, out.len());
         assert!(out.windows(7).any(|w| w == b"sluice_"));
         assert_ne!(def("select 1").hash, def("select 2").hash);
         assert_eq!(def("select 1").hash, def("select 1").hash);
-        let name = std::str::from_utf8(d.server_name()).unwrap();
-        assert_eq!(name, format!("sluice_{:016x}", d.hash));
+        let name = server_name(d.hash);
+        assert_eq!(
+            std::str::from_utf8(&name).unwrap(),
+            format!("sluice_{:016x}", d.hash)
+        );
     }
 }

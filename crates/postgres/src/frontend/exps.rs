@@ -89,14 +89,14 @@ pub enum Shared {
     /// Nothing.
     #[default]
     None,
-    /// sluice prepares this statement (by hash): forgotten if its Parse fails or is skipped.
+    /// sluice prepares this statement (by key): forgotten if its Parse fails or is skipped.
     Prepares(u64),
-    /// A Bind or Describe names this statement (marked stale if the server refuses to run it
-    /// as prepared).
+    /// A Bind or Describe names this statement (by key: marked stale if the server refuses to
+    /// run it as prepared).
     Uses(u64),
-    /// sluice closes this statement (to make room, or to prepare it afresh): held again if the
-    /// server skips the Close, which leaves it there.
-    Closes(Arc<StmtDef>),
+    /// sluice closes this statement (by key: to make room, or to prepare it afresh): held
+    /// again if the server skips the Close, which leaves it there.
+    Closes(u64, Arc<StmtDef>),
 }
 
 impl Shared {
@@ -109,8 +109,8 @@ impl Shared {
     ) {
         for s in skipped.rev() {
             match s {
-                Shared::Prepares(h) => statements.forget(h),
-                Shared::Closes(def) => statements.restore(def),
+                Shared::Prepares(key) => statements.forget(key),
+                Shared::Closes(key, def) => statements.restore(key, def),
                 Shared::Uses(_) | Shared::None => {}
             }
         }
@@ -191,28 +191,34 @@ mod tests {
     fn what_the_server_skipped_is_undone_latest_first() {
         let mut s = ServerStatements::new(1);
         let (old, new) = (def("select 1"), def("select 2"));
-        assert!(matches!(s.ensure(&old), Ensure::Prepare { evict: None }));
+        let (old_key, _) = s.ensure(&old);
         // Full: preparing `new` closes `old` first; the server skips both.
-        let Ensure::Prepare {
-            evict: Some(closed),
-        } = s.ensure(&new)
+        let (
+            new_key,
+            Ensure::Prepare {
+                evict: Some((k, closed)),
+            },
+        ) = s.ensure(&new)
         else {
             panic!("must evict")
         };
-        let skipped = [Shared::Closes(closed), Shared::Prepares(new.hash)];
+        let skipped = [Shared::Closes(k, closed), Shared::Prepares(new_key)];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
         assert!(
-            matches!(s.ensure(&old), Ensure::Held),
+            matches!(s.ensure(&old).1, Ensure::Held),
             "still on the server"
         );
         // Prepared afresh (Close, then Parse of the same name), both skipped: still held.
-        let skipped = [Shared::Closes(old.clone()), Shared::Prepares(old.hash)];
+        let skipped = [
+            Shared::Closes(old_key, old.clone()),
+            Shared::Prepares(old_key),
+        ];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
-        assert!(matches!(s.ensure(&old), Ensure::Held));
+        assert!(matches!(s.ensure(&old).1, Ensure::Held));
         // Prepared in the skipped part, then closed there: never on the server.
         let mut s = ServerStatements::new(4);
-        let skipped = [Shared::Prepares(new.hash), Shared::Closes(new.clone())];
-        s.ensure(&new);
+        let (k, _) = s.ensure(&new);
+        let skipped = [Shared::Prepares(k), Shared::Closes(k, new.clone())];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
         assert!(s.is_empty());
     }

@@ -136,7 +136,7 @@ impl Session {
             let _ = self.client.fatal("08006", &msg).await;
             return Err(SessionError::Refused(msg));
         }
-        conn.applied = desired;
+        conn.set_applied(desired);
         Ok(())
     }
 

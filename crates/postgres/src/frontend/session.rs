@@ -558,7 +558,17 @@ impl Session {
             } else {
                 self.lease_generation = self.settings.generation();
             }
-            lease.conn().applied = applied;
+            lease.conn().set_applied(applied);
+        }
+        // Statements prepared while the block has settings of its own are no one else's.
+        if in_block
+            && ran
+                .iter()
+                .any(|d| d.info.sets_local || !d.info.changes.is_empty())
+        {
+            lease.conn().statements.unsettle();
+        } else if !in_block {
+            lease.conn().statements.settle();
         }
         self.handle.set_pins(self.pins);
     }

@@ -6,7 +6,7 @@
 //! [`Exp`]ectations, so the relay knows which responses the client sees.
 
 pub use super::exps::{Exp, Exps, Register, Resp, Shared};
-use crate::backend::statements::{Ensure, StmtDef};
+use crate::backend::statements::{server_name, Ensure, StmtDef};
 use crate::backend::PgConn;
 use crate::front::STATEMENTS_PER_SESSION;
 use crate::wire::WireError;
@@ -351,15 +351,15 @@ fn parse(
     // Prepared afresh on this connection even where it holds the text already: the server
     // analyses it now, as it would a direct client's Parse (a copy prepared before DDL
     // changed the statement's result would fail with 0A000).
-    let evict = match conn.statements.ensure(&def) {
-        Ensure::Held => Some(def.clone()),
-        Ensure::Prepare { evict } => evict,
+    let (key, evict) = match conn.statements.ensure(&def) {
+        (key, Ensure::Held) => (key, Some((key, def.clone()))),
+        (key, Ensure::Prepare { evict }) => (key, evict),
     };
     close_on_server(evict, f);
-    def.parse_message(f.out());
+    def.parse_message(key, f.out());
     let mut e = Exp::pass(Resp::Parse);
     e.register = register;
-    e.shared = Shared::Prepares(def.hash);
+    e.shared = Shared::Prepares(key);
     f.f.exps.push_back(e);
 }
 
@@ -410,25 +410,21 @@ fn is_taken(name: &[u8], names: &Names<'_>, f: &Build<'_>) -> bool {
 /// A statement as a Bind or Describe names it on the connection.
 struct OnServer {
     def: Arc<StmtDef>,
-    /// The unnamed statement (else its shared name).
-    unnamed: bool,
+    /// Its key there (`None`: the unnamed statement).
+    key: Option<u64>,
 }
 
 impl OnServer {
     /// What naming it does to the connection's shared statements.
     fn shared(&self) -> Shared {
-        match self.unnamed {
-            true => Shared::None,
-            false => Shared::Uses(self.def.hash),
-        }
+        self.key.map_or(Shared::None, Shared::Uses)
     }
 
     /// The name to send.
-    fn name(&self) -> &[u8] {
-        if self.unnamed {
-            b""
-        } else {
-            self.def.server_name()
+    fn name(&self) -> smallvec::SmallVec<[u8; 24]> {
+        match self.key {
+            Some(key) => smallvec::SmallVec::from_slice(&server_name(key)),
+            None => smallvec::SmallVec::new(),
         }
     }
 }
@@ -450,27 +446,28 @@ fn ensure(
             f.out().extend_from_slice(&p);
             f.f.exps.push_back(Exp::swallow(Resp::Parse));
         }
-        return Some(OnServer { def, unnamed: true });
+        return Some(OnServer { def, key: None });
     }
     let def = pending(name, f).or_else(|| n.statements.get(name).cloned())?;
-    if let Ensure::Prepare { evict } = conn.statements.ensure(&def) {
+    let (key, ensure) = conn.statements.ensure(&def);
+    if let Ensure::Prepare { evict } = ensure {
         close_on_server(evict, f);
-        def.parse_message(f.out());
+        def.parse_message(key, f.out());
         let mut e = Exp::swallow(Resp::Parse);
-        e.shared = Shared::Prepares(def.hash);
+        e.shared = Shared::Prepares(key);
         f.f.exps.push_back(e);
     }
     Some(OnServer {
         def,
-        unnamed: false,
+        key: Some(key),
     })
 }
 
-fn close_on_server(evict: Option<Arc<StmtDef>>, f: &mut Build<'_>) {
-    if let Some(old) = evict {
-        put(f.out(), b'C', &[b"S", old.server_name(), b"\0"]);
+fn close_on_server(evict: Option<(u64, Arc<StmtDef>)>, f: &mut Build<'_>) {
+    if let Some((key, old)) = evict {
+        put(f.out(), b'C', &[b"S", &server_name(key), b"\0"]);
         let mut e = Exp::swallow(Resp::Close);
-        e.shared = Shared::Closes(old);
+        e.shared = Shared::Closes(key, old);
         f.f.exps.push_back(e);
     }
 }
@@ -484,7 +481,7 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
     };
     match ensure(stmt, conn, n, f) {
         Some(on) => {
-            put(f.out(), b'B', &[portal, b"\0", on.name(), b"\0", rest]);
+            put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
             let mut e = Exp::pass(Resp::Bind);
             e.shared = on.shared();
             n.portals.insert(portal.into(), on.def);
@@ -507,7 +504,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
             let mut e = Exp::pass(Resp::DescribeStatement);
             match ensure(stmt, conn, n, f) {
                 Some(on) => {
-                    put(f.out(), b'D', &[b"S", on.name(), b"\0"]);
+                    put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
                     e.shared = on.shared();
                 }
                 None if stmt.is_empty() => return refuse(f, no_unnamed()),

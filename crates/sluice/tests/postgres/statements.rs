@@ -86,3 +86,65 @@ async fn a_rollback_prepared_in_a_failed_transaction_ends_it() {
     let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
     b.try_simple("SELECT 1").await.unwrap();
 }
+
+/// Two clients prepare the same text under settings that change what it means: another
+/// `TimeZone` (the literal is converted when the text is analysed), another `search_path`
+/// (other tables, other parameter types). Sharing one copy on the connection gave one
+/// client the other's answer; each gets its own, as directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_prepared_under_other_settings_is_another_statement() {
+    let env = start(0, ONE_CONNECTION).await;
+    let mut setup = Raw::connect(env.port, "app", "app", "postgres").await;
+    setup
+        .try_simple(
+            "CREATE SCHEMA ra; CREATE TABLE ra.t (k int, v text); INSERT INTO ra.t VALUES (1, 'a'); \
+             CREATE SCHEMA rb; CREATE TABLE rb.t (k text, v text); INSERT INTO rb.t VALUES ('1', 'b')",
+        )
+        .await
+        .unwrap();
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.try_simple("SET TimeZone = 'UTC'").await.unwrap();
+    b.try_simple("SET TimeZone = 'Asia/Tokyo'").await.unwrap();
+    let literal = "SELECT '2020-01-01 00:00'::timestamptz AS t";
+    let lookup = "SELECT v FROM t WHERE k = $1";
+    let run = |c: &mut Raw, name: &str, sql: Option<&str>, param: &[Option<&str>]| {
+        c.extended(name, sql, param);
+        frontend::sync(&mut c.out);
+    };
+    for (c, want) in [
+        (&mut a, "2020-01-01 00:00:00+00"),
+        (&mut b, "2020-01-01 00:00:00+09"),
+    ] {
+        run(c, "lit", Some(literal), &[]);
+        assert_eq!(Raw::column(&c.round(1).await.1), [want]);
+    }
+    // A again, after B prepared the same text on the same connection. (With another
+    // search_path PostgreSQL would analyse it again itself.)
+    run(&mut a, "lit", None, &[]);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+00"]);
+    a.try_simple("SET search_path = ra").await.unwrap();
+    b.try_simple("SET search_path = rb").await.unwrap();
+    for (c, want) in [(&mut a, "a"), (&mut b, "b")] {
+        run(c, "look", Some(lookup), &[Some("1")]);
+        assert_eq!(Raw::column(&c.round(1).await.1), [want]);
+    }
+    frontend::describe(b'S', "look", &mut a.out).unwrap();
+    frontend::sync(&mut a.out);
+    let (tags, msgs) = a.round(1).await;
+    assert_eq!(tags, "tTZ");
+    // ParameterDescription: one parameter, int4 (23) as under ra.
+    assert_eq!(msgs[0].body, [0, 1, 0, 0, 0, 23]);
+    run(&mut a, "look", None, &[Some("1")]);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["a"]);
+    // Prepared again inside a block with a setting of its own (SET LOCAL): that copy is no
+    // one else's, nor the session's own once the block is over.
+    a.try_simple("BEGIN; SET LOCAL TimeZone = 'Asia/Tokyo'")
+        .await
+        .unwrap();
+    run(&mut a, "lit_local", Some(literal), &[]);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+09"]);
+    a.try_simple("COMMIT").await.unwrap();
+    run(&mut a, "lit", None, &[]);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+00"]);
+}
