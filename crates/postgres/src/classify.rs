@@ -229,15 +229,18 @@ fn function_name(token: &[u8]) -> String {
 
 /// The name in `DEALLOCATE [PREPARE] name`, as PostgreSQL folds it.
 fn deallocated_name(sql: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(sql).ok()?.trim().trim_end_matches(';');
-    let mut words = text.split_whitespace().skip(1);
+    // Comments and the `;` at the end left out.
+    let mut words = sluice_sqlscan::postgres::tokens(sql)
+        .filter(|t| *t != b";")
+        .skip(1);
     let mut name = words.next()?;
-    if name.eq_ignore_ascii_case("prepare") {
+    if name.eq_ignore_ascii_case(b"prepare") {
         name = words.next()?;
     }
     if words.next().is_some() {
         return None;
     }
+    let name = std::str::from_utf8(name).ok()?;
     Some(
         match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
             Some(quoted) => quoted.replace("\"\"", "\""),
@@ -270,6 +273,15 @@ mod tests {
         assert_eq!(s.begin, Some((true, false)));
         let s = classify(b"DEALLOCATE \"Foo\"");
         assert_eq!(s.deallocate.as_deref(), Some("Foo"));
+        for text in [
+            &b"DEALLOCATE d1 -- done"[..],
+            b"/* x */ deallocate prepare D1;",
+            b"DEALLOCATE\n\td1 ;",
+        ] {
+            let s = classify(text);
+            assert_eq!(s.deallocate.as_deref(), Some("d1"), "{text:?}");
+        }
+        assert_eq!(classify(b"DEALLOCATE d1 d2").deallocate, None);
         let s = classify(b"select pg_advisory_lock(1)");
         assert_eq!(s.pins, pin::ADVISORY_LOCK);
         let s = classify(b"SELECT Report_Total(1), app.\"Quoted\"()");

@@ -159,6 +159,11 @@ impl Session {
             self.reported = conn.params.clone();
         } else {
             for (k, v) in conn.params.iter() {
+                // Whether the server is a standby is the server's, not the session's: a
+                // client connected directly hears it once, at its login.
+                if k == "in_hot_standby" && self.reported.contains_key(k) {
+                    continue;
+                }
                 if self.reported.get(k) != Some(v) {
                     w.parameter_status(k, v);
                     Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());

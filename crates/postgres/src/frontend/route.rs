@@ -61,6 +61,18 @@ impl Session {
         {
             self.statements.remove(name.as_bytes());
             command_complete(&mut w, "DEALLOCATE");
+        } else if let Some(name) = info
+            .deallocate
+            .as_deref()
+            .filter(|n| unit::shared_name(n.as_bytes()) && self.lease.is_none())
+        {
+            // Another session's statement on a shared connection: not this client's. (Not
+            // inside a block the server has: its transaction would not fail with it.)
+            let (code, msg) = unit::no_statement(name.as_bytes());
+            w.error("ERROR", code, &msg);
+            if self.status == ReadyStatus::InTransaction {
+                self.status = ReadyStatus::Failed;
+            }
         } else {
             return Ok(false);
         }

@@ -380,6 +380,23 @@ fn no_unnamed() -> (&'static str, String) {
     )
 }
 
+/// A name in sluice's own namespace on server connections (`sluice_…`): a statement another
+/// session shares there, never one a client named.
+pub fn shared_name(name: &[u8]) -> bool {
+    name.starts_with(b"sluice_")
+}
+
+/// PostgreSQL's error for a statement name the session does not have.
+pub fn no_statement(name: &[u8]) -> (&'static str, String) {
+    (
+        "26000",
+        format!(
+            "prepared statement \"{}\" does not exist",
+            String::from_utf8_lossy(name)
+        ),
+    )
+}
+
 /// PostgreSQL's error for an Execute or Describe of the unnamed portal when there is none.
 fn no_portal() -> (&'static str, String) {
     ("34000", "portal \"\" does not exist".to_string())
@@ -487,8 +504,10 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
             n.portals.insert(portal.into(), on.def);
             f.f.exps.push_back(e);
         }
-        // The connection's unnamed statement (if any) is not the client's.
+        // The connection's unnamed statement (if any) is not the client's, nor are the
+        // statements other sessions share there.
         None if stmt.is_empty() => refuse(f, no_unnamed()),
+        None if shared_name(stmt) => refuse(f, no_statement(stmt)),
         None => {
             f.keep(whole);
             f.f.exps.push_back(Exp::pass(Resp::Bind));
@@ -508,6 +527,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
                     e.shared = on.shared();
                 }
                 None if stmt.is_empty() => return refuse(f, no_unnamed()),
+                None if shared_name(stmt) => return refuse(f, no_statement(stmt)),
                 None => f.keep(whole),
             }
             f.f.exps.push_back(e);

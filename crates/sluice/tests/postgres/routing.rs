@@ -338,3 +338,37 @@ async fn a_transaction_opened_in_a_flushed_batch_stays_with_its_session() {
         "the other client's row committed, 42 not"
     );
 }
+
+/// A standby reports `in_hot_standby = on` to its sessions; sluice's reads there must not
+/// tell the client so (and the primary's `off` again at the next write): directly, a client
+/// hears the server's once, at its login, and never again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_on_a_replica_tell_the_client_no_new_parameters() {
+    let env = start(1, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("CREATE TABLE IF NOT EXISTS hs (id int)")
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT pg_is_in_recovery()",
+        "INSERT INTO hs VALUES (1)",
+        "SELECT pg_is_in_recovery()",
+    ] {
+        frontend::query(sql, &mut c.out).unwrap();
+        c.flush().await;
+        let mut said = Vec::new();
+        loop {
+            let m = c.next().await;
+            match m.tag {
+                b'S' => said.push(String::from_utf8_lossy(&m.body).replace('\0', "=")),
+                b'Z' => break,
+                _ => {}
+            }
+        }
+        assert!(said.is_empty(), "{sql}: {said:?}");
+    }
+    // The reads did run on the replica.
+    wait_replayed(&env.topo).await;
+    let rows = c.try_simple("SELECT pg_is_in_recovery()").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["t"]);
+}

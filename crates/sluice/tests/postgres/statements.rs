@@ -148,3 +148,48 @@ async fn a_text_prepared_under_other_settings_is_another_statement() {
     run(&mut a, "lit", None, &[]);
     assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+00"]);
 }
+
+/// The statements sluice shares on a connection are no client's: a client that finds one's
+/// name (in `pg_prepared_statements`) can neither deallocate nor bind it, as directly a
+/// session cannot touch another's; and `DEALLOCATE` written with a comment deallocates the
+/// client's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_statements_are_no_clients_and_deallocate_is_read_as_postgresql_reads_it() {
+    let env = start(0, ONE_CONNECTION).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.extended("s", Some("SELECT 41 AS v"), &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "12DCZ");
+    let names = b
+        .try_simple("SELECT name FROM pg_prepared_statements WHERE name LIKE 'sluice%'")
+        .await
+        .unwrap();
+    let shared = Raw::column(&names);
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    let err = b
+        .try_simple(&format!("DEALLOCATE {}", shared[0]))
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("26000"), "{err}");
+    b.extended(&shared[0], None, &[]);
+    frontend::sync(&mut b.out);
+    let (tags, msgs) = b.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+    a.extended("s", None, &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["41"]);
+    // A's own, deallocated with a comment after the name: gone, and its name free again.
+    a.try_simple("DEALLOCATE s -- done with it").await.unwrap();
+    a.extended("s", None, &[]);
+    frontend::sync(&mut a.out);
+    let (tags, msgs) = a.round(1).await;
+    assert_eq!(
+        (tags.as_str(), msgs[0].sqlstate()),
+        ("EZ", Some("26000".into()))
+    );
+    a.extended("s", Some("SELECT 42 AS v"), &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["42"]);
+}

@@ -373,7 +373,12 @@ impl Iterator for Statements<'_> {
 
 /// The text's first token, comments and white space before it left out.
 pub fn first_token(sql: &[u8]) -> Option<&[u8]> {
-    Lexer::new(sql).next().map(|t| t.text(sql))
+    tokens(sql).next()
+}
+
+/// The text's tokens, comments and white space left out.
+pub fn tokens(sql: &[u8]) -> impl Iterator<Item = &[u8]> {
+    Lexer::new(sql).map(move |t| t.text(sql))
 }
 
 /// Byte spans of the statements in a simple-Query string, split on the `;`s that end them (not
