@@ -253,6 +253,10 @@ impl Session {
         // has, it runs: its failure could not be the server's.
         let open_block = self.status != ReadyStatus::Idle && self.deferred_begin.is_none();
         if std::mem::take(&mut self.cancels_held) && self.handle.take_held_cancel() && !open_block {
+            // No transaction on the server: the connection just leased goes back.
+            if self.pins == 0 {
+                self.release();
+            }
             return self
                 .refuse_unit(unit, "57014", "canceling statement due to user request")
                 .await;
@@ -316,7 +320,6 @@ impl Session {
         if let Some(first) = ran.first() {
             self.handle.set_statement_shared(first.sql.clone(), started);
         }
-
         let sent = match out {
             _ if discard_first || begin_ahead.is_some() => {
                 let unit_bytes = out.as_deref().unwrap_or(&self.client.buf[..unit.len]);
@@ -362,7 +365,11 @@ impl Session {
             Err(e) => Err(RelayError::Server(e)),
         };
         self.handle.set_statement(None);
-        self.handle.set_backend_for_cancel(None, None);
+        if unit.end != End::Partial {
+            // (A batch forwarded without its end may still run there: cancels reach it until
+            // the unit that ends it is relayed.)
+            self.handle.set_backend_for_cancel(None, None);
+        }
         let mut relayed = match relayed {
             Ok(r) => r,
             Err(RelayError::Client(e)) => {

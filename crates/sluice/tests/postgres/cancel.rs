@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
     let env = start(
         0,
-        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"20s\"\n",
     )
     .await;
     let admin = env.admin().await;
@@ -60,6 +60,8 @@ async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
         Some("canceling statement due to user request")
     );
     assert_eq!(answer[1].body, b"I");
+    // The connection it was lent went back: another client is served.
+    holder.try_simple("SELECT 1").await.unwrap();
     let rows = w.try_simple("SELECT count(*) FROM waited").await.unwrap();
     assert_eq!(
         Raw::column(&rows),
