@@ -112,6 +112,11 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
 }
 
 impl Scanned {
+    /// It changes settings (for the session or, with `SET LOCAL`, its transaction).
+    pub fn changes_settings(&self) -> bool {
+        self.sets_local || !self.changes.is_empty()
+    }
+
     fn add(&mut self, sql: &[u8], s: &PgScan) {
         self.pins |= pin_bits(s.pins);
         self.unpins |= unpin_bits(s.unpins);

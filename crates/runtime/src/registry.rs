@@ -52,6 +52,8 @@ pub struct SessionHandle {
     /// Cancels while the session gets a statement's connection ready (see
     /// [`SessionHandle::hold_cancels`]): [`NOT_HOLDING`], [`HOLDING`] or [`HELD`].
     cancels: AtomicU8,
+    /// The session's task, when it waits in line and a kept cancel should end the wait.
+    cancel_waker: AtomicWaker,
 }
 
 const NOT_HOLDING: u8 = 0;
@@ -137,9 +139,31 @@ impl SessionHandle {
 
     /// Keeps a cancel request if the session holds them now; true if kept.
     pub fn keep_cancel(&self) -> bool {
-        self.cancels
+        let kept = self
+            .cancels
             .compare_exchange(HOLDING, HELD, SeqCst, SeqCst)
-            .is_ok()
+            .is_ok();
+        if kept {
+            self.cancel_waker.wake();
+        }
+        kept
+    }
+
+    /// Resolves once a cancel was kept (see [`SessionHandle::keep_cancel`]): the session's
+    /// own task waits for it beside its wait for a connection, one wait at a time.
+    pub fn cancel_kept(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.cancels.load(SeqCst) == HELD {
+                return Poll::Ready(());
+            }
+            self.cancel_waker.register(cx.waker());
+            // Kept between the check and the registration: its wake found no waker.
+            if self.cancels.load(SeqCst) == HELD {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
     }
 
     /// Stops holding cancels; true if one came meanwhile (a cancel that arrives later, after
@@ -242,6 +266,7 @@ impl Registry {
             killed: AtomicBool::new(false),
             kill_waker: AtomicWaker::new(),
             cancels: AtomicU8::new(NOT_HOLDING),
+            cancel_waker: AtomicWaker::new(),
         });
         self.sessions.lock().insert(id, h.clone());
         h

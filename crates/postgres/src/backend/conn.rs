@@ -92,10 +92,8 @@ impl PgConn {
     /// Before the connection goes back to the pool: a read buffer grown by a large result
     /// goes back to the process's shelf (which keeps or frees it); one of ordinary size stays
     /// (pooled connections are few, bounded by `max_connections`, and taking a buffer from
-    /// the shelf at every statement cost more than the rest of the read). No transaction
-    /// block is open on it any more: statements are keyed by its settings alone again.
+    /// the shelf at every statement cost more than the rest of the read).
     pub fn park(&mut self) {
-        self.statements.settle();
         if self.rbuf.is_empty() && self.rbuf.capacity() > PARKED_BUFFER {
             sluice_runtime::buffers::give_read(std::mem::take(&mut self.rbuf));
         }

@@ -1,9 +1,11 @@
-//! Prepared statements across pooled connections. A client's statement is known by its text
-//! and parameter types ([`StmtDef`]); on a server connection it is prepared lazily under a
-//! name derived from them and from the settings its analysis reads there (`sluice_<hash>`),
-//! so every client that prepares the same text under the same settings shares it there, and
-//! a client with another `search_path`, `TimeZone` or `DateStyle` never uses a copy analysed
-//! under someone else's (its tables, its parameter types, its literals' values). Each
+//! Prepared statements across pooled connections. A client's statement is known by its text,
+//! its parameter types and the settings its analysis read when the client parsed it
+//! ([`StmtDef`]); on a server connection it is prepared lazily under a name derived from them
+//! (`sluice_<hash>`), so every client that prepares the same text under the same settings
+//! shares it there, and a client with another `search_path`, `TimeZone` or `DateStyle` never
+//! uses a copy analysed under someone else's (its tables, its parameter types, its literals'
+//! values). A copy prepared where the settings are no longer the ones of the client's Parse
+//! (the session changed them since) is keyed by both, for no one with other settings. Each
 //! connection holds at most a bounded number; the least recently used one is closed on the
 //! server to make room.
 
@@ -19,6 +21,10 @@ pub struct StmtDef {
     pub types: Vec<u8>,
     /// Hash of both (0 for a simple query, never prepared).
     pub hash: u64,
+    /// The fingerprint of the analysis settings in force for the session when the client
+    /// parsed it ([`analysis_fingerprint`]; a value of its own when they were changing then,
+    /// inside a transaction block or earlier in the same batch).
+    pub settings: u64,
     /// What the scanner found in its text (its digest's id among it; shared with the
     /// thread's table of classifications by shape, see [`crate::scan_cache`]).
     pub info: Arc<crate::classify::Scanned>,
@@ -38,6 +44,30 @@ fn text_hash(sql: &[u8], types: &[u8]) -> u64 {
     h.finish()
 }
 
+/// The key a server name made by [`server_name`] stands for.
+pub fn key_of_name(name: &[u8]) -> Option<u64> {
+    let hex = name.strip_prefix(b"sluice_")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+}
+
+/// A fingerprint no settings have: for statements parsed while the settings were changing.
+pub fn unsettled_fingerprint() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    mix(0x243f_6a88_85a3_08d3, n)
+}
+
+/// `a` with `b` folded in (`a` itself for `b` = 0).
+fn mix(a: u64, b: u64) -> u64 {
+    match b {
+        0 => a,
+        b => a ^ b.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    }
+}
+
 /// The process's hashing seed for statement names.
 fn seed() -> &'static foldhash::quality::SeedableRandomState {
     static SEED: std::sync::OnceLock<foldhash::quality::SeedableRandomState> =
@@ -52,6 +82,7 @@ impl StmtDef {
             sql: sql.into(),
             types: types.to_vec(),
             hash: text_hash(sql, types),
+            settings: 0,
             info: crate::classify::classify(sql),
         }
     }
@@ -62,6 +93,7 @@ impl StmtDef {
             sql: sql.into(),
             types: Vec::new(),
             hash: 0,
+            settings: 0,
             info: crate::classify::classify(sql),
         }
     }
@@ -109,8 +141,9 @@ const ANALYSIS_SETTINGS: [&str; 11] = [
     "transform_null_equals",
 ];
 
-/// A fingerprint of the analysis settings among `applied` (a connection's settings beyond
-/// its startup, which every connection of a pool shares): 0 when it has none of them.
+/// A fingerprint of the analysis settings among `applied` (a session's settings beyond the
+/// startup of the pool's connections, or a connection's, which its sessions' replays made):
+/// 0 when it has none of them.
 pub fn analysis_fingerprint(applied: &BTreeMap<String, String>) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h: Option<foldhash::quality::FoldHasher<'_>> = None;
@@ -132,12 +165,8 @@ pub struct ServerStatements {
     limit: usize,
     tick: u64,
     /// The fingerprint of the connection's analysis settings now (see
-    /// [`analysis_fingerprint`]): part of the key a statement is prepared under.
+    /// [`analysis_fingerprint`]): part of the key of a statement whose own differs.
     settings: u64,
-    /// Not 0 while the session it serves has changed settings inside its open transaction
-    /// block (a `SET`, a `SET LOCAL`, not in `settings` yet or ever): what is prepared then
-    /// is keyed apart, for no one else.
-    salt: u64,
     /// By key: the statement, when it was last used, and whether it is stale (the server
     /// refused to run it as prepared: it is closed and prepared again at its next use).
     held: HashMap<u64, (Arc<StmtDef>, u64, bool), foldhash::fast::RandomState>,
@@ -163,7 +192,6 @@ impl ServerStatements {
             limit: limit.max(1),
             tick: 0,
             settings: 0,
-            salt: 0,
             held: HashMap::default(),
         }
     }
@@ -173,23 +201,14 @@ impl ServerStatements {
         self.settings = fingerprint;
     }
 
-    /// The session changed settings inside its transaction block: statements prepared from
-    /// now on are keyed apart (each time anew), until [`ServerStatements::settle`].
-    pub fn unsettle(&mut self) {
-        self.tick += 1;
-        self.salt = self.tick.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1;
-    }
-
-    /// The block is over: its settings are gone, or in [`ServerStatements::set_settings`].
-    pub fn settle(&mut self) {
-        self.salt = 0;
-    }
-
-    /// The key `def` has on this connection under its settings now.
+    /// The key `def` has on this connection: its text, types and settings; and the
+    /// connection's settings too when they are not the ones `def` was parsed under (such a
+    /// copy is analysed under the connection's).
     pub fn key(&self, def: &StmtDef) -> u64 {
-        match self.settings ^ self.salt {
-            0 => def.hash,
-            s => def.hash ^ s.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        let own = mix(def.hash, def.settings);
+        match def.settings == self.settings {
+            true => own,
+            false => mix(own, self.settings ^ 0x5bd1_e995),
         }
     }
 
@@ -197,11 +216,17 @@ impl ServerStatements {
     /// under that key's name).
     pub fn ensure(&mut self, def: &Arc<StmtDef>) -> (u64, Ensure) {
         self.tick += 1;
+        // The copy analysed under the settings of the client's Parse, if the connection has
+        // it, whatever its settings now (as PostgreSQL keeps a statement's analysis, or
+        // makes it again itself when `search_path` changed).
+        let own = mix(def.hash, def.settings);
         let key = self.key(def);
-        if let Some((held, used, stale)) = self.held.get_mut(&key) {
-            if held.sql == def.sql && held.types == def.types && !*stale {
-                *used = self.tick;
-                return (key, Ensure::Held);
+        for k in [own, key] {
+            if let Some((held, used, stale)) = self.held.get_mut(&k) {
+                if held.sql == def.sql && held.types == def.types && !*stale {
+                    *used = self.tick;
+                    return (k, Ensure::Held);
+                }
             }
         }
         // A stale one, or a different text under the same key (never seen in practice), is
@@ -335,5 +360,7 @@ mod tests {
             std::str::from_utf8(&name).unwrap(),
             format!("sluice_{:016x}", d.hash)
         );
+        assert_eq!(key_of_name(&name), Some(d.hash));
+        assert_eq!(key_of_name(b"sluice_12"), None);
     }
 }

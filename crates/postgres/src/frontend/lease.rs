@@ -46,16 +46,21 @@ impl Session {
         // Waiting in line: a cancel now is the statement's (see `cancel`).
         self.handle.hold_cancels();
         self.cancels_held = true;
-        let lease = topo
-            .lease_for(decision, &self.key, &self.fe.connector, |c| c.usable())
-            .await
-            .map_err(|e| match e {
-                sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => (
-                    String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
-                    c.message,
-                ),
-                other => ("08006".to_string(), format!("sluice: {other}")),
-            })?;
+        let handle = self.handle.clone();
+        let waited = tokio::select! {
+            r = topo.lease_for(decision, &self.key, &self.fe.connector, |c| c.usable()) => r,
+            // Cancelled in line: it ends the wait, as a cancel ends a wait on a lock.
+            _ = handle.cancel_kept() => {
+                return Err(("57014".into(), "canceling statement due to user request".into()))
+            }
+        };
+        let lease = waited.map_err(|e| match e {
+            sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => (
+                String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
+                c.message,
+            ),
+            other => ("08006".to_string(), format!("sluice: {other}")),
+        })?;
         self.leased(lease, decision);
         Ok(())
     }

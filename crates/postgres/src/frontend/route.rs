@@ -52,7 +52,9 @@ impl Session {
             }
         } else if self.deferred_begin.is_some() && (info.commits || info.rolls_back) {
             self.deferred_begin = None;
-            command_complete(&mut w, if info.commits { "COMMIT" } else { "ROLLBACK" });
+            // (A COMMIT of a failed block rolls it back.)
+            let committed = info.commits && self.status != ReadyStatus::Failed;
+            command_complete(&mut w, if committed { "COMMIT" } else { "ROLLBACK" });
             self.status = ReadyStatus::Idle;
         } else if let Some(name) = info
             .deallocate
@@ -63,7 +65,8 @@ impl Session {
             command_complete(&mut w, "DEALLOCATE");
         } else if let Some(name) = info
             .deallocate
-            .as_deref()
+            .clone()
+            .or_else(|| executed_name(&self.client.buf[at + 5..at + len]))
             .filter(|n| unit::shared_name(n.as_bytes()) && self.lease.is_none())
         {
             // Another session's statement on a shared connection: not this client's. (Not
@@ -245,5 +248,20 @@ impl Session {
 pub(super) fn too_many_statements() -> String {
     format!(
         "sluice: a session keeps at most {STATEMENTS_PER_SESSION} prepared statements; close some first"
+    )
+}
+
+/// The statement name an SQL `EXECUTE name [(...)]` names (unquoted: as PostgreSQL folds it).
+fn executed_name(sql: &[u8]) -> Option<String> {
+    let mut tokens = sluice_sqlscan::postgres::tokens(sql);
+    if !tokens.next()?.eq_ignore_ascii_case(b"execute") {
+        return None;
+    }
+    let name = std::str::from_utf8(tokens.next()?).ok()?;
+    Some(
+        match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+            Some(quoted) => quoted.replace("\"\"", "\""),
+            None => name.to_ascii_lowercase(),
+        },
     )
 }

@@ -65,6 +65,16 @@ pub struct Session {
     /// The session's sequence state (`currval`, `lastval`) and where it lives: see
     /// [`super::sequences`].
     pub(super) sequences: super::sequences::Sequences,
+    /// The fingerprint of the session's analysis settings (see
+    /// [`crate::backend::statements::analysis_fingerprint`]) and the settings generation it
+    /// is for.
+    pub(super) analysis: (u64, u64),
+    /// Not 0 while the session's open transaction block has changed settings: the
+    /// fingerprint statements parsed then are given (no one else's).
+    pub(super) block_settings: u64,
+    /// sluice refused a unit that did not end with a Sync: as PostgreSQL after an error in an
+    /// extended batch, what the client sends up to its next Sync is skipped.
+    pub(super) refused_to_sync: bool,
     /// The registry holds cancel requests for the session's statement (see
     /// [`sluice_runtime::SessionHandle::hold_cancels`]) until the unit checks for one.
     pub(super) cancels_held: bool,
@@ -214,12 +224,30 @@ impl Session {
         self.client.send(&out).await.map_err(client_err)
     }
 
+    /// The fingerprint of the analysis settings a statement parsed now is analysed under.
+    fn analysis_settings(&mut self) -> u64 {
+        if self.block_settings != 0 {
+            return self.block_settings;
+        }
+        let generation = self.settings.generation();
+        if self.analysis.1 != generation {
+            let fingerprint =
+                crate::backend::statements::analysis_fingerprint(&self.settings.desired());
+            self.analysis = (fingerprint, generation);
+        }
+        self.analysis.0
+    }
+
     /// Runs one unit.
     async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
-        let defs = unit::statement_defs(&self.client.buf, unit);
+        let settings = self.analysis_settings();
+        let defs = unit::statement_defs(&self.client.buf, unit, settings);
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();
+        }
+        if self.refused_to_sync {
+            return self.skip_refused(unit).await;
         }
         if std::mem::take(&mut self.held_by_flush) {
             Box::pin(self.leave_flushed(unit, &defs)).await?;
@@ -234,7 +262,7 @@ impl Session {
             End::Sync if self.lease.is_none() => self.answer_parses(unit, &defs).await?,
             _ => false,
         };
-        if answered {
+        if answered || self.answer_failed_block(unit, &defs).await? {
             return Ok(());
         }
         if self.lease.is_none() {
@@ -494,6 +522,14 @@ impl Session {
                 }
             }
         }
+        // A `DEALLOCATE` of a shared statement's name that reached the server (inside a
+        // block, or through the extended protocol) closed it there for every session (and a
+        // rollback does not bring it back): it is prepared again where next used.
+        for name in ran.iter().filter_map(|d| d.info.deallocate.as_deref()) {
+            if let Some(key) = crate::backend::statements::key_of_name(name.as_bytes()) {
+                lease.conn().statements.forget(key);
+            }
+        }
         // By the server's word (a DISCARD ALL that failed, or never ran after an error,
         // dropped nothing).
         if relayed.dropped_statements {
@@ -567,15 +603,11 @@ impl Session {
             }
             lease.conn().set_applied(applied);
         }
-        // Statements prepared while the block has settings of its own are no one else's.
-        if in_block
-            && ran
-                .iter()
-                .any(|d| d.info.sets_local || !d.info.changes.is_empty())
-        {
-            lease.conn().statements.unsettle();
+        // Statements parsed while the block has settings of its own are no one else's.
+        if in_block && ran.iter().any(|d| d.info.changes_settings()) {
+            self.block_settings = crate::backend::statements::unsettled_fingerprint();
         } else if !in_block {
-            lease.conn().statements.settle();
+            self.block_settings = 0;
         }
         self.handle.set_pins(self.pins);
     }
@@ -596,8 +628,65 @@ impl Session {
                 self.status = ReadyStatus::Failed;
             }
             w.ready_for_query(self.status);
+        } else {
+            self.refused_to_sync = true;
         }
         self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+
+    /// After a refused unit without a Sync: skips what comes up to the next Sync, which is
+    /// answered with ReadyForQuery (a block sluice holds the BEGIN of has failed).
+    async fn skip_refused(&mut self, unit: &Unit) -> Result<(), SessionError> {
+        self.client.consume(unit.len);
+        if unit.end != End::Sync {
+            return Ok(());
+        }
+        self.refused_to_sync = false;
+        if self.deferred_begin.is_some() {
+            self.status = ReadyStatus::Failed;
+        }
+        let mut w = Writer::new();
+        w.ready_for_query(self.status);
+        self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+
+    /// A transaction block that failed before the server had it (its `BEGIN` still held
+    /// back, then a statement sluice refused): as on PostgreSQL, what does not end it gets
+    /// 25P02 (a lone Sync, ReadyForQuery). One that ends it other than as a lone simple
+    /// `COMMIT`/`ROLLBACK` (answered by `answer_alone`) goes to a server without the block.
+    async fn answer_failed_block(
+        &mut self,
+        unit: &Unit,
+        defs: &unit::Defs,
+    ) -> Result<bool, SessionError> {
+        if self.status != ReadyStatus::Failed
+            || self.deferred_begin.is_none()
+            || self.lease.is_some()
+        {
+            return Ok(false);
+        }
+        if defs
+            .iter()
+            .any(|(_, d)| d.info.commits || d.info.rolls_back)
+        {
+            self.deferred_begin = None;
+            self.status = ReadyStatus::Idle;
+            return Ok(false);
+        }
+        if unit.msgs.iter().all(|m| m.0 == b'S') {
+            self.client.consume(unit.len);
+            let mut w = Writer::new();
+            w.ready_for_query(self.status);
+            self.client.send(w.as_bytes()).await.map_err(client_err)?;
+            return Ok(true);
+        }
+        self.refuse_unit(
+            unit,
+            "25P02",
+            "current transaction is aborted, commands ignored until end of transaction block",
+        )
+        .await?;
+        Ok(true)
     }
 }
 

@@ -103,8 +103,10 @@ pub fn next_unit(
 /// On the stack for units of up to two statements (nearly all).
 pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 2]>;
 
-/// Classifies the statement texts of `unit` (no allocation for a unit without any).
-pub fn statement_defs(buf: &[u8], unit: &Unit) -> Defs {
+/// Classifies the statement texts of `unit` (no allocation for a unit without any); its
+/// Parses are analysed under the settings of fingerprint `settings`, unless a statement
+/// before them in the unit changes settings (then each is given a fingerprint of its own).
+pub fn statement_defs(buf: &[u8], unit: &Unit, mut settings: u64) -> Defs {
     let mut defs = Defs::new();
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let body = &buf[at + 5..at + len];
@@ -112,10 +114,16 @@ pub fn statement_defs(buf: &[u8], unit: &Unit) -> Defs {
             b'Q' => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
             b'P' => cstr(body)
                 .and_then(|(_, rest)| cstr(rest))
-                .map(|(sql, types)| StmtDef::new(sql, types)),
+                .map(|(sql, types)| StmtDef {
+                    settings,
+                    ..StmtDef::new(sql, types)
+                }),
             _ => None,
         };
         if let Some(def) = def {
+            if def.info.changes_settings() {
+                settings = crate::backend::statements::unsettled_fingerprint();
+            }
             defs.push((i, Arc::new(def)));
         }
     }

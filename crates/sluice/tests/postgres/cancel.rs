@@ -33,24 +33,9 @@ async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
     frontend::query("INSERT INTO waited VALUES (42)", &mut w.out).unwrap();
     w.flush().await;
     // In line (the admin API's count), so the cancel is for a statement sluice holds.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let hgs = get_json(admin.addr, "/api/hostgroups");
-        let waiting = hgs
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["name"] == "writer")
-            .unwrap()["waiting"]
-            .as_u64();
-        if waiting == Some(1) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the INSERT never waited: {hgs}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_in_line(admin.addr).await;
+    // The cancel ends the wait (the connection is still held), as one ends a wait on a lock.
     raw::cancel(env.port, w.key).await;
-    holder.try_simple("COMMIT").await.unwrap();
     let answer = w.until_ready().await;
     let tags: String = answer.iter().map(|m| m.tag as char).collect();
     assert_eq!(tags, "EZ", "{answer:?}");
@@ -60,8 +45,7 @@ async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
         Some("canceling statement due to user request")
     );
     assert_eq!(answer[1].body, b"I");
-    // The connection it was lent went back: another client is served.
-    holder.try_simple("SELECT 1").await.unwrap();
+    holder.try_simple("COMMIT").await.unwrap();
     let rows = w.try_simple("SELECT count(*) FROM waited").await.unwrap();
     assert_eq!(
         Raw::column(&rows),
@@ -72,6 +56,63 @@ async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
     w.try_simple("INSERT INTO waited VALUES (7)").await.unwrap();
     let rows = w.try_simple("SELECT count(*) FROM waited").await.unwrap();
     assert_eq!(Raw::column(&rows), ["1"]);
+    // Inside a block whose BEGIN sluice still holds back, and in a batch ended by Flush: the
+    // block fails as on PostgreSQL (25P02 until it ends; its COMMIT rolls back) and what the
+    // client sends up to its Sync is skipped.
+    holder.try_simple("BEGIN").await.unwrap();
+    holder.try_simple("SELECT txid_current()").await.unwrap();
+    w.try_simple("BEGIN").await.unwrap();
+    w.extended("", Some("INSERT INTO waited VALUES (8)"), &[]);
+    frontend::flush(&mut w.out);
+    w.flush().await;
+    wait_in_line(admin.addr).await;
+    raw::cancel(env.port, w.key).await;
+    let error = w.next().await;
+    assert_eq!(
+        (error.tag, error.sqlstate().as_deref()),
+        (b'E', Some("57014"))
+    );
+    w.extended("", Some("INSERT INTO waited VALUES (9)"), &[]);
+    frontend::sync(&mut w.out);
+    let (tags, msgs) = w.round(1).await;
+    assert_eq!((tags.as_str(), msgs[0].body.as_slice()), ("Z", &b"E"[..]));
+    let refused = w.try_simple("INSERT INTO waited VALUES (10)").await;
+    assert!(
+        matches!(&refused, Err(e) if e.starts_with("25P02")),
+        "{refused:?}"
+    );
+    holder.try_simple("COMMIT").await.unwrap();
+    frontend::query("COMMIT", &mut w.out).unwrap();
+    let (tags, msgs) = w.round(1).await;
+    assert_eq!(tags, "CZ");
+    assert_eq!(
+        (msgs[0].body.as_slice(), msgs[1].body.as_slice()),
+        (&b"ROLLBACK\0"[..], &b"I"[..])
+    );
+    let rows = w.try_simple("SELECT count(*) FROM waited").await.unwrap();
+    assert_eq!(
+        Raw::column(&rows),
+        ["1"],
+        "nothing of the failed block was written"
+    );
+}
+
+/// Waits until one statement waits in line for the writer's connection (the admin API).
+async fn wait_in_line(admin: std::net::SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let hgs = get_json(admin, "/api/hostgroups");
+        let writer = hgs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"] == "writer");
+        if writer.unwrap()["waiting"].as_u64() == Some(1) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing waited: {hgs}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A client that cancels its own statements over and over, sharing the pool's one connection

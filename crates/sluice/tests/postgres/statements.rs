@@ -147,6 +147,19 @@ async fn a_text_prepared_under_other_settings_is_another_statement() {
     a.try_simple("COMMIT").await.unwrap();
     run(&mut a, "lit", None, &[]);
     assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+00"]);
+    // B changes its time zone in the batch that prepares the text again: its copy is not A's.
+    frontend::parse("", "SET TimeZone = 'Pacific/Kiritimati'", [], &mut b.out).unwrap();
+    b.extended("", None, &[]);
+    b.extended("lit_kiri", Some(literal), &[]);
+    frontend::sync(&mut b.out);
+    assert_eq!(Raw::column(&b.round(1).await.1), ["2020-01-01 00:00:00+14"]);
+    run(&mut a, "lit", None, &[]);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+00"]);
+    // And a session that changes its time zone after preparing keeps the analysis of its
+    // Parse, as PostgreSQL keeps it (the epoch of UTC midnight, shown in the new zone).
+    a.try_simple("SET TimeZone = 'Asia/Tokyo'").await.unwrap();
+    run(&mut a, "lit", None, &[]);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 09:00:00+09"]);
 }
 
 /// The statements sluice shares on a connection are no client's: a client that finds one's
@@ -177,6 +190,20 @@ async fn shared_statements_are_no_clients_and_deallocate_is_read_as_postgresql_r
     let (tags, msgs) = b.round(1).await;
     assert_eq!(tags, "EZ");
     assert_eq!(msgs[0].sqlstate().as_deref(), Some("26000"));
+    let err = b
+        .try_simple(&format!("EXECUTE {}", shared[0]))
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("26000"), "{err}");
+    a.extended("s", None, &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["41"]);
+    // Inside a block the DEALLOCATE reaches the server (its failure would have to be the
+    // server's): A's statement is prepared again where it is next used.
+    b.try_simple("BEGIN").await.unwrap();
+    b.try_simple("SELECT 1").await.unwrap();
+    let _ = b.try_simple(&format!("DEALLOCATE {}", shared[0])).await;
+    b.try_simple("ROLLBACK").await.unwrap();
     a.extended("s", None, &[]);
     frontend::sync(&mut a.out);
     assert_eq!(Raw::column(&a.round(1).await.1), ["41"]);
