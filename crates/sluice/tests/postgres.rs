@@ -9,6 +9,8 @@ mod cancel;
 mod edges;
 #[path = "postgres/faults.rs"]
 mod faults;
+#[path = "postgres/logins.rs"]
+mod logins;
 mod pg;
 #[path = "postgres/routing.rs"]
 mod routing;

@@ -31,9 +31,10 @@ impl Session {
                 Box::pin(self.lease_for(&writer)).await?;
             }
         }
+        // (Its FATAL already went to the client: the code says the session is over.)
         self.sync_settings()
             .await
-            .map_err(|e| ("08006".to_string(), e.to_string()))?;
+            .map_err(|e| (String::new(), e.to_string()))?;
         Ok(())
     }
 
@@ -137,8 +138,18 @@ impl Session {
         if let Err(e) = run_hidden(conn, &q).await {
             lease.discard();
             self.lease = None;
-            let msg = format!("sluice: cannot restore the session's settings: {e}");
-            let _ = self.client.fatal("08006", &msg).await;
+            // The server's code (a startup parameter with an invalid value: 22023, as a
+            // direct login gets it).
+            // A new session (it has seen no parameter yet): its startup parameters, in the
+            // server's own words, as a direct login hears them.
+            let msg = match self.reported.is_empty() {
+                true => e.message,
+                false => format!(
+                    "sluice: cannot restore the session's settings: {}",
+                    e.message
+                ),
+            };
+            let _ = self.client.fatal(&e.code, &msg).await;
             return Err(SessionError::Refused(msg));
         }
         conn.set_applied(desired);
@@ -198,7 +209,7 @@ impl Session {
         match run_hidden(lease.conn(), msg).await {
             Ok(status) => Ok(status),
             Err(e) => {
-                let msg = format!("sluice: {e}");
+                let msg = format!("sluice: {}", e.message);
                 let _ = self.client.fatal("08006", &msg).await;
                 Err(SessionError::Refused(msg))
             }
@@ -206,26 +217,56 @@ impl Session {
     }
 }
 
+/// Why a query sluice owed the server failed: the server's error (SQLSTATE and message), or
+/// the connection's (08006).
+#[derive(Debug)]
+pub(super) struct HiddenError {
+    pub(super) code: String,
+    pub(super) message: String,
+}
+
+impl std::fmt::Display for HiddenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl HiddenError {
+    fn lost(e: impl std::fmt::Display) -> HiddenError {
+        HiddenError {
+            code: "08006".into(),
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Runs the simple queries sluice owes the connection (one or more, in one write) and reads
 /// their answers (ParameterStatus noted): the last ReadyForQuery's status, or the server's
-/// error message if one failed.
-async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<ReadyStatus, String> {
-    conn.send(q).await.map_err(|e| e.to_string())?;
+/// error if one failed.
+async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<ReadyStatus, HiddenError> {
+    conn.send(q).await.map_err(HiddenError::lost)?;
     hidden_answers(conn, queries(q)).await
 }
 
 /// Reads the answers to `owed` simple queries sluice sent (ParameterStatus noted), up to the
-/// last one's ReadyForQuery: its status, or the server's error message if one failed.
+/// last one's ReadyForQuery: its status, or the server's error if one failed.
 pub(super) async fn hidden_answers(
     conn: &mut PgConn,
     mut owed: usize,
-) -> Result<ReadyStatus, String> {
+) -> Result<ReadyStatus, HiddenError> {
     let mut error = None;
     loop {
-        let (tag, body) = conn.next_owned().await.map_err(|e| e.to_string())?;
+        let (tag, body) = conn.next_owned().await.map_err(HiddenError::lost)?;
         match tag {
             b'S' => conn.note_parameter(&body),
-            b'E' => error = error.or(crate::wire::error_message(&body)),
+            b'E' if error.is_none() => {
+                let fields = crate::wire::error_fields(&body).unwrap_or_default();
+                let field = |k: u8| fields.iter().find(|f| f.0 == k).map(|f| f.1.clone());
+                error = Some(HiddenError {
+                    code: field(b'C').unwrap_or_else(|| "08006".into()),
+                    message: field(b'M').unwrap_or_default(),
+                });
+            }
             b'Z' => {
                 owed = owed.saturating_sub(1);
                 if owed == 0 {

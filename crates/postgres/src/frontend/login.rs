@@ -51,44 +51,100 @@ pub async fn accept(
     users: &Users,
     verifiers: &Verifiers,
     tls: Option<&tokio_rustls::TlsAcceptor>,
+    throttle: &Throttle<'_>,
 ) -> Result<Outcome, LoginError> {
+    let (mut ssl_done, mut gss_done) = (false, false);
     let params = loop {
         let (startup, used) = loop {
             match read_startup(&client.buf) {
                 Ok(Some(x)) => break x,
                 Ok(None) => client.fill().await?,
                 Err(e) => {
-                    let _ = client.fatal("08P01", &e.to_string()).await;
+                    let code = match e {
+                        WireError::NoUser => "28000",
+                        WireError::Version { .. } => "0A000",
+                        _ => "08P01",
+                    };
+                    let _ = client.fatal(code, &e.to_string()).await;
                     return Err(e.into());
                 }
             }
         };
         client.consume(used);
+        // A second request of either kind is an unknown protocol to PostgreSQL.
+        let again = match startup {
+            Startup::SslRequest => std::mem::replace(&mut ssl_done, true),
+            Startup::GssEncRequest => std::mem::replace(&mut gss_done, true),
+            _ => false,
+        };
+        if again {
+            let e = WireError::Version {
+                major: 1234,
+                minor: match startup {
+                    Startup::SslRequest => 5679,
+                    _ => 5680,
+                },
+            };
+            let _ = client.fatal("0A000", &e.to_string()).await;
+            return Err(e.into());
+        }
         match startup {
-            Startup::SslRequest => match tls {
-                Some(acceptor) if !client.stream.is_tls() => {
-                    client.send(b"S").await?;
-                    let already = client.buf.split();
-                    client.stream.upgrade(acceptor, already).await?;
+            Startup::SslRequest | Startup::GssEncRequest => {
+                let ssl = matches!(startup, Startup::SslRequest);
+                let tls = tls.filter(|_| ssl && !client.stream.is_tls());
+                client.send(if tls.is_some() { b"S" } else { b"N" }).await?;
+                // Answered first; then bytes the client sent before the answer are refused,
+                // as PostgreSQL refuses them: they would be read as if they had come after
+                // the handshake (CVE-2021-23214).
+                if !client.buf.is_empty() {
+                    let what = if ssl { "SSL" } else { "GSSAPI encryption" };
+                    let msg = format!("received unencrypted data after {what} request");
+                    let _ = client.fatal("08P01", &msg).await;
+                    return Err(LoginError::Refused(msg));
                 }
-                _ => client.send(b"N").await?,
-            },
-            Startup::GssEncRequest => client.send(b"N").await?,
+                if let Some(acceptor) = tls {
+                    let none = client.buf.split();
+                    client.stream.upgrade(acceptor, none).await?;
+                }
+            }
             Startup::Cancel { pid, secret } => return Ok(Outcome::Cancel { pid, secret }),
             Startup::Start(params) => break params,
         }
     };
+    if let Some(remaining) = throttle.blocked() {
+        let msg = format!(
+            "sluice: host {} is blocked because of many failed logins; try again in {} s",
+            throttle.ip,
+            remaining.as_secs().max(1)
+        );
+        let _ = client.fatal("28000", &msg).await;
+        return Err(LoginError::Refused(msg));
+    }
     if params.needs_negotiation() {
         client.send(&params.negotiate_protocol_version()).await?;
     }
     let name = params.get("user").unwrap_or_default();
-    if params
-        .get("replication")
-        .is_some_and(|r| r != "false" && r != "0")
-    {
-        let msg = "sluice does not proxy replication connections";
-        let _ = client.fatal("08P01", msg).await;
-        return Err(LoginError::Refused(msg.into()));
+    if let Some(r) = params.get("replication") {
+        // As PostgreSQL reads it: a boolean, or `database` (logical replication).
+        let (code, msg) = match super::state::parse_bool(&r.to_ascii_lowercase()) {
+            Some(false) => ("", String::new()),
+            Some(true) => (
+                "08P01",
+                "sluice does not proxy replication connections".to_string(),
+            ),
+            None if r == "database" => (
+                "08P01",
+                "sluice does not proxy replication connections".to_string(),
+            ),
+            None => (
+                "22023",
+                format!("invalid value for parameter \"replication\": \"{r}\""),
+            ),
+        };
+        if !code.is_empty() {
+            let _ = client.fatal(code, &msg).await;
+            return Err(LoginError::Refused(msg));
+        }
     }
     let user = users.get(name).cloned();
     let method = user
@@ -120,11 +176,48 @@ pub async fn accept(
         PgAuthMethod::Password => (cleartext(client, user.as_deref()).await?, None),
     };
     match (ok, user) {
-        (true, Some(u)) => Ok(Outcome::LoggedIn(params, u, client_key)),
+        (true, Some(u)) => {
+            throttle.succeeded();
+            Ok(Outcome::LoggedIn(params, u, client_key))
+        }
         _ => {
+            // Counted, and answered only after the configured delay.
+            throttle.failed(name).await;
             let msg = format!("password authentication failed for user \"{name}\"");
             let _ = client.fatal("28P01", &msg).await;
             Err(LoginError::Password(name.to_string()))
+        }
+    }
+}
+
+/// The `[login]` throttle for one client address: failed logins counted, delayed and, past
+/// the configured count, the address blocked for a while (as on the MySQL listeners).
+pub struct Throttle<'a> {
+    /// The process's throttle.
+    pub throttle: &'a sluice_core::login_throttle::LoginThrottle,
+    /// The client's address.
+    pub ip: std::net::IpAddr,
+}
+
+impl Throttle<'_> {
+    fn blocked(&self) -> Option<std::time::Duration> {
+        self.throttle.blocked(self.ip, std::time::Instant::now())
+    }
+
+    fn succeeded(&self) {
+        self.throttle.succeeded(self.ip);
+    }
+
+    async fn failed(&self, user: &str) {
+        let f = self.throttle.failed(self.ip, std::time::Instant::now());
+        if let Some(since_last) = f.log {
+            tracing::warn!(peer = %self.ip, user, failures = f.failures, since_last_log = since_last, "failed login");
+        }
+        if f.blocked {
+            tracing::warn!(peer = %self.ip, failures = f.failures, "address blocked after repeated failed logins");
+        }
+        if !f.delay.is_zero() {
+            tokio::time::sleep(f.delay).await;
         }
     }
 }

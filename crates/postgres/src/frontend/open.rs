@@ -62,15 +62,16 @@ async fn open(
     let timeout = fe.rt.effective.load().login.handshake_timeout.get();
     let tls = fe.rt.tls.load_full();
     let users = fe.rt.users.load_full();
+    let throttle = login::Throttle {
+        throttle: &fe.rt.throttle,
+        ip: peer.ip(),
+    };
     let outcome = tokio::select! {
         // Boxed: the login's state is not kept in the session's future once it is done.
-        r = tokio::time::timeout(timeout, Box::pin(login::accept(&mut client, &users, &fe.verifiers, (*tls).as_ref()))) => match r {
+        r = tokio::time::timeout(timeout, Box::pin(login::accept(&mut client, &users, &fe.verifiers, (*tls).as_ref(), &throttle))) => match r {
             Ok(Ok(o)) => o,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "login failed");
-                if matches!(e, login::LoginError::Password(_)) {
-                    fe.rt.throttle.failed(peer.ip(), std::time::Instant::now());
-                }
                 return None;
             }
             Err(_) => {

@@ -104,9 +104,11 @@ impl Session {
             hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
             reason: sluice_core::router::Reason::Write,
         };
-        if let Err(e) = self.attach(&decision).await {
-            let _ = self.client.fatal(&e.0, &e.1).await;
-            return Err(SessionError::Refused(e.1));
+        if let Err((code, msg)) = self.attach(&decision).await {
+            if !code.is_empty() {
+                let _ = self.client.fatal(&code, &msg).await;
+            }
+            return Err(SessionError::Refused(msg));
         }
         // attach() told the client every parameter it had not seen: all of them.
         self.client.queue_messages(|w| {
@@ -270,8 +272,11 @@ impl Session {
                 Ok(d) => d,
                 Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
             };
-            if let Err((code, msg)) = self.attach(&decision).await {
-                return self.refuse_unit(unit, &code, &msg).await;
+            match self.attach(&decision).await {
+                Ok(()) => {}
+                // The client was told (FATAL): the session is over.
+                Err((code, msg)) if code.is_empty() => return Err(SessionError::Refused(msg)),
+                Err((code, msg)) => return self.refuse_unit(unit, &code, &msg).await,
             }
         } else if self.settings.generation() != self.lease_generation {
             self.sync_settings().await?;

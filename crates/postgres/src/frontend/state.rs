@@ -103,7 +103,7 @@ pub fn boolean_set(stmt: &str, name: &str) -> Option<bool> {
 
 /// A boolean as PostgreSQL's `parse_bool` reads one: `true`, `false`, `yes`, `no`, `on`,
 /// `off`, `1`, `0`, or a prefix of one of them long enough to tell which (lower case).
-fn parse_bool(v: &str) -> Option<bool> {
+pub fn parse_bool(v: &str) -> Option<bool> {
     let prefix_of = |word: &str, min: usize| v.len() >= min && word.starts_with(v);
     if v == "1" {
         Some(true)

@@ -84,9 +84,12 @@ impl StartupParams {
         &self.params
     }
 
-    /// A parameter's value.
+    /// A parameter's value (the last one given, as PostgreSQL takes it).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+        self.iter()
+            .filter(|(n, _)| *n == name)
+            .last()
+            .map(|(_, v)| v)
     }
 
     /// The database: `database`, or the user name when none is given (as PostgreSQL does).
@@ -160,7 +163,8 @@ pub fn read_startup(buf: &[u8]) -> Result<Option<(Startup, usize)>, WireError> {
         return Ok(None);
     };
     let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
-    if !(8..=MAX_STARTUP as u32).contains(&len) {
+    // PostgreSQL's limit is on the packet after its length word.
+    if !(8..=MAX_STARTUP as u32 + 4).contains(&len) {
         return Err(WireError::Length(len));
     }
     let len = len as usize;

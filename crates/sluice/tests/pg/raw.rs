@@ -72,6 +72,15 @@ impl Raw {
         password: &str,
         database: &str,
     ) -> Result<Raw, String> {
+        Raw::connect_with(port, password, &[("user", user), ("database", database)]).await
+    }
+
+    /// As [`Raw::try_connect`], with these startup parameters (in this order).
+    pub async fn connect_with(
+        port: u16,
+        password: &str,
+        params: &[(&str, &str)],
+    ) -> Result<Raw, String> {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .map_err(|e| format!("connect: {e}"))?;
@@ -81,7 +90,7 @@ impl Raw {
             out: BytesMut::new(),
             key: (0, 0),
         };
-        frontend::startup_message([("user", user), ("database", database)], &mut raw.out).unwrap();
+        frontend::startup_message(params.iter().copied(), &mut raw.out).unwrap();
         raw.try_flush().await?;
         let mut scram = None;
         loop {

@@ -1,0 +1,182 @@
+//! Logins as PostgreSQL answers them, where a client sends what libpq never does, and the
+//! `[login]` throttle on the PostgreSQL listener.
+
+use super::pg::raw::Raw;
+use super::pg::start;
+use postgres_protocol::message::frontend;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// What the server sends until it closes the connection: each message as its type byte
+/// (an ErrorResponse as `E:SQLSTATE:message`), a lone byte as `byte X`.
+async fn answers(port: u16, bytes: &[u8]) -> Vec<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("the connection ends")
+        .unwrap();
+    let mut out = Vec::new();
+    let mut rest = &buf[..];
+    if let Some((&b, tail)) = rest.split_first() {
+        if b == b'N' || b == b'S' {
+            out.push(format!("byte {}", b as char));
+            rest = tail;
+        }
+    }
+    while rest.len() >= 5 {
+        let len = u32::from_be_bytes(rest[1..5].try_into().unwrap()) as usize;
+        let (msg, tail) = rest.split_at(len + 1);
+        out.push(match msg[0] {
+            b'E' => {
+                let m = super::pg::raw::Msg {
+                    tag: b'E',
+                    body: msg[5..].to_vec(),
+                };
+                format!(
+                    "E:{}:{}",
+                    m.sqlstate().unwrap_or_default(),
+                    m.field(b'M').unwrap_or_default()
+                )
+            }
+            t => (t as char).to_string(),
+        });
+        rest = tail;
+    }
+    out
+}
+
+fn ssl_request() -> Vec<u8> {
+    [8u32.to_be_bytes(), 80_877_103u32.to_be_bytes()].concat()
+}
+
+fn startup(params: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = bytes::BytesMut::new();
+    frontend::startup_message(params.iter().copied(), &mut out).unwrap();
+    out.to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_startup_packets_are_answered_as_postgresql_answers_them() {
+    let env = start(0, "").await;
+    let port = env.port;
+    // Bytes sent before the answer to an SSLRequest (CVE-2021-23214).
+    let stuffed = [ssl_request(), startup(&[("user", "app")])].concat();
+    assert_eq!(
+        answers(port, &stuffed).await,
+        [
+            "byte N",
+            "E:08P01:received unencrypted data after SSL request"
+        ]
+    );
+    // A second SSLRequest is an unknown protocol.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    s.write_all(&ssl_request()).await.unwrap();
+    let mut n = [0u8; 1];
+    s.read_exact(&mut n).await.unwrap();
+    assert_eq!(&n, b"N");
+    s.write_all(&ssl_request()).await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&rest)
+            .contains("unsupported frontend protocol 1234.5679: server supports 3.0 to 3.0"),
+        "{rest:?}"
+    );
+    // No user: 28000, as PostgreSQL says it.
+    assert_eq!(
+        answers(port, &startup(&[("database", "postgres")])).await,
+        ["E:28000:no PostgreSQL user name specified in startup packet"]
+    );
+    // replication: a boolean as PostgreSQL reads it.
+    assert_eq!(
+        answers(
+            port,
+            &startup(&[("user", "app"), ("replication", "garbage")])
+        )
+        .await,
+        ["E:22023:invalid value for parameter \"replication\": \"garbage\""]
+    );
+}
+
+/// A login with startup parameters PostgreSQL accepts in forms libpq does not send: the last
+/// of a repeated parameter counts, `replication = off` is a normal login. A startup
+/// parameter the server refuses ends the login with the server's error, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_parameters_are_read_as_postgresql_reads_them() {
+    let env = start(0, "").await;
+    let port = env.port;
+    let login = |params: Vec<(&'static str, &'static str)>| async move {
+        let mut c = Raw::connect_with(port, "app", &params).await?;
+        let rows = c
+            .try_simple("SELECT current_user || ' ' || current_database()")
+            .await?;
+        Ok::<_, String>(Raw::column(&rows).join(""))
+    };
+    assert_eq!(
+        login(vec![
+            ("user", "nosuch"),
+            ("database", "nosuch"),
+            ("user", "app"),
+            ("database", "postgres"),
+        ])
+        .await
+        .unwrap(),
+        "app postgres"
+    );
+    assert_eq!(
+        login(vec![
+            ("user", "app"),
+            ("database", "postgres"),
+            ("replication", "off")
+        ])
+        .await
+        .unwrap(),
+        "app postgres"
+    );
+    let err = login(vec![
+        ("user", "app"),
+        ("database", "postgres"),
+        ("DateStyle", "garbage"),
+    ])
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err,
+        "22023 invalid value for parameter \"DateStyle\": \"garbage\""
+    );
+}
+
+/// `[login]` on the PostgreSQL listener: a failed login is answered after `failure_delay`,
+/// and past `max_failures` the address is refused whatever the password, until `block_time`
+/// ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_are_delayed_and_then_blocked() {
+    let env = start(
+        0,
+        "\n[login]\nfailure_delay = \"300ms\"\nmax_failures = 3\nblock_time = \"5m\"\n",
+    )
+    .await;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let err = Raw::try_connect(env.port, "app", "wrong", "postgres")
+            .await
+            .err()
+            .unwrap();
+        assert!(err.contains("28P01"), "{err}");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+    }
+    let err = Raw::try_connect(env.port, "app", "app", "postgres")
+        .await
+        .err()
+        .expect("blocked");
+    assert!(
+        err.contains("28000") && err.contains("is blocked because of many failed logins"),
+        "{err}"
+    );
+}
