@@ -243,7 +243,7 @@ impl HiddenError {
 /// Runs the simple queries sluice owes the connection (one or more, in one write) and reads
 /// their answers (ParameterStatus noted): the last ReadyForQuery's status, or the server's
 /// error if one failed.
-async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<ReadyStatus, HiddenError> {
+pub(super) async fn run_hidden(conn: &mut PgConn, q: &[u8]) -> Result<ReadyStatus, HiddenError> {
     conn.send(q).await.map_err(HiddenError::lost)?;
     hidden_answers(conn, queries(q)).await
 }

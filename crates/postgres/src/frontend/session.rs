@@ -264,7 +264,7 @@ impl Session {
             End::Sync if self.lease.is_none() => self.answer_parses(unit, &defs).await?,
             _ => false,
         };
-        if answered || self.answer_failed_block(unit, &defs).await? {
+        if answered || self.fail_block_on_server(unit).await? {
             return Ok(());
         }
         if self.lease.is_none() {
@@ -609,10 +609,16 @@ impl Session {
             lease.conn().set_applied(applied);
         }
         // Statements parsed while the block has settings of its own are no one else's.
+        // And what the connection prepares while they are in force (a statement parsed before
+        // the block, first bound in it) is keyed apart too, for no one else.
         if in_block && ran.iter().any(|d| d.info.changes_settings()) {
             self.block_settings = crate::backend::statements::unsettled_fingerprint();
-        } else if !in_block {
+            lease.conn().statements.set_settings(self.block_settings);
+        } else if !in_block && self.block_settings != 0 {
             self.block_settings = 0;
+            let conn = lease.conn();
+            let settings = crate::backend::statements::analysis_fingerprint(&conn.applied);
+            conn.statements.set_settings(settings);
         }
         self.handle.set_pins(self.pins);
     }
@@ -655,27 +661,17 @@ impl Session {
         self.client.send(w.as_bytes()).await.map_err(client_err)
     }
 
-    /// A transaction block that failed before the server had it (its `BEGIN` still held
-    /// back, then a statement sluice refused): as on PostgreSQL, what does not end it gets
-    /// 25P02 (a lone Sync, ReadyForQuery). One that ends it other than as a lone simple
-    /// `COMMIT`/`ROLLBACK` (answered by `answer_alone`) goes to a server without the block.
-    async fn answer_failed_block(
-        &mut self,
-        unit: &Unit,
-        defs: &unit::Defs,
-    ) -> Result<bool, SessionError> {
+    /// A transaction block that failed before the server had it (its `BEGIN` held back, then
+    /// a statement sluice refused): a lone Sync gets ReadyForQuery; for anything else the
+    /// server is given the block, failed (the `BEGIN` and a statement that fails, answers
+    /// not relayed), so that it answers the rest as PostgreSQL does — 25P02 until the block
+    /// ends, a `COMMIT` that rolls back, `AND CHAIN`, in either protocol. (A lone simple
+    /// `COMMIT`/`ROLLBACK` was answered by `answer_alone`.)
+    async fn fail_block_on_server(&mut self, unit: &Unit) -> Result<bool, SessionError> {
         if self.status != ReadyStatus::Failed
             || self.deferred_begin.is_none()
             || self.lease.is_some()
         {
-            return Ok(false);
-        }
-        if defs
-            .iter()
-            .any(|(_, d)| d.info.commits || d.info.rolls_back)
-        {
-            self.deferred_begin = None;
-            self.status = ReadyStatus::Idle;
             return Ok(false);
         }
         if unit.msgs.iter().all(|m| m.0 == b'S') {
@@ -685,13 +681,44 @@ impl Session {
             self.client.send(w.as_bytes()).await.map_err(client_err)?;
             return Ok(true);
         }
-        self.refuse_unit(
-            unit,
-            "25P02",
-            "current transaction is aborted, commands ignored until end of transaction block",
-        )
-        .await?;
-        Ok(true)
+        let writer = sluice_core::router::Decision {
+            hostgroup: self.fe.topology.router.writer.clone(),
+            reason: sluice_core::router::Reason::Write,
+        };
+        match self.attach(&writer).await {
+            Ok(()) => {}
+            Err((code, msg)) if code.is_empty() => return Err(SessionError::Refused(msg)),
+            Err((code, msg)) => {
+                self.refuse_unit(unit, &code, &msg).await?;
+                return Ok(true);
+            }
+        }
+        let (Some((begin, _)), Some(lease)) = (self.deferred_begin.take(), self.lease.as_mut())
+        else {
+            return Ok(false);
+        };
+        // Someone else's currval/lastval go first, outside the block (as ahead of a unit).
+        let mut q = match self.sequences.must_discard(lease.conn_ref()) {
+            true => {
+                Sequences::discarded(lease.conn());
+                sequences::discard_then(&begin)
+            }
+            false => begin,
+        };
+        put_query(&mut q, b"SELECT 1/0");
+        match super::lease::run_hidden(lease.conn(), &q).await {
+            // The block is open and failed there.
+            Err(e) if e.code == "22012" => Ok(false),
+            other => {
+                lease.discard();
+                self.lease = None;
+                let msg = format!(
+                    "sluice: cannot open the failed transaction block on the server: {other:?}"
+                );
+                let _ = self.client.fatal("08006", &msg).await;
+                Err(SessionError::Refused(msg))
+            }
+        }
     }
 }
 

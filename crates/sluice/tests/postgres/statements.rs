@@ -220,3 +220,78 @@ async fn shared_statements_are_no_clients_and_deallocate_is_read_as_postgresql_r
     frontend::sync(&mut a.out);
     assert_eq!(Raw::column(&a.round(1).await.1), ["42"]);
 }
+
+/// A block that failed before the server had it (its BEGIN held back by sluice, its first
+/// statement refused by sluice) answers the rest as PostgreSQL does: a text that goes on after
+/// the failure writes nothing, an extended `COMMIT` rolls back (and says so), `COMMIT AND
+/// CHAIN` opens the next block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_that_failed_before_the_server_had_it_fails_as_postgresqls() {
+    let env = start(0, ONE_CONNECTION).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("CREATE TABLE fb (k int)").await.unwrap();
+    let fail = |c: &mut Raw| {
+        frontend::query("BEGIN", &mut c.out).unwrap();
+        frontend::query("EXECUTE sluice_00000000000000ab", &mut c.out).unwrap();
+    };
+    fail(&mut c);
+    let (tags, _) = c.round(2).await;
+    assert_eq!(tags, "CZEZ");
+    let err = c
+        .try_simple("INSERT INTO fb VALUES (1); COMMIT")
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("25P02"), "{err}");
+    c.extended("", Some("INSERT INTO fb VALUES (2)"), &[]);
+    c.extended("", Some("COMMIT"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!((tags.as_str(), msgs[1].body.as_slice()), ("EZ", &b"E"[..]));
+    c.extended("", Some("COMMIT"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12CZ");
+    assert_eq!(
+        (msgs[2].body.as_slice(), msgs[3].body.as_slice()),
+        (&b"ROLLBACK\0"[..], &b"I"[..])
+    );
+    fail(&mut c);
+    c.round(2).await;
+    let chained = c.try_simple("COMMIT AND CHAIN").await.unwrap();
+    assert_eq!(chained[0].body, b"ROLLBACK\0");
+    c.try_simple("INSERT INTO fb VALUES (3)").await.unwrap();
+    c.try_simple("ROLLBACK").await.unwrap();
+    let rows = c.try_simple("SELECT count(*) FROM fb").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["0"]);
+}
+
+/// A statement parsed before a block and first prepared on the connection inside it, after
+/// the block changed a setting its analysis reads: that copy is no other client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_prepared_under_a_blocks_own_settings_is_no_one_elses() {
+    let env = start(0, ONE_CONNECTION).await;
+    let literal = "SELECT '2020-01-01 00:00'::timestamptz AS t";
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    for c in [&mut a, &mut b] {
+        c.try_simple("SET TimeZone = 'UTC'").await.unwrap();
+    }
+    // A Parse on its own: answered by sluice, prepared where it is first bound.
+    frontend::parse("early", literal, [], &mut a.out).unwrap();
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "1Z");
+    a.try_simple("BEGIN; SET LOCAL TimeZone = 'Pacific/Kiritimati'")
+        .await
+        .unwrap();
+    a.extended("early", None, &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(Raw::column(&a.round(1).await.1), ["2020-01-01 00:00:00+14"]);
+    a.try_simple("ROLLBACK").await.unwrap();
+    // B prepares the text the same way, and binds it where A's copy is.
+    frontend::parse("mine", literal, [], &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    assert_eq!(b.round(1).await.0, "1Z");
+    b.extended("mine", None, &[]);
+    frontend::sync(&mut b.out);
+    assert_eq!(Raw::column(&b.round(1).await.1), ["2020-01-01 00:00:00+00"]);
+}
