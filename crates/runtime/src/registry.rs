@@ -47,13 +47,12 @@ pub struct SessionHandle {
     pins: AtomicU32,
     current: Mutex<Doing>,
     killed: AtomicBool,
-    /// The session's task, when it waits for a kill (only that task ever waits).
+    /// The session's task, when it waits for a kill or, in line for a connection, for a
+    /// kept cancel (only that task ever waits).
     kill_waker: AtomicWaker,
     /// Cancels while the session gets a statement's connection ready (see
     /// [`SessionHandle::hold_cancels`]): [`NOT_HOLDING`], [`HOLDING`] or [`HELD`].
     cancels: AtomicU8,
-    /// The session's task, when it waits in line and a kept cancel should end the wait.
-    cancel_waker: AtomicWaker,
 }
 
 const NOT_HOLDING: u8 = 0;
@@ -144,7 +143,9 @@ impl SessionHandle {
             .compare_exchange(HOLDING, HELD, SeqCst, SeqCst)
             .is_ok();
         if kept {
-            self.cancel_waker.wake();
+            // The session's own task waits on `kill_waker` for both (a spurious wake of a
+            // wait for a kill only checks again).
+            self.kill_waker.wake();
         }
         kept
     }
@@ -156,7 +157,7 @@ impl SessionHandle {
             if self.cancels.load(SeqCst) == HELD {
                 return Poll::Ready(());
             }
-            self.cancel_waker.register(cx.waker());
+            self.kill_waker.register(cx.waker());
             // Kept between the check and the registration: its wake found no waker.
             if self.cancels.load(SeqCst) == HELD {
                 Poll::Ready(())
@@ -266,7 +267,6 @@ impl Registry {
             killed: AtomicBool::new(false),
             kill_waker: AtomicWaker::new(),
             cancels: AtomicU8::new(NOT_HOLDING),
-            cancel_waker: AtomicWaker::new(),
         });
         self.sessions.lock().insert(id, h.clone());
         h

@@ -330,17 +330,31 @@ mod tests {
         assert_ne!(utc, 0);
         assert_ne!(utc, tokyo);
         let mut s = ServerStatements::new(8);
-        let a = def("select '2020-01-01'::timestamptz");
-        let (k0, _) = s.ensure(&a);
-        assert_eq!(k0, a.hash);
+        let text = "select '2020-01-01'::timestamptz";
+        let under = |settings: u64| {
+            Arc::new(StmtDef {
+                settings,
+                ..StmtDef::new(text.as_bytes(), &[0, 0])
+            })
+        };
+        let (a_utc, a_tokyo) = (under(utc), under(tokyo));
+        // Parsed under each connection's settings: a copy each, under its own key.
         s.set_settings(utc);
-        let (k1, e) = s.ensure(&a);
-        assert!(k1 != k0 && matches!(e, Ensure::Prepare { evict: None }));
+        let (k_utc, e) = s.ensure(&a_utc);
+        assert!(matches!(e, Ensure::Prepare { evict: None }));
         s.set_settings(tokyo);
-        let (k2, _) = s.ensure(&a);
-        assert!(k2 != k1 && k2 != k0);
-        s.set_settings(utc);
-        assert!(matches!(s.ensure(&a), (k, Ensure::Held) if k == k1));
+        let (k_tokyo, e) = s.ensure(&a_tokyo);
+        assert!(k_tokyo != k_utc && matches!(e, Ensure::Prepare { evict: None }));
+        // The connection has the copy of the Parse's settings: used whatever its settings now.
+        assert!(matches!(s.ensure(&a_utc), (k, Ensure::Held) if k == k_utc));
+        // Not here under the Parse's settings: prepared under the connection's, keyed by both.
+        let other = under(analysis_fingerprint(&set(&[(
+            "datestyle",
+            "SET datestyle = 'SQL'",
+        )])));
+        let (k_mixed, e) = s.ensure(&other);
+        assert!(matches!(e, Ensure::Prepare { evict: None }));
+        assert!(k_mixed != k_utc && k_mixed != k_tokyo && k_mixed != s.key(&a_tokyo));
         assert_eq!(s.len(), 3);
     }
 

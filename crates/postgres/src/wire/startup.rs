@@ -316,7 +316,8 @@ mod tests {
         };
         assert_eq!(p.iter().collect::<Vec<_>>(), pairs);
         assert_eq!(p.get("options"), Some(""));
-        assert_eq!(p.get("application_name"), Some("x"));
+        // The last of a repeated parameter counts, as in PostgreSQL.
+        assert_eq!(p.get("application_name"), Some(""));
         assert_eq!(p.get("database"), None);
     }
 
