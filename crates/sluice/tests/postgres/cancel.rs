@@ -76,12 +76,13 @@ async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
     frontend::sync(&mut w.out);
     let (tags, msgs) = w.round(1).await;
     assert_eq!((tags.as_str(), msgs[0].body.as_slice()), ("Z", &b"E"[..]));
+    // (The block is now opened, failed, on the server: it needs the pool's one connection.)
+    holder.try_simple("COMMIT").await.unwrap();
     let refused = w.try_simple("INSERT INTO waited VALUES (10)").await;
     assert!(
         matches!(&refused, Err(e) if e.starts_with("25P02")),
         "{refused:?}"
     );
-    holder.try_simple("COMMIT").await.unwrap();
     frontend::query("COMMIT", &mut w.out).unwrap();
     let (tags, msgs) = w.round(1).await;
     assert_eq!(tags, "CZ");
