@@ -2,7 +2,7 @@
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages
 //! routed, relayed ([`relay`]) and tracked ([`state`], [`sequences`]), with what sluice
-//! sends ahead of them ([`ahead`]).
+//! sends ahead of them ([`ahead`]) and what it answers in their place ([`refuse`]).
 
 mod ahead;
 pub mod cancel;
@@ -13,6 +13,7 @@ mod lease;
 pub mod login;
 mod names;
 mod open;
+mod refuse;
 pub mod relay;
 mod route;
 mod ryw;

@@ -1,0 +1,108 @@
+//! Units sluice answers with an error itself instead of forwarding them: a refusal (routing,
+//! a queue timeout, a cancel while the statement waited), what follows a refused batch up to
+//! its Sync, and a transaction block that failed before the server had it.
+
+use super::sequences::{self, Sequences};
+use super::session::{client_err, put_query, Session, SessionError};
+use super::unit::{End, Unit};
+use crate::wire::{ReadyStatus, Writer};
+
+impl Session {
+    /// Refuses a unit with an error, as the server would (the rest of an extended batch is
+    /// skipped up to its Sync).
+    pub(super) async fn refuse_unit(
+        &mut self,
+        unit: &Unit,
+        code: &str,
+        msg: &str,
+    ) -> Result<(), SessionError> {
+        self.client.consume(unit.len);
+        let mut w = Writer::new();
+        w.error("ERROR", code, msg);
+        if matches!(unit.end, End::Sync | End::Query | End::Function) {
+            if self.deferred_begin.is_some() {
+                self.status = ReadyStatus::Failed;
+            }
+            w.ready_for_query(self.status);
+        } else {
+            self.refused_to_sync = true;
+        }
+        self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+
+    /// After a refused unit without a Sync: skips what comes up to the next Sync, which is
+    /// answered with ReadyForQuery (a block sluice holds the BEGIN of has failed).
+    pub(super) async fn skip_refused(&mut self, unit: &Unit) -> Result<(), SessionError> {
+        self.client.consume(unit.len);
+        if unit.end != End::Sync {
+            return Ok(());
+        }
+        self.refused_to_sync = false;
+        if self.deferred_begin.is_some() {
+            self.status = ReadyStatus::Failed;
+        }
+        let mut w = Writer::new();
+        w.ready_for_query(self.status);
+        self.client.send(w.as_bytes()).await.map_err(client_err)
+    }
+
+    /// A transaction block that failed before the server had it (its `BEGIN` held back, then
+    /// a statement sluice refused): a lone Sync gets ReadyForQuery; for anything else the
+    /// server is given the block, failed (the `BEGIN` and a statement that fails, answers
+    /// not relayed), so that it answers the rest as PostgreSQL does — 25P02 until the block
+    /// ends, a `COMMIT` that rolls back, `AND CHAIN`, in either protocol. (A lone simple
+    /// `COMMIT`/`ROLLBACK` was answered by `answer_alone`.)
+    pub(super) async fn fail_block_on_server(&mut self, unit: &Unit) -> Result<bool, SessionError> {
+        if self.status != ReadyStatus::Failed
+            || self.deferred_begin.is_none()
+            || self.lease.is_some()
+        {
+            return Ok(false);
+        }
+        if unit.msgs.iter().all(|m| m.0 == b'S') {
+            self.client.consume(unit.len);
+            let mut w = Writer::new();
+            w.ready_for_query(self.status);
+            self.client.send(w.as_bytes()).await.map_err(client_err)?;
+            return Ok(true);
+        }
+        let writer = sluice_core::router::Decision {
+            hostgroup: self.fe.topology.router.writer.clone(),
+            reason: sluice_core::router::Reason::Write,
+        };
+        match self.attach(&writer).await {
+            Ok(()) => {}
+            Err((code, msg)) if code.is_empty() => return Err(SessionError::Refused(msg)),
+            Err((code, msg)) => {
+                self.refuse_unit(unit, &code, &msg).await?;
+                return Ok(true);
+            }
+        }
+        let (Some((begin, _)), Some(lease)) = (self.deferred_begin.take(), self.lease.as_mut())
+        else {
+            return Ok(false);
+        };
+        // Someone else's currval/lastval go first, outside the block (as ahead of a unit).
+        let mut q = match self.sequences.must_discard(lease.conn_ref()) {
+            true => {
+                Sequences::discarded(lease.conn());
+                sequences::discard_then(&begin)
+            }
+            false => begin,
+        };
+        put_query(&mut q, b"SELECT 1/0");
+        match super::lease::run_hidden(lease.conn(), &q).await {
+            // The block is open and failed there.
+            Err(e) if e.code == "22012" => Ok(false),
+            other => {
+                lease.discard();
+                self.lease = None;
+                let msg = format!(
+                    "sluice: cannot open the failed transaction block on the server: {other:?}"
+                );
+                let _ = self.client.fatal("08006", &msg).await;
+                Err(SessionError::Refused(msg))
+            }
+        }
+    }
+}
