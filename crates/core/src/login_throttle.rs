@@ -175,6 +175,21 @@ impl LoginThrottle {
         }
     }
 
+    /// A failed login from `ip` (as `user`): counted, logged (rate-limited per address; never
+    /// the password), then the configured delay waited, before the client is answered.
+    pub async fn failed_login(&self, ip: IpAddr, user: &str) {
+        let f = self.failed(ip, Instant::now());
+        if let Some(since_last) = f.log {
+            tracing::warn!(peer = %ip, user, failures = f.failures, since_last_log = since_last, "failed login");
+        }
+        if f.blocked {
+            tracing::warn!(peer = %ip, failures = f.failures, "address blocked after repeated failed logins");
+        }
+        if !f.delay.is_zero() {
+            tokio::time::sleep(f.delay).await;
+        }
+    }
+
     /// A successful login from `ip`: its failures are forgotten (as MariaDB resets a host's
     /// error count when it logs in).
     pub fn succeeded(&self, ip: IpAddr) {

@@ -14,7 +14,6 @@ use sluice_core::login_throttle::LoginThrottle;
 use sluice_runtime::users::{User, Users};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Capabilities the proxy offers clients.
 pub const SERVER_CAPS: u64 = cap::LONG_PASSWORD
@@ -275,7 +274,7 @@ async fn admit(
             "Access denied for user '{user_name}'@'{}' (using password: {using})",
             cx.peer.ip()
         );
-        failed_login(cx, user_name).await;
+        cx.throttle.failed_login(cx.peer.ip(), user_name).await;
         client
             .send_err(a.seq, err::ACCESS_DENIED, b"28000", &msg)
             .await?;
@@ -300,22 +299,6 @@ fn shown(name: &str) -> &str {
     match name.char_indices().nth(80) {
         Some((i, _)) => &name[..i],
         None => name,
-    }
-}
-
-/// Counts a failed login against the client's address, logs it (rate-limited per address;
-/// never the password) and waits the configured delay.
-async fn failed_login(cx: &HandshakeContext<'_>, user: &str) {
-    let ip = cx.peer.ip();
-    let f = cx.throttle.failed(ip, Instant::now());
-    if let Some(since_last) = f.log {
-        tracing::warn!(peer = %ip, user, failures = f.failures, since_last_log = since_last, "failed login");
-    }
-    if f.blocked {
-        tracing::warn!(peer = %ip, failures = f.failures, "address blocked after repeated failed logins");
-    }
-    if !f.delay.is_zero() {
-        tokio::time::sleep(f.delay).await;
     }
 }
 

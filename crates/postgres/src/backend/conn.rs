@@ -85,6 +85,12 @@ impl PgConn {
     /// Its settings beyond its startup are `applied` now.
     pub fn set_applied(&mut self, applied: BTreeMap<String, String>) {
         self.applied = applied;
+        self.key_statements_by_applied();
+    }
+
+    /// Statements prepared from now on are keyed by the settings applied to it (again, after
+    /// a transaction block with settings of its own).
+    pub fn key_statements_by_applied(&mut self) {
         let fingerprint = super::statements::analysis_fingerprint(&self.applied);
         self.statements.set_settings(fingerprint);
     }

@@ -205,10 +205,15 @@ impl ServerStatements {
     /// connection's settings too when they are not the ones `def` was parsed under (such a
     /// copy is analysed under the connection's).
     pub fn key(&self, def: &StmtDef) -> u64 {
+        self.keys(def).1
+    }
+
+    /// `def`'s key under the settings of its Parse, and its key here now ([`Self::key`]).
+    fn keys(&self, def: &StmtDef) -> (u64, u64) {
         let own = mix(def.hash, def.settings);
         match def.settings == self.settings {
-            true => own,
-            false => mix(own, self.settings ^ 0x5bd1_e995),
+            true => (own, own),
+            false => (own, mix(own, self.settings ^ 0x5bd1_e995)),
         }
     }
 
@@ -219,9 +224,9 @@ impl ServerStatements {
         // The copy analysed under the settings of the client's Parse, if the connection has
         // it, whatever its settings now (as PostgreSQL keeps a statement's analysis, or
         // makes it again itself when `search_path` changed).
-        let own = mix(def.hash, def.settings);
-        let key = self.key(def);
-        for k in [own, key] {
+        let (own, key) = self.keys(def);
+        let tried: &[u64] = if own == key { &[own] } else { &[own, key] };
+        for &k in tried {
             if let Some((held, used, stale)) = self.held.get_mut(&k) {
                 if held.sql == def.sql && held.types == def.types && !*stale {
                     *used = self.tick;

@@ -209,16 +209,7 @@ impl Throttle<'_> {
     }
 
     async fn failed(&self, user: &str) {
-        let f = self.throttle.failed(self.ip, std::time::Instant::now());
-        if let Some(since_last) = f.log {
-            tracing::warn!(peer = %self.ip, user, failures = f.failures, since_last_log = since_last, "failed login");
-        }
-        if f.blocked {
-            tracing::warn!(peer = %self.ip, failures = f.failures, "address blocked after repeated failed logins");
-        }
-        if !f.delay.is_zero() {
-            tokio::time::sleep(f.delay).await;
-        }
+        self.throttle.failed_login(self.ip, user).await;
     }
 }
 

@@ -616,9 +616,7 @@ impl Session {
             lease.conn().statements.set_settings(self.block_settings);
         } else if !in_block && self.block_settings != 0 {
             self.block_settings = 0;
-            let conn = lease.conn();
-            let settings = crate::backend::statements::analysis_fingerprint(&conn.applied);
-            conn.statements.set_settings(settings);
+            lease.conn().key_statements_by_applied();
         }
         self.handle.set_pins(self.pins);
     }
