@@ -52,6 +52,9 @@ async fn managed_with(failover: bool, semi_sync: bool) -> Env {
     c.query_drop("CREATE TABLE w (id INT PRIMARY KEY, sid INT)")
         .await
         .unwrap();
+    // Replication is asynchronous (semi-sync waits for one replica to receive, not apply):
+    // the readers below must not meet a replica that has not created the table yet.
+    env.sync();
     env
 }
 
