@@ -95,7 +95,7 @@ pub async fn run(o: Options) -> ExitCode {
     );
     println!("Running a short mixed workload (8 clients: transactions, writes, reads)...");
     let started = Instant::now();
-    if let Err(e) = workload(addr.port()).await {
+    if let Err(e) = workload(addr.port(), &topo).await {
         return fail(format!("workload failed: {e}"));
     }
     println!("done in {:.1} s.\n", started.elapsed().as_secs_f64());
@@ -167,7 +167,7 @@ fn print_servers(proxy: &Arc<sluice_mysql::MysqlFrontend>) {
     }
 }
 
-async fn workload(port: u16) -> Result<(), mysql_async::Error> {
+async fn workload(port: u16, topo: &Topology) -> Result<(), mysql_async::Error> {
     let url = format!("mysql://app:app@127.0.0.1:{port}/test?prefer_socket=false");
     let pool = mysql_async::Pool::new(url.as_str());
     let mut c = pool.get_conn().await?;
@@ -177,8 +177,9 @@ async fn workload(port: u16) -> Result<(), mysql_async::Error> {
     )
     .await?;
     drop(c);
-    // Let the replicas catch up with the table before reading from them.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The replicas apply the table and its rows before reads go to them.
+    tokio::task::block_in_place(|| topo.sync_replicas(Duration::from_secs(30)))
+        .map_err(|e| mysql_async::Error::Other(Box::new(e)))?;
     let mut tasks = Vec::new();
     for w in 0..8u32 {
         let pool = pool.clone();

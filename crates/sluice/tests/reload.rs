@@ -164,6 +164,9 @@ fn reload_under_sysbench_load_without_client_errors() {
         port,
         &[&["oltp_read_write"][..], &common, &["prepare"]].concat(),
     );
+    // The autocommit run below reads (and prepares its SELECTs) on the replicas: they must
+    // have the tables first.
+    topo.sync_replicas(Duration::from_secs(30)).unwrap();
     let deadlocks = || -> u64 {
         topo.primary()
             .sql("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_DEADLOCKS'")

@@ -30,6 +30,9 @@ async fn oltp_read_write_16_threads_no_proxy_errors_no_reconnects() {
     })
     .await
     .unwrap();
+    // `run` prepares its SELECTs (COM_STMT_PREPARE, outside any transaction) on the
+    // replicas: they must have the tables `prepare` just created.
+    env.sync();
     let deadlocks_before = deadlocks();
     let report = tokio::task::spawn_blocking(move || {
         common::sysbench(

@@ -221,7 +221,8 @@ def on_primary(sql, params=None):
 def sync_replicas(timeout=60):
     """Waits until both replicas have applied everything the primary has written so far."""
     pos = on_primary("SELECT @@gtid_binlog_pos")[0][0]
-    conn = connect(autocommit=True)
+    # No schema: sluice checks a login's schema on a replica, which may not have DB yet.
+    conn = connect(database=None, autocommit=True)
     cur = conn.cursor()
     caught_up = set()
     deadline = time.time() + timeout
