@@ -194,31 +194,31 @@ impl<C> Hostgroup<C> {
         K: Connector<C> + 'static,
         C: Send + 'static,
     {
-        // Read the clock only when the statement cannot be served at once.
-        let mut started: Option<tokio::time::Instant> = None;
-        // Set when it first joins the line (or by the wait for a server): kept if it joins
-        // again.
+        // When the wait for a server began (a vacant writer: bounded by `write_wait`, not by
+        // `queue_timeout`, which counts from when the statement joins the line).
+        let mut held_since: Option<tokio::time::Instant> = None;
+        // Set when it joins the line: kept if it joins again, unless it waited for a server
+        // in between.
         let mut deadline: Option<tokio::time::Instant> = None;
         let mut last_error: Option<ConnectError> = None;
         let mut first = Some(first);
         loop {
             let pick = match first.take() {
                 Some(p) => p,
-                None => {
-                    let due = deadline.or(started.map(|s| s + settings.queue_timeout));
-                    self.pick(key, &settings, due, last_error.as_ref(), connector)
-                }
+                None => self.pick(key, &settings, deadline, last_error.as_ref(), connector),
             };
             let picked = match pick {
                 Err(AcquireError::NoServer { .. })
                     if (*self.hold.lock()).is_some_and(|d| {
-                        let since = *started.get_or_insert_with(tokio::time::Instant::now);
+                        let since = *held_since.get_or_insert_with(tokio::time::Instant::now);
                         tokio::time::Instant::now() < since + d
                     }) =>
                 {
-                    // No usable server (a failover in progress): wait for one.
+                    // No usable server (a failover in progress): wait for one, then join
+                    // its line afresh.
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     last_error = None;
+                    deadline = None;
                     continue;
                 }
                 other => other?,

@@ -633,3 +633,21 @@ async fn each_waiter_times_out_at_its_own_deadline_even_after_a_reload_shortens_
     assert_eq!(waited, Duration::from_secs(10));
     assert_eq!(hg.waiting(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_statement_held_for_a_server_longer_than_the_queue_timeout_is_served_when_one_returns() {
+    let hg = hostgroup(&[("a:1", 1)], settings(5_000, 10));
+    hg.set_hold_when_empty(Some(Duration::from_secs(30)));
+    let c = Arc::new(FakeConnector::default());
+    let server = hg.pool_stats()[0].server.clone();
+    server.set_offline(Some("switchover: draining".into()));
+    let held = {
+        let (hg, c) = (hg.clone(), c.clone());
+        tokio::spawn(async move { hg.acquire(&key("u"), &c).await.map(|_| ()) })
+    };
+    // No server for 6 s: longer than queue_timeout, well within the hold.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    server.set_offline(None);
+    let r = held.await.unwrap();
+    assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+}
