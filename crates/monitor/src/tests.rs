@@ -127,6 +127,11 @@ impl Agent for FakeAgent {
     fn compare(&self, _a: &str, _b: &str) -> std::cmp::Ordering {
         std::cmp::Ordering::Equal
     }
+    /// Positions end in a byte count (`0-1-10`): how far `behind` is, as PostgreSQL counts.
+    fn distance(&self, ahead: &str, behind: &str) -> Option<u64> {
+        let bytes = |p: &str| p.rsplit('-').next()?.parse::<u64>().ok();
+        Some(bytes(ahead)?.saturating_sub(bytes(behind)?))
+    }
     fn catch_up<'a>(
         &'a self,
         s: &'a Server,
@@ -519,6 +524,62 @@ async fn a_starved_monitor_does_not_hide_a_dead_server_for_ever() {
     m.apply(&r, Outcome::TimedOut, Instant::now(), starved);
     m.apply(&r, Outcome::TimedOut, Instant::now(), starved);
     assert!(!r.is_usable(), "{:?}", r.state());
+}
+
+/// A primary whose check times out once (a slow answer) leaves its position at its last
+/// answer: a standby too many bytes behind that stays out of reads, and one that catches up
+/// with it comes back.
+#[tokio::test(start_paused = true)]
+async fn a_slow_primary_check_keeps_a_lagging_standby_out_of_reads() {
+    let (m, _agent) = cluster().await;
+    let (p, r) = (server(&m, P), server(&m, R1));
+    r.set_max_lag_bytes(Some(1_000));
+    let report = |position: &str, replica: bool| Report {
+        position: position.into(),
+        read_only: replica,
+        replica: replica.then(|| ReplicaStatus {
+            source: P.into(),
+            io_running: true,
+            io_connected: true,
+            sql_running: true,
+            received: position.into(),
+            ..ReplicaStatus::default()
+        }),
+        ..Report::default()
+    };
+    let now = Instant::now;
+    m.apply(
+        &p,
+        Outcome::Checked(Ok(report("0-1-5000", false))),
+        now(),
+        None,
+    );
+    m.apply(
+        &r,
+        Outcome::Checked(Ok(report("0-1-10", true))),
+        now(),
+        None,
+    );
+    assert!(!r.is_usable(), "4,990 bytes behind: {:?}", r.state());
+    m.apply(&p, Outcome::TimedOut, now(), None);
+    m.apply(
+        &r,
+        Outcome::Checked(Ok(report("0-1-10", true))),
+        now(),
+        None,
+    );
+    assert!(
+        !r.is_usable(),
+        "still behind the primary's last known position: {:?}",
+        r.state()
+    );
+    m.apply(
+        &r,
+        Outcome::Checked(Ok(report("0-1-4500", true))),
+        now(),
+        None,
+    );
+    assert!(r.is_usable(), "500 bytes behind it: {:?}", r.state());
 }
 
 /// The monitor's decisions as pure functions, table by table.
