@@ -8,7 +8,7 @@
 mod pg;
 
 use pg::http::get_json;
-use pg::{server_view, wait_view};
+use pg::wait_view;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_reads() {
@@ -22,7 +22,9 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
                 "max_replication_lag_bytes = 1048576",
                 "max_replication_lag = \"1s\"",
             ],
-            "interval = \"100ms\"\n\n[failover]\nenabled = true\n",
+            // (A generous check time limit: a primary check that times out leaves its
+            // position unknown, and with it the bytes a standby is behind.)
+            "interval = \"100ms\"\ntimeout = \"5s\"\n\n[failover]\nenabled = true\n",
         )
     })
     .await;
@@ -32,8 +34,10 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
 
     // Roles come from the servers: the primary writes, the standbys read and say whom they
     // stream from.
-    let (hg, role, state, _) = server_view(admin.addr, &primary);
-    assert_eq!((&*hg, &*role, &*state), ("writer", "primary", "ONLINE"));
+    wait_view(admin.addr, &primary, "the primary in writer", |v| {
+        (&*v.0, &*v.1, &*v.2) == ("writer", "primary", "ONLINE")
+    })
+    .await;
     for s in &standbys {
         wait_view(admin.addr, s, "a streaming replica in reader", |v| {
             v.0 == "reader" && v.1 == "replica" && v.2 == "ONLINE" && v.3 == primary
@@ -61,12 +65,7 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     // record (PostgreSQL delays only those) and receives everything after it. Once the
     // primary has written more than 1 MiB of WAL past that point, it takes no reads, and
     // stays out while its replay waits.
-    let first = &env.topo.replicas()[0];
-    first
-        .sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
-        .unwrap();
-    first.sql("SELECT pg_reload_conf()").unwrap();
-    env.psql("CREATE TABLE replay_stops_here ()");
+    pg::delay_replay(&env.topo, &env.topo.replicas()[0]).await;
     env.psql("INSERT INTO lagged SELECT g, repeat('x', 100) FROM generate_series(1, 30000) g");
     wait_view(
         admin.addr,
@@ -89,10 +88,7 @@ async fn the_monitor_places_postgres_servers_and_keeps_lagging_standbys_from_rea
     // The second one too, and its bound is in time: once a transaction waits longer than 1 s
     // to be replayed there, it is out as well, and the primary serves the reads.
     let second = &env.topo.replicas()[1];
-    second
-        .sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
-        .unwrap();
-    second.sql("SELECT pg_reload_conf()").unwrap();
+    pg::delay_replay(&env.topo, second).await;
     env.psql("INSERT INTO lagged VALUES (0, 'late')");
     wait_view(
         admin.addr,
@@ -213,42 +209,7 @@ async fn a_session_that_asks_reads_its_own_writes_from_standbys_that_replayed_th
     // The standbys stop replaying at the next commit (they keep receiving, and keep taking
     // reads: no lag bound is configured).
     for r in env.topo.replicas() {
-        r.sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
-            .unwrap();
-        r.sql("SELECT pg_reload_conf()").unwrap();
-    }
-    // (The delay applies once the standby's startup process has read the new setting: a
-    // marker commit every standby has received and still not replayed two seconds later
-    // shows it has; one it replays is tried again.)
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    for n in 0.. {
-        env.topo
-            .primary()
-            .sql(&format!("CREATE TABLE replay_stops_here_{n} ()"))
-            .unwrap();
-        let lsn = env
-            .topo
-            .primary()
-            .sql("SELECT pg_current_wal_lsn()")
-            .unwrap();
-        let standbys: Vec<_> = env.topo.replicas().iter().collect();
-        pg::wait_received(&standbys, &lsn).await;
-        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-        let replayed = env.topo.replicas().iter().any(|r| {
-            r.sql(&format!(
-                "SELECT to_regclass('replay_stops_here_{n}') IS NOT NULL"
-            ))
-            .unwrap()
-            .trim()
-                == "t"
-        });
-        if !replayed {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the standbys never delayed their replay"
-        );
+        pg::delay_replay(&env.topo, r).await;
     }
 
     // Without read-your-writes a session's read does not see its write: it is on a standby.

@@ -194,6 +194,44 @@ pub async fn wait_replayed(topo: &PgTopology) {
     }
 }
 
+/// Makes `standby` apply commits 10 minutes late (`recovery_min_apply_delay`) and waits until
+/// it does: its startup process holds a marker commit back (wait event `RecoveryApplyDelay`).
+/// The setting takes effect only once the startup process has read it: a marker replayed
+/// before that is followed by another. (At most 60 s: a hang guard, not a timing.)
+pub async fn delay_replay(topo: &PgTopology, standby: &sluice_testkit::Postgres) {
+    standby
+        .sql("ALTER SYSTEM SET recovery_min_apply_delay = '10min'")
+        .unwrap();
+    standby.sql("SELECT pg_reload_conf()").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for n in 0.. {
+        let marker = format!("replay_delayed_{}_{n}", standby.port);
+        topo.primary()
+            .sql(&format!("CREATE TABLE {marker} ()"))
+            .unwrap();
+        loop {
+            let waiting = standby
+                .sql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'startup' AND wait_event = 'RecoveryApplyDelay'")
+                .unwrap();
+            if waiting.trim() == "1" {
+                return;
+            }
+            let replayed = standby
+                .sql(&format!("SELECT to_regclass('{marker}') IS NOT NULL"))
+                .unwrap();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never delayed its replay",
+                standby.addr()
+            );
+            if replayed.trim() == "t" {
+                break; // replayed before the setting was read: another marker
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// Waits until every one of `standbys` has received the primary's WAL up to `lsn` (replayed
 /// or not: a standby that delays or cannot replay still receives).
 pub async fn wait_received(standbys: &[&sluice_testkit::Postgres], lsn: &str) {
