@@ -156,6 +156,38 @@ impl Session {
         Ok(())
     }
 
+    /// Inside a transaction block, sets startup parameters a `RESET` there returned to the
+    /// server's defaults back to their startup values (`sql`, see
+    /// [`super::state::Settings::take_block_resets`]): the block's later statements run with
+    /// them, as they would directly, and they commit or roll back with the `RESET`.
+    pub(super) async fn restore_startup_values(&mut self, sql: &str) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        let mut q = Vec::with_capacity(sql.len() + 6);
+        put_query(&mut q, sql.as_bytes());
+        self.handle.hold_cancels();
+        self.cancels_held = true;
+        match run_hidden(lease.conn(), &q).await {
+            Ok(ReadyStatus::InTransaction) => {
+                self.report_parameters();
+                Ok(())
+            }
+            // The block's state is not what the client was told: it cannot go on.
+            outcome => {
+                lease.discard();
+                self.lease = None;
+                let why = match outcome {
+                    Err(e) => e.message,
+                    Ok(status) => format!("the transaction block is {status:?}"),
+                };
+                let msg = format!("sluice: cannot restore the session's startup settings: {why}");
+                let _ = self.client.fatal("08006", &msg).await;
+                Err(SessionError::Refused(msg))
+            }
+        }
+    }
+
     /// Queues ParameterStatus for the leased connection's parameters the client has not
     /// seen (sent ahead of the answer to what comes next: no write of their own).
     pub(super) fn report_parameters(&mut self) {

@@ -278,8 +278,15 @@ impl Session {
                 Err((code, msg)) if code.is_empty() => return Err(SessionError::Refused(msg)),
                 Err((code, msg)) => return self.refuse_unit(unit, &code, &msg).await,
             }
-        } else if self.settings.generation() != self.lease_generation {
-            self.sync_settings().await?;
+        } else {
+            if self.settings.generation() != self.lease_generation {
+                self.sync_settings().await?;
+            }
+            if let Some(sql) = self.settings.take_block_resets() {
+                if self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none() {
+                    Box::pin(self.restore_startup_values(&sql)).await?;
+                }
+            }
         }
         // Cancelled before it was sent: it does not run (PostgreSQL's error; a transaction
         // block not begun on the server yet fails, see `refuse_unit`). In a block the server

@@ -136,6 +136,10 @@ pub struct Settings {
     made: BTreeMap<String, Option<String>>,
     /// `SET`s inside the open transaction block: applied if it commits.
     pending: Vec<Change>,
+    /// Startup parameters a `RESET` in the open transaction block returned to the server's
+    /// defaults (its connections start without them): set to their startup values again
+    /// before the block's next statement, as PostgreSQL's `RESET` returns to those.
+    block_resets: Vec<Box<str>>,
     /// Bumped on every change (a connection synced at this generation needs nothing).
     generation: u64,
     /// A change reset startup parameters on the server: there they are the server's
@@ -268,7 +272,37 @@ impl Settings {
 
     /// Records a change made inside a transaction block.
     pub fn defer(&mut self, change: Change) {
+        match &change {
+            Change::Set(name, _) => self.block_resets.retain(|n| **n != **name),
+            Change::Reset(name) => self.reset_in_block(|n| n == name),
+            Change::ResetAll | Change::DiscardAll => self.reset_in_block(|_| true),
+        }
         self.pending.push(change);
+    }
+
+    /// Notes the startup parameters `which` names as reset in the open block.
+    fn reset_in_block(&mut self, which: impl Fn(&str) -> bool) {
+        for (n, _) in self.startup.iter().filter(|(n, _)| which(n)) {
+            if !self.block_resets.contains(n) {
+                self.block_resets.push(n.clone());
+            }
+        }
+    }
+
+    /// The statements that set the startup parameters a `RESET` in the open block returned
+    /// to the server's defaults back to their startup values (once: the list is emptied).
+    /// Run inside the block, they commit or roll back with the `RESET`.
+    pub fn take_block_resets(&mut self) -> Option<String> {
+        if self.block_resets.is_empty() {
+            return None;
+        }
+        let names = std::mem::take(&mut self.block_resets);
+        let sql: Vec<&str> = names
+            .iter()
+            .filter_map(|n| self.startup.iter().find(|(s, _)| s == n))
+            .map(|(_, stmt)| &**stmt)
+            .collect();
+        Some(sql.join(";"))
     }
 
     /// True if changes wait for the transaction block to end.
@@ -278,6 +312,7 @@ impl Settings {
 
     /// The transaction block ended: its changes apply if it committed.
     pub fn end_transaction(&mut self, committed: bool) {
+        self.block_resets.clear();
         let pending = std::mem::take(&mut self.pending);
         if committed {
             for c in pending {
@@ -495,203 +530,5 @@ pub fn quote_ident(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn startup_values_are_set_as_quoted_literals() {
-        for (name, value) in [
-            ("application_name", "app"),
-            ("x'y", "it's ''a'' test"),
-            ("", ""),
-        ] {
-            assert_eq!(
-                set_config(name, value),
-                format!(
-                    "SELECT pg_catalog.set_config({}, {}, false)",
-                    quote_literal(name),
-                    quote_literal(value)
-                )
-            );
-        }
-        let s = Settings::from_startup(
-            [("DateStyle", "ISO"), ("application_name", "a'b")].into_iter(),
-            &Interner::new(4),
-        );
-        assert_eq!(
-            s.statement("application_name"),
-            Some("SELECT pg_catalog.set_config('application_name', 'a''b', false)")
-        );
-        assert!(s.statement("datestyle").is_some());
-        // From the packet: the same, and shared with the packets alike.
-        let interner = Interner::new(4);
-        let params = [("application_name", "a'b"), ("DateStyle", "ISO")];
-        let from = |packet: &[u8]| {
-            Settings::from_startup_packet(packet, params.into_iter(), &interner).startup
-        };
-        let (a, b) = (from(b"p1"), from(b"p1"));
-        assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &from(b"p2")));
-        assert_eq!(*a, *s.startup);
-    }
-
-    #[test]
-    fn what_routing_must_know_is_read_from_sets_and_startup_values() {
-        for (stmt, value) in [
-            ("SET standard_conforming_strings = off", Some(false)),
-            ("set standard_conforming_strings to 'ON'", Some(true)),
-            (
-                "SELECT pg_catalog.set_config('standard_conforming_strings', 'off', false)",
-                Some(false),
-            ),
-            ("SET standard_conforming_strings = maybe", None),
-            ("SET \"standard_conforming_strings\" TO\tof", Some(false)),
-            ("SET standard_conforming_strings = 'f'", Some(false)),
-            ("SET standard_conforming_strings = o", None),
-            ("SET standard_conforming_strings = E'off';", Some(false)),
-            ("SET standard_conforming_strings = $$off$$", Some(false)),
-        ] {
-            assert_eq!(boolean_set(stmt, CONFORMING_STRINGS), value, "{stmt}");
-        }
-        let started = |params: &[(&str, &str)]| {
-            Settings::from_startup(params.iter().copied(), &Interner::new(4))
-        };
-        let s = started(&[("standard_conforming_strings", "off")]);
-        assert!(s.backslash_quotes() && !s.serializable_by_default());
-        let mut s = started(&[("default_transaction_isolation", "serializable")]);
-        assert!(s.serializable_by_default() && !s.backslash_quotes());
-        s.apply(Change::Set(
-            "default_transaction_isolation".into(),
-            "SET default_transaction_isolation = 'read committed'".into(),
-        ));
-        assert!(!s.serializable_by_default());
-        s.apply(Change::Set(
-            CONFORMING_STRINGS.into(),
-            "SET standard_conforming_strings = off".into(),
-        ));
-        assert!(s.backslash_quotes());
-        s.apply(Change::DiscardAll);
-        assert!(s.serializable_by_default() && !s.backslash_quotes());
-    }
-
-    #[test]
-    fn a_startup_parameter_given_twice_takes_its_last_value() {
-        let s = Settings::from_startup(
-            [
-                ("application_name", "first"),
-                ("DateStyle", "ISO"),
-                ("application_name", "second"),
-            ]
-            .into_iter(),
-            &Interner::new(4),
-        );
-        let names: Vec<&str> = s.startup.iter().map(|(n, _)| &**n).collect();
-        assert_eq!(names, ["application_name", "datestyle"]);
-        assert!(s.startup[0].1.contains("'second'"), "{}", s.startup[0].1);
-    }
-
-    #[test]
-    fn startup_options_are_read_as_postgres_reads_them() {
-        let o = startup_options(r"-c statement_timeout=5s  --search-path=a,\ b -cwork_mem=64MB")
-            .unwrap();
-        assert_eq!(
-            o,
-            [
-                ("statement_timeout".to_string(), "5s".to_string()),
-                ("search_path".to_string(), "a, b".to_string()),
-                ("work_mem".to_string(), "64MB".to_string()),
-            ]
-        );
-        assert_eq!(startup_options("  ").unwrap(), []);
-        for bad in ["-B 100", "-c", "-c nothing", "--=x", "-e"] {
-            let e = startup_options(bad).unwrap_err();
-            assert!(e.contains("is not supported"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn settings_move_as_differences() {
-        let mut s =
-            Settings::from_startup([("application_name", "app")].into_iter(), &Interner::new(4));
-        let conn = BTreeMap::new();
-        let first = difference(&conn, &s.desired()).unwrap();
-        assert_eq!(
-            first,
-            "SELECT pg_catalog.set_config('application_name', 'app', false)\n;"
-        );
-        let synced = s.desired();
-        s.apply(Change::Set("timezone".into(), "SET TIME ZONE 'UTC'".into()));
-        assert_eq!(
-            difference(&synced, &s.desired()).unwrap(),
-            "SET TIME ZONE 'UTC'\n;"
-        );
-        let synced = s.desired();
-        s.apply(Change::Reset("timezone".into()));
-        assert_eq!(
-            difference(&synced, &s.desired()).unwrap(),
-            "RESET timezone;"
-        );
-        // RESET of a startup parameter returns to its startup value.
-        s.apply(Change::Set(
-            "application_name".into(),
-            "SET application_name = x".into(),
-        ));
-        assert!(!s.take_startup_reset());
-        s.apply(Change::Reset("application_name".into()));
-        assert_eq!(
-            difference(&synced, &s.desired()).unwrap(),
-            "RESET timezone;"
-        );
-        // On the server it went to the server's default: it is set again there.
-        assert!(s.take_startup_reset());
-        assert!(!s.take_startup_reset());
-        assert_eq!(s.startup_names().collect::<Vec<_>>(), ["application_name"]);
-        // A SET ending in a comment ends its line: what follows is not commented out.
-        let mut t = Settings::default();
-        t.apply(Change::Set("a".into(), "SET a = 1 -- why".into()));
-        t.apply(Change::Set("b".into(), "SET b = 2".into()));
-        assert_eq!(
-            difference(&BTreeMap::new(), &t.desired()).unwrap(),
-            "SET a = 1 -- why\n;SET b = 2\n;"
-        );
-        // RESET ALL keeps the role (as PostgreSQL does); DISCARD ALL drops it.
-        t.apply(Change::Set("role".into(), "SET ROLE r1".into()));
-        t.apply(Change::ResetAll);
-        assert_eq!(t.desired().keys().collect::<Vec<_>>(), ["role"]);
-        t.apply(Change::DiscardAll);
-        assert!(t.desired().is_empty());
-        assert!(difference(&s.desired(), &s.desired()).is_none());
-        assert!(s.matches(&s.desired()));
-        assert!(!s.matches(&BTreeMap::new()) || s.desired().is_empty());
-    }
-
-    #[test]
-    fn a_transaction_blocks_changes_apply_only_if_it_commits() {
-        let mut s = Settings::default();
-        s.defer(Change::Set(
-            "search_path".into(),
-            "SET search_path = a".into(),
-        ));
-        s.end_transaction(false);
-        assert!(s.desired().is_empty());
-        s.defer(Change::Set(
-            "search_path".into(),
-            "SET search_path = a".into(),
-        ));
-        let g = s.generation();
-        s.end_transaction(true);
-        assert!(s.generation() > g);
-        assert_eq!(s.desired().len(), 1);
-        s.apply(Change::ResetAll);
-        assert!(s.desired().is_empty());
-    }
-
-    #[test]
-    fn pins_are_named() {
-        assert_eq!(
-            pin::labels(pin::LISTEN | pin::TEMP_TABLE),
-            vec!["temporary table", "LISTEN"]
-        );
-        assert_eq!(quote_ident("search_path"), "search_path");
-        assert_eq!(quote_ident("DateStyle"), "\"DateStyle\"");
-    }
-}
+#[path = "state_tests.rs"]
+mod tests;

@@ -173,6 +173,22 @@ impl Raw {
         }
     }
 
+    /// Runs `sql` as a simple query: every message up to and including its ReadyForQuery,
+    /// ParameterStatus and notices among them.
+    pub async fn simple_all(&mut self, sql: &str) -> Vec<Msg> {
+        frontend::query(sql, &mut self.out).unwrap();
+        self.flush().await;
+        let mut got = Vec::new();
+        loop {
+            let m = self.next().await;
+            let done = m.tag == b'Z';
+            got.push(m);
+            if done {
+                return got;
+            }
+        }
+    }
+
     async fn try_flush(&mut self) -> Result<(), String> {
         let out = self.out.split();
         self.stream

@@ -367,6 +367,48 @@ async fn session_state_follows_postgres_rules() {
         "{out:?}"
     );
 
+    // Inside a transaction block too: its later statements run with the startup value (the
+    // client told so), and it commits or rolls back with the block.
+    let mut c = Raw::connect_with(
+        env.port,
+        "app",
+        &[
+            ("user", "app"),
+            ("database", "postgres"),
+            ("DateStyle", "SQL, MDY"),
+        ],
+    )
+    .await
+    .unwrap();
+    let date = "SELECT date '2020-01-31'::text";
+    let told = |msgs: &[super::pg::raw::Msg]| {
+        msgs.iter()
+            .filter(|m| m.tag == b'S' && m.body.starts_with(b"DateStyle\0"))
+            .map(|m| String::from_utf8_lossy(&m.body[10..m.body.len() - 1]).into_owned())
+            .next_back()
+    };
+    c.try_simple("SET DateStyle = 'German'").await.unwrap();
+    c.try_simple("BEGIN").await.unwrap();
+    let mut heard = c.simple_all("RESET DateStyle").await;
+    heard.extend(c.simple_all(date).await);
+    assert_eq!(one(heard.clone()), "01/31/2020");
+    assert_eq!(told(&heard).as_deref(), Some("SQL, MDY"));
+    c.try_simple("ROLLBACK").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "31.01.2020");
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("RESET ALL").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    c.try_simple("COMMIT").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    // A SET after the RESET in the same text is the one that counts.
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("RESET DateStyle; SET DateStyle = 'German'")
+        .await
+        .unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "31.01.2020");
+    c.try_simple("ROLLBACK").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+
     // Settings in the startup packet's options (PGOPTIONS) are the session's; other
     // switches there are refused, not dropped.
     let out = super::pg::psql_command(env.port, "app", "app", "postgres")
