@@ -5,18 +5,22 @@
 //! (`servers[1].address: ...`) so that `sluice check` can point straight at it.
 #![forbid(unsafe_code)]
 
+mod admin;
 mod discovery;
 mod duration;
 mod login;
+mod monitor;
 mod mysql;
 mod postgres;
 mod protocol;
 mod types;
 mod validate;
 
+pub use admin::{AdminConfig, DigestsConfig};
 pub use discovery::DiscoveryConfig;
 pub use duration::{parse_duration, HumanDuration};
 pub use login::LoginConfig;
+pub use monitor::{FailoverConfig, MonitorConfig};
 pub use mysql::MysqlConfig;
 pub use postgres::PostgresConfig;
 pub use protocol::Protocol;

@@ -1,7 +1,7 @@
 //! The configuration types, with their defaults. Field-by-field documentation for users lives
 //! in `docs/configuration.md`; keep the two in step.
 
-use crate::{HumanDuration, Protocol};
+use crate::{AdminConfig, DigestsConfig, FailoverConfig, HumanDuration, MonitorConfig, Protocol};
 use serde::{Deserialize, Serialize};
 
 /// The whole configuration file.
@@ -56,189 +56,6 @@ pub struct Config {
     /// `[[discovery]]`: sources of servers found at runtime.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub discovery: Vec<crate::DiscoveryConfig>,
-}
-
-/// `[digests]`: statistics per statement shape.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct DigestsConfig {
-    /// Count statements per digest.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// Most (digest, user, schema, hostgroup) entries kept; the least recently seen are
-    /// dropped beyond it.
-    #[serde(default = "default_digest_entries")]
-    pub max_entries: u32,
-}
-
-impl Default for DigestsConfig {
-    fn default() -> Self {
-        DigestsConfig {
-            enabled: true,
-            max_entries: default_digest_entries(),
-        }
-    }
-}
-
-/// `[monitor]`: health checks of every server, replication state and lag.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct MonitorConfig {
-    /// Run the monitor.
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// User the monitor logs in as (default: the first `[[users]]` entry).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// Its password.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
-    /// How often each server is checked.
-    #[serde(default = "default_monitor_interval")]
-    pub interval: HumanDuration,
-    /// Time allowed for one check (connect, or queries on the monitor's connection).
-    #[serde(default = "default_monitor_timeout")]
-    pub timeout: HumanDuration,
-    /// Failed checks in a row after which a server takes no traffic (one missed check is not
-    /// an outage).
-    #[serde(default = "default_failure_threshold")]
-    pub failure_threshold: u32,
-    /// Replicas lagging more than this take no reads until they catch up (default: no limit).
-    /// A hostgroup's or server's own `max_replication_lag` overrides it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_replication_lag: Option<HumanDuration>,
-    /// PostgreSQL standbys more than this many bytes of WAL behind the primary take no reads
-    /// until they catch up (default: no limit). A hostgroup's or server's own overrides it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_replication_lag_bytes: Option<u64>,
-}
-
-/// `[failover]`: automatic promotion of a replica when the primary fails.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FailoverConfig {
-    /// Fail over automatically.
-    #[serde(default)]
-    pub enabled: bool,
-    /// The primary must be unreachable this long before a replica is promoted.
-    #[serde(default = "default_detection_time")]
-    pub detection_time: HumanDuration,
-    /// How long new statements wait for a writer while it is failing over, before they fail.
-    #[serde(default = "default_write_wait")]
-    pub write_wait: HumanDuration,
-    /// How long the candidate may take to apply its relay log (and, in a switchover, to catch
-    /// up with the primary).
-    #[serde(default = "default_catchup_timeout")]
-    pub catchup_timeout: HumanDuration,
-    /// Switchover: how long to wait for transactions on the old primary to finish.
-    #[serde(default = "default_drain_timeout")]
-    pub drain_timeout: HumanDuration,
-    /// Rejoin a returning old primary as a replica when its history allows it.
-    #[serde(default = "yes")]
-    pub rejoin: bool,
-    /// Replication user for a rejoining server (default: the monitor's credentials).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication_user: Option<String>,
-    /// Its password.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication_password: Option<String>,
-    /// PostgreSQL: a shell command that makes a former primary a standby of the new one
-    /// (typically: stop it, `pg_rewind -R`, start it). Run with the servers' addresses in its
-    /// environment; without it, a former primary stays out of service until restarted as a
-    /// standby by hand.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rewind_command: Option<String>,
-    /// How long `rewind_command` may run before it is killed.
-    #[serde(default = "default_rewind_timeout")]
-    pub rewind_timeout: HumanDuration,
-}
-
-/// `[admin]`: the HTTP admin API.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct AdminConfig {
-    /// `host:port` to listen on (loopback unless a token is set).
-    pub listen: String,
-    /// Bearer token required on every request (required when not bound to loopback).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-    /// `host:port` of the MySQL-protocol admin listener (`SHOW SERVERS`, ...), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sql_listen: Option<String>,
-    /// User name on the MySQL-protocol admin listener.
-    #[serde(default = "default_admin_user")]
-    pub sql_user: String,
-    /// Its password (required with `sql_listen`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sql_password: Option<String>,
-    /// Most HTTP connections open at once; more are answered 503 and closed. The admin
-    /// listener's own budget of file descriptors, apart from the clients'.
-    #[serde(default = "default_admin_max_connections")]
-    pub max_connections: u32,
-    /// A request's head must arrive whole within this, counted from the connection's opening
-    /// or from the first byte of a following request.
-    #[serde(default = "default_admin_header_timeout")]
-    pub header_timeout: HumanDuration,
-    /// A connection on which no byte moves for this long, while no request is being answered,
-    /// is closed (idle keep-alive, a stalled body, a client that stops reading).
-    #[serde(default = "default_admin_idle_timeout")]
-    pub idle_timeout: HumanDuration,
-    /// Largest request body accepted, in bytes (413 beyond it).
-    #[serde(default = "default_admin_max_body_size")]
-    pub max_body_size: u32,
-    /// Logged-in sessions on the MySQL-protocol admin listener at once.
-    #[serde(default = "default_admin_sql_max")]
-    pub sql_max_connections: u32,
-}
-
-impl AdminConfig {
-    /// An `[admin]` section listening on `listen`, everything else at its default.
-    pub fn new(listen: impl Into<String>) -> AdminConfig {
-        AdminConfig {
-            listen: listen.into(),
-            token: None,
-            sql_listen: None,
-            sql_user: default_admin_user(),
-            sql_password: None,
-            max_connections: default_admin_max_connections(),
-            header_timeout: default_admin_header_timeout(),
-            idle_timeout: default_admin_idle_timeout(),
-            max_body_size: default_admin_max_body_size(),
-            sql_max_connections: default_admin_sql_max(),
-        }
-    }
-}
-
-impl Default for MonitorConfig {
-    fn default() -> Self {
-        MonitorConfig {
-            enabled: true,
-            user: None,
-            password: None,
-            interval: default_monitor_interval(),
-            timeout: default_monitor_timeout(),
-            failure_threshold: default_failure_threshold(),
-            max_replication_lag: None,
-            max_replication_lag_bytes: None,
-        }
-    }
-}
-
-impl Default for FailoverConfig {
-    fn default() -> Self {
-        FailoverConfig {
-            enabled: false,
-            detection_time: default_detection_time(),
-            write_wait: default_write_wait(),
-            catchup_timeout: default_catchup_timeout(),
-            drain_timeout: default_drain_timeout(),
-            rejoin: true,
-            replication_user: None,
-            replication_password: None,
-            rewind_command: None,
-            rewind_timeout: default_rewind_timeout(),
-        }
-    }
 }
 
 /// `[proxy]`: the read/write-splitting listener and proxy-wide settings.
@@ -664,7 +481,7 @@ impl Config {
     }
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
 fn default_writer() -> String {
@@ -707,51 +524,6 @@ fn default_retry_after() -> HumanDuration {
 }
 fn default_max_connecting() -> u32 {
     4
-}
-fn default_admin_sql_max() -> u32 {
-    64
-}
-fn default_admin_user() -> String {
-    "admin".into()
-}
-fn default_admin_max_connections() -> u32 {
-    32
-}
-fn default_admin_header_timeout() -> HumanDuration {
-    HumanDuration::from_millis(10_000)
-}
-fn default_admin_idle_timeout() -> HumanDuration {
-    HumanDuration::from_millis(60_000)
-}
-fn default_admin_max_body_size() -> u32 {
-    64 * 1024
-}
-fn default_digest_entries() -> u32 {
-    10_000
-}
-fn default_monitor_interval() -> HumanDuration {
-    HumanDuration::from_millis(250)
-}
-fn default_monitor_timeout() -> HumanDuration {
-    HumanDuration::from_millis(500)
-}
-fn default_failure_threshold() -> u32 {
-    3
-}
-fn default_detection_time() -> HumanDuration {
-    HumanDuration::from_millis(1_000)
-}
-fn default_write_wait() -> HumanDuration {
-    HumanDuration::from_millis(10_000)
-}
-fn default_catchup_timeout() -> HumanDuration {
-    HumanDuration::from_millis(30_000)
-}
-fn default_drain_timeout() -> HumanDuration {
-    HumanDuration::from_millis(10_000)
-}
-fn default_rewind_timeout() -> HumanDuration {
-    HumanDuration::from_millis(300_000)
 }
 fn default_log_level() -> String {
     "info".into()
