@@ -183,6 +183,9 @@ fn pin_bits(p: Pins) -> u32 {
         (Pins::SESSION_AUTHORIZATION, pin::SESSION_AUTHORIZATION),
         (Pins::SESSION_CHARACTERISTICS, pin::SESSION_CHARACTERISTICS),
         (Pins::SET_CONFIG, pin::SET_CONFIG),
+        (Pins::SETSEED, pin::SETSEED),
+        (Pins::UNREAD_CALL, pin::UNREAD_CALL),
+        (Pins::TEMP_SEARCH_PATH, pin::TEMP_SEARCH_PATH),
     ];
     map.iter()
         .filter(|(f, _)| p.contains(*f))
@@ -202,7 +205,8 @@ fn unpin_bits(u: Unpins) -> u32 {
             | pin::SET_IN_SAVEPOINT
             | pin::SET_CONFIG
             | pin::BACKSLASH_QUOTES
-            | pin::TEXT_TRANSACTION;
+            | pin::TEXT_TRANSACTION
+            | pin::TEMP_SEARCH_PATH;
     }
     for (f, b) in [
         (Unpins::UNLISTEN_ALL, pin::LISTEN),

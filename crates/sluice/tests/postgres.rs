@@ -14,6 +14,8 @@ mod faults;
 #[path = "postgres/logins.rs"]
 mod logins;
 mod pg;
+#[path = "postgres/pins.rs"]
+mod pins;
 #[path = "postgres/routing.rs"]
 mod routing;
 #[path = "postgres/statements.rs"]

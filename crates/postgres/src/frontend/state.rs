@@ -43,8 +43,15 @@ pub mod pin {
     /// they stand against its `COMMIT` or `ROLLBACK`, and on where it failed, which sluice
     /// does not follow. The connection keeps the truth; the session keeps the connection.
     pub const TEXT_TRANSACTION: u32 = 1 << 12;
+    /// `setseed()`: the session's `random()` sequence (kept by `DISCARD ALL` too).
+    pub const SETSEED: u32 = 1 << 13;
+    /// A call of a name the scanner cannot read (`U&"..."`): it may be any function that
+    /// makes session state.
+    pub const UNREAD_CALL: u32 = 1 << 14;
+    /// `SET search_path` naming `pg_temp`: unqualified `CREATE`s make temporary objects.
+    pub const TEMP_SEARCH_PATH: u32 = 1 << 15;
 
-    const NAMES: [&str; 13] = [
+    const NAMES: [&str; 16] = [
         "temporary table",
         "session advisory lock",
         "LISTEN",
@@ -58,6 +65,9 @@ pub mod pin {
         "set_config(..., false)",
         "standard_conforming_strings off",
         "SET or release in a text with its own COMMIT/ROLLBACK",
+        "setseed()",
+        "call of a name sluice cannot read",
+        "search_path naming pg_temp",
     ];
 
     /// The names of the bits set in `bits`.
@@ -393,25 +403,43 @@ impl Settings {
 }
 
 /// The statements that turn a connection with `applied` settings into one with `desired`
-/// ones (one simple query), or `None` when they already agree.
+/// ones (one simple query), or `None` when they already agree. The role comes last, the other
+/// settings changed as the login user: a client may make a setting its role may not (a
+/// superuser's `session_replication_role` before `SET ROLE` to an application role), never
+/// one its login user may not (`SET ROLE` to a more privileged role, then a setting only it
+/// may make, is the exception).
 pub fn difference(
     applied: &BTreeMap<String, String>,
     desired: &BTreeMap<String, String>,
 ) -> Option<String> {
+    const ROLE: &str = "role";
     let mut sql = String::new();
-    for name in applied.keys().filter(|k| !desired.contains_key(*k)) {
-        if name == "role" {
-            sql.push_str("RESET ROLE;");
-        } else {
-            sql.push_str(&format!("RESET {};", quote_ident(name)));
-        }
+    let settings_change = !applied
+        .iter()
+        .filter(|(k, _)| *k != ROLE)
+        .eq(desired.iter().filter(|(k, _)| *k != ROLE));
+    let (role_now, role_wanted) = (applied.get(ROLE), desired.get(ROLE));
+    // Back to the login user before the settings change (and for good, unless one is wanted).
+    let role_reset = role_now.is_some() && (settings_change || role_wanted.is_none());
+    if role_reset {
+        sql.push_str("RESET ROLE;");
     }
-    for (name, stmt) in desired {
+    for name in applied
+        .keys()
+        .filter(|k| *k != ROLE && !desired.contains_key(*k))
+    {
+        sql.push_str(&format!("RESET {};", quote_ident(name)));
+    }
+    for (name, stmt) in desired.iter().filter(|(k, _)| *k != ROLE) {
         if applied.get(name) != Some(stmt) {
             sql.push_str(stmt);
             // On a line of its own: a client's SET may end with a `--` comment.
             sql.push_str("\n;");
         }
+    }
+    if let Some(stmt) = role_wanted.filter(|r| role_reset || role_now != Some(*r)) {
+        sql.push_str(stmt);
+        sql.push_str("\n;");
     }
     (!sql.is_empty()).then_some(sql)
 }

@@ -217,6 +217,38 @@ fn a_reset_in_a_block_sets_startup_values_again_unless_a_later_set_wins() {
 }
 
 #[test]
+fn the_role_is_replayed_after_the_settings_made_before_it() {
+    let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let (role_a, role_b) = (("role", "SET ROLE a"), ("role", "SET ROLE b"));
+    let srr = (
+        "session_replication_role",
+        "SET session_replication_role = replica",
+    );
+    assert_eq!(
+        difference(&map(&[]), &map(&[role_a, srr])).as_deref(),
+        Some("SET session_replication_role = replica\n;SET ROLE a\n;")
+    );
+    // A connection with a role: back to the login user for the settings, then the role.
+    assert_eq!(
+        difference(&map(&[role_a]), &map(&[role_a, srr])).as_deref(),
+        Some("RESET ROLE;SET session_replication_role = replica\n;SET ROLE a\n;")
+    );
+    assert_eq!(
+        difference(&map(&[role_a, srr]), &map(&[])).as_deref(),
+        Some("RESET ROLE;RESET session_replication_role;")
+    );
+    assert_eq!(
+        difference(&map(&[role_a, srr]), &map(&[role_b, srr])).as_deref(),
+        Some("SET ROLE b\n;")
+    );
+    assert_eq!(difference(&map(&[role_a, srr]), &map(&[role_a, srr])), None);
+}
+
+#[test]
 fn pins_are_named() {
     assert_eq!(
         pin::labels(pin::LISTEN | pin::TEMP_TABLE),

@@ -258,9 +258,27 @@ pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
         if name == "session_authorization" {
             return authorization(st, local, reset);
         }
+        if name == "search_path" && names_pg_temp(cur) {
+            // Also with LOCAL: what it creates outlives the transaction.
+            st.pins |= Pins::TEMP_SEARCH_PATH;
+        }
         st.set = Some(SetStmt { local, name, reset });
     }
     st
+}
+
+/// True if the rest of the statement (a `search_path` value) names the `pg_temp` schema.
+fn names_pg_temp(cur: &mut Cursor<'_>) -> bool {
+    const PG_TEMP: &[u8] = b"pg_temp";
+    let src = cur.src;
+    let mut found = false;
+    while let Some(t) = cur.next() {
+        found |= t
+            .text(src)
+            .windows(PG_TEMP.len())
+            .any(|w| w.eq_ignore_ascii_case(PG_TEMP));
+    }
+    found
 }
 
 /// `SET [LOCAL] SESSION AUTHORIZATION ...` or `SET SESSION CHARACTERISTICS AS TRANSACTION ...`,

@@ -192,6 +192,8 @@ pub(crate) enum Call {
     AdvisoryUnlockAll,
     /// `set_config(name, value, is_local)`: a write, and a session setting unless `is_local`.
     SetConfig,
+    /// `setseed(seed)`: a write, and the session's random sequence.
+    SetSeed,
     /// Anything else, including the transaction-level advisory locks and the single-lock
     /// unlocks: a write.
     Unknown,
@@ -231,6 +233,7 @@ pub(crate) fn classify_call(name: &[u8], spelling: Spelling) -> Call {
         | b"pg_try_advisory_lock_shared" => return Call::AdvisoryLock,
         b"pg_advisory_unlock_all" => return Call::AdvisoryUnlockAll,
         b"set_config" => return Call::SetConfig,
+        b"setseed" => return Call::SetSeed,
         _ => {}
     }
     if (spelling == Spelling::Bare && listed(KEYWORDS, &KEYWORDS_TABLE, low))

@@ -445,6 +445,13 @@ fn pins_and_unpins() {
             "SELECT * FROM t WHERE set_config('a.b', 'c', (SELECT false))::text = 'c'",
             Pins::SET_CONFIG,
         ),
+        ("SELECT setseed(0.5)", Pins::SETSEED),
+        ("SELECT pg_catalog.SETSEED(0.5), random()", Pins::SETSEED),
+        ("SELECT U&\"pg_advisory_lock\"(1)", Pins::UNREAD_CALL),
+        ("SELECT \"a\"\"b\"(1)", Pins::UNREAD_CALL),
+        ("SET search_path = pg_temp, public", Pins::TEMP_SEARCH_PATH),
+        ("SET LOCAL search_path TO 'PG_TEMP'", Pins::TEMP_SEARCH_PATH),
+        ("SET SCHEMA 'pg_temp'", Pins::TEMP_SEARCH_PATH),
     ] {
         assert_eq!(pins(sql), want, "{sql}");
     }
@@ -464,6 +471,7 @@ fn pins_and_unpins() {
         "SET LOCAL SESSION AUTHORIZATION bob",
         "SET SESSION AUTHORIZATION DEFAULT",
         "SET ROLE bob",
+        "SET search_path = public, app",
         "UNLISTEN c",
         "SELECT 1",
         // Settings for the transaction only.

@@ -191,6 +191,7 @@ fn digests_and_classification_do_not_change_over_a_corpus() {
     // last change moved 552 of the 20,000 texts, all of them `COMMIT`/`ROLLBACK`/`ABORT`
     // followed by random words, to Other (and two EXPLAINs of such to the primary). And
     // once more: a quoted parameter name is folded to lower case as PostgreSQL folds it (5
-    // texts, all `SET "Q" ...`).
-    assert_eq!(scans, 0xb99c_d0c1_5980_f310, "classification changed");
+    // texts, all `SET "Q" ...`). And again: calls of names sluice cannot read (`U&"x"(`,
+    // `"a""b"(`) and a `SET` of `search_path` naming `pg_temp` pin the session (6 texts).
+    assert_eq!(scans, 0x6169_5b5c_c5ae_b7e1, "classification changed");
 }

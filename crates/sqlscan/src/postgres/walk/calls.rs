@@ -68,7 +68,9 @@ impl Walk {
             Kind::QuotedIdent => match unquote(t.text(src)) {
                 Some(n) => (n, Spelling::Quoted),
                 None => {
+                    // U&"..." or a name with "" in it: any function, session state included.
                     self.set_write();
+                    self.pins |= Pins::UNREAD_CALL;
                     return;
                 }
             },
@@ -99,6 +101,10 @@ impl Walk {
             Call::AdvisoryUnlockAll => {
                 self.set_write();
                 self.unpins |= Unpins::ADVISORY_UNLOCK_ALL;
+            }
+            Call::SetSeed => {
+                self.user_call(t);
+                self.pins |= Pins::SETSEED;
             }
             Call::SetConfig => {
                 // Routed as any function sluice does not know (it may be configured as

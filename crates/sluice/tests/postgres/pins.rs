@@ -1,0 +1,477 @@
+//! Session state that pins a session or must not leak to another client, against PostgreSQL
+//! itself: each test runs the same steps through sluice and directly (one direct connection
+//! per client) and compares what every step returned.
+//!
+//! The pool has two connections per server, so a client that is not pinned gives its
+//! connection back and the other client gets that very connection (idle connections are
+//! reused most recent first), while a pinned client keeps its own and the other client gets a
+//! second one. `1: BEGIN` / `1: SELECT 1` makes client 1 hold a connection so that client 0's
+//! next statement runs on the other one.
+
+use super::pg::raw::{Msg, Raw};
+use super::pg::{start, PgEnv};
+use std::time::Duration;
+
+const POOL: &str = "\n[pool]\nmax_connections = 2\nqueue_timeout = \"5s\"\n";
+
+/// What one step gave: its rows (first column, comma-separated), its notifications, or its
+/// error's SQLSTATE.
+fn shown(r: Result<Vec<Msg>, String>) -> String {
+    match r {
+        Ok(msgs) => {
+            let mut out = Raw::column(&msgs).join(",");
+            for m in msgs.iter().filter(|m| m.tag == b'A') {
+                // pid, channel, payload
+                let rest = &m.body[4..];
+                let ch_end = rest.iter().position(|&b| b == 0).unwrap();
+                out.push_str(&format!(
+                    " notify({})",
+                    String::from_utf8_lossy(&rest[..ch_end])
+                ));
+            }
+            out
+        }
+        Err(e) => format!("ERR {}", e.split(' ').next().unwrap_or_default()),
+    }
+}
+
+/// Runs `steps` (client index, SQL; `!quit` closes the client) with
+/// `n` clients connected to `port`, and returns what each step gave.
+async fn run(port: u16, n: usize, steps: &[(usize, &str)]) -> Vec<String> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(Some(Raw::connect(port, "app", "app", "postgres").await));
+    }
+    let mut out = Vec::new();
+    for (i, sql) in steps {
+        match *sql {
+            "!quit" => {
+                clients[*i] = None;
+                out.push(String::new());
+            }
+            _ => {
+                let c = clients[*i].as_mut().expect("client closed");
+                out.push(shown(c.try_simple(sql).await));
+            }
+        }
+    }
+    out
+}
+
+/// Runs `steps` through sluice and directly; panics with a table of the steps that differ.
+async fn differential(env: &PgEnv, n: usize, steps: &[(usize, &str)]) {
+    // Directly first: what its clients leave ends with them.
+    let direct = run(env.topo.primary().port, n, steps).await;
+    let via = run(env.port, n, steps).await;
+    let mut diffs = String::new();
+    for (k, ((i, sql), (s, d))) in steps.iter().zip(via.iter().zip(&direct)).enumerate() {
+        if s != d {
+            diffs.push_str(&format!(
+                "  step {k} client {i}: {sql}\n      sluice: {s:?}\n      direct: {d:?}\n"
+            ));
+        }
+    }
+    assert!(diffs.is_empty(), "sluice differs from PostgreSQL:\n{diffs}");
+}
+
+/// `SET search_path` naming `pg_temp` pins the session: a plain `CREATE TABLE` then makes a
+/// temporary table, which stays its own (another client does not see it; its owner keeps it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_path_naming_pg_temp_pins_the_session() {
+    let env = start(0, POOL).await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SET search_path = pg_temp, public"),
+            (0, "CREATE TABLE rp_sp (x text)"),
+            (0, "INSERT INTO rp_sp VALUES ('A-secret')"),
+            (1, "SELECT x FROM rp_sp"),
+            (
+                1,
+                "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()",
+            ),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT x FROM rp_sp"),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+}
+
+/// `setseed()` pins the session: the seed stays its own (the next client's `random()` is not
+/// predictable from it; its own `random()` follows it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setseed_pins_the_session() {
+    let env = start(0, POOL).await;
+    // The first value after setseed(0.5), from a direct connection of its own.
+    let mut d = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    d.try_simple("SELECT setseed(0.5)").await.unwrap();
+    let r0 = Raw::column(&d.try_simple("SELECT random()::text").await.unwrap()).concat();
+    let is_r0 = format!("SELECT random()::text = '{r0}'");
+    differential(
+        &env,
+        2,
+        &[(0, "SELECT setseed(0.5)"), (1, &is_r0), (0, &is_r0)],
+    )
+    .await;
+}
+
+/// A text with `set_config` has no shape key, so an `is_local` given as a string literal is read
+/// every time, also after the same shape with `'true'` was seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_config_is_read_every_time() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_cfg (id int primary key, v text); INSERT INTO rp_cfg VALUES (1, ''), (2, '')")
+        .unwrap();
+    let mut steps: Vec<(usize, &str)> = Vec::new();
+    for _ in 0..12 {
+        steps.push((
+            0,
+            "UPDATE rp_cfg SET v = set_config('rp.shape', 'local-only', 'true') WHERE id = 1",
+        ));
+    }
+    steps.extend([
+        (
+            0,
+            "UPDATE rp_cfg SET v = set_config('rp.shape', 'A-secret', 'false') WHERE id = 1",
+        ),
+        (
+            1,
+            "SELECT coalesce(current_setting('rp.shape', true), '<null>')",
+        ),
+        (1, "BEGIN"),
+        (1, "SELECT 1"),
+        (
+            0,
+            "SELECT coalesce(current_setting('rp.shape', true), '<null>')",
+        ),
+        (1, "COMMIT"),
+    ]);
+    differential(&env, 2, &steps).await;
+}
+
+/// The same statement without the warm-up pins as it should (control for the test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_config_false_in_an_update_pins() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql(
+            "CREATE TABLE rp_cfg2 (id int primary key, v text); INSERT INTO rp_cfg2 VALUES (1, '')",
+        )
+        .unwrap();
+    differential(
+        &env,
+        2,
+        &[
+            (
+                0,
+                "UPDATE rp_cfg2 SET v = set_config('rp.ctl', 'A-secret', 'false') WHERE id = 1",
+            ),
+            (
+                1,
+                "SELECT coalesce(current_setting('rp.ctl', true), '<null>')",
+            ),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (
+                0,
+                "SELECT coalesce(current_setting('rp.ctl', true), '<null>')",
+            ),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+}
+
+/// A call written with a Unicode-escaped identifier (`U&"..."`) may be any function: the
+/// session is pinned, so a session advisory lock or a session `set_config` stays its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_of_names_sluice_cannot_read_pin_the_session() {
+    let env = start(0, POOL).await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SELECT U&\"pg_advisory_lock\"(4242)"),
+            (
+                1,
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND pid = pg_backend_pid()",
+            ),
+            (0, "SELECT U&\"set_config\"('rp.uesc', 'A-secret', false)"),
+            (1, "SELECT coalesce(current_setting('rp.uesc', true), '<null>')"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT pg_advisory_unlock(4242)"),
+            (0, "SELECT coalesce(current_setting('rp.uesc', true), '<null>')"),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+}
+
+/// After the client that took a session advisory lock with `U&"pg_advisory_lock"` left, no
+/// pooled server connection holds the lock (its pinned connection went with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_taken_through_an_unread_name_ends_with_its_client() {
+    let env = start(0, POOL).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.try_simple("SELECT U&\"pg_advisory_lock\"(4343)")
+        .await
+        .unwrap();
+    drop(a);
+    // (Its connection closes once sluice has seen the client go: at most 60 s, a hang guard.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let held = env
+            .topo
+            .primary()
+            .sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4343")
+            .unwrap();
+        if held.trim() == "0" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a lock of a client that left is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Settings made before a `SET ROLE` are replayed before it on another connection:
+/// `session_replication_role` (superuser-only), set by the login user, then `SET ROLE` to a
+/// role that may not set it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_role_is_replayed_after_the_settings_made_before_it() {
+    let env = start(0, POOL).await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SET session_replication_role = replica"),
+            (0, "SET ROLE monitor"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (
+                0,
+                "SELECT current_user || ' ' || current_setting('session_replication_role')",
+            ),
+            (1, "COMMIT"),
+            (0, "SELECT 1"),
+        ],
+    )
+    .await;
+}
+
+/// What behaves correctly: pins taken in the usual spellings, released by what releases them,
+/// nothing left to the next client; custom settings move with the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_postgres_advisory() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    let locks_here =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()";
+    // Advisory locks in several places: held by A wherever it runs, never by B's connection.
+    differential(
+        &env,
+        2,
+        &[
+            (0, "WITH l AS (SELECT pg_advisory_lock(1)) SELECT 1 FROM l"),
+            (1, locks_here),
+            (0, "SELECT 1 FROM rp_src WHERE pg_try_advisory_lock(2)"),
+            (0, "SELECT PG_ADVISORY_LOCK(3)"),
+            (0, "SELECT pg_catalog.pg_advisory_lock(4)"),
+            (0, "SELECT * FROM pg_advisory_lock_shared(5)"),
+            (0, "SELECT \"pg_advisory_lock\"(6)"),
+            (0, "SELECT (SELECT pg_try_advisory_lock_shared(7))"),
+            (1, locks_here),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, locks_here),
+            (1, "COMMIT"),
+            (0, "SELECT pg_advisory_unlock_all()"),
+            (1, locks_here),
+            (0, "SELECT pg_advisory_xact_lock(8)"),
+            (1, locks_here),
+            (0, "BEGIN"),
+            (0, "SELECT pg_advisory_xact_lock(9)"),
+            (0, "COMMIT"),
+            (1, locks_here),
+            (0, locks_here),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_postgres_temp() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    let temps_here = "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
+    // Temporary objects in their spellings; DISCARD TEMP releases.
+    differential(
+        &env,
+        2,
+        &[
+            (0, "CREATE TEMP VIEW rp_v AS SELECT 1 AS a"),
+            (1, temps_here),
+            (0, "CREATE TEMPORARY SEQUENCE rp_s"),
+            (0, "SELECT * INTO TEMP rp_into FROM rp_src"),
+            (0, "CREATE TABLE pg_temp.rp_q (x int)"),
+            (0, "CREATE TABLE \"pg_temp\".rp_q2 (x int)"),
+            (0, "CREATE TEMP TABLE rp_as AS SELECT 1"),
+            (0, "BEGIN"),
+            (0, "CREATE TEMP TABLE rp_ocd (x int) ON COMMIT DROP"),
+            (0, "COMMIT"),
+            (1, temps_here),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, temps_here),
+            (1, "COMMIT"),
+            (0, "DISCARD TEMP"),
+            (0, temps_here),
+            (1, temps_here),
+            (0, "CREATE TEMP TABLE rp_last (x int)"),
+            (0, "DROP TABLE rp_last"),
+            (1, temps_here),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_postgres_set_config() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    // set_config in its spellings; SET of custom settings moves.
+    differential(
+        &env,
+        2,
+        &[
+            (0, "WITH c AS (SELECT set_config('rp.a', 'A1', false)) SELECT * FROM c"),
+            (0, "SELECT pg_catalog.set_config('rp.b', 'A2', 'off')"),
+            (0, "SELECT 1 FROM rp_src WHERE set_config('rp.c', 'A3', 'f') IS NOT NULL"),
+            (1, "SELECT coalesce(current_setting('rp.a', true), '<null>')"),
+            (1, "SELECT coalesce(current_setting('rp.b', true), '<null>')"),
+            (1, "SELECT coalesce(current_setting('rp.c', true), '<null>')"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT current_setting('rp.a') || current_setting('rp.b') || current_setting('rp.c')"),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_postgres_moves() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SET rp.tenant = 't-A'"),
+            (0, "SET search_path = pg_catalog, public"),
+            (0, "SET ROLE monitor"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT current_setting('rp.tenant') || current_user || current_setting('search_path')"),
+            (1, "COMMIT"),
+            (1, "SELECT current_user || current_setting('search_path')"),
+            (0, "BEGIN"),
+            (0, "SELECT set_config('rp.tenant', 'local', true)"),
+            (0, "COMMIT"),
+            (0, "SELECT current_setting('rp.tenant')"),
+            (0, "BEGIN"),
+            (0, "SET rp.tenant = 'rolled-back'"),
+            (0, "ROLLBACK"),
+            (0, "SELECT current_setting('rp.tenant')"),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_postgres_release() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    // Session authorization, cursors, prepared statements and their releases.
+    differential(
+        &env,
+        3,
+        &[
+            (0, "SET SESSION AUTHORIZATION monitor"),
+            (1, "SELECT session_user || current_user"),
+            (0, "SELECT session_user"),
+            (0, "RESET SESSION AUTHORIZATION"),
+            (1, "SELECT session_user || current_user"),
+            (0, "BEGIN"),
+            (
+                0,
+                "DECLARE rp_cur CURSOR WITH HOLD FOR SELECT x FROM rp_src",
+            ),
+            (0, "COMMIT"),
+            (1, "FETCH rp_cur"),
+            (0, "FETCH rp_cur"),
+            (0, "CLOSE ALL"),
+            (1, "FETCH rp_cur"),
+            (0, "PREPARE rp_prep AS SELECT 7"),
+            (1, "EXECUTE rp_prep"),
+            (0, "EXECUTE rp_prep"),
+            (0, "DEALLOCATE ALL"),
+            (1, "EXECUTE rp_prep"),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_postgres_quit() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    let locks_here =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()";
+    let temps_here = "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
+    // A pinned session that leaves: its connection is not lent again.
+    differential(
+        &env,
+        2,
+        &[
+            (0, "CREATE TEMP TABLE rp_gone (x int)"),
+            (0, "SELECT pg_advisory_lock(11)"),
+            (0, "SELECT set_config('rp.gone', 'A', false)"),
+            (0, "!quit"),
+            (1, temps_here),
+            (1, locks_here),
+            (
+                1,
+                "SELECT coalesce(current_setting('rp.gone', true), '<null>')",
+            ),
+        ],
+    )
+    .await;
+}
