@@ -30,6 +30,36 @@ impl Session {
         self.client.send(w.as_bytes()).await.map_err(client_err)
     }
 
+    /// Refuses a unit inside the transaction block the server has, failing the block there
+    /// too (a statement that fails, its answer not relayed), so that the server answers what
+    /// follows as PostgreSQL does after an error: 25P02 until the block ends, a `COMMIT` that
+    /// rolls back.
+    pub(super) async fn refuse_in_block(
+        &mut self,
+        unit: &Unit,
+        msg: &str,
+    ) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return self.refuse_unit(unit, "0A000", msg).await;
+        };
+        let mut q = Vec::new();
+        put_query(&mut q, b"SELECT 1/0");
+        match super::lease::run_hidden(lease.conn(), &q).await {
+            // (Its error, or a cancel's, read up to ReadyForQuery: the block has failed.)
+            Err(e) if e.code != "08006" => {}
+            // The server's block is not what the client is told: it cannot go on.
+            _ => {
+                lease.discard();
+                self.lease = None;
+                let msg = "sluice: lost the transaction block on the server";
+                let _ = self.client.fatal("08006", msg).await;
+                return Err(SessionError::Refused(msg.into()));
+            }
+        }
+        self.status = ReadyStatus::Failed;
+        self.refuse_unit(unit, "0A000", msg).await
+    }
+
     /// After a refused unit without a Sync: skips what comes up to the next Sync, which is
     /// answered with ReadyForQuery (a block sluice holds the BEGIN of has failed).
     pub(super) async fn skip_refused(&mut self, unit: &Unit) -> Result<(), SessionError> {

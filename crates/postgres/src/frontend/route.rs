@@ -188,7 +188,10 @@ impl Session {
                     first = Some(def.clone());
                 }
                 any = true;
+                // State that pins the session lives on the primary, where the session can
+                // still do anything (on a replica it could never write again).
                 if self.fe.route_of(&def.info) == Route::Write
+                    || def.info.pins & !state::pin::SCANNER_DOUBTS != 0
                     || def
                         .info
                         .changes
@@ -241,6 +244,30 @@ impl Session {
                 listener_hostgroup: self.listener.hostgroup.as_ref(),
             })
             .map_err(|e| format!("sluice: {e}"))
+    }
+}
+
+impl Session {
+    /// A unit that would make state pinning the session inside a read-only transaction a
+    /// replica serves: why it is refused (pinned there, the session could never write
+    /// again). `None` for any other unit.
+    pub(super) fn pins_on_a_replica(&self, defs: &Defs) -> Option<String> {
+        let lease = self.lease.as_ref()?;
+        if self.status != ReadyStatus::InTransaction
+            || self.deferred_begin.is_some()
+            || **lease.hostgroup() == *self.fe.topology.router.writer
+        {
+            return None;
+        }
+        let pins = defs.iter().fold(0, |p, (_, d)| {
+            p | (d.info.pins & !state::pin::SCANNER_DOUBTS)
+        });
+        (pins != 0).then(|| {
+            format!(
+                "sluice: a read-only transaction on a replica cannot make state that keeps the session on its connection ({}): the session could never write again; make it outside the read-only transaction",
+                state::pin::labels(pins).join(", ")
+            )
+        })
     }
 }
 

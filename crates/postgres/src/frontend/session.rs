@@ -279,6 +279,9 @@ impl Session {
                 Err((code, msg)) => return self.refuse_unit(unit, &code, &msg).await,
             }
         } else {
+            if let Some(msg) = self.pins_on_a_replica(&defs) {
+                return self.refuse_in_block(unit, &msg).await;
+            }
             if self.settings.generation() != self.lease_generation {
                 self.sync_settings().await?;
             }
@@ -590,13 +593,12 @@ impl Session {
             // Set at its startup (or again after a DISCARD ALL).
             self.pins |= pin::BACKSLASH_QUOTES;
         }
-        const NOT_ON_A_REPLICA: u32 = pin::BACKSLASH_QUOTES | pin::TEXT_TRANSACTION;
-        if self.pins & NOT_ON_A_REPLICA != 0 && !on_primary {
+        if self.pins & pin::SCANNER_DOUBTS != 0 && !on_primary {
             // Taken in a read-only transaction on a replica: a session pinned there could
             // never write again. The session moves on (to the primary, for the first of
             // these); the connection, which may hold what the pin was for, is closed when
             // it comes back rather than lent to another client.
-            self.pins &= !NOT_ON_A_REPLICA;
+            self.pins &= !pin::SCANNER_DOUBTS;
             lease.discard();
         }
         // What the client ran on this connection is its state now (only settings changes

@@ -51,6 +51,10 @@ pub mod pin {
     /// `SET search_path` naming `pg_temp`: unqualified `CREATE`s make temporary objects.
     pub const TEMP_SEARCH_PATH: u32 = 1 << 15;
 
+    /// Pins that say the scanner cannot be sure of a session's statements, not that the
+    /// connection holds state of the session's.
+    pub const SCANNER_DOUBTS: u32 = BACKSLASH_QUOTES | TEXT_TRANSACTION;
+
     const NAMES: [&str; 16] = [
         "temporary table",
         "session advisory lock",

@@ -475,3 +475,62 @@ async fn as_postgres_quit() {
     )
     .await;
 }
+
+/// State that pins a session lives on the primary, where the session can still write: a
+/// pinning statement outside a transaction, or first in a read-only one, goes there; inside a
+/// read-only transaction a replica already serves it is refused (0A000: pinned to the replica,
+/// the session could never write again), the transaction fails as after any error, and the
+/// session writes once it has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinning_state_is_never_made_on_a_replica() {
+    let env = start(1, POOL).await;
+    env.topo.primary().sql("CREATE TABLE rp_w (x int)").unwrap();
+    super::pg::wait_replayed(&env.topo).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let one = |msgs: Vec<Msg>| Raw::column(&msgs).concat();
+    for pin in [
+        "SELECT set_config('rp.user', '42', false)",
+        "DECLARE rp_c CURSOR WITH HOLD FOR SELECT 1",
+        "PREPARE rp_p AS SELECT 1",
+        "SELECT pg_advisory_lock(77)",
+        "SET search_path = pg_temp, public",
+    ] {
+        c.try_simple("BEGIN READ ONLY").await.unwrap();
+        assert_eq!(
+            one(c.try_simple("SELECT pg_is_in_recovery()").await.unwrap()),
+            "t",
+            "the read-only transaction is on the replica"
+        );
+        let err = c.try_simple(pin).await.unwrap_err();
+        assert!(
+            err.starts_with("0A000") && err.contains("read-only transaction on a replica"),
+            "{pin}: {err}"
+        );
+        let err = c.try_simple("SELECT 1").await.unwrap_err();
+        assert!(err.starts_with("25P02"), "{pin}: {err}");
+        let done = c.simple_all("COMMIT").await;
+        assert!(
+            done.iter()
+                .any(|m| m.tag == b'C' && m.body.starts_with(b"ROLLBACK")),
+            "{pin}: a failed transaction's COMMIT rolls back"
+        );
+        c.try_simple("INSERT INTO rp_w VALUES (1)").await.unwrap();
+        // Outside a transaction, or first in a read-only one: on the primary.
+        for begin in [None, Some("BEGIN READ ONLY")] {
+            if let Some(b) = begin {
+                c.try_simple(b).await.unwrap();
+            }
+            c.try_simple(pin).await.unwrap();
+            if begin.is_some() {
+                c.try_simple("COMMIT").await.unwrap();
+            }
+            assert_eq!(
+                one(c.try_simple("SELECT pg_is_in_recovery()").await.unwrap()),
+                "f",
+                "{pin}: pinned to the primary"
+            );
+            c.try_simple("INSERT INTO rp_w VALUES (2)").await.unwrap();
+            c.try_simple("DISCARD ALL").await.unwrap();
+        }
+    }
+}
