@@ -250,10 +250,12 @@ impl Session {
 impl Session {
     /// A unit that would make state pinning the session inside a read-only transaction a
     /// replica serves: why it is refused (pinned there, the session could never write
-    /// again). `None` for any other unit.
+    /// again). `None` for any other unit, and on a listener bound to a hostgroup (its
+    /// sessions go nowhere else).
     pub(super) fn pins_on_a_replica(&self, defs: &Defs) -> Option<String> {
         let lease = self.lease.as_ref()?;
-        if self.status != ReadyStatus::InTransaction
+        if self.listener.hostgroup.is_some()
+            || self.status != ReadyStatus::InTransaction
             || self.deferred_begin.is_some()
             || **lease.hostgroup() == *self.fe.topology.router.writer
         {

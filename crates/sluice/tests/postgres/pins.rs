@@ -534,3 +534,29 @@ async fn pinning_state_is_never_made_on_a_replica() {
         }
     }
 }
+
+/// On a listener bound to the replicas' hostgroup the session goes nowhere else: state that
+/// pins it is made there, inside a read-only transaction too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_bound_to_the_replicas_pins_there() {
+    let env = super::pg::start_with(1, |topo| {
+        super::pg::config(topo, POOL).replacen(
+            "protocol = \"postgres\"\n\n[[users]]",
+            "protocol = \"postgres\"\nhostgroup = \"reader\"\n\n[[users]]",
+            1,
+        )
+    })
+    .await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let one = |msgs: Vec<Msg>| Raw::column(&msgs).concat();
+    c.try_simple("BEGIN READ ONLY").await.unwrap();
+    assert_eq!(
+        one(c.try_simple("SELECT pg_is_in_recovery()").await.unwrap()),
+        "t"
+    );
+    c.try_simple("DECLARE rp_c CURSOR WITH HOLD FOR SELECT 41 + 1")
+        .await
+        .unwrap();
+    c.try_simple("COMMIT").await.unwrap();
+    assert_eq!(one(c.try_simple("FETCH rp_c").await.unwrap()), "42");
+}
