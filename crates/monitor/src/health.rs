@@ -57,15 +57,16 @@ impl Monitor {
         // for protocols whose positions count bytes. When its last check failed (a slow
         // answer), the position it had before: it has only moved on since, so a replica
         // that was too far behind that stays out, rather than taking reads for a round.
-        let primary_position = primary
-            .as_ref()
-            .filter(|p| !std::ptr::eq(&***p, &**s))
-            .and_then(
-                |p| match st.views.get(&p.name).and_then(|v| v.last.as_ref()) {
-                    Some(Ok(r)) => Some(r.position.clone()),
-                    _ => Some(p.observed().position).filter(|pos| !pos.is_empty()),
-                },
-            );
+        let primary_position =
+            primary
+                .as_ref()
+                .filter(|p| !Arc::ptr_eq(p, s))
+                .and_then(
+                    |p| match st.views.get(&p.name).and_then(|v| v.last.as_ref()) {
+                        Some(Ok(r)) => Some(r.position.clone()),
+                        _ => Some(p.observed().position).filter(|pos| !pos.is_empty()),
+                    },
+                );
         let primary_up = primary.as_ref().is_some_and(|p| {
             matches!(
                 st.views.get(&p.name).and_then(|v| v.last.as_ref()),

@@ -125,23 +125,14 @@ impl Session {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
-        let conn = lease.conn();
         let desired = self.settings.desired();
-        let Some(sql) = state::difference(&conn.applied, &desired) else {
+        let Some(sql) = state::difference(&lease.conn().applied, &desired) else {
             return Ok(());
         };
-        let mut q = Vec::with_capacity(sql.len() + 6);
-        put_query(&mut q, sql.as_bytes());
-        // The replay is not the client's to cancel: a cancel now is its statement's.
-        self.handle.hold_cancels();
-        self.cancels_held = true;
-        if let Err(e) = run_hidden(conn, &q).await {
-            lease.discard();
-            self.lease = None;
+        if let Err(e) = self.replay(&sql).await {
             // The server's code (a startup parameter with an invalid value: 22023, as a
-            // direct login gets it).
-            // A new session (it has seen no parameter yet): its startup parameters, in the
-            // server's own words, as a direct login hears them.
+            // direct login gets it). A new session (it has seen no parameter yet): its
+            // startup parameters, in the server's own words, as a direct login hears them.
             let msg = match self.reported.is_empty() {
                 true => e.message,
                 false => format!(
@@ -149,10 +140,11 @@ impl Session {
                     e.message
                 ),
             };
-            let _ = self.client.fatal(&e.code, &msg).await;
-            return Err(SessionError::Refused(msg));
+            return Err(self.end_over_connection(&e.code, msg).await);
         }
-        conn.set_applied(desired);
+        if let Some(lease) = &mut self.lease {
+            lease.conn().set_applied(desired);
+        }
         Ok(())
     }
 
@@ -161,31 +153,41 @@ impl Session {
     /// [`super::state::Settings::take_block_resets`]): the block's later statements run with
     /// them, as they would directly, and they commit or roll back with the `RESET`.
     pub(super) async fn restore_startup_values(&mut self, sql: &str) -> Result<(), SessionError> {
+        let why = match self.replay(sql).await {
+            Ok(ReadyStatus::InTransaction) => {
+                self.report_parameters();
+                return Ok(());
+            }
+            Err(e) => e.message,
+            Ok(status) => format!("the transaction block is {status:?}"),
+        };
+        // The block's state is not what the client was told: it cannot go on.
+        let msg = format!("sluice: cannot restore the session's startup settings: {why}");
+        Err(self.end_over_connection("08006", msg).await)
+    }
+
+    /// Runs `sql`, settings the session's own, on the leased connection, its answers not
+    /// relayed (ParameterStatus noted). Not the client's to cancel: a cancel now is its next
+    /// statement's.
+    async fn replay(&mut self, sql: &str) -> Result<ReadyStatus, HiddenError> {
         let Some(lease) = &mut self.lease else {
-            return Ok(());
+            return Ok(self.status);
         };
         let mut q = Vec::with_capacity(sql.len() + 6);
         put_query(&mut q, sql.as_bytes());
         self.handle.hold_cancels();
         self.cancels_held = true;
-        match run_hidden(lease.conn(), &q).await {
-            Ok(ReadyStatus::InTransaction) => {
-                self.report_parameters();
-                Ok(())
-            }
-            // The block's state is not what the client was told: it cannot go on.
-            outcome => {
-                lease.discard();
-                self.lease = None;
-                let why = match outcome {
-                    Err(e) => e.message,
-                    Ok(status) => format!("the transaction block is {status:?}"),
-                };
-                let msg = format!("sluice: cannot restore the session's startup settings: {why}");
-                let _ = self.client.fatal("08006", &msg).await;
-                Err(SessionError::Refused(msg))
-            }
+        run_hidden(lease.conn(), &q).await
+    }
+
+    /// Ends the session on a failure over its connection: the connection closed, never lent
+    /// again (what it holds is not what the session was told), and the client told (FATAL).
+    pub(super) async fn end_over_connection(&mut self, code: &str, msg: String) -> SessionError {
+        if let Some(mut lease) = self.lease.take() {
+            lease.discard();
         }
+        let _ = self.client.fatal(code, &msg).await;
+        SessionError::Refused(msg)
     }
 
     /// Queues ParameterStatus for the leased connection's parameters the client has not

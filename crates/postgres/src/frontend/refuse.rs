@@ -39,23 +39,11 @@ impl Session {
         unit: &Unit,
         msg: &str,
     ) -> Result<(), SessionError> {
-        let Some(lease) = &mut self.lease else {
+        if self.lease.is_none() {
             return self.refuse_unit(unit, "0A000", msg).await;
-        };
-        let mut q = Vec::new();
-        put_query(&mut q, b"SELECT 1/0");
-        match super::lease::run_hidden(lease.conn(), &q).await {
-            // (Its error, or a cancel's, read up to ReadyForQuery: the block has failed.)
-            Err(e) if e.code != "08006" => {}
-            // The server's block is not what the client is told: it cannot go on.
-            _ => {
-                lease.discard();
-                self.lease = None;
-                let msg = "sluice: lost the transaction block on the server";
-                let _ = self.client.fatal("08006", msg).await;
-                return Err(SessionError::Refused(msg.into()));
-            }
         }
+        self.fail_on_server(Vec::new(), "lost the transaction block on the server")
+            .await?;
         self.status = ReadyStatus::Failed;
         self.refuse_unit(unit, "0A000", msg).await
     }
@@ -113,25 +101,32 @@ impl Session {
             return Ok(false);
         };
         // Someone else's currval/lastval go first, outside the block (as ahead of a unit).
-        let mut q = match self.sequences.must_discard(lease.conn_ref()) {
+        let q = match self.sequences.must_discard(lease.conn_ref()) {
             true => {
                 Sequences::discarded(lease.conn());
                 sequences::discard_then(&begin)
             }
             false => begin,
         };
+        self.fail_on_server(q, "cannot open the failed transaction block on the server")
+            .await?;
+        Ok(false)
+    }
+
+    /// Runs `q` and a statement that fails on the leased connection, their answers not
+    /// relayed, leaving the transaction block there failed; if it does not fail as it should,
+    /// the session ends (FATAL, `what`).
+    async fn fail_on_server(&mut self, mut q: Vec<u8>, what: &str) -> Result<(), SessionError> {
         put_query(&mut q, b"SELECT 1/0");
-        match super::lease::run_hidden(lease.conn(), &q).await {
-            // The block is open and failed there.
-            Err(e) if e.code == "22012" => Ok(false),
+        let outcome = match &mut self.lease {
+            Some(lease) => super::lease::run_hidden(lease.conn(), &q).await,
+            None => Ok(self.status),
+        };
+        match outcome {
+            Err(e) if e.code == "22012" => Ok(()),
             other => {
-                lease.discard();
-                self.lease = None;
-                let msg = format!(
-                    "sluice: cannot open the failed transaction block on the server: {other:?}"
-                );
-                let _ = self.client.fatal("08006", &msg).await;
-                Err(SessionError::Refused(msg))
+                let msg = format!("sluice: {what}: {other:?}");
+                Err(self.end_over_connection("08006", msg).await)
             }
         }
     }

@@ -245,9 +245,7 @@ impl Session {
             })
             .map_err(|e| format!("sluice: {e}"))
     }
-}
 
-impl Session {
     /// A unit that would make state pinning the session inside a read-only transaction a
     /// replica serves: why it is refused (pinned there, the session could never write
     /// again). `None` for any other unit, and on a listener bound to a hostgroup (its

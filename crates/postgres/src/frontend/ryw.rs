@@ -104,11 +104,8 @@ impl Session {
         match position(lease.conn(), "SELECT pg_current_wal_insert_lsn()").await {
             Ok(at) => self.ryw.lsn = self.ryw.lsn.max(at),
             Err(e) => {
-                lease.discard();
-                self.lease = None;
                 let msg = format!("sluice: cannot read the primary's WAL position: {e}");
-                let _ = self.client.fatal("08006", &msg).await;
-                return Err(SessionError::Refused(msg));
+                return Err(self.end_over_connection("08006", msg).await);
             }
         }
         Ok(())

@@ -14,6 +14,22 @@ use std::time::Duration;
 
 const POOL: &str = "\n[pool]\nmax_connections = 2\nqueue_timeout = \"5s\"\n";
 
+/// The session advisory locks of the server connection the query runs on.
+const LOCKS_HERE: &str =
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()";
+/// The temporary objects of the server connection the query runs on.
+const TEMPS_HERE: &str = "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
+
+/// sluice with the pool of [`POOL`] in front of a primary holding table `rp_src` (one row).
+async fn with_source() -> PgEnv {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
+        .unwrap();
+    env
+}
+
 /// What one step gave: its rows (first column, comma-separated), its notifications, or its
 /// error's SQLSTATE.
 fn shown(r: Result<Vec<Msg>, String>) -> String {
@@ -272,40 +288,34 @@ async fn the_role_is_replayed_after_the_settings_made_before_it() {
 /// nothing left to the next client; custom settings move with the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn as_postgres_advisory() {
-    let env = start(0, POOL).await;
-    env.topo
-        .primary()
-        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
-        .unwrap();
-    let locks_here =
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()";
+    let env = with_source().await;
     // Advisory locks in several places: held by A wherever it runs, never by B's connection.
     differential(
         &env,
         2,
         &[
             (0, "WITH l AS (SELECT pg_advisory_lock(1)) SELECT 1 FROM l"),
-            (1, locks_here),
+            (1, LOCKS_HERE),
             (0, "SELECT 1 FROM rp_src WHERE pg_try_advisory_lock(2)"),
             (0, "SELECT PG_ADVISORY_LOCK(3)"),
             (0, "SELECT pg_catalog.pg_advisory_lock(4)"),
             (0, "SELECT * FROM pg_advisory_lock_shared(5)"),
             (0, "SELECT \"pg_advisory_lock\"(6)"),
             (0, "SELECT (SELECT pg_try_advisory_lock_shared(7))"),
-            (1, locks_here),
+            (1, LOCKS_HERE),
             (1, "BEGIN"),
             (1, "SELECT 1"),
-            (0, locks_here),
+            (0, LOCKS_HERE),
             (1, "COMMIT"),
             (0, "SELECT pg_advisory_unlock_all()"),
-            (1, locks_here),
+            (1, LOCKS_HERE),
             (0, "SELECT pg_advisory_xact_lock(8)"),
-            (1, locks_here),
+            (1, LOCKS_HERE),
             (0, "BEGIN"),
             (0, "SELECT pg_advisory_xact_lock(9)"),
             (0, "COMMIT"),
-            (1, locks_here),
-            (0, locks_here),
+            (1, LOCKS_HERE),
+            (0, LOCKS_HERE),
         ],
     )
     .await;
@@ -313,19 +323,14 @@ async fn as_postgres_advisory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn as_postgres_temp() {
-    let env = start(0, POOL).await;
-    env.topo
-        .primary()
-        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
-        .unwrap();
-    let temps_here = "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
+    let env = with_source().await;
     // Temporary objects in their spellings; DISCARD TEMP releases.
     differential(
         &env,
         2,
         &[
             (0, "CREATE TEMP VIEW rp_v AS SELECT 1 AS a"),
-            (1, temps_here),
+            (1, TEMPS_HERE),
             (0, "CREATE TEMPORARY SEQUENCE rp_s"),
             (0, "SELECT * INTO TEMP rp_into FROM rp_src"),
             (0, "CREATE TABLE pg_temp.rp_q (x int)"),
@@ -334,17 +339,17 @@ async fn as_postgres_temp() {
             (0, "BEGIN"),
             (0, "CREATE TEMP TABLE rp_ocd (x int) ON COMMIT DROP"),
             (0, "COMMIT"),
-            (1, temps_here),
+            (1, TEMPS_HERE),
             (1, "BEGIN"),
             (1, "SELECT 1"),
-            (0, temps_here),
+            (0, TEMPS_HERE),
             (1, "COMMIT"),
             (0, "DISCARD TEMP"),
-            (0, temps_here),
-            (1, temps_here),
+            (0, TEMPS_HERE),
+            (1, TEMPS_HERE),
             (0, "CREATE TEMP TABLE rp_last (x int)"),
             (0, "DROP TABLE rp_last"),
-            (1, temps_here),
+            (1, TEMPS_HERE),
         ],
     )
     .await;
@@ -352,11 +357,7 @@ async fn as_postgres_temp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn as_postgres_set_config() {
-    let env = start(0, POOL).await;
-    env.topo
-        .primary()
-        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
-        .unwrap();
+    let env = with_source().await;
     // set_config in its spellings; SET of custom settings moves.
     differential(
         &env,
@@ -379,11 +380,7 @@ async fn as_postgres_set_config() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn as_postgres_moves() {
-    let env = start(0, POOL).await;
-    env.topo
-        .primary()
-        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
-        .unwrap();
+    let env = with_source().await;
     differential(
         &env,
         2,
@@ -411,11 +408,7 @@ async fn as_postgres_moves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn as_postgres_release() {
-    let env = start(0, POOL).await;
-    env.topo
-        .primary()
-        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
-        .unwrap();
+    let env = with_source().await;
     // Session authorization, cursors, prepared statements and their releases.
     differential(
         &env,
@@ -448,14 +441,7 @@ async fn as_postgres_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn as_postgres_quit() {
-    let env = start(0, POOL).await;
-    env.topo
-        .primary()
-        .sql("CREATE TABLE rp_src (x int); INSERT INTO rp_src VALUES (1)")
-        .unwrap();
-    let locks_here =
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()";
-    let temps_here = "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
+    let env = with_source().await;
     // A pinned session that leaves: its connection is not lent again.
     differential(
         &env,
@@ -465,8 +451,8 @@ async fn as_postgres_quit() {
             (0, "SELECT pg_advisory_lock(11)"),
             (0, "SELECT set_config('rp.gone', 'A', false)"),
             (0, "!quit"),
-            (1, temps_here),
-            (1, locks_here),
+            (1, TEMPS_HERE),
+            (1, LOCKS_HERE),
             (
                 1,
                 "SELECT coalesce(current_setting('rp.gone', true), '<null>')",
