@@ -102,7 +102,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             || out.chains.is_some()
             || out.begin.is_some()
             || out.to_savepoint;
-        if controls && (!out.changes.is_empty() || out.unpins != 0) {
+        if controls && (out.changes_session() || out.unpins != 0) {
             // See `pin::TEXT_TRANSACTION`: what it released may have been rolled back.
             out.pins |= pin::TEXT_TRANSACTION;
             out.unpins = 0;
@@ -115,6 +115,13 @@ impl Scanned {
     /// It changes settings (for the session or, with `SET LOCAL`, its transaction).
     pub fn changes_settings(&self) -> bool {
         self.sets_local || !self.changes.is_empty()
+    }
+
+    /// It changes the session's settings (more than `SET LOCAL`s).
+    pub fn changes_session(&self) -> bool {
+        self.changes
+            .iter()
+            .any(|c| !matches!(c, Change::SetLocal(..)))
     }
 
     fn add(&mut self, sql: &[u8], s: &PgScan) {
@@ -159,14 +166,17 @@ impl Scanned {
                 self.changes.push(Change::ResetAll);
             } else if set.reset {
                 self.changes.push(Change::Reset(set.name.clone()));
-            } else if set.local {
-                self.sets_local = true;
             } else {
                 let text = String::from_utf8_lossy(sql)
                     .trim()
                     .trim_end_matches(';')
                     .to_string();
-                self.changes.push(Change::Set(set.name.clone(), text));
+                if set.local {
+                    self.sets_local = true;
+                    self.changes.push(Change::SetLocal(set.name.clone(), text));
+                } else {
+                    self.changes.push(Change::Set(set.name.clone(), text));
+                }
             }
         }
     }
@@ -275,7 +285,14 @@ mod tests {
         let s = classify(b"CREATE SCHEMA s1; CREATE TABLE s1.only_here (x int); INSERT INTO s1.only_here VALUES (7)");
         assert_eq!((s.route, s.statements), (Route::Write, 3));
         let s = classify(b"SET LOCAL statement_timeout = '1s'");
-        assert!(s.changes.is_empty());
+        assert!(!s.changes_session() && s.changes_settings());
+        assert_eq!(
+            s.changes,
+            vec![Change::SetLocal(
+                "statement_timeout".into(),
+                "SET LOCAL statement_timeout = '1s'".into()
+            )]
+        );
         let s = classify(b"RESET ALL");
         assert_eq!(s.changes, vec![Change::ResetAll]);
         let s = classify(b"BEGIN READ ONLY");

@@ -532,7 +532,7 @@ impl Session {
                 // What the savepoint's rollback undid is not known: nothing is released.
                 self.pending_unpins = 0;
                 unpins = 0;
-                if self.settings.has_pending() || !i.changes.is_empty() {
+                if self.settings.has_pending() || i.changes_session() {
                     self.pins |= pin::SET_IN_SAVEPOINT;
                 }
             }
@@ -576,7 +576,7 @@ impl Session {
                 if let Some(commit) = chains.filter(|_| !failed) {
                     // COMMIT/ROLLBACK AND CHAIN: the block ended, the next one is open.
                     let committed = commit && prior != ReadyStatus::Failed;
-                    self.settings.end_transaction(committed);
+                    self.settings.chain_transaction(committed);
                     if committed {
                         self.pins &= !self.pending_unpins;
                     }
@@ -602,8 +602,12 @@ impl Session {
             lease.discard();
         }
         // What the client ran on this connection is its state now (only settings changes
-        // move the generation: most statements leave both as they are).
-        if !in_block && self.settings.generation() != self.lease_generation {
+        // move the generation: most statements leave both as they are; the startup values a
+        // `COMMIT AND CHAIN` committed a `RESET` of are known at the chained block's end).
+        if !in_block
+            && (self.settings.generation() != self.lease_generation
+                || self.settings.startup_reset_pending())
+        {
             let mut applied = self.settings.desired();
             if self.settings.take_startup_reset() {
                 // The server holds its own defaults for the startup parameters reset: they

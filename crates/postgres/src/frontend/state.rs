@@ -134,7 +134,7 @@ pub fn parse_bool(v: &str) -> Option<bool> {
 
 /// True if `change` turns `standard_conforming_strings` off.
 pub fn turns_conforming_strings_off(change: &Change) -> bool {
-    matches!(change, Change::Set(name, stmt)
+    matches!(change, Change::Set(name, stmt) | Change::SetLocal(name, stmt)
         if name == CONFORMING_STRINGS && boolean_set(stmt, CONFORMING_STRINGS) == Some(false))
 }
 
@@ -181,6 +181,9 @@ pub enum Change {
     ResetAll,
     /// `DISCARD ALL` (the role goes too).
     DiscardAll,
+    /// `SET LOCAL name ...`: the statement. It changes nothing past its transaction, but in
+    /// it, it overrides a startup value a `RESET` before it asked for again.
+    SetLocal(String, String),
 }
 
 impl Settings {
@@ -222,6 +225,8 @@ impl Settings {
     /// Applies a change made outside a transaction block (or a committed one's).
     pub fn apply(&mut self, change: Change) {
         match change {
+            // Outside a transaction block it does nothing (PostgreSQL warns).
+            Change::SetLocal(..) => return,
             Change::Set(name, stmt) => {
                 self.made.insert(name, Some(stmt));
             }
@@ -273,6 +278,12 @@ impl Settings {
         traits
     }
 
+    /// True if applied changes reset startup parameters on the server, not yet taken (a
+    /// `COMMIT AND CHAIN` keeps it for the end of the chained block).
+    pub fn startup_reset_pending(&self) -> bool {
+        self.startup_reset
+    }
+
     /// True (once) if applied changes reset startup parameters on the server (see
     /// [`Settings::startup_names`]: they are to be set again there).
     pub fn take_startup_reset(&mut self) -> bool {
@@ -288,6 +299,11 @@ impl Settings {
     pub fn defer(&mut self, change: Change) {
         match &change {
             Change::Set(name, _) => self.block_resets.retain(|n| **n != **name),
+            Change::SetLocal(name, _) => {
+                // The block's value until it ends, whatever it commits.
+                self.block_resets.retain(|n| **n != **name);
+                return;
+            }
             Change::Reset(name) => self.reset_in_block(|n| n == name),
             Change::ResetAll | Change::DiscardAll => self.reset_in_block(|_| true),
         }
@@ -322,6 +338,18 @@ impl Settings {
     /// True if changes wait for the transaction block to end.
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
+    }
+
+    /// The transaction block ended with `COMMIT AND CHAIN` (`committed`) or `ROLLBACK AND
+    /// CHAIN`, and the next one is open: as [`Settings::end_transaction`], and the startup
+    /// parameters a committed `RESET` of the text that ended it returned to the server's
+    /// defaults are set again in the new block, before its first statement.
+    pub fn chain_transaction(&mut self, committed: bool) {
+        let resets = std::mem::take(&mut self.block_resets);
+        self.end_transaction(committed);
+        if committed {
+            self.block_resets = resets;
+        }
     }
 
     /// The transaction block ended: its changes apply if it committed.

@@ -217,6 +217,47 @@ fn a_reset_in_a_block_sets_startup_values_again_unless_a_later_set_wins() {
 }
 
 #[test]
+fn a_set_local_after_a_reset_wins_for_its_block_and_a_chain_owes_the_reset() {
+    let mut s = Settings::from_startup([("DateStyle", "SQL, MDY")].into_iter(), &Interner::new(4));
+    let local = || Change::SetLocal("datestyle".into(), "SET LOCAL datestyle = x".into());
+    // Outside a block a SET LOCAL does nothing.
+    let g = s.generation();
+    s.apply(local());
+    assert_eq!(s.generation(), g);
+    s.defer(Change::Reset("datestyle".into()));
+    s.defer(local());
+    assert_eq!(s.take_block_resets(), None);
+    assert_eq!(
+        s.pending.len(),
+        1,
+        "the RESET, not the SET LOCAL, waits for the block"
+    );
+    s.end_transaction(true);
+    assert!(
+        s.take_startup_reset(),
+        "the committed RESET is set again after the block"
+    );
+    // COMMIT AND CHAIN of a text with the RESET: owed in the chained block.
+    s.defer(Change::Reset("datestyle".into()));
+    s.chain_transaction(true);
+    assert_eq!(
+        s.take_block_resets().as_deref(),
+        Some("SELECT pg_catalog.set_config('DateStyle', 'SQL, MDY', false)")
+    );
+    assert!(s.take_startup_reset());
+    // ROLLBACK AND CHAIN: the RESET is undone, nothing is owed.
+    s.defer(Change::Reset("datestyle".into()));
+    s.chain_transaction(false);
+    assert_eq!(s.take_block_resets(), None);
+    assert!(!s.take_startup_reset());
+    // A SET LOCAL of standard_conforming_strings = off is read as the SET is.
+    assert!(turns_conforming_strings_off(&Change::SetLocal(
+        "standard_conforming_strings".into(),
+        "SET LOCAL standard_conforming_strings = off".into()
+    )));
+}
+
+#[test]
 fn the_role_is_replayed_after_the_settings_made_before_it() {
     let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
         kv.iter()

@@ -408,6 +408,24 @@ async fn session_state_follows_postgres_rules() {
     assert_eq!(one(c.try_simple(date).await.unwrap()), "31.01.2020");
     c.try_simple("ROLLBACK").await.unwrap();
     assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    // So is a SET LOCAL after it, until the block ends.
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("RESET DateStyle; SET LOCAL DateStyle = 'German'")
+        .await
+        .unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "31.01.2020");
+    c.try_simple("COMMIT").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    // A RESET that COMMIT AND CHAIN in its text commits: the chained block, and what
+    // follows it, have the startup value.
+    c.try_simple("SET DateStyle = 'German'").await.unwrap();
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("RESET DateStyle; COMMIT AND CHAIN")
+        .await
+        .unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    c.try_simple("ROLLBACK").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
 
     // Settings in the startup packet's options (PGOPTIONS) are the session's; other
     // switches there are refused, not dropped.

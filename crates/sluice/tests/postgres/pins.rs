@@ -116,6 +116,34 @@ async fn a_search_path_naming_pg_temp_pins_the_session() {
     .await;
 }
 
+/// So does `set_config('search_path', ..., true)` naming `pg_temp`: what the transaction
+/// creates there outlives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_search_path_naming_pg_temp_pins_the_session() {
+    let env = start(0, POOL).await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "BEGIN"),
+            (
+                0,
+                "SELECT set_config('search_path', 'pg_temp, public', true)",
+            ),
+            (0, "CREATE TABLE rp_lsp (x text)"),
+            (0, "INSERT INTO rp_lsp VALUES ('A-secret')"),
+            (0, "COMMIT"),
+            (1, "SELECT x FROM pg_temp.rp_lsp"),
+            (1, TEMPS_HERE),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT x FROM pg_temp.rp_lsp"),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+}
+
 /// `setseed()` pins the session: the seed stays its own (the next client's `random()` is not
 /// predictable from it; its own `random()` follows it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -452,6 +452,18 @@ fn pins_and_unpins() {
         ("SET search_path = pg_temp, public", Pins::TEMP_SEARCH_PATH),
         ("SET LOCAL search_path TO 'PG_TEMP'", Pins::TEMP_SEARCH_PATH),
         ("SET SCHEMA 'pg_temp'", Pins::TEMP_SEARCH_PATH),
+        (
+            "SELECT set_config('search_path', 'pg_temp, public', true)",
+            Pins::TEMP_SEARCH_PATH,
+        ),
+        (
+            "SELECT pg_catalog.set_config('SEARCH_PATH', 'app,' || 'PG_TEMP', 'on')",
+            Pins::TEMP_SEARCH_PATH,
+        ),
+        (
+            "SELECT set_config('search_path', 'pg_temp', false)",
+            Pins::SET_CONFIG | Pins::TEMP_SEARCH_PATH,
+        ),
     ] {
         assert_eq!(pins(sql), want, "{sql}");
     }
@@ -480,6 +492,10 @@ fn pins_and_unpins() {
         "SELECT set_config('a.b', 'c', 'on'), set_config('d.e', 'f', 't')",
         "SELECT myschema.set_config('a', 'b', false)",
         "SELECT 'set_config(1, 2, false)'",
+        "SELECT set_config('search_path', 'app, public', true)",
+        "SELECT set_config('search_path', $1, true), set_config('role', $2, true)",
+        "SELECT set_config('application_name', 'pg_temp', true)",
+        "SELECT set_config('search_path', 'x', true), 'pg_temp'",
     ] {
         assert!(pins(sql).is_empty(), "{sql}: {:?}", pins(sql));
     }

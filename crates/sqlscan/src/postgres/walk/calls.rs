@@ -110,59 +110,107 @@ impl Walk {
                 // Routed as any function sluice does not know (it may be configured as
                 // read-only), and pinning when the setting outlives the transaction.
                 self.user_call(t);
-                if !sets_locally(&src[t.end..]) {
+                let args = Arguments::of(&src[t.end..]);
+                if !args.sets_locally() {
                     self.pins |= Pins::SET_CONFIG;
+                }
+                if args.temp_search_path() {
+                    // Also when local: what it creates outlives the transaction.
+                    self.pins |= Pins::TEMP_SEARCH_PATH;
                 }
             }
         }
     }
 }
 
-/// True if the arguments of `set_config` at the start of `rest` (from the `(` on) end with an
-/// `is_local` that is plainly true: the keyword `TRUE`, or a string PostgreSQL reads as true.
-/// Anything else (`false`, an expression, a parameter) may set the parameter for the rest of
-/// the session: on this server connection only, since PostgreSQL reports most parameters to
-/// no one, so the session cannot move.
-fn sets_locally(rest: &[u8]) -> bool {
-    let mut lex = Lexer::new(rest);
-    if !lex.next().is_some_and(|t| t.is_punct(b'(')) {
-        return false;
-    }
-    // The tokens of the third argument, at depth 0 after two commas.
-    let (mut depth, mut commas) = (0u32, 0u32);
-    let mut third: Vec<Token> = Vec::new();
-    for t in lex {
-        match t.kind {
-            Kind::Punct(b'(' | b'[') => depth += 1,
-            Kind::Punct(b')' | b']') if depth == 0 => break,
-            Kind::Punct(b')' | b']') => depth -= 1,
-            Kind::Punct(b',') if depth == 0 => {
-                commas += 1;
-                continue;
+/// The arguments of a `set_config` call, read from the text at its `(`: each argument's
+/// tokens at depth 0 and below (the first three; a call with more is not PostgreSQL's).
+struct Arguments<'a> {
+    rest: &'a [u8],
+    args: [Vec<Token>; 3],
+    /// Commas at depth 0: 2 for a call of three arguments.
+    commas: usize,
+}
+
+impl<'a> Arguments<'a> {
+    fn of(rest: &'a [u8]) -> Arguments<'a> {
+        let mut out = Arguments {
+            rest,
+            args: Default::default(),
+            commas: 0,
+        };
+        let mut lex = Lexer::new(rest);
+        if !lex.next().is_some_and(|t| t.is_punct(b'(')) {
+            out.commas = usize::MAX;
+            return out;
+        }
+        let mut depth = 0u32;
+        for t in lex {
+            match t.kind {
+                Kind::Punct(b'(' | b'[') => depth += 1,
+                Kind::Punct(b')' | b']') if depth == 0 => break,
+                Kind::Punct(b')' | b']') => depth -= 1,
+                Kind::Punct(b',') if depth == 0 => {
+                    out.commas += 1;
+                    continue;
+                }
+                _ => {}
             }
-            _ => {}
+            if let Some(arg) = out.args.get_mut(out.commas) {
+                arg.push(t);
+            }
         }
-        if commas == 2 {
-            third.push(t);
-        }
+        out
     }
-    let [t] = third[..] else {
-        return false;
-    };
-    match t.kind {
-        Kind::Word => commas == 2 && t.kw == Kw::True,
-        Kind::Str => {
-            let text = t.text(rest);
-            let inner = text
-                .strip_prefix(b"'")
-                .and_then(|x| x.strip_suffix(b"'"))
-                .unwrap_or_default();
-            commas == 2
-                && [&b"t"[..], b"true", b"y", b"yes", b"on", b"1"]
-                    .iter()
-                    .any(|w| inner.eq_ignore_ascii_case(w))
+
+    /// The argument `i` if it is one string literal: its content between the quotes.
+    fn literal(&self, i: usize) -> Option<&'a [u8]> {
+        let [t] = self.args.get(i)?[..] else {
+            return None;
+        };
+        if t.kind != Kind::Str {
+            return None;
         }
-        _ => false,
+        t.text(self.rest)
+            .strip_prefix(b"'")
+            .and_then(|x| x.strip_suffix(b"'"))
+    }
+
+    /// True if `is_local` is plainly true: the keyword `TRUE`, or a string PostgreSQL reads
+    /// as true. Anything else (`false`, an expression, a parameter) may set the parameter
+    /// for the rest of the session: on this server connection only, since PostgreSQL
+    /// reports most parameters to no one, so the session cannot move.
+    fn sets_locally(&self) -> bool {
+        if self.commas != 2 {
+            return false;
+        }
+        if let [t] = self.args[2][..] {
+            if t.kind == Kind::Word {
+                return t.kw == Kw::True;
+            }
+        }
+        self.literal(2).is_some_and(|inner| {
+            [&b"t"[..], b"true", b"y", b"yes", b"on", b"1"]
+                .iter()
+                .any(|w| inner.eq_ignore_ascii_case(w))
+        })
+    }
+
+    /// True if it sets `search_path` (named by a literal) to a value whose literals name the
+    /// `pg_temp` schema: tables created unqualified then are temporary. A name or value given
+    /// as a parameter is not read (docs/sessions.md).
+    fn temp_search_path(&self) -> bool {
+        self.commas == 2 && self.mentions(0, b"search_path") && self.mentions(1, b"pg_temp")
+    }
+
+    /// True if a string literal in argument `i` contains `word` (in any case).
+    fn mentions(&self, i: usize, word: &[u8]) -> bool {
+        self.args[i].iter().any(|t| {
+            t.kind == Kind::Str
+                && t.text(self.rest)
+                    .windows(word.len())
+                    .any(|w| w.eq_ignore_ascii_case(word))
+        })
     }
 }
 
