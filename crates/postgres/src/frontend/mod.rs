@@ -20,6 +20,7 @@ mod ryw;
 mod sequences;
 pub mod session;
 pub mod state;
+mod track;
 pub mod unit;
 
 pub use open::serve;

@@ -1,0 +1,151 @@
+//! What a unit's statements did to the session once the server answered: its pins, its
+//! settings (applied, or waiting for the transaction block to end), the statements its
+//! connection holds, and what the connection is known to have.
+
+use super::session::Session;
+use super::state::{pin, Change};
+use crate::backend::statements::StmtDef;
+use crate::backend::PgConn;
+use crate::wire::ReadyStatus;
+use sluice_core::Lease;
+use std::sync::Arc;
+
+impl Session {
+    /// Follows what the unit's statements did to the session: settings, pins, transaction.
+    pub(super) fn track(
+        &mut self,
+        ran: &[Arc<StmtDef>],
+        prior: ReadyStatus,
+        relayed: &super::relay::Relayed,
+        lease: &mut Lease<Box<PgConn>>,
+    ) {
+        let failed = relayed.failed;
+        let on_primary = **lease.hostgroup() == *self.fe.topology.router.writer;
+        let mut changes: Vec<Change> = Vec::new();
+        let (mut commits, mut rolls_back) = (false, false);
+        let mut unpins = 0;
+        let mut chains = None;
+        for def in ran {
+            let i = &def.info;
+            // In order: state made after a release is held again.
+            self.pins |= i.pins;
+            self.pending_unpins &= !i.pins;
+            unpins = (unpins | i.unpins) & !i.pins;
+            changes.extend(i.changes.iter().cloned());
+            if i.changes
+                .iter()
+                .any(super::state::turns_conforming_strings_off)
+            {
+                // Whatever becomes of the SET (a rollback, an error after it): statements
+                // the scanner read wrongly may have made state since.
+                self.pins |= pin::BACKSLASH_QUOTES;
+            }
+            commits |= i.commits;
+            rolls_back |= i.rolls_back;
+            chains = i.chains.or(chains);
+            if i.to_savepoint {
+                // What the savepoint's rollback undid is not known: nothing is released.
+                self.pending_unpins = 0;
+                unpins = 0;
+                if self.settings.has_pending() || i.changes_session() {
+                    self.pins |= pin::SET_IN_SAVEPOINT;
+                }
+            }
+        }
+        // A `DEALLOCATE` of a shared statement's name that reached the server (inside a
+        // block, or through the extended protocol) closed it there for every session (and a
+        // rollback does not bring it back): it is prepared again where next used.
+        for name in ran.iter().filter_map(|d| d.info.deallocate.as_deref()) {
+            if let Some(key) = crate::backend::statements::key_of_name(name.as_bytes()) {
+                lease.conn().statements.forget(key);
+            }
+        }
+        // By the server's word (a DISCARD ALL that failed, or never ran after an error,
+        // dropped nothing).
+        if relayed.dropped_statements {
+            lease.conn().statements.clear();
+            self.lease_has_unnamed = false;
+            self.statements.clear();
+        }
+        let in_block = self.status != ReadyStatus::Idle;
+        let was_in_block = prior != ReadyStatus::Idle;
+        // A COMMIT of a failed transaction rolls it back.
+        let committed = !failed && commits && prior != ReadyStatus::Failed;
+        // Pins are released only by what ran, and inside a block only once it commits
+        // (a release that failed, or was rolled back, left the state in place).
+        if in_block {
+            if !failed {
+                self.pending_unpins |= unpins;
+            }
+        } else if was_in_block {
+            if committed {
+                self.pins &= !(self.pending_unpins | unpins);
+            }
+            self.pending_unpins = 0;
+        } else if !failed {
+            self.pins &= !unpins;
+        }
+        if !changes.is_empty() || was_in_block {
+            if in_block {
+                changes.into_iter().for_each(|c| self.settings.defer(c));
+                if let Some(commit) = chains.filter(|_| !failed) {
+                    // COMMIT/ROLLBACK AND CHAIN: the block ended, the next one is open.
+                    let committed = commit && prior != ReadyStatus::Failed;
+                    self.settings.chain_transaction(committed);
+                    if committed {
+                        self.pins &= !self.pending_unpins;
+                    }
+                    self.pending_unpins = 0;
+                }
+            } else if was_in_block {
+                changes.into_iter().for_each(|c| self.settings.defer(c));
+                self.settings.end_transaction(committed);
+            } else if !failed && !rolls_back {
+                changes.into_iter().for_each(|c| self.settings.apply(c));
+            }
+        }
+        if self.settings.backslash_quotes() {
+            // Set at its startup (or again after a DISCARD ALL).
+            self.pins |= pin::BACKSLASH_QUOTES;
+        }
+        if self.pins & pin::SCANNER_DOUBTS != 0 && !on_primary {
+            // Taken in a read-only transaction on a replica: a session pinned there could
+            // never write again. The session moves on (to the primary, for the first of
+            // these); the connection, which may hold what the pin was for, is closed when
+            // it comes back rather than lent to another client.
+            self.pins &= !pin::SCANNER_DOUBTS;
+            lease.discard();
+        }
+        // What the client ran on this connection is its state now (only settings changes
+        // move the generation: most statements leave both as they are; the startup values a
+        // `COMMIT AND CHAIN` committed a `RESET` of are known at the chained block's end).
+        if !in_block
+            && (self.settings.generation() != self.lease_generation
+                || self.settings.startup_reset_pending())
+        {
+            let mut applied = self.settings.desired();
+            if self.settings.take_startup_reset() {
+                // The server holds its own defaults for the startup parameters reset: they
+                // are set again before the session's next statement (or by the next session).
+                for name in self.settings.startup_names() {
+                    applied.remove(name);
+                }
+                self.lease_generation = 0;
+            } else {
+                self.lease_generation = self.settings.generation();
+            }
+            lease.conn().set_applied(applied);
+        }
+        // Statements parsed while the block has settings of its own are no one else's.
+        // And what the connection prepares while they are in force (a statement parsed before
+        // the block, first bound in it) is keyed apart too, for no one else.
+        if in_block && ran.iter().any(|d| d.info.changes_settings()) {
+            self.block_settings = crate::backend::statements::unsettled_fingerprint();
+            lease.conn().statements.set_settings(self.block_settings);
+        } else if !in_block && self.block_settings != 0 {
+            self.block_settings = 0;
+            lease.conn().key_statements_by_applied();
+        }
+        self.handle.set_pins(self.pins);
+    }
+}
