@@ -16,6 +16,8 @@ mod logins;
 mod pg;
 #[path = "postgres/pins.rs"]
 mod pins;
+#[path = "postgres/pipelines.rs"]
+mod pipelines;
 #[path = "postgres/routing.rs"]
 mod routing;
 #[path = "postgres/statements.rs"]

@@ -39,9 +39,10 @@ pub mod pin {
     /// (they all go to the primary, and the session stays there until `DISCARD ALL`).
     pub const BACKSLASH_QUOTES: u32 = 1 << 11;
     /// A text of several statements that ends, opens or rolls back a transaction itself and
-    /// also sets a parameter or releases state: which of them took effect depends on where
-    /// they stand against its `COMMIT` or `ROLLBACK`, and on where it failed, which sluice
-    /// does not follow. The connection keeps the truth; the session keeps the connection.
+    /// also sets a parameter or releases state (or such a pipeline: `Session::track`): which
+    /// of them took effect depends on where they stand against its `COMMIT` or `ROLLBACK`,
+    /// and on where it failed, which sluice does not follow. The connection keeps the truth;
+    /// the session keeps the connection.
     pub const TEXT_TRANSACTION: u32 = 1 << 12;
     /// `setseed()`: the session's `random()` sequence (kept by `DISCARD ALL` too).
     pub const SETSEED: u32 = 1 << 13;
@@ -68,7 +69,7 @@ pub mod pin {
         "open portal",
         "set_config(..., false)",
         "standard_conforming_strings off",
-        "SET or release in a text with its own COMMIT/ROLLBACK",
+        "SET or release in a text or pipeline with its own COMMIT/ROLLBACK",
         "setseed()",
         "call of a name sluice cannot read",
         "search_path naming pg_temp",

@@ -25,6 +25,7 @@ impl Session {
         let (mut commits, mut rolls_back) = (false, false);
         let mut unpins = 0;
         let mut chains = None;
+        let pending_before = self.settings.has_pending() || self.pending_unpins != 0;
         for def in ran {
             let i = &def.info;
             // In order: state made after a release is held again.
@@ -51,6 +52,12 @@ impl Session {
                     self.pins |= pin::SET_IN_SAVEPOINT;
                 }
             }
+        }
+        if ran.len() > 1 && self.unit_is_unfollowable(ran, prior, failed, pending_before) {
+            // As for one text (`pin::TEXT_TRANSACTION`): the connection has it right, the
+            // session keeps it, and nothing is released.
+            self.pins |= pin::TEXT_TRANSACTION;
+            unpins = 0;
         }
         // A `DEALLOCATE` of a shared statement's name that reached the server (inside a
         // block, or through the extended protocol) closed it there for every session (and a
@@ -147,5 +154,36 @@ impl Session {
             lease.conn().key_statements_by_applied();
         }
         self.handle.set_pins(self.pins);
+    }
+
+    /// True for a unit of several statements (a pipeline up to its Sync) that ends or rolls
+    /// back a transaction among them — `COMMIT`, `ROLLBACK`, `AND CHAIN`, `ROLLBACK TO
+    /// SAVEPOINT`, or `DISCARD ALL`, which commits at once — while settings or released state
+    /// are in play (its own, or its block's): which of them took effect depends on where each
+    /// stands against that end and on where the unit failed, and sluice does not follow the
+    /// answers statement by statement. A unit that failed nowhere, rolled nothing back and
+    /// left no block open is followed as it is: all its changes took effect, in order.
+    fn unit_is_unfollowable(
+        &self,
+        ran: &[Arc<StmtDef>],
+        prior: ReadyStatus,
+        failed: bool,
+        pending_before: bool,
+    ) -> bool {
+        let mut ends = false;
+        let mut undoes = false;
+        let mut in_play = prior != ReadyStatus::Idle && pending_before;
+        for def in ran {
+            let i = &def.info;
+            ends |= i.commits
+                || i.rolls_back
+                || i.chains.is_some()
+                || i.to_savepoint
+                || i.changes.contains(&Change::DiscardAll);
+            undoes |= i.rolls_back || i.chains.is_some() || i.to_savepoint;
+            in_play |= i.changes_session() || i.unpins != 0;
+        }
+        let whole = !failed && !undoes && self.status == ReadyStatus::Idle;
+        ends && in_play && !whole
     }
 }

@@ -12,13 +12,14 @@ use super::pg::raw::{Msg, Raw};
 use super::pg::{start, PgEnv};
 use std::time::Duration;
 
-const POOL: &str = "\n[pool]\nmax_connections = 2\nqueue_timeout = \"5s\"\n";
+pub(super) const POOL: &str = "\n[pool]\nmax_connections = 2\nqueue_timeout = \"5s\"\n";
 
 /// The session advisory locks of the server connection the query runs on.
 const LOCKS_HERE: &str =
     "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()";
 /// The temporary objects of the server connection the query runs on.
-const TEMPS_HERE: &str = "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
+pub(super) const TEMPS_HERE: &str =
+    "SELECT count(*) FROM pg_class WHERE relnamespace = pg_my_temp_schema()";
 
 /// sluice with the pool of [`POOL`] in front of a primary holding table `rp_src` (one row).
 async fn with_source() -> PgEnv {
@@ -51,8 +52,33 @@ fn shown(r: Result<Vec<Msg>, String>) -> String {
     }
 }
 
-/// Runs `steps` (client index, SQL; `!quit` closes the client) with
-/// `n` clients connected to `port`, and returns what each step gave.
+/// Sends the statements of `spec` (separated by ` ;; `) through the extended protocol, each
+/// unnamed (Parse, Bind, Execute), then one Sync; what came back: each message's type byte,
+/// an error's SQLSTATE, a CommandComplete's tag, a DataRow's first column, and the
+/// transaction status.
+async fn pipeline(c: &mut Raw, spec: &str) -> String {
+    for sql in spec.split(" ;; ") {
+        c.extended("", Some(sql), &[]);
+    }
+    postgres_protocol::message::frontend::sync(&mut c.out);
+    let (_, msgs) = c.round(1).await;
+    let text = |b: &[u8]| String::from_utf8_lossy(b.strip_suffix(b"\0").unwrap_or(b)).into_owned();
+    let shown: Vec<String> = msgs
+        .iter()
+        .map(|m| match m.tag {
+            b'E' => format!("E({})", m.sqlstate().unwrap_or_default()),
+            b'C' => format!("C({})", text(&m.body)),
+            b'D' => format!("D({})", Raw::column(std::slice::from_ref(m)).concat()),
+            b'Z' => format!("Z({})", m.body[0] as char),
+            t => (t as char).to_string(),
+        })
+        .collect();
+    shown.join(" ")
+}
+
+/// Runs `steps` (client index, SQL; `!quit` closes the client; `X:` then statements separated
+/// by ` ;; ` is one extended-protocol pipeline, see [`pipeline`]) with `n` clients connected
+/// to `port`, and returns what each step gave.
 async fn run(port: u16, n: usize, steps: &[(usize, &str)]) -> Vec<String> {
     let mut clients = Vec::new();
     for _ in 0..n {
@@ -67,7 +93,10 @@ async fn run(port: u16, n: usize, steps: &[(usize, &str)]) -> Vec<String> {
             }
             _ => {
                 let c = clients[*i].as_mut().expect("client closed");
-                out.push(shown(c.try_simple(sql).await));
+                out.push(match sql.strip_prefix("X:") {
+                    Some(spec) => pipeline(c, spec).await,
+                    None => shown(c.try_simple(sql).await),
+                });
             }
         }
     }
@@ -75,7 +104,7 @@ async fn run(port: u16, n: usize, steps: &[(usize, &str)]) -> Vec<String> {
 }
 
 /// Runs `steps` through sluice and directly; panics with a table of the steps that differ.
-async fn differential(env: &PgEnv, n: usize, steps: &[(usize, &str)]) {
+pub(super) async fn differential(env: &PgEnv, n: usize, steps: &[(usize, &str)]) {
     // Directly first: what its clients leave ends with them.
     let direct = run(env.topo.primary().port, n, steps).await;
     let via = run(env.port, n, steps).await;

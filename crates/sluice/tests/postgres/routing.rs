@@ -253,7 +253,7 @@ async fn a_text_with_its_own_transaction_control_keeps_its_state_with_the_sessio
     assert_eq!(got, Ok(vec!["7MB".into()]));
     wait_pinned(
         &env,
-        "SET or release in a text with its own COMMIT/ROLLBACK",
+        "SET or release in a text or pipeline with its own COMMIT/ROLLBACK",
     )
     .await;
     // START TRANSACTION is answered with its own tag (after a comment too).

@@ -1,0 +1,96 @@
+//! Session state through extended-protocol pipelines that end or roll back a transaction
+//! among their statements, against PostgreSQL itself (the steps of pins.rs: the same through
+//! sluice and directly, compared). Which statements of such a pipeline took effect depends on
+//! where each stands against the `COMMIT`/`ROLLBACK` and on where it failed: the session
+//! keeps its connection, which has it right (pin `SET or release in a text or pipeline with its own COMMIT/ROLLBACK`), and
+//! releases nothing.
+
+use super::pg::start;
+use super::pins::{differential, POOL, TEMPS_HERE};
+
+/// Client 0 runs `first`; client 1 looks at the connection client 0 gave back (if it gave it
+/// back); then client 1 holds that one and client 0 looks at the connection it is on.
+fn leak_and_loss<'a>(first: &[(usize, &'a str)]) -> Vec<(usize, &'a str)> {
+    let mut steps = first.to_vec();
+    steps.extend([
+        (1, "SHOW work_mem"),
+        (1, "SHOW lock_timeout"),
+        (1, "BEGIN"),
+        (1, "SELECT 1"),
+        (0, "SHOW work_mem"),
+        (0, "SHOW lock_timeout"),
+        (1, "COMMIT"),
+    ]);
+    steps
+}
+
+/// Settings made before a `COMMIT` (or a `DISCARD ALL`, which commits at once) that a later
+/// statement's error does not undo, and settings made after a `ROLLBACK`, are the session's:
+/// never another client's, never lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_around_a_transaction_end_in_a_pipeline() {
+    let env = start(0, POOL).await;
+    for first in [
+        &[(0, "X:SET work_mem = '7MB' ;; COMMIT ;; SELECT 1/0")][..],
+        &[(0, "X:BEGIN ;; SET work_mem = '7MB' ;; COMMIT ;; SELECT 1/0")],
+        &[
+            (0, "BEGIN"),
+            (0, "SET work_mem = '7MB'"),
+            (0, "X:COMMIT ;; SELECT 1/0"),
+        ],
+        &[
+            (0, "SET work_mem = '7MB'"),
+            (0, "X:DISCARD ALL ;; SELECT 1/0"),
+        ],
+        &[(
+            0,
+            "X:BEGIN ;; SET lock_timeout = '3s' ;; ROLLBACK ;; SET work_mem = '7MB'",
+        )],
+        &[(
+            0,
+            "X:SET work_mem = '7MB' ;; COMMIT ;; SET lock_timeout = '3s' ;; ROLLBACK",
+        )],
+        // Followed as it is: it ran whole and committed.
+        &[(0, "X:BEGIN ;; SET work_mem = '7MB' ;; COMMIT")],
+    ] {
+        differential(&env, 2, &leak_and_loss(first)).await;
+    }
+}
+
+/// A release between a `BEGIN` and a `ROLLBACK` of one pipeline releases nothing: the
+/// temporary table and the `LISTEN` stay the session's, out of another client's reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_rolled_back_in_a_pipeline_releases_nothing() {
+    let env = start(0, POOL).await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "CREATE TEMP TABLE pl_tmp (x text)"),
+            (0, "INSERT INTO pl_tmp VALUES ('A-secret')"),
+            (0, "X:BEGIN ;; DISCARD TEMP ;; ROLLBACK"),
+            (1, TEMPS_HERE),
+            (1, "SELECT x FROM pg_temp.pl_tmp"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT x FROM pl_tmp"),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "LISTEN pl_chan"),
+            (0, "X:BEGIN ;; UNLISTEN * ;; ROLLBACK"),
+            (1, "SELECT count(*) FROM pg_listening_channels()"),
+            (1, "NOTIFY pl_chan"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT count(*) FROM pg_listening_channels()"),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+}
