@@ -5,6 +5,8 @@
 
 #[path = "postgres/cancel.rs"]
 mod cancel;
+#[path = "postgres/custom_settings.rs"]
+mod custom_settings;
 #[path = "postgres/edges.rs"]
 mod edges;
 #[path = "postgres/extended.rs"]

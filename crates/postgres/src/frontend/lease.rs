@@ -9,6 +9,9 @@ use crate::wire::{ReadyStatus, Writer};
 use sluice_core::Lease;
 use std::sync::Arc;
 
+/// SQLSTATE 42602, `invalid_name`: a setting's name under a prefix an extension reserved.
+const INVALID_NAME: &str = "42602";
+
 impl Session {
     /// Leases a connection for `decision` and brings it to the session's settings.
     pub(super) async fn attach(
@@ -122,14 +125,33 @@ impl Session {
 
     /// Brings the leased connection to the session's settings (a hidden round trip).
     pub(super) async fn apply_settings(&mut self) -> Result<(), SessionError> {
-        let Some(lease) = &mut self.lease else {
-            return Ok(());
-        };
-        let desired = self.settings.desired();
-        let Some(sql) = state::difference(&lease.conn().applied, &desired) else {
-            return Ok(());
-        };
-        if let Err(e) = self.replay(&sql).await {
+        let mut forgot = false;
+        loop {
+            let Some(lease) = &mut self.lease else {
+                return Ok(());
+            };
+            let desired = self.settings.desired();
+            let Some(sql) = state::difference(&lease.conn().applied, &desired) else {
+                return Ok(());
+            };
+            let e = match self.replay(&sql).await {
+                Ok(_) => {
+                    if let Some(lease) = &mut self.lease {
+                        lease.conn().set_applied(desired);
+                    }
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            // The replay ran as one implicit transaction: the connection is as it was.
+            if e.code == INVALID_NAME
+                && !forgot
+                && self.status == ReadyStatus::Idle
+                && self.forget_removed_settings().await
+            {
+                forgot = true;
+                continue;
+            }
             // The server's code (a startup parameter with an invalid value: 22023, as a
             // direct login gets it). A new session (it has seen no parameter yet): its
             // startup parameters, in the server's own words, as a direct login hears them.
@@ -142,10 +164,42 @@ impl Session {
             };
             return Err(self.end_over_connection(&e.code, msg).await);
         }
-        if let Some(lease) = &mut self.lease {
-            lease.conn().set_applied(desired);
+    }
+
+    /// After a replay failed with 42602: forgets the session's custom settings that the
+    /// connection refuses by name, because an extension loaded there reserved their prefix
+    /// since they were made (directly, PostgreSQL removes such a setting from the session when
+    /// the extension loads, with this WARNING). True if any was forgotten.
+    async fn forget_removed_settings(&mut self) -> bool {
+        let custom: Vec<(String, String)> = self
+            .settings
+            .made_custom()
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect();
+        let mut forgot = false;
+        for (name, stmt) in custom {
+            let Err(e) = self.replay(&stmt).await else {
+                continue;
+            };
+            if e.code != INVALID_NAME {
+                continue;
+            }
+            self.settings.forget(&name);
+            forgot = true;
+            let prefix = name.split('.').next().unwrap_or_default();
+            let msg = format!("invalid configuration parameter name \"{name}\", removing it");
+            let detail = format!("\"{prefix}\" is now a reserved prefix.");
+            self.client.queue_messages(|w| {
+                w.notice_response(&[
+                    (b'S', "WARNING"),
+                    (b'V', "WARNING"),
+                    (b'C', INVALID_NAME),
+                    (b'M', &msg),
+                    (b'D', &detail),
+                ])
+            });
         }
-        Ok(())
+        forgot
     }
 
     /// Inside a transaction block, sets startup parameters a `RESET` there returned to the

@@ -253,6 +253,23 @@ impl Settings {
         self.traits = self.found_traits();
     }
 
+    /// Forgets a setting the session made that the server removed: a custom one whose prefix
+    /// an extension reserved since (PostgreSQL removes it from a session the same way).
+    pub fn forget(&mut self, name: &str) {
+        if self.made.remove(name).is_some() {
+            self.generation += 1;
+            self.traits = self.found_traits();
+        }
+    }
+
+    /// The custom settings (`prefix.name`) the session made: name and statement.
+    pub fn made_custom(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.made
+            .iter()
+            .filter(|(n, _)| n.contains('.'))
+            .filter_map(|(n, s)| Some((n.as_str(), s.as_deref()?)))
+    }
+
     fn refreshed(mut self) -> Settings {
         self.traits = self.found_traits();
         self
@@ -461,7 +478,18 @@ pub fn difference(
         .keys()
         .filter(|k| *k != ROLE && !desired.contains_key(*k))
     {
-        sql.push_str(&format!("RESET {};", quote_ident(name)));
+        if name.contains('.') {
+            // A custom setting: PostgreSQL removes it from the connection when an extension
+            // loaded since reserves its prefix, and a RESET of it then fails (42602). Reset
+            // only if it is still there.
+            let name = quote_literal(name);
+            sql.push_str(&format!(
+                "SELECT pg_catalog.set_config({name}, NULL, false) \
+                 WHERE pg_catalog.current_setting({name}, true) IS NOT NULL;"
+            ));
+        } else {
+            sql.push_str(&format!("RESET {};", quote_ident(name)));
+        }
     }
     for (name, stmt) in desired.iter().filter(|(k, _)| *k != ROLE) {
         if applied.get(name) != Some(stmt) {

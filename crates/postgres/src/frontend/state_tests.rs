@@ -133,6 +133,18 @@ fn settings_move_as_differences() {
         difference(&synced, &s.desired()).unwrap(),
         "RESET timezone;"
     );
+    // A custom setting is reset only if the server still has it (an extension that reserved
+    // its prefix since removed it, and a RESET would fail).
+    let before = s.desired();
+    s.apply(Change::Set("my.x".into(), "SET my.x = 'v'".into()));
+    let with_custom = s.desired();
+    s.apply(Change::Reset("my.x".into()));
+    assert_eq!(
+        difference(&with_custom, &s.desired()).unwrap(),
+        "SELECT pg_catalog.set_config('my.x', NULL, false) \
+         WHERE pg_catalog.current_setting('my.x', true) IS NOT NULL;"
+    );
+    assert!(difference(&before, &s.desired()).is_none());
     // RESET of a startup parameter returns to its startup value.
     s.apply(Change::Set(
         "application_name".into(),

@@ -199,7 +199,16 @@ impl Writer {
 
     /// ErrorResponse with these fields (`S`/`V` severity, `C` SQLSTATE, `M` message...).
     pub fn error_response(&mut self, fields: &[(u8, &str)]) {
-        self.begin(b'E');
+        self.fields(b'E', fields);
+    }
+
+    /// NoticeResponse with these fields, as [`Writer::error_response`].
+    pub fn notice_response(&mut self, fields: &[(u8, &str)]) {
+        self.fields(b'N', fields);
+    }
+
+    fn fields(&mut self, tag: u8, fields: &[(u8, &str)]) {
+        self.begin(tag);
         for (kind, value) in fields {
             self.buf.push(*kind);
             self.cstr(value);

@@ -1,0 +1,65 @@
+//! Custom settings (`prefix.name`) under a prefix an extension reserves once it loads: on a
+//! pooled connection the setting outlives the session that made it, and PostgreSQL then
+//! refuses its name. Neither the next client nor the session that made it may pay for that.
+
+use super::pg::raw::{Msg, Raw};
+use super::pg::start;
+
+/// One server connection: every client below is served by the same one.
+const ONE: &str = "\n[pool]\nmax_connections = 1\nqueue_timeout = \"10s\"\n";
+const DO: &str = "DO $$BEGIN RAISE NOTICE 'do'; END$$";
+const BOGUS: &str = "SELECT current_setting('plpgsql.bogus_setting', true)";
+
+fn warnings(msgs: &[Msg]) -> Vec<String> {
+    msgs.iter()
+        .filter(|m| m.tag == b'N' && m.field(b'S').as_deref() == Some("WARNING"))
+        .map(|m| {
+            format!(
+                "{} {}",
+                m.sqlstate().unwrap_or_default(),
+                m.field(b'M').unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The next client on the connection: the setting it never made is gone from the server
+/// (PL/pgSQL reserved its prefix), so sluice's RESET of it must not fail its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_setting_removed_by_an_extension_hurts_no_other_session() {
+    let env = start(0, ONE).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.try_simple("SET plpgsql.bogus_setting = 1").await.unwrap();
+    let loaded = a.simple_all(DO).await;
+    assert_eq!(
+        warnings(&loaded),
+        ["42602 invalid configuration parameter name \"plpgsql.bogus_setting\", removing it"]
+    );
+    assert_eq!(Raw::column(&a.try_simple(BOGUS).await.unwrap()), ["NULL"]);
+    assert_eq!(Raw::column(&b.try_simple("SELECT 1").await.unwrap()), ["1"]);
+    assert_eq!(Raw::column(&a.try_simple("SELECT 2").await.unwrap()), ["2"]);
+}
+
+/// The session that made it, served next by a connection where the prefix is reserved: as
+/// directly once the extension loads, the setting is removed with PostgreSQL's WARNING, and
+/// the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_setting_the_next_connection_refuses_is_removed_with_a_warning() {
+    let env = start(0, ONE).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.try_simple("SET plpgsql.other_bogus = 1").await.unwrap();
+    b.try_simple(DO).await.unwrap();
+    let moved = a
+        .simple_all("SELECT current_setting('plpgsql.other_bogus', true)")
+        .await;
+    assert_eq!(
+        warnings(&moved),
+        ["42602 invalid configuration parameter name \"plpgsql.other_bogus\", removing it"]
+    );
+    assert!(moved.iter().all(|m| m.tag != b'E'), "{moved:?}");
+    assert_eq!(Raw::column(&moved), ["NULL"]);
+    assert_eq!(Raw::column(&a.try_simple("SELECT 3").await.unwrap()), ["3"]);
+    assert_eq!(Raw::column(&b.try_simple("SELECT 4").await.unwrap()), ["4"]);
+}
