@@ -15,6 +15,8 @@ mod extended;
 mod faults;
 #[path = "postgres/logins.rs"]
 mod logins;
+#[path = "postgres/notify.rs"]
+mod notify;
 mod pg;
 #[path = "postgres/pins.rs"]
 mod pins;

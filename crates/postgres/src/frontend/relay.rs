@@ -121,15 +121,31 @@ impl Out {
     }
 }
 
-/// Relays until every expectation is met.
+/// A NotificationResponse (`msg`, whole) that server process `backend` passes on, with the
+/// sender's process id `pid` instead when the sender is that very process: the session's own
+/// `NOTIFY` (a listening session keeps its connection, so its `NOTIFY`s run there). A client
+/// that tells its own notifications by comparing the sender with its BackendKeyData (libpq's
+/// `be_pid` and `PQbackendPID()`) then knows them as directly. `None`: the message as it is.
+pub(super) fn own_notification(msg: &[u8], backend: u32, pid: u32) -> Option<Vec<u8>> {
+    if msg.get(5..9)? != backend.to_be_bytes() || backend == pid {
+        return None;
+    }
+    let mut own = msg.to_vec();
+    own[5..9].copy_from_slice(&pid.to_be_bytes());
+    Some(own)
+}
+
+/// Relays until every expectation is met. `own_pid`: the process id in the client's
+/// BackendKeyData (see [`own_notification`]).
 pub async fn relay(
     conn: &mut PgConn,
     client: &mut Client,
     exps: &mut Exps,
     reported: &mut std::sync::Arc<BTreeMap<String, String>>,
+    own_pid: u32,
 ) -> Result<Relayed, RelayError> {
     let mut out = Out::default();
-    let r = relay_into(conn, client, exps, reported, &mut out).await;
+    let r = relay_into(conn, client, exps, reported, own_pid, &mut out).await;
     out.done();
     r
 }
@@ -139,6 +155,7 @@ async fn relay_into(
     client: &mut Client,
     exps: &mut Exps,
     reported: &mut std::sync::Arc<BTreeMap<String, String>>,
+    own_pid: u32,
     out: &mut Out,
 ) -> Result<Relayed, RelayError> {
     let mut r = Relayed::default();
@@ -190,7 +207,17 @@ async fn relay_into(
         // The message, after the run.
         let at = out.run;
         match tag {
-            b'N' | b'A' => out.pass(conn, len),
+            b'A' => {
+                let msg = &conn.buffered()[at..at + len];
+                match own_notification(msg, conn.backend_key.0, own_pid) {
+                    Some(own) => {
+                        out.drop_message(conn, len);
+                        out.push(conn, &own);
+                    }
+                    None => out.pass(conn, len),
+                }
+            }
+            b'N' => out.pass(conn, len),
             b'S' => {
                 let msg = &conn.buffered()[at..at + len];
                 let kv = parameter_status(&msg[5..]).map(|(k, v)| (k.to_string(), v.to_string()));

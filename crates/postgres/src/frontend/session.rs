@@ -211,7 +211,8 @@ impl Session {
         }
         let mut out = Vec::new();
         while let Ok(Some((m, len))) = conn.peek() {
-            if m.tag == b'S' {
+            let tag = m.tag;
+            if tag == b'S' {
                 // The client sees it, and the connection has it (for the next session).
                 let kv = crate::backend::conn::parameter_status(m.body)
                     .map(|(k, v)| (k.to_string(), v.to_string()));
@@ -220,7 +221,18 @@ impl Session {
                     Arc::make_mut(&mut conn.params).insert(k, v);
                 }
             }
-            out.extend_from_slice(&conn.buffered()[..len]);
+            let own = match tag {
+                b'A' => super::relay::own_notification(
+                    &conn.buffered()[..len],
+                    conn.backend_key.0,
+                    self.handle.id,
+                ),
+                _ => None,
+            };
+            match own {
+                Some(own) => out.extend_from_slice(&own),
+                None => out.extend_from_slice(&conn.buffered()[..len]),
+            }
             conn.consume(len);
         }
         self.client.send(&out).await.map_err(client_err)
@@ -402,7 +414,15 @@ impl Session {
                     self.owed = Some(Box::new(exps));
                     Ok(Default::default())
                 } else {
-                    relay(conn, &mut self.client, &mut exps, &mut self.reported).await
+                    let own_pid = self.handle.id;
+                    relay(
+                        conn,
+                        &mut self.client,
+                        &mut exps,
+                        &mut self.reported,
+                        own_pid,
+                    )
+                    .await
                 }
             }
             Err(e) => Err(RelayError::Server(e)),
