@@ -24,6 +24,12 @@ pub const STATEMENTS_PER_CONNECTION: usize = 256;
 /// Prepared statements one client session may hold at most.
 pub const STATEMENTS_PER_SESSION: usize = 10_000;
 
+/// The most answers a session's batch may owe while the client has sent neither Sync nor
+/// Flush (see docs/sessions.md, "Long batches"): they are kept in sluice's memory, tens of
+/// bytes each, and a batch whose messages the server does not answer (sluice answers them,
+/// or the server skips them after an error) would grow them without limit.
+pub const OWED_ANSWERS_PER_SESSION: usize = 1_000_000;
+
 /// The PostgreSQL front end.
 pub struct PostgresFrontend {
     /// The process's shared state.

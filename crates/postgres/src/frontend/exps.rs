@@ -154,6 +154,11 @@ impl Exps {
         self.items.push(e);
     }
 
+    /// How many are left.
+    pub fn len(&self) -> usize {
+        self.items.len() - self.head as usize
+    }
+
     /// None left.
     pub fn is_empty(&self) -> bool {
         self.head as usize == self.items.len()

@@ -433,6 +433,20 @@ impl Session {
             // the unit that ends it is relayed.)
             self.handle.set_backend_for_cancel(None, None);
         }
+        if self
+            .owed
+            .as_ref()
+            .is_some_and(|o| o.len() > crate::front::OWED_ANSWERS_PER_SESSION)
+        {
+            self.owed = None;
+            lease.discard();
+            let msg = format!(
+                "sluice: a batch of more than {} messages without a Sync or Flush",
+                crate::front::OWED_ANSWERS_PER_SESSION
+            );
+            let _ = self.client.fatal("54000", &msg).await;
+            return Err(SessionError::Refused(msg));
+        }
         let mut relayed = match relayed {
             Ok(r) => r,
             Err(RelayError::Client(e)) => {

@@ -234,6 +234,14 @@ impl Raw {
         }
     }
 
+    /// Sends `bytes` as they are; why the connection would not take them, if it would not.
+    pub async fn try_send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.stream
+            .write_all(bytes)
+            .await
+            .map_err(|e| format!("send: {e}"))
+    }
+
     /// Sends what `out` holds.
     pub async fn flush(&mut self) {
         let out = self.out.split();

@@ -5,8 +5,10 @@
 //! keeps its connection, which has it right (pin `SET or release in a text or pipeline with its own COMMIT/ROLLBACK`), and
 //! releases nothing.
 
+use super::pg::raw::Raw;
 use super::pg::start;
 use super::pins::{differential, POOL, TEMPS_HERE};
+use sluice_postgres::front::OWED_ANSWERS_PER_SESSION;
 
 /// Client 0 runs `first`; client 1 looks at the connection client 0 gave back (if it gave it
 /// back); then client 1 holds that one and client 0 looks at the connection it is on.
@@ -93,4 +95,44 @@ async fn a_release_rolled_back_in_a_pipeline_releases_nothing() {
         ],
     )
     .await;
+}
+
+/// A batch that never ends owes its answers in sluice's memory: past the bound the session
+/// ends (54000), and no other session notices. `Close` of a statement no one prepared is
+/// answered by sluice itself: the server, which would otherwise slow the client down, never
+/// hears of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_never_ends_is_bounded() {
+    let env = start(0, "").await;
+    let mut victim = Raw::connect(env.port, "app", "app", "postgres").await;
+    victim.try_simple("BEGIN").await.unwrap();
+    victim.try_simple("SELECT 1").await.unwrap();
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut close = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::close(b'S', "x", &mut close).unwrap();
+    let batch = close.repeat(OWED_ANSWERS_PER_SESSION + 100_000);
+    // Refused part way (the session ends while it is still sending) or taken whole.
+    let _ = c.try_send_raw(&batch).await;
+    // Nothing but the end: the answers owed are never sent. (The FATAL may be lost to a
+    // reset: the client had sent more than sluice read.)
+    let end = c.try_next().await;
+    match &end {
+        Err(e) => assert!(
+            e.starts_with("54000 sluice: a batch of more than")
+                || e.starts_with("receive:")
+                || e == "the connection closed",
+            "{e}"
+        ),
+        Ok(m) => panic!("an answer to a batch without its end: {m:?}"),
+    }
+    assert_eq!(
+        Raw::column(&victim.try_simple("SELECT 2").await.unwrap()),
+        ["2"]
+    );
+    victim.try_simple("COMMIT").await.unwrap();
+    let mut next = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(
+        Raw::column(&next.try_simple("SELECT 3").await.unwrap()),
+        ["3"]
+    );
 }
