@@ -39,8 +39,6 @@ pub struct Scanned {
     pub deallocate: Option<String>,
     /// `COPY … FROM STDIN` (or from a file): an Execute of it may start COPY FROM STDIN.
     pub copy_in: bool,
-    /// `SET LOCAL`: a setting changed for the rest of the transaction block only.
-    pub sets_local: bool,
     /// Number of statements in the text.
     pub statements: u32,
     /// The id of its digest (its shape, literals taken out: see
@@ -80,7 +78,6 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         primary_txn: false,
         deallocate: None,
         copy_in: false,
-        sets_local: false,
         statements: whole.statements,
         digest: whole.digest,
         user_calls: whole.user_calls.as_ref().map(|spans| {
@@ -114,7 +111,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
 impl Scanned {
     /// It changes settings (for the session or, with `SET LOCAL`, its transaction).
     pub fn changes_settings(&self) -> bool {
-        self.sets_local || !self.changes.is_empty()
+        !self.changes.is_empty()
     }
 
     /// It changes the session's settings (more than `SET LOCAL`s).
@@ -172,7 +169,6 @@ impl Scanned {
                     .trim_end_matches(';')
                     .to_string();
                 if set.local {
-                    self.sets_local = true;
                     self.changes.push(Change::SetLocal(set.name.clone(), text));
                 } else {
                     self.changes.push(Change::Set(set.name.clone(), text));

@@ -439,13 +439,12 @@ impl Session {
             .is_some_and(|o| o.len() > crate::front::OWED_ANSWERS_PER_SESSION)
         {
             self.owed = None;
-            lease.discard();
+            self.lease = Some(lease);
             let msg = format!(
                 "sluice: a batch of more than {} messages without a Sync or Flush",
                 crate::front::OWED_ANSWERS_PER_SESSION
             );
-            let _ = self.client.fatal("54000", &msg).await;
-            return Err(SessionError::Refused(msg));
+            return Err(self.end_over_connection("54000", msg).await);
         }
         let mut relayed = match relayed {
             Ok(r) => r,
