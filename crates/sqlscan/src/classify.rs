@@ -305,9 +305,7 @@ impl Cursor<'_> {
 fn find_hint(src: &[u8], comment: &[u8]) -> Option<(usize, usize)> {
     const MARK: &[u8] = b"sluice:";
     let base = comment.as_ptr() as usize - src.as_ptr() as usize;
-    let at = comment
-        .windows(MARK.len())
-        .position(|w| w.eq_ignore_ascii_case(MARK))?;
+    let at = crate::find_ignore_case(comment, MARK)?;
     let start = at + MARK.len();
     let len = comment[start..]
         .iter()

@@ -17,5 +17,11 @@ pub mod shapes;
 
 pub use classify::{scan, scan_with, Command, Effects, Kill, Options, Route, Scan};
 
+/// Where `needle` first stands in `hay`, in any ASCII case.
+pub(crate) fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
+}
+
 #[cfg(test)]
 mod tests;

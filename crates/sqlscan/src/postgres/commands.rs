@@ -273,10 +273,7 @@ fn names_pg_temp(cur: &mut Cursor<'_>) -> bool {
     let src = cur.src;
     let mut found = false;
     while let Some(t) = cur.next() {
-        found |= t
-            .text(src)
-            .windows(PG_TEMP.len())
-            .any(|w| w.eq_ignore_ascii_case(PG_TEMP));
+        found |= crate::find_ignore_case(t.text(src), PG_TEMP).is_some();
     }
     found
 }

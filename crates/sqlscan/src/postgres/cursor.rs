@@ -243,9 +243,7 @@ impl<'a> Cursor<'a> {
 fn find_hint(src: &[u8], comment: &Token) -> Option<(usize, usize)> {
     const MARK: &[u8] = b"sluice:";
     let text = comment.text(src);
-    let at = text
-        .windows(MARK.len())
-        .position(|w| w.eq_ignore_ascii_case(MARK))?;
+    let at = crate::find_ignore_case(text, MARK)?;
     let start = comment.start + at + MARK.len();
     let len = src[start..comment.end]
         .iter()

@@ -124,8 +124,7 @@ fn build(sql: &[u8], key: &mut ShapeKey) -> Option<()> {
 /// The comment `text` mentions `sluice:` (in any case), as a routing hint does.
 fn mentions_hint(text: &[u8]) -> bool {
     const MARK: &[u8] = b"sluice:";
-    text.windows(MARK.len())
-        .any(|w| w.eq_ignore_ascii_case(MARK))
+    crate::find_ignore_case(text, MARK).is_some()
 }
 
 impl PgScan {

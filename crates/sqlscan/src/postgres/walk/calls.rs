@@ -206,10 +206,7 @@ impl<'a> Arguments<'a> {
     /// True if a string literal in argument `i` contains `word` (in any case).
     fn mentions(&self, i: usize, word: &[u8]) -> bool {
         self.args[i].iter().any(|t| {
-            t.kind == Kind::Str
-                && t.text(self.rest)
-                    .windows(word.len())
-                    .any(|w| w.eq_ignore_ascii_case(word))
+            t.kind == Kind::Str && crate::find_ignore_case(t.text(self.rest), word).is_some()
         })
     }
 }
