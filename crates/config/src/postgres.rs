@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// PostgreSQL-only settings.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PostgresConfig {
     /// Functions the scanner does not know (user functions, extensions) that only read: a
@@ -12,6 +12,24 @@ pub struct PostgresConfig {
     /// one is taken as it is), matched without their schema.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_functions: Vec<String>,
+    /// Bytes of prepared statements (their texts and parameter types, as the clients' Parse
+    /// messages carry them) the whole process holds at once: the sessions' statements and
+    /// the copies prepared on server connections. A Parse beyond it fails with 53200.
+    #[serde(default = "default_max_statement_memory")]
+    pub max_statement_memory: u64,
+}
+
+fn default_max_statement_memory() -> u64 {
+    1 << 30
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            read_only_functions: Vec::new(),
+            max_statement_memory: default_max_statement_memory(),
+        }
+    }
 }
 
 impl PostgresConfig {

@@ -99,6 +99,14 @@ impl Charge {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
+
+    /// Gives back everything held (the charge stays, empty, for the next bytes).
+    pub fn release(&mut self) {
+        if self.bytes > 0 {
+            self.budget.used.fetch_sub(self.bytes, Relaxed);
+            self.bytes = 0;
+        }
+    }
 }
 
 impl Drop for Charge {
@@ -131,6 +139,9 @@ mod tests {
         assert_eq!((c.bytes(), b.used()), (40, 100));
         drop(a);
         assert_eq!(b.used(), 40);
+        c.release();
+        assert_eq!((c.bytes(), b.used()), (0, 0));
+        c.cover(40).unwrap();
         b.set_limit(10);
         assert!(c.grow(1).is_err());
         drop(c);

@@ -300,7 +300,12 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     differs("[admin]", old.admin == new.admin);
     differs("[digests]", old.digests == new.digests);
     differs("[log]", old.log == new.log);
-    differs("[postgres]", old.postgres == new.postgres);
+    let postgres = |c: &Config| {
+        let mut p = c.postgres.clone();
+        p.max_statement_memory = 0; // reloadable
+        p
+    };
+    differs("[postgres]", postgres(old) == postgres(new));
     why
 }
 
@@ -433,5 +438,27 @@ impl<C> Topology<C> {
             changes.push(format!("rules: {} in force", cfg.rules.len()));
         }
         changes
+    }
+}
+
+#[cfg(test)]
+mod reload_tests {
+    use super::reload_blockers;
+    use sluice_config::Config;
+
+    fn config(postgres: &str) -> Config {
+        let text = format!(
+            "[[listeners]]\nlisten = \"127.0.0.1:6432\"\nprotocol = \"postgres\"\n\n[[users]]\nname = \"app\"\npassword = \"app\"\n\n[[servers]]\naddress = \"127.0.0.1:5432\"\nprotocol = \"postgres\"\nhostgroup = \"writer\"\n\n[postgres]\n{postgres}\n"
+        );
+        Config::from_toml(&text).unwrap()
+    }
+
+    #[test]
+    fn a_reload_applies_the_statement_budget_but_not_read_only_functions() {
+        let old = config("read_only_functions = [\"f\"]");
+        let budget = config("read_only_functions = [\"f\"]\nmax_statement_memory = 1048576");
+        assert!(reload_blockers(&old, &budget).is_empty());
+        let functions = config("read_only_functions = [\"f\", \"g\"]");
+        assert_eq!(reload_blockers(&old, &functions), ["[postgres]"]);
     }
 }

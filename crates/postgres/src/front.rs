@@ -40,6 +40,8 @@ pub struct PostgresFrontend {
     pub connector: Arc<PgConnector>,
     /// Functions configured as read-only (`[postgres] read_only_functions`).
     pub read_only_functions: std::collections::HashSet<String>,
+    /// Bytes of prepared statements the process holds (`[postgres] max_statement_memory`).
+    pub statement_memory: Arc<sluice_core::MemoryBudget>,
     /// SCRAM verifiers of configured passwords.
     pub verifiers: crate::frontend::login::Verifiers,
     /// Database names and startup settings, shared by the sessions that have them alike.
@@ -48,6 +50,11 @@ pub struct PostgresFrontend {
     monitor: Option<Arc<Monitor>>,
     /// Its agent (a reload changes its credentials).
     monitor_agent: Option<Arc<PgAgent>>,
+}
+
+/// A configured byte count as a budget's limit.
+fn budget_bytes(configured: u64) -> usize {
+    usize::try_from(configured).unwrap_or(usize::MAX)
 }
 
 /// The monitor's settings for PostgreSQL: the configured ones, without failover and rejoin,
@@ -106,6 +113,8 @@ impl PostgresFrontend {
             .iter()
             .cloned()
             .collect();
+        let statement_memory =
+            sluice_core::MemoryBudget::new(budget_bytes(config.postgres.max_statement_memory));
         let monitor_agent = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
             let agent = PgAgent::new(user, password);
@@ -125,6 +134,7 @@ impl PostgresFrontend {
             topology,
             connector,
             read_only_functions,
+            statement_memory,
             verifiers: Default::default(),
             shared: Default::default(),
             monitor,
@@ -189,6 +199,11 @@ impl Frontend for PostgresFrontend {
 
     fn apply_reload(&self, old: &Config, new: &Config) -> Vec<String> {
         let mut changes = Vec::new();
+        let statements = new.postgres.max_statement_memory;
+        if old.postgres.max_statement_memory != statements {
+            self.statement_memory.set_limit(budget_bytes(statements));
+            changes.push(format!("[postgres] max_statement_memory {statements}"));
+        }
         if let (Some(m), Some(agent)) = (&self.monitor, &self.monitor_agent) {
             if old.monitor_credentials() != new.monitor_credentials() {
                 let (user, password) = new.monitor_credentials();

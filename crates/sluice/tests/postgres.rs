@@ -3,6 +3,8 @@
 //! pooled connections, pins, COPY, errors and cancel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "postgres/budgets.rs"]
+mod budgets;
 #[path = "postgres/cancel.rs"]
 mod cancel;
 #[path = "postgres/custom_settings.rs"]

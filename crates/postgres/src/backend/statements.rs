@@ -10,7 +10,7 @@
 //! server to make room.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A statement as a client prepared it (a Parse message's content), or a simple query's text.
 #[derive(Debug)]
@@ -28,6 +28,11 @@ pub struct StmtDef {
     /// What the scanner found in its text (its digest's id among it; shared with the
     /// thread's table of classifications by shape, see [`crate::scan_cache`]).
     pub info: Arc<crate::classify::Scanned>,
+    /// A Parse's charge for its text and types against `[postgres] max_statement_memory`,
+    /// held as long as anyone holds the statement (its session, a server connection's
+    /// copy); `Ok(None)` for a simple query's text, which lives only while it runs; or why
+    /// the budget refused it (the Parse then fails, and the statement is never held).
+    pub charge: Result<Option<sluice_core::Charge>, sluice_core::OverBudget>,
 }
 
 /// `sluice_` and 16 hex digits.
@@ -51,6 +56,48 @@ pub fn key_of_name(name: &[u8]) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+}
+
+/// A second hash of a statement's text and types, independent of [`text_hash`]: how a server
+/// connection recognises a statement it holds once no session holds its text.
+fn check_hash(sql: &[u8], types: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = seed().build_hasher();
+    h.write_u8(0xa5);
+    h.write(types);
+    h.write_u8(0xff);
+    h.write(sql);
+    h.finish()
+}
+
+/// A statement a server connection holds. It does not keep the statement's text alive (the
+/// sessions that prepared it do, charged to `[postgres] max_statement_memory`): once none
+/// does, the statement is recognised by its key and a second hash of its text.
+#[derive(Clone, Debug)]
+pub struct Cached {
+    def: Weak<StmtDef>,
+    check: u64,
+}
+
+impl Cached {
+    /// `def` as a connection holds it.
+    pub fn of(def: &Arc<StmtDef>) -> Cached {
+        Cached {
+            def: Arc::downgrade(def),
+            check: check_hash(&def.sql, &def.types),
+        }
+    }
+
+    /// Whether it is `def`'s text and types.
+    fn is(&self, def: &Arc<StmtDef>) -> bool {
+        if std::ptr::eq(self.def.as_ptr(), Arc::as_ptr(def)) {
+            return true;
+        }
+        match self.def.upgrade() {
+            Some(held) => held.sql == def.sql && held.types == def.types,
+            None => self.check == check_hash(&def.sql, &def.types),
+        }
+    }
 }
 
 /// A fingerprint no settings have: for statements parsed while the settings were changing.
@@ -84,6 +131,22 @@ impl StmtDef {
             hash: text_hash(sql, types),
             settings: 0,
             info: crate::classify::classify(sql),
+            charge: Ok(None),
+        }
+    }
+
+    /// As [`StmtDef::new`], its bytes charged to `budget`.
+    pub fn charged(
+        sql: &[u8],
+        types: &[u8],
+        settings: u64,
+        budget: &Arc<sluice_core::MemoryBudget>,
+    ) -> StmtDef {
+        let mut charge = budget.charge();
+        StmtDef {
+            settings,
+            charge: charge.grow(sql.len() + types.len()).map(|()| Some(charge)),
+            ..StmtDef::new(sql, types)
         }
     }
 
@@ -95,6 +158,7 @@ impl StmtDef {
             hash: 0,
             settings: 0,
             info: crate::classify::classify(sql),
+            charge: Ok(None),
         }
     }
 
@@ -110,6 +174,17 @@ impl StmtDef {
         out.push(0);
         out.extend_from_slice(&self.types);
     }
+}
+
+/// The error for a Parse whose text `[postgres] max_statement_memory` cannot hold now.
+pub fn over_budget(over: &sluice_core::OverBudget) -> (&'static str, String) {
+    (
+        "53200",
+        format!(
+            "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because the prepared statements of all sessions may hold at most {} bytes ([postgres] max_statement_memory) and {} are in use; close some and retry",
+            over.wanted, over.limit, over.used
+        ),
+    )
 }
 
 /// A statement's name on server connections, from its key there ([`ServerStatements::ensure`]):
@@ -169,7 +244,7 @@ pub struct ServerStatements {
     settings: u64,
     /// By key: the statement, when it was last used, and whether it is stale (the server
     /// refused to run it as prepared: it is closed and prepared again at its next use).
-    held: HashMap<u64, (Arc<StmtDef>, u64, bool), foldhash::fast::RandomState>,
+    held: HashMap<u64, (Cached, u64, bool), foldhash::fast::RandomState>,
 }
 
 /// What making room for a statement requires.
@@ -181,7 +256,7 @@ pub enum Ensure {
     Prepare {
         /// The statement to close (its key, for its server name) first, if the connection
         /// is full.
-        evict: Option<(u64, Arc<StmtDef>)>,
+        evict: Option<(u64, Cached)>,
     },
 }
 
@@ -228,7 +303,7 @@ impl ServerStatements {
         let tried: &[u64] = if own == key { &[own] } else { &[own, key] };
         for &k in tried {
             if let Some((held, used, stale)) = self.held.get_mut(&k) {
-                if held.sql == def.sql && held.types == def.types && !*stale {
+                if !*stale && held.is(def) {
                     *used = self.tick;
                     return (k, Ensure::Held);
                 }
@@ -247,7 +322,7 @@ impl ServerStatements {
                 evict = self.held.remove(&k).map(|(d, ..)| (k, d));
             }
         }
-        self.held.insert(key, (def.clone(), self.tick, false));
+        self.held.insert(key, (Cached::of(def), self.tick, false));
         (key, Ensure::Prepare { evict })
     }
 
@@ -257,7 +332,7 @@ impl ServerStatements {
     }
 
     /// Holds again a statement whose Close the server skipped (it is still there).
-    pub fn restore(&mut self, key: u64, def: Arc<StmtDef>) {
+    pub fn restore(&mut self, key: u64, def: Cached) {
         self.tick += 1;
         self.held.insert(key, (def, self.tick, false));
     }
@@ -302,19 +377,38 @@ mod tests {
         assert!(matches!(s.ensure(&a).1, Ensure::Prepare { evict: None }));
         assert!(matches!(s.ensure(&b).1, Ensure::Prepare { evict: None }));
         assert!(matches!(s.ensure(&a).1, Ensure::Held));
-        assert!(
-            matches!(s.ensure(&c).1, Ensure::Prepare { evict: Some((_, e)) } if Arc::ptr_eq(&e, &b))
-        );
+        assert!(matches!(s.ensure(&c).1, Ensure::Prepare { evict: Some((_, e)) } if e.is(&b)));
         assert_eq!(s.len(), 2);
         s.forget(s.key(&c));
         assert_eq!(s.len(), 1);
         // A stale one is closed and prepared again under its name, then held.
         s.mark_stale(s.key(&a));
-        assert!(
-            matches!(s.ensure(&a).1, Ensure::Prepare { evict: Some((_, e)) } if Arc::ptr_eq(&e, &a))
-        );
+        assert!(matches!(s.ensure(&a).1, Ensure::Prepare { evict: Some((_, e)) } if e.is(&a)));
         assert!(matches!(s.ensure(&a).1, Ensure::Held));
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn a_connection_holds_no_text_and_no_charge_and_still_knows_its_statements() {
+        let budget = sluice_core::MemoryBudget::new(20);
+        let charged = |sql: &str| Arc::new(StmtDef::charged(sql.as_bytes(), &[0, 0], 0, &budget));
+        let mut s = ServerStatements::new(4);
+        let a = charged("select 1");
+        assert_eq!(budget.used(), 10);
+        assert!(
+            charged("select 22").charge.is_err(),
+            "10 + 11 bytes are over 20"
+        );
+        s.ensure(&a);
+        drop(a);
+        assert_eq!(budget.used(), 0, "the connection's copy holds no charge");
+        let again = charged("select 1");
+        assert!(
+            matches!(s.ensure(&again).1, Ensure::Held),
+            "known by its hashes"
+        );
+        let other = Arc::new(StmtDef::new(b"select 2", &[0, 0]));
+        assert!(!Cached::of(&again).is(&other));
     }
 
     #[test]

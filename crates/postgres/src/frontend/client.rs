@@ -3,6 +3,7 @@
 
 use crate::wire::{read_message, Message, ReadyStatus, WireError, Writer};
 use bytes::{Buf, BytesMut};
+use sluice_core::{Charge, OverBudget};
 use sluice_runtime::tls::ClientStream;
 use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,6 +15,12 @@ pub const MAX_CLIENT_MESSAGE: usize = 64 << 20;
 /// Client bytes sluice buffers ahead of what it is working on (a pipelining client beyond it
 /// waits until sluice catches up).
 pub const READ_AHEAD: usize = 1 << 20;
+
+/// The room a client's read buffer may take without a charge against `[proxy]
+/// max_request_memory`: what reading ahead up to [`READ_AHEAD`] grows it to. Beyond it (a
+/// message of more than about 1 MiB is arriving), the whole buffer is charged as it grows,
+/// before bytes are read into it, until it is empty again.
+pub const UNCHARGED: usize = 2 * READ_AHEAD;
 
 /// What the queue of messages for the client starts with.
 const QUEUE_CAPACITY: usize = 1024;
@@ -28,20 +35,91 @@ pub struct Client {
     /// messages (SASLFinal, AuthenticationOk, ParameterStatus, BackendKeyData,
     /// ReadyForQuery) leave in one write, as PostgreSQL sends them.
     pub pending: Vec<u8>,
+    /// The read buffer's charge against `[proxy] max_request_memory` (nothing while it is
+    /// within [`UNCHARGED`]).
+    pub charge: Charge,
+    /// Why the buffer could not grow, once the budget refused it: the session ends, and the
+    /// client is told this.
+    pub over_budget: Option<(usize, OverBudget)>,
 }
 
 impl Client {
     /// Reads more from the client; an error when it is gone.
     pub async fn fill(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() && self.charge.bytes() > 0 {
+            // A large message was handled: its room goes, and its charge with it.
+            self.buf = sluice_runtime::buffers::read_buffer();
+            self.charge.release();
+        }
         // Small to start with (a login reads a few hundred bytes), doubling for a client that
         // sends more.
         if self.buf.capacity() - self.buf.len() < 1024 {
             self.buf.reserve(self.buf.capacity().max(4096));
+            if self.buf.capacity() > UNCHARGED {
+                self.charge_room()?;
+            }
         }
         match self.stream.read_buf(&mut self.buf).await? {
             0 => Err(io::ErrorKind::UnexpectedEof.into()),
             _ => Ok(()),
         }
+    }
+
+    /// Charges the read buffer's room to the budget (before anything is read into it); an
+    /// error, with the refusal kept for the client, if the budget cannot hold it.
+    fn charge_room(&mut self) -> io::Result<()> {
+        let room = self.buf.capacity();
+        match self.charge.cover(room) {
+            Ok(()) => Ok(()),
+            Err(over) => {
+                self.over_budget = Some((self.buf.len(), over));
+                Err(io::Error::other(format!(
+                    "read buffer of {room} bytes refused: {over}"
+                )))
+            }
+        }
+    }
+
+    /// The bytes of the last message in the buffer that have not arrived yet (0 when it ends
+    /// with a whole message, or with too little of one to tell).
+    pub fn still_to_come(&self) -> usize {
+        let mut at = 0;
+        loop {
+            match self.message_at(at) {
+                Ok(Some((_, len))) => at += len,
+                Ok(None) => {
+                    let head = &self.buf[at..];
+                    return match head.get(1..5) {
+                        Some(l) => (u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize + 1)
+                            .saturating_sub(head.len()),
+                        None => 0,
+                    };
+                }
+                Err(_) => return 0,
+            }
+        }
+    }
+
+    /// Reads and drops the next `n` bytes from the client (through a small buffer of its
+    /// own: the read buffer is not used).
+    pub async fn discard(&mut self, mut n: usize) -> io::Result<()> {
+        let mut scratch = vec![0u8; 64 * 1024];
+        while n > 0 {
+            let want = n.min(scratch.len());
+            match self.stream.read(&mut scratch[..want]).await? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                got => n -= got,
+            }
+        }
+        Ok(())
+    }
+
+    /// The FATAL a client gets when its message did not fit in `[proxy] max_request_memory`.
+    pub fn over_budget_message(received: usize, over: &OverBudget) -> String {
+        format!(
+            "sluice: out of memory for client messages: {received} bytes from this client wait to be handled and its message needs more, but the messages of all clients may hold at most {} bytes ([proxy] max_request_memory) and {} are in use; the connection is closed, retry later",
+            over.limit, over.used
+        )
     }
 
     /// Waits for the client's next bytes while the session is idle: the read buffer goes
@@ -50,6 +128,7 @@ impl Client {
     pub async fn fill_idle(&mut self) -> io::Result<()> {
         if self.buf.is_empty() {
             sluice_runtime::buffers::give_read(std::mem::take(&mut self.buf));
+            self.charge.release();
             self.stream.readable().await?;
             self.buf = sluice_runtime::buffers::read_buffer();
         }

@@ -2,7 +2,7 @@
 //! matches the server's responses against (which ones the client sees, which ones sluice
 //! answers itself, what to do when one succeeds or fails).
 
-use crate::backend::statements::StmtDef;
+use crate::backend::statements::{Cached, StmtDef};
 use std::sync::Arc;
 
 /// The responses one client message (or one sluice adds) draws from the server.
@@ -96,7 +96,7 @@ pub enum Shared {
     Uses(u64),
     /// sluice closes this statement (by key: to make room, or to prepare it afresh): held
     /// again if the server skips the Close, which leaves it there.
-    Closes(u64, Arc<StmtDef>),
+    Closes(u64, Cached),
 }
 
 impl Shared {
@@ -215,7 +215,7 @@ mod tests {
         );
         // Prepared afresh (Close, then Parse of the same name), both skipped: still held.
         let skipped = [
-            Shared::Closes(old_key, old.clone()),
+            Shared::Closes(old_key, Cached::of(&old)),
             Shared::Prepares(old_key),
         ];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
@@ -223,7 +223,7 @@ mod tests {
         // Prepared in the skipped part, then closed there: never on the server.
         let mut s = ServerStatements::new(4);
         let (k, _) = s.ensure(&new);
-        let skipped = [Shared::Prepares(k), Shared::Closes(k, new.clone())];
+        let skipped = [Shared::Prepares(k), Shared::Closes(k, Cached::of(&new))];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
         assert!(s.is_empty());
     }

@@ -58,6 +58,8 @@ async fn open(
         stream: MaybeTls::Plain(stream),
         buf: sluice_runtime::buffers::read_buffer(),
         pending: Vec::new(),
+        charge: fe.rt.request_memory.charge(),
+        over_budget: None,
     };
     let timeout = fe.rt.effective.load().login.handshake_timeout.get();
     let tls = fe.rt.tls.load_full();
@@ -193,6 +195,9 @@ impl Session {
         if welcomed {
             if let Err(e) = self.run().await {
                 tracing::debug!(error = %e, "session ended");
+                if let Some((received, over)) = self.client.over_budget.take() {
+                    Box::pin(self.refuse_over_budget(received, over)).await;
+                }
             }
         }
         if let Some(mut lease) = self.lease.take() {

@@ -2,10 +2,12 @@
 //! a queue timeout, a cancel while the statement waited), what follows a refused batch up to
 //! its Sync, and a transaction block that failed before the server had it.
 
+use super::client::Client;
 use super::sequences::{self, Sequences};
 use super::session::{client_err, put_query, Session, SessionError};
 use super::unit::{End, Unit};
 use crate::wire::{ReadyStatus, Writer};
+use sluice_core::OverBudget;
 
 impl Session {
     /// Refuses a unit with an error, as the server would (the rest of an extended batch is
@@ -129,5 +131,30 @@ impl Session {
                 Err(self.end_over_connection("08006", msg).await)
             }
         }
+    }
+
+    /// Ends the session whose client's message did not fit in `[proxy] max_request_memory`:
+    /// the client is told why (FATAL 53200, PostgreSQL's out_of_memory), every other session
+    /// goes on.
+    pub(super) async fn refuse_over_budget(&mut self, received: usize, over: OverBudget) {
+        tracing::warn!(
+            session = self.handle.id,
+            peer = %self.handle.peer,
+            received,
+            in_use = over.used,
+            limit = over.limit,
+            "client message refused: max_request_memory exhausted"
+        );
+        // The message is read to its end and dropped, so that the client, still sending it,
+        // reads why (a socket closed with its bytes unread would be reset, the FATAL lost);
+        // its large buffer goes first, and a client that stops sending gets no longer than
+        // a login to finish.
+        let rest = self.client.still_to_come();
+        self.client.buf = bytes::BytesMut::new();
+        self.client.charge.release();
+        let drain = self.fe.rt.effective.load().login.handshake_timeout.get();
+        let _ = tokio::time::timeout(drain, self.client.discard(rest)).await;
+        let msg = Client::over_budget_message(received, &over);
+        let _ = self.client.fatal("53200", &msg).await;
     }
 }

@@ -133,6 +133,11 @@ impl Session {
                 w.error("ERROR", "54000", &too_many_statements());
                 break;
             }
+            if let Err(over) = &def.charge {
+                let (code, msg) = crate::backend::statements::over_budget(over);
+                w.error("ERROR", code, &msg);
+                break;
+            }
             self.statements.insert(name, def);
             w.begin(b'1');
             w.end();

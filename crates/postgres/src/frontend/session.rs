@@ -139,8 +139,10 @@ impl Session {
             match self.buffered_unit() {
                 Ok(Some(u)) => return Ok(u),
                 Ok(None) => {}
-                Err(e @ WireError::MessageType(_)) => {
-                    // As PostgreSQL answers it (boxed: an idle session does not carry this).
+                Err(e @ (WireError::MessageType(_) | WireError::TooLong { .. })) => {
+                    // As PostgreSQL answers a message type it does not know; PostgreSQL
+                    // closes the connection without a word for a message above its limit
+                    // (boxed: an idle session does not carry this).
                     let msg = e.to_string();
                     let _ = Box::pin(self.client.fatal("08P01", &msg)).await;
                     return Err(SessionError::Refused(msg));
@@ -255,7 +257,8 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
         let settings = self.analysis_settings();
-        let defs = unit::statement_defs(&self.client.buf, unit, settings);
+        let defs =
+            unit::statement_defs(&self.client.buf, unit, settings, &self.fe.statement_memory);
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();

@@ -6,10 +6,11 @@
 //! [`Exp`]ectations, so the relay knows which responses the client sees.
 
 pub use super::exps::{Exp, Exps, Register, Resp, Shared};
-use crate::backend::statements::{server_name, Ensure, StmtDef};
+use crate::backend::statements::{server_name, Cached, Ensure, StmtDef};
 use crate::backend::PgConn;
 use crate::front::STATEMENTS_PER_SESSION;
 use crate::wire::WireError;
+use sluice_core::MemoryBudget;
 use std::sync::Arc;
 
 /// Most messages or bytes in one unit before it is forwarded without an end (the client is
@@ -106,7 +107,13 @@ pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 2]>;
 /// Classifies the statement texts of `unit` (no allocation for a unit without any); its
 /// Parses are analysed under the settings of fingerprint `settings`, unless a statement
 /// before them in the unit changes settings (then each is given a fingerprint of its own).
-pub fn statement_defs(buf: &[u8], unit: &Unit, mut settings: u64) -> Defs {
+/// Each Parse's text is charged to `budget` (`[postgres] max_statement_memory`).
+pub fn statement_defs(
+    buf: &[u8],
+    unit: &Unit,
+    mut settings: u64,
+    budget: &Arc<MemoryBudget>,
+) -> Defs {
     let mut defs = Defs::new();
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let body = &buf[at + 5..at + len];
@@ -114,10 +121,7 @@ pub fn statement_defs(buf: &[u8], unit: &Unit, mut settings: u64) -> Defs {
             b'Q' => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
             b'P' => cstr(body)
                 .and_then(|(_, rest)| cstr(rest))
-                .map(|(sql, types)| StmtDef {
-                    settings,
-                    ..StmtDef::new(sql, types)
-                }),
+                .map(|(sql, types)| StmtDef::charged(sql, types, settings, budget)),
             _ => None,
         };
         if let Some(def) = def {
@@ -322,6 +326,10 @@ fn parse(
         f.f.exps.push_back(Exp::pass(Resp::Parse));
         return;
     }
+    if let Err(over) = &def.charge {
+        refuse(f, crate::backend::statements::over_budget(over));
+        return;
+    }
     if name.is_empty() {
         // The unnamed statement stays unnamed on the server (it lives until the next Parse,
         // which drops it first, whether it succeeds or not): what follows in this unit binds
@@ -360,7 +368,7 @@ fn parse(
     // analyses it now, as it would a direct client's Parse (a copy prepared before DDL
     // changed the statement's result would fail with 0A000).
     let (key, evict) = match conn.statements.ensure(&def) {
-        (key, Ensure::Held) => (key, Some((key, def.clone()))),
+        (key, Ensure::Held) => (key, Some((key, Cached::of(&def)))),
         (key, Ensure::Prepare { evict }) => (key, evict),
     };
     close_on_server(evict, f);
@@ -488,7 +496,7 @@ fn ensure(
     })
 }
 
-fn close_on_server(evict: Option<(u64, Arc<StmtDef>)>, f: &mut Build<'_>) {
+fn close_on_server(evict: Option<(u64, Cached)>, f: &mut Build<'_>) {
     if let Some((key, old)) = evict {
         put(f.out(), b'C', &[b"S", &server_name(key), b"\0"]);
         let mut e = Exp::swallow(Resp::Close);

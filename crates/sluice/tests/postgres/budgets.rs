@@ -1,0 +1,143 @@
+//! What one client may make sluice hold: a message larger than reading ahead takes is charged
+//! to the process's budget (`[proxy] max_request_memory`) as it arrives; a message the budget
+//! cannot hold ends its own session with PostgreSQL's out-of-memory code, and nobody else's.
+//! Prepared statements are held within a budget of their own.
+
+use super::pg::raw::Raw;
+use super::pg::start;
+use postgres_protocol::message::frontend;
+
+/// 6 MiB: a 3 MiB message (its buffer grows to 4 MiB) fits, two at once do not.
+const BUDGET: &str =
+    "\n[proxy]\nmax_request_memory = 6291456\n\n[mysql]\nmax_packet_size = 1048576\n";
+
+fn select_of(bytes: usize) -> String {
+    format!("SELECT length('{}')", "x".repeat(bytes))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_beyond_the_budget_ends_only_its_own_session() {
+    let env = start(0, BUDGET).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let three = 3 << 20;
+    let len = three.to_string();
+    assert_eq!(
+        Raw::column(&a.try_simple(&select_of(three)).await.unwrap()),
+        [len.as_str()]
+    );
+    // Answered only once a's session read on, after giving its large buffer back.
+    assert_eq!(Raw::column(&a.try_simple("SELECT 1").await.unwrap()), ["1"]);
+    // Fits only if a's charge went with its message (4 + 4 MiB is over the budget).
+    assert_eq!(
+        Raw::column(&b.try_simple(&select_of(three)).await.unwrap()),
+        [len.as_str()]
+    );
+    assert_eq!(Raw::column(&b.try_simple("SELECT 2").await.unwrap()), ["2"]);
+
+    // 20 MiB cannot fit: the client reads why, and its connection closes.
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let err = c.try_simple(&select_of(20 << 20)).await.unwrap_err();
+    assert!(
+        err.starts_with("53200 sluice: out of memory for client messages: ")
+            && err.contains("at most 6291456 bytes ([proxy] max_request_memory)"),
+        "{err}"
+    );
+    assert!(c.try_simple("SELECT 3").await.is_err(), "the session ended");
+
+    // Everyone else carries on, and the refused message's charge went with its session.
+    assert_eq!(
+        Raw::column(&a.try_simple(&select_of(three)).await.unwrap()),
+        [len.as_str()]
+    );
+    assert_eq!(Raw::column(&b.try_simple("SELECT 4").await.unwrap()), ["4"]);
+
+    // A message above the limit of any one message is refused as its header arrives.
+    let mut d = Raw::connect(env.port, "app", "app", "postgres").await;
+    d.try_send_raw(&[b'Q', 0x7f, 0xff, 0xff, 0xff])
+        .await
+        .unwrap();
+    let err = d.try_next().await.unwrap_err();
+    assert_eq!(
+        err,
+        "08P01 message of 2147483647 bytes is over the limit of 67108864"
+    );
+    assert_eq!(Raw::column(&a.try_simple("SELECT 5").await.unwrap()), ["5"]);
+}
+
+/// 1 MiB of prepared statements for the whole process: one of 600 KiB fits, two do not.
+const STATEMENTS: &str = "\n[postgres]\nmax_statement_memory = 1048576\n";
+
+/// Parse of `name` (`sql`) and Sync: the type bytes of the answer, and its error.
+async fn prepare(c: &mut Raw, name: &str, sql: &str) -> (String, Option<String>) {
+    frontend::parse(name, sql, [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    let error = msgs.iter().find(|m| m.tag == b'E').map(|m| {
+        format!(
+            "{} {}",
+            m.sqlstate().unwrap_or_default(),
+            m.field(b'M').unwrap_or_default()
+        )
+    });
+    (tags, error)
+}
+
+/// Bind and Execute of `name`, and Sync: the first column of its rows.
+async fn execute(c: &mut Raw, name: &str) -> Vec<String> {
+    c.extended(name, None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "2DCZ", "{msgs:?}");
+    Raw::column(&msgs)
+}
+
+/// Prepared statements' texts are held against `[postgres] max_statement_memory` for as long
+/// as a session holds them, whether the statement was answered by sluice alone (a Parse
+/// while idle), prepared on a server, or prepared there again for another session: a Parse
+/// that does not fit fails with 53200 and that session goes on. The copies prepared on
+/// server connections hold no text, so a closed statement gives its bytes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_are_held_within_the_process_budget() {
+    let env = start(0, STATEMENTS).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let big = 600 << 10;
+    let len = big.to_string();
+    assert_eq!(
+        prepare(&mut a, "s1", &select_of(big)).await,
+        ("1Z".into(), None)
+    );
+    assert_eq!(execute(&mut a, "s1").await, [len.as_str()]);
+
+    let (tags, error) = prepare(&mut b, "s2", &select_of(big)).await;
+    assert_eq!(tags, "EZ");
+    let error = error.unwrap();
+    assert!(
+        error.starts_with("53200 sluice: out of memory for prepared statements: ")
+            && error.contains("at most 1048576 bytes ([postgres] max_statement_memory)"),
+        "{error}"
+    );
+    // Inside a transaction the Parse is forwarded with its unit: refused there alike.
+    b.try_simple("BEGIN").await.unwrap();
+    frontend::parse("s2", &select_of(big), [], &mut b.out).unwrap();
+    frontend::sync(&mut b.out);
+    let (tags, _) = b.round(1).await;
+    assert_eq!(tags, "EZ");
+    // The transaction failed with it, as directly.
+    let failed = b.try_simple("SELECT 1").await.unwrap_err();
+    assert!(failed.starts_with("25P02 "), "{failed}");
+    b.try_simple("ROLLBACK").await.unwrap();
+    assert_eq!(Raw::column(&b.try_simple("SELECT 1").await.unwrap()), ["1"]);
+
+    // Closed, s1 is still prepared on a server connection, but no longer held in memory.
+    frontend::close(b'S', "s1", &mut a.out).unwrap();
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "3Z");
+    assert_eq!(
+        prepare(&mut b, "s2", &select_of(big)).await,
+        ("1Z".into(), None)
+    );
+    assert_eq!(execute(&mut b, "s2").await, [len.as_str()]);
+    assert_eq!(Raw::column(&a.try_simple("SELECT 2").await.unwrap()), ["2"]);
+}
