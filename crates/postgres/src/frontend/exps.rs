@@ -117,11 +117,13 @@ impl Shared {
     }
 }
 
-/// Expected responses, oldest first: a queue on the stack for the usual units (up to four
-/// answers), taken from the front as the server's responses arrive.
+/// Expected responses, oldest first: a queue on the stack for the usual units (up to three
+/// answers: a simple query, or Bind, Execute and Sync of a prepared statement; three, not
+/// more, so that the unit's future fits the allocator's per-thread cache), taken from the
+/// front as the server's responses arrive.
 #[derive(Debug, Default)]
 pub struct Exps {
-    items: smallvec::SmallVec<[Exp; 4]>,
+    items: smallvec::SmallVec<[Exp; 3]>,
     /// Items before it were taken (u32: with `copy_ends`, in the room a usize took; a
     /// statement's future holds this).
     head: u32,

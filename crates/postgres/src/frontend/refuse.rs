@@ -66,6 +66,12 @@ impl Session {
         self.client.send(w.as_bytes()).await.map_err(client_err)
     }
 
+    /// Whether the session's transaction block failed before the server had it (see
+    /// [`Session::fail_block_on_server`]).
+    pub(super) fn block_failed_before_server(&self) -> bool {
+        self.status == ReadyStatus::Failed && self.deferred_begin.is_some() && self.lease.is_none()
+    }
+
     /// A transaction block that failed before the server had it (its `BEGIN` held back, then
     /// a statement sluice refused): a lone Sync gets ReadyForQuery; for anything else the
     /// server is given the block, failed (the `BEGIN` and a statement that fails, answers
@@ -73,10 +79,7 @@ impl Session {
     /// ends, a `COMMIT` that rolls back, `AND CHAIN`, in either protocol. (A lone simple
     /// `COMMIT`/`ROLLBACK` was answered by `answer_alone`.)
     pub(super) async fn fail_block_on_server(&mut self, unit: &Unit) -> Result<bool, SessionError> {
-        if self.status != ReadyStatus::Failed
-            || self.deferred_begin.is_none()
-            || self.lease.is_some()
-        {
+        if !self.block_failed_before_server() {
             return Ok(false);
         }
         if unit.msgs.iter().all(|m| m.0 == b'S') {
