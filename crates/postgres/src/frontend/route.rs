@@ -285,6 +285,14 @@ pub(super) fn too_many_statements() -> String {
 
 /// The statement name an SQL `EXECUTE name [(...)]` names (unquoted: as PostgreSQL folds it).
 fn executed_name(sql: &[u8]) -> Option<String> {
+    // Nearly every text starts with another word: no lexing for those (a comment, a quote or
+    // anything else first is lexed).
+    let first = sql
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c));
+    if first.is_some_and(|b| b.is_ascii_alphabetic() && !b.eq_ignore_ascii_case(&b'e')) {
+        return None;
+    }
     let mut tokens = sluice_sqlscan::postgres::tokens(sql);
     if !tokens.next()?.eq_ignore_ascii_case(b"execute") {
         return None;
@@ -296,4 +304,24 @@ fn executed_name(sql: &[u8]) -> Option<String> {
             None => name.to_ascii_lowercase(),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::executed_name;
+
+    #[test]
+    fn the_statement_an_execute_names() {
+        assert_eq!(executed_name(b"EXECUTE Foo(1)").as_deref(), Some("foo"));
+        assert_eq!(
+            executed_name(b" \t\r\n eXecute \"Fo\"\"o\"").as_deref(),
+            Some("Fo\"o")
+        );
+        assert_eq!(executed_name(b"/* c */ EXECUTE x").as_deref(), Some("x"));
+        assert_eq!(executed_name(b"-- c\nexecute x").as_deref(), Some("x"));
+        assert_eq!(executed_name(b"SELECT 1"), None);
+        assert_eq!(executed_name(b"explain execute x"), None);
+        assert_eq!(executed_name(b"(execute x)"), None);
+        assert_eq!(executed_name(b""), None);
+    }
 }
