@@ -88,14 +88,20 @@ impl Cached {
         }
     }
 
-    /// Whether it is `def`'s text and types.
-    fn is(&self, def: &Arc<StmtDef>) -> bool {
+    /// Whether it is `def`'s text and types. Once the session that prepared it is gone, the
+    /// first `def` recognised by its hash stands for it (the next ones are recognised by
+    /// their pointer, not hashed again).
+    fn is(&mut self, def: &Arc<StmtDef>) -> bool {
         if std::ptr::eq(self.def.as_ptr(), Arc::as_ptr(def)) {
             return true;
         }
         match self.def.upgrade() {
             Some(held) => held.sql == def.sql && held.types == def.types,
-            None => self.check == check_hash(&def.sql, &def.types),
+            None if self.check == check_hash(&def.sql, &def.types) => {
+                self.def = Arc::downgrade(def);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -377,13 +383,17 @@ mod tests {
         assert!(matches!(s.ensure(&a).1, Ensure::Prepare { evict: None }));
         assert!(matches!(s.ensure(&b).1, Ensure::Prepare { evict: None }));
         assert!(matches!(s.ensure(&a).1, Ensure::Held));
-        assert!(matches!(s.ensure(&c).1, Ensure::Prepare { evict: Some((_, e)) } if e.is(&b)));
+        assert!(
+            matches!(s.ensure(&c).1, Ensure::Prepare { evict: Some((_, e)) } if e.clone().is(&b))
+        );
         assert_eq!(s.len(), 2);
         s.forget(s.key(&c));
         assert_eq!(s.len(), 1);
         // A stale one is closed and prepared again under its name, then held.
         s.mark_stale(s.key(&a));
-        assert!(matches!(s.ensure(&a).1, Ensure::Prepare { evict: Some((_, e)) } if e.is(&a)));
+        assert!(
+            matches!(s.ensure(&a).1, Ensure::Prepare { evict: Some((_, e)) } if e.clone().is(&a))
+        );
         assert!(matches!(s.ensure(&a).1, Ensure::Held));
         assert_eq!(s.len(), 1);
     }
@@ -409,6 +419,11 @@ mod tests {
         );
         let other = Arc::new(StmtDef::new(b"select 2", &[0, 0]));
         assert!(!Cached::of(&again).is(&other));
+        // Recognised by its hash once, then by its pointer.
+        let mut held = Cached::of(&again);
+        drop(again);
+        let third = charged("select 1");
+        assert!(held.is(&third) && std::ptr::eq(held.def.as_ptr(), Arc::as_ptr(&third)));
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub enum Shared {
     Uses(u64),
     /// sluice closes this statement (by key: to make room, or to prepare it afresh): held
     /// again if the server skips the Close, which leaves it there.
-    Closes(u64, Cached),
+    Closes(u64, Box<Cached>),
 }
 
 impl Shared {
@@ -110,20 +110,21 @@ impl Shared {
         for s in skipped.rev() {
             match s {
                 Shared::Prepares(key) => statements.forget(key),
-                Shared::Closes(key, def) => statements.restore(key, def),
+                Shared::Closes(key, def) => statements.restore(key, *def),
                 Shared::Uses(_) | Shared::None => {}
             }
         }
     }
 }
 
-/// Expected responses, oldest first: a queue on the stack for the usual units (up to three
-/// answers: a simple query, or Bind, Execute and Sync of a prepared statement; three, not
-/// more, so that the unit's future fits the allocator's per-thread cache), taken from the
-/// front as the server's responses arrive.
+/// Expected responses, oldest first: a queue on the stack for the usual units (up to four
+/// answers: a simple query, or libpq's Bind, Describe, Execute and Sync of a prepared
+/// statement), taken from the front as the server's responses arrive. Each [`Exp`] is kept
+/// at 48 bytes (the rare [`Shared::Closes`] boxed) so that the unit's future, which holds
+/// four, fits the allocator's per-thread cache.
 #[derive(Debug, Default)]
 pub struct Exps {
-    items: smallvec::SmallVec<[Exp; 3]>,
+    items: smallvec::SmallVec<[Exp; 4]>,
     /// Items before it were taken (u32: with `copy_ends`, in the room a usize took; a
     /// statement's future holds this).
     head: u32,
@@ -209,7 +210,10 @@ mod tests {
         else {
             panic!("must evict")
         };
-        let skipped = [Shared::Closes(k, closed), Shared::Prepares(new_key)];
+        let skipped = [
+            Shared::Closes(k, Box::new(closed)),
+            Shared::Prepares(new_key),
+        ];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
         assert!(
             matches!(s.ensure(&old).1, Ensure::Held),
@@ -217,7 +221,7 @@ mod tests {
         );
         // Prepared afresh (Close, then Parse of the same name), both skipped: still held.
         let skipped = [
-            Shared::Closes(old_key, Cached::of(&old)),
+            Shared::Closes(old_key, Box::new(Cached::of(&old))),
             Shared::Prepares(old_key),
         ];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
@@ -225,7 +229,10 @@ mod tests {
         // Prepared in the skipped part, then closed there: never on the server.
         let mut s = ServerStatements::new(4);
         let (k, _) = s.ensure(&new);
-        let skipped = [Shared::Prepares(k), Shared::Closes(k, Cached::of(&new))];
+        let skipped = [
+            Shared::Prepares(k),
+            Shared::Closes(k, Box::new(Cached::of(&new))),
+        ];
         Shared::undo_skipped(skipped.into_iter(), &mut s);
         assert!(s.is_empty());
     }

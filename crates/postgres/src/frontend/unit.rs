@@ -500,7 +500,7 @@ fn close_on_server(evict: Option<(u64, Cached)>, f: &mut Build<'_>) {
     if let Some((key, old)) = evict {
         put(f.out(), b'C', &[b"S", &server_name(key), b"\0"]);
         let mut e = Exp::swallow(Resp::Close);
-        e.shared = Shared::Closes(key, old);
+        e.shared = Shared::Closes(key, Box::new(old));
         f.f.exps.push_back(e);
     }
 }
