@@ -33,10 +33,21 @@ impl MemoryBudget {
         })
     }
 
+    /// A budget of a configured byte count (beyond what the address space can hold: no
+    /// limit).
+    pub fn configured(bytes: u64) -> Arc<MemoryBudget> {
+        MemoryBudget::new(usize::try_from(bytes).unwrap_or(usize::MAX))
+    }
+
     /// Changes the limit (a reload). Bytes already held stay held; new charges see the new
     /// limit.
     pub fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Relaxed);
+    }
+
+    /// Changes the limit to a configured byte count (as [`MemoryBudget::configured`]).
+    pub fn set_configured(&self, bytes: u64) {
+        self.set_limit(usize::try_from(bytes).unwrap_or(usize::MAX));
     }
 
     /// The limit.

@@ -52,11 +52,6 @@ pub struct PostgresFrontend {
     monitor_agent: Option<Arc<PgAgent>>,
 }
 
-/// A configured byte count as a budget's limit.
-fn budget_bytes(configured: u64) -> usize {
-    usize::try_from(configured).unwrap_or(usize::MAX)
-}
-
 /// The monitor's settings for PostgreSQL: the configured ones, without failover and rejoin,
 /// which the PostgreSQL agent does not do yet.
 fn monitor_settings(config: &Config) -> Settings {
@@ -114,7 +109,7 @@ impl PostgresFrontend {
             .cloned()
             .collect();
         let statement_memory =
-            sluice_core::MemoryBudget::new(budget_bytes(config.postgres.max_statement_memory));
+            sluice_core::MemoryBudget::configured(config.postgres.max_statement_memory);
         let monitor_agent = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
             let agent = PgAgent::new(user, password);
@@ -201,7 +196,7 @@ impl Frontend for PostgresFrontend {
         let mut changes = Vec::new();
         let statements = new.postgres.max_statement_memory;
         if old.postgres.max_statement_memory != statements {
-            self.statement_memory.set_limit(budget_bytes(statements));
+            self.statement_memory.set_configured(statements);
             changes.push(format!("[postgres] max_statement_memory {statements}"));
         }
         if let (Some(m), Some(agent)) = (&self.monitor, &self.monitor_agent) {

@@ -73,9 +73,7 @@ impl Runtime {
             0
         });
         let tls = ArcSwap::from_pointee(tls_acceptor(&config).map_err(StartError::Tls)?);
-        let request_memory = MemoryBudget::new(
-            usize::try_from(config.proxy.max_request_memory).unwrap_or(usize::MAX),
-        );
+        let request_memory = MemoryBudget::configured(config.proxy.max_request_memory);
         Ok(Arc::new(Runtime {
             throttle: LoginThrottle::new(ThrottleSettings::from_config(&config.login)),
             login_gates: Default::default(),
@@ -147,8 +145,8 @@ impl Runtime {
             changes.push("[login] settings".into());
         }
         if old.proxy.max_request_memory != new.proxy.max_request_memory {
-            let limit = usize::try_from(new.proxy.max_request_memory).unwrap_or(usize::MAX);
-            self.request_memory.set_limit(limit);
+            self.request_memory
+                .set_configured(new.proxy.max_request_memory);
             changes.push(format!(
                 "[proxy] max_request_memory {}",
                 new.proxy.max_request_memory

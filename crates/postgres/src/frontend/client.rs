@@ -38,9 +38,10 @@ pub struct Client {
     /// The read buffer's charge against `[proxy] max_request_memory` (nothing while it is
     /// within [`UNCHARGED`]).
     pub charge: Charge,
-    /// Why the buffer could not grow, once the budget refused it: the session ends, and the
-    /// client is told this.
-    pub over_budget: Option<(usize, OverBudget)>,
+    /// Why the buffer could not grow (the bytes it held, the refusal), once the budget refused
+    /// it: the session ends, and the client is told this. Boxed: every session carries the
+    /// field, almost none ever fills it.
+    pub over_budget: Option<Box<(usize, OverBudget)>>,
 }
 
 impl Client {
@@ -72,7 +73,7 @@ impl Client {
         match self.charge.cover(room) {
             Ok(()) => Ok(()),
             Err(over) => {
-                self.over_budget = Some((self.buf.len(), over));
+                self.over_budget = Some(Box::new((self.buf.len(), over)));
                 Err(io::Error::other(format!(
                     "read buffer of {room} bytes refused: {over}"
                 )))

@@ -195,7 +195,7 @@ impl Session {
         if welcomed {
             if let Err(e) = self.run().await {
                 tracing::debug!(error = %e, "session ended");
-                if let Some((received, over)) = self.client.over_budget.take() {
+                if let Some((received, over)) = self.client.over_budget.take().map(|b| *b) {
                     Box::pin(self.refuse_over_budget(received, over)).await;
                 }
             }

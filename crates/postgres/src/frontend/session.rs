@@ -415,8 +415,6 @@ impl Session {
         }
         let relayed = match sent {
             Ok(()) => {
-                // Gone (it holds nothing): not kept in the unit's future while it relays.
-                drop(sent);
                 if self.skipping {
                     skip_to_sync(conn, &mut exps, &mut self.skipping);
                 }

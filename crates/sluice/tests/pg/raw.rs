@@ -26,6 +26,15 @@ impl Msg {
         self.field(b'C')
     }
 
+    /// An ErrorResponse's (or NoticeResponse's) SQLSTATE and message: `SQLSTATE message`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} {}",
+            self.sqlstate().unwrap_or_default(),
+            self.field(b'M').unwrap_or_default()
+        )
+    }
+
     /// An ErrorResponse's (or NoticeResponse's) field.
     pub fn field(&self, kind: u8) -> Option<String> {
         if self.tag != b'E' && self.tag != b'N' {
@@ -128,13 +137,7 @@ impl Raw {
                         other => return Err(format!("authentication request {other} not handled")),
                     }
                 }
-                b'E' => {
-                    return Err(format!(
-                        "login failed: {} {}",
-                        m.sqlstate().unwrap_or_default(),
-                        m.field(b'M').unwrap_or_default()
-                    ))
-                }
+                b'E' => return Err(format!("login failed: {}", m.text())),
                 b'K' if m.body.len() == 8 => {
                     let word = |i: usize| u32::from_be_bytes(m.body[i..i + 4].try_into().unwrap());
                     raw.key = (word(0), word(4));
@@ -156,13 +159,7 @@ impl Raw {
             let m = self.try_next().await?;
             match m.tag {
                 b'Z' => break,
-                b'E' => {
-                    failed = Some(format!(
-                        "{} {}",
-                        m.sqlstate().unwrap_or_default(),
-                        m.field(b'M').unwrap_or_default()
-                    ))
-                }
+                b'E' => failed = Some(m.text()),
                 b'S' | b'N' => {}
                 _ => got.push(m),
             }
@@ -223,11 +220,7 @@ impl Raw {
                 .map_err(|e| format!("receive: {e}"))?;
             if n == 0 {
                 return Err(match last_error {
-                    Some(m) => format!(
-                        "{} {}",
-                        m.sqlstate().unwrap_or_default(),
-                        m.field(b'M').unwrap_or_default()
-                    ),
+                    Some(m) => m.text(),
                     None => "the connection closed".into(),
                 });
             }

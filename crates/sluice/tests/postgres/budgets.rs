@@ -73,13 +73,7 @@ async fn prepare(c: &mut Raw, name: &str, sql: &str) -> (String, Option<String>)
     frontend::parse(name, sql, [], &mut c.out).unwrap();
     frontend::sync(&mut c.out);
     let (tags, msgs) = c.round(1).await;
-    let error = msgs.iter().find(|m| m.tag == b'E').map(|m| {
-        format!(
-            "{} {}",
-            m.sqlstate().unwrap_or_default(),
-            m.field(b'M').unwrap_or_default()
-        )
-    });
+    let error = msgs.iter().find(|m| m.tag == b'E').map(|m| m.text());
     (tags, error)
 }
 

@@ -13,13 +13,7 @@ const BOGUS: &str = "SELECT current_setting('plpgsql.bogus_setting', true)";
 fn warnings(msgs: &[Msg]) -> Vec<String> {
     msgs.iter()
         .filter(|m| m.tag == b'N' && m.field(b'S').as_deref() == Some("WARNING"))
-        .map(|m| {
-            format!(
-                "{} {}",
-                m.sqlstate().unwrap_or_default(),
-                m.field(b'M').unwrap_or_default()
-            )
-        })
+        .map(|m| m.text())
         .collect()
 }
 
