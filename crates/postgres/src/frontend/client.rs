@@ -115,6 +115,17 @@ impl Client {
         Ok(())
     }
 
+    /// After a FATAL: sluice's side of the stream ends, and what the client still sends is
+    /// read and dropped until it closes its side (for `limit` at most), so that a client
+    /// still sending reads the FATAL: a socket closed with bytes unread is reset, and the
+    /// reset takes what the client had not read yet with it. The read buffer goes first.
+    pub async fn close_after_fatal(&mut self, limit: std::time::Duration) {
+        self.buf = BytesMut::new();
+        self.charge.release();
+        let _ = self.stream.shutdown().await;
+        let _ = tokio::time::timeout(limit, self.discard(usize::MAX)).await;
+    }
+
     /// The FATAL a client gets when its message did not fit in `[proxy] max_request_memory`.
     pub fn over_budget_message(received: usize, over: &OverBudget) -> String {
         format!(

@@ -157,6 +157,15 @@ impl Exps {
         self.items.push(e);
     }
 
+    /// The bytes of the heap room the queue took (none while it fits inline).
+    pub fn heap_bytes(&self) -> usize {
+        if self.items.spilled() {
+            self.items.capacity() * std::mem::size_of::<Exp>()
+        } else {
+            0
+        }
+    }
+
     /// How many are left.
     pub fn len(&self) -> usize {
         self.items.len() - self.head as usize

@@ -2,7 +2,8 @@
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages
 //! routed, relayed ([`relay`]) and tracked ([`state`], [`sequences`]), with what sluice
-//! sends ahead of them ([`ahead`]) and what it answers in their place ([`refuse`]).
+//! sends ahead of them ([`ahead`]), what it answers in their place ([`refuse`]) and what a
+//! batch without its end owes ([`owed`]).
 
 mod ahead;
 pub mod cancel;
@@ -13,6 +14,7 @@ mod lease;
 pub mod login;
 mod names;
 mod open;
+mod owed;
 mod refuse;
 pub mod relay;
 mod route;

@@ -171,6 +171,8 @@ async fn open(
         pending_unpins: 0,
         skipping: false,
         owed: Default::default(),
+        owed_charge: fe.rt.request_memory.charge(),
+        owed_parts: 0,
         copies_open: 0,
         sequences: Default::default(),
         _admitted: permit,

@@ -59,6 +59,11 @@ pub struct Session {
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
     pub(super) owed: Option<Box<unit::Exps>>,
+    /// What `owed` holds, charged to `[proxy] max_request_memory` (see [`super::owed`]).
+    pub(super) owed_charge: sluice_core::Charge,
+    /// The bytes of the batch's parts forwarded without its end (what the answers they owe
+    /// copied of them, statement names and errors naming them, is within it).
+    pub(super) owed_parts: usize,
     /// Executes of `COPY … FROM STDIN` in a batch forwarded without its end whose data has
     /// not ended yet (see [`unit::Names::copies_open`]).
     pub(super) copies_open: u32,
@@ -441,18 +446,10 @@ impl Session {
             // the unit that ends it is relayed.)
             self.handle.set_backend_for_cancel(None, None);
         }
-        if self
-            .owed
-            .as_ref()
-            .is_some_and(|o| o.len() > crate::front::OWED_ANSWERS_PER_SESSION)
-        {
+        if let Some(refused) = self.charge_owed(unit.len) {
             self.owed = None;
             self.lease = Some(lease);
-            let msg = format!(
-                "sluice: a batch of more than {} messages without a Sync or Flush",
-                crate::front::OWED_ANSWERS_PER_SESSION
-            );
-            return Err(self.end_over_connection("54000", msg).await);
+            return Err(self.end_over_connection(refused.0, refused.1).await);
         }
         let mut relayed = match relayed {
             Ok(r) => r,

@@ -135,3 +135,62 @@ async fn prepared_statements_are_held_within_the_process_budget() {
     assert_eq!(execute(&mut b, "s2").await, [len.as_str()]);
     assert_eq!(Raw::column(&a.try_simple("SELECT 2").await.unwrap()), ["2"]);
 }
+
+/// 1 MiB for the requests of the whole process (the least it may be with `[mysql]
+/// max_packet_size` at 1 MiB).
+const OWED: &str =
+    "\n[proxy]\nmax_request_memory = 1048576\n\n[mysql]\nmax_packet_size = 1048576\n";
+
+/// `n` Closes of a statement no one prepared (each answered by sluice itself), then Sync if
+/// `end`.
+fn closes(n: usize, end: bool) -> Vec<u8> {
+    let mut one = bytes::BytesMut::new();
+    frontend::close(b'S', "x", &mut one).unwrap();
+    let mut all = one.repeat(n);
+    if end {
+        let mut sync = bytes::BytesMut::new();
+        frontend::sync(&mut sync);
+        all.extend_from_slice(&sync);
+    }
+    all
+}
+
+/// The answers a batch forwarded without its end owes are held against `[proxy]
+/// max_request_memory`: 3,000 fit and are given back once the Sync came (two such batches at
+/// once are more than the budget holds), 20,000 do not, and that session ends with 53200,
+/// read by its client, while everyone else carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answers_a_batch_owes_are_held_within_the_process_budget() {
+    let env = start(0, OWED).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let fine = closes(3_000, true);
+    let answered = format!("{}Z", "3".repeat(3_000));
+    // Each fits alone, two at once do not: each session's charge goes once its Sync came.
+    for _ in 0..2 {
+        for s in [&mut a, &mut c] {
+            s.try_send_raw(&fine).await.unwrap();
+            assert_eq!(s.round(1).await.0, answered);
+        }
+    }
+
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    // Refused part way; sluice reads the rest of what the client sends until it leaves, so
+    // the FATAL is not lost to a reset.
+    b.try_send_raw(&closes(20_000, true)).await.unwrap();
+    let e = b.try_next().await.unwrap_err();
+    assert!(
+        e.starts_with(
+            "53200 sluice: out of memory for the answers a batch without a Sync or Flush owes: "
+        ) && e.contains("at most 1048576 bytes ([proxy] max_request_memory)"),
+        "{e}"
+    );
+
+    // Everyone else carries on, and the refused session's charge went with it.
+    for s in [&mut a, &mut c] {
+        s.try_send_raw(&fine).await.unwrap();
+        assert_eq!(s.round(1).await.0, answered);
+    }
+    let mut d = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(Raw::column(&d.try_simple("SELECT 1").await.unwrap()), ["1"]);
+}
