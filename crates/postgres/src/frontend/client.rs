@@ -104,7 +104,8 @@ impl Client {
     /// Reads and drops the next `n` bytes from the client (through a small buffer of its
     /// own: the read buffer is not used).
     pub async fn discard(&mut self, mut n: usize) -> io::Result<()> {
-        let mut scratch = vec![0u8; 64 * 1024];
+        // Small: a session that waits for its client to leave holds it meanwhile.
+        let mut scratch = vec![0u8; 8 * 1024];
         while n > 0 {
             let want = n.min(scratch.len());
             match self.stream.read(&mut scratch[..want]).await? {

@@ -240,17 +240,7 @@ impl Session {
         if let Some(mut lease) = self.lease.take() {
             lease.discard();
         }
-        if self.client.fatal(code, &msg).await.is_ok() {
-            // What the session holds against the process's budgets goes before it waits for
-            // the client to leave.
-            self.owed = None;
-            self.owed_charge.release();
-            self.statements = Default::default();
-            self.portals = Default::default();
-            self.unnamed = None;
-            let drain = self.fe.rt.effective.load().login.handshake_timeout.get();
-            self.client.close_after_fatal(drain).await;
-        }
+        let _ = self.client.fatal(code, &msg).await;
         SessionError::Refused(msg)
     }
 

@@ -5,7 +5,7 @@
 
 use super::client::Client;
 use super::login::{self, Outcome};
-use super::session::Session;
+use super::session::{Session, SessionError};
 use super::state::{pin, Settings};
 use crate::front::PostgresFrontend;
 use crate::wire::ReadyStatus;
@@ -197,21 +197,45 @@ impl Session {
         if welcomed {
             if let Err(e) = self.run().await {
                 tracing::debug!(error = %e, "session ended");
+                let mut told = matches!(e, SessionError::Refused(_));
                 if let Some((received, over)) = self.client.over_budget.take().map(|b| *b) {
                     Box::pin(self.refuse_over_budget(received, over)).await;
+                    told = true;
+                }
+                if told {
+                    Box::pin(self.close_after_fatal()).await;
                 }
             }
         }
+        self.give_back_connection();
+        // The admission permit goes with the session, after it left the registry.
+        self.fe.rt.sessions.remove(key.id);
+    }
+
+    /// The session's connection back to the pool, or closed: mid-transaction, pinned state,
+    /// or a batch the client never ended with a Sync (its implicit transaction is open, and
+    /// a disconnect is what rolls it back) cannot serve anyone else.
+    fn give_back_connection(&mut self) {
         if let Some(mut lease) = self.lease.take() {
-            // Mid-transaction, pinned state, or a batch the client never ended with a Sync
-            // (its implicit transaction is open, and a disconnect is what rolls it back): the
-            // connection cannot serve anyone else.
             if self.status != ReadyStatus::Idle || self.pins != 0 || lease.conn().unsynced {
                 lease.discard();
             }
         }
-        // The admission permit goes with the session, after it left the registry.
-        self.fe.rt.sessions.remove(key.id);
+    }
+
+    /// After the FATAL that ends the session: its connection and what it holds against the
+    /// process's budgets go first, then sluice reads what the client still sends until it
+    /// leaves (at most `[login] handshake_timeout`), so that a client still sending reads the
+    /// FATAL instead of a reset (see [`super::client::Client::close_after_fatal`]).
+    async fn close_after_fatal(&mut self) {
+        self.give_back_connection();
+        self.owed = None;
+        self.owed_charge.release();
+        self.statements = Default::default();
+        self.portals = Default::default();
+        self.unnamed = None;
+        let drain = self.fe.rt.effective.load().login.handshake_timeout.get();
+        self.client.close_after_fatal(drain).await;
     }
 }
 

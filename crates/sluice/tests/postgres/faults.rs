@@ -72,6 +72,17 @@ async fn a_departing_or_broken_client_leaves_nothing_behind() {
         c.try_next().await.unwrap_err(),
         "08P01 invalid frontend message type 90"
     );
+    // The same with 16 MiB after it, more than the sockets' buffers hold: sluice reads what
+    // the client still sends until it leaves, so the client's write goes through and it
+    // reads the FATAL (a socket closed with bytes unread would be reset, the FATAL lost).
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut rest = b"Z\0\0\0\x04".to_vec();
+    rest.resize(rest.len() + (16 << 20), 0);
+    c.try_send_raw(&rest).await.unwrap();
+    assert_eq!(
+        c.try_next().await.unwrap_err(),
+        "08P01 invalid frontend message type 90"
+    );
     // Both servers' one connection is the one they had.
     assert_eq!(pids(), before);
 }
