@@ -42,6 +42,8 @@ pub struct Client {
     /// it: the session ends, and the client is told this. Boxed: every session carries the
     /// field, almost none ever fills it.
     pub over_budget: Option<Box<(usize, OverBudget)>>,
+    /// A FATAL went to the client: the session ends (see [`Client::close_after_fatal`]).
+    pub fatal_sent: bool,
 }
 
 impl Client {
@@ -221,6 +223,7 @@ impl Client {
     pub async fn fatal(&mut self, sqlstate: &str, message: &str) -> io::Result<()> {
         let mut w = Writer::new();
         w.error("FATAL", sqlstate, message);
+        self.fatal_sent = true;
         let r = self.send(w.as_bytes()).await;
         let _ = self.stream.flush().await;
         r

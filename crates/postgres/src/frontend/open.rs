@@ -5,7 +5,7 @@
 
 use super::client::Client;
 use super::login::{self, Outcome};
-use super::session::{Session, SessionError};
+use super::session::Session;
 use super::state::{pin, Settings};
 use crate::front::PostgresFrontend;
 use crate::wire::ReadyStatus;
@@ -60,6 +60,7 @@ async fn open(
         pending: Vec::new(),
         charge: fe.rt.request_memory.charge(),
         over_budget: None,
+        fatal_sent: false,
     };
     let timeout = fe.rt.effective.load().login.handshake_timeout.get();
     let tls = fe.rt.tls.load_full();
@@ -197,12 +198,10 @@ impl Session {
         if welcomed {
             if let Err(e) = self.run().await {
                 tracing::debug!(error = %e, "session ended");
-                let mut told = matches!(e, SessionError::Refused(_));
                 if let Some((received, over)) = self.client.over_budget.take().map(|b| *b) {
                     Box::pin(self.refuse_over_budget(received, over)).await;
-                    told = true;
                 }
-                if told {
+                if self.client.fatal_sent {
                     Box::pin(self.close_after_fatal()).await;
                 }
             }
@@ -223,7 +222,7 @@ impl Session {
         }
     }
 
-    /// After the FATAL that ends the session: its connection and what it holds against the
+    /// After a FATAL ended the session: its connection and what it holds against the
     /// process's budgets go first, then sluice reads what the client still sends until it
     /// leaves (at most `[login] handshake_timeout`), so that a client still sending reads the
     /// FATAL instead of a reset (see [`super::client::Client::close_after_fatal`]).
