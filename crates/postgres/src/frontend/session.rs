@@ -59,11 +59,9 @@ pub struct Session {
     /// Answers owed by a batch forwarded without its end (the client pipelines past the
     /// unit bounds without a Sync or Flush): awaited with the next unit's.
     pub(super) owed: Option<Box<unit::Exps>>,
-    /// What `owed` holds, charged to `[proxy] max_request_memory` (see [`super::owed`]).
-    pub(super) owed_charge: sluice_core::Charge,
-    /// The bytes of the batch's parts forwarded without its end (what the answers they owe
-    /// copied of them, statement names and errors naming them, is within it).
-    pub(super) owed_parts: usize,
+    /// What `owed` holds, charged to `[proxy] max_request_memory` (see [`super::owed`]);
+    /// boxed, and only while answers are owed: every idle session carries the field.
+    pub(super) owed_charge: Option<Box<super::owed::OwedCharge>>,
     /// Executes of `COPY … FROM STDIN` in a batch forwarded without its end whose data has
     /// not ended yet (see [`unit::Names::copies_open`]).
     pub(super) copies_open: u32,
