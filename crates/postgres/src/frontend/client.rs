@@ -83,38 +83,12 @@ impl Client {
         }
     }
 
-    /// The bytes of the last message in the buffer that have not arrived yet (0 when it ends
-    /// with a whole message, or with too little of one to tell).
-    pub fn still_to_come(&self) -> usize {
-        let mut at = 0;
-        loop {
-            match self.message_at(at) {
-                Ok(Some((_, len))) => at += len,
-                Ok(None) => {
-                    let head = &self.buf[at..];
-                    return match head.get(1..5) {
-                        Some(l) => (u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize + 1)
-                            .saturating_sub(head.len()),
-                        None => 0,
-                    };
-                }
-                Err(_) => return 0,
-            }
-        }
-    }
-
-    /// Reads and drops the next `n` bytes from the client (through a small buffer of its
-    /// own: the read buffer is not used).
-    pub async fn discard(&mut self, mut n: usize) -> io::Result<()> {
+    /// Reads and drops what the client sends until it closes its side (through a small
+    /// buffer of its own: the read buffer is not used).
+    async fn drain(&mut self) -> io::Result<()> {
         // Small: a session that waits for its client to leave holds it meanwhile.
         let mut scratch = vec![0u8; 8 * 1024];
-        while n > 0 {
-            let want = n.min(scratch.len());
-            match self.stream.read(&mut scratch[..want]).await? {
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                got => n -= got,
-            }
-        }
+        while self.stream.read(&mut scratch).await? > 0 {}
         Ok(())
     }
 
@@ -126,7 +100,7 @@ impl Client {
         self.buf = BytesMut::new();
         self.charge.release();
         let _ = self.stream.shutdown().await;
-        let _ = tokio::time::timeout(limit, self.discard(usize::MAX)).await;
+        let _ = tokio::time::timeout(limit, self.drain()).await;
     }
 
     /// The FATAL a client gets when its message did not fit in `[proxy] max_request_memory`.

@@ -148,15 +148,8 @@ impl Session {
             limit = over.limit,
             "client message refused: max_request_memory exhausted"
         );
-        // The message is read to its end and dropped, so that the client, still sending it,
-        // reads why (a socket closed with its bytes unread would be reset, the FATAL lost);
-        // its large buffer goes first, and a client that stops sending gets no longer than
-        // a login to finish.
-        let rest = self.client.still_to_come();
-        self.client.buf = bytes::BytesMut::new();
-        self.client.charge.release();
-        let drain = self.fe.rt.effective.load().login.handshake_timeout.get();
-        let _ = tokio::time::timeout(drain, self.client.discard(rest)).await;
+        // The rest of its message is read and dropped after the FATAL (`close_after_fatal`),
+        // so that the client, still sending it, reads why.
         let msg = Client::over_budget_message(received, &over);
         let _ = self.client.fatal("53200", &msg).await;
     }
