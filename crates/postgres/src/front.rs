@@ -76,7 +76,7 @@ pub struct Shared {
     /// Database names.
     pub databases: Interner<str>,
     /// Startup settings (as [`crate::frontend::state::Settings`] keeps them).
-    pub startups: Interner<[(Box<str>, Box<str>)]>,
+    pub startups: Interner<crate::backend::conn::StartupSettings>,
 }
 
 /// Distinct values of each kind shared at most: beyond them (values no session holds are

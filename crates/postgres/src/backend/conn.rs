@@ -19,6 +19,9 @@ pub const MAX_SERVER_MESSAGE: usize = 64 << 20;
 /// ordinary answers).
 const PARKED_BUFFER: usize = 24 * 1024;
 
+/// Startup settings: name → the statement that sets it, sorted by name.
+pub type StartupSettings = [(Box<str>, Box<str>)];
+
 /// A logged-in server connection.
 pub struct PgConn {
     stream: TcpStream,
@@ -29,7 +32,10 @@ pub struct PgConn {
     /// the sessions that have seen exactly these values).
     pub params: Arc<BTreeMap<String, String>>,
     /// Settings applied beyond its startup: parameter name → the statement that set it.
-    pub applied: BTreeMap<String, String>,
+    applied: BTreeMap<String, String>,
+    /// A list of startup settings found to be exactly `applied` (see
+    /// [`PgConn::applied_is`]); forgotten whenever `applied` changes.
+    applied_startup: Option<Arc<StartupSettings>>,
     /// Prepared statements it holds, under sluice's names.
     pub statements: ServerStatements,
     /// Something went wrong mid-exchange: it must not be reused.
@@ -59,6 +65,7 @@ impl PgConn {
             backend_key: (0, 0),
             params: Arc::default(),
             applied: BTreeMap::new(),
+            applied_startup: None,
             statements: ServerStatements::new(cache),
             broken: false,
             unsynced: false,
@@ -82,10 +89,40 @@ impl PgConn {
             && self.gate.claim()
     }
 
+    /// Its settings beyond its startup: parameter name → the statement that set it.
+    pub fn applied(&self) -> &BTreeMap<String, String> {
+        &self.applied
+    }
+
     /// Its settings beyond its startup are `applied` now.
     pub fn set_applied(&mut self, applied: BTreeMap<String, String>) {
         self.applied = applied;
+        self.applied_startup = None;
         self.key_statements_by_applied();
+    }
+
+    /// True if its settings are exactly the startup settings `startup`, as compared in full
+    /// by `matches` (the first time) or as noted after that comparison (then: a pointer
+    /// compared, the usual lease of a session that changed nothing since its login, by
+    /// another session that started alike). The list noted is held: a list at the same
+    /// address is the same list.
+    pub fn applied_is(
+        &mut self,
+        startup: &Arc<StartupSettings>,
+        matches: impl FnOnce(&BTreeMap<String, String>) -> bool,
+    ) -> bool {
+        if self
+            .applied_startup
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, startup))
+        {
+            return true;
+        }
+        if !matches(&self.applied) {
+            return false;
+        }
+        self.applied_startup = Some(startup.clone());
+        true
     }
 
     /// Statements prepared from now on are keyed by the settings applied to it (again, after
@@ -253,4 +290,48 @@ pub fn parameter_status(body: &[u8]) -> Option<(&str, &str)> {
     let name = std::str::from_utf8(parts.next()?).ok()?;
     let value = std::str::from_utf8(parts.next()?).ok()?;
     Some((name, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PgConn, StartupSettings};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    fn list(pairs: &[(&str, &str)]) -> Arc<StartupSettings> {
+        pairs
+            .iter()
+            .map(|(n, s)| (Box::from(*n), Box::from(*s)))
+            .collect::<Vec<_>>()
+            .into()
+    }
+
+    /// The comparison of a connection's settings with a session's startup settings is made
+    /// in full once, then taken from the note for that very list, until the settings change.
+    #[tokio::test]
+    async fn settings_found_equal_are_noted_until_they_change() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let mut conn = PgConn::new(stream, 8);
+        let startup = list(&[("application_name", "SET application_name = 'a'")]);
+        let map: BTreeMap<String, String> = startup
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect();
+        conn.set_applied(map.clone());
+        assert!(!conn.applied_is(&startup, |_| false), "compared in full");
+        assert!(conn.applied_is(&startup, |a| *a == map));
+        assert!(
+            conn.applied_is(&startup, |_| panic!("compared again")),
+            "noted"
+        );
+        // An equal list elsewhere is compared in full.
+        let other = list(&[("application_name", "SET application_name = 'a'")]);
+        assert!(!conn.applied_is(&other, |_| false));
+        // Changed settings: the note is gone.
+        conn.set_applied(BTreeMap::new());
+        assert!(!conn.applied_is(&startup, |a| *a == map));
+    }
 }

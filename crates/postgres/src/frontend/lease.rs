@@ -113,7 +113,12 @@ impl Session {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
-        if !self.settings.matches(&lease.conn().applied) {
+        let conn = lease.conn();
+        let matched = match self.settings.startup_only() {
+            Some(startup) => conn.applied_is(startup, |a| self.settings.matches(a)),
+            None => self.settings.matches(conn.applied()),
+        };
+        if !matched {
             // Boxed: the usual lease needs no round trip, and every statement's future would
             // otherwise carry this one's state.
             Box::pin(self.apply_settings()).await?;
@@ -131,7 +136,7 @@ impl Session {
                 return Ok(());
             };
             let desired = self.settings.desired();
-            let Some(sql) = state::difference(&lease.conn().applied, &desired) else {
+            let Some(sql) = state::difference(lease.conn().applied(), &desired) else {
                 return Ok(());
             };
             let e = match self.replay(&sql).await {

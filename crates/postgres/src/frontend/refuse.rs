@@ -111,7 +111,7 @@ impl Session {
                 Sequences::discarded(lease.conn());
                 sequences::discard_then(&begin)
             }
-            false => begin,
+            false => begin.into_vec(),
         };
         self.fail_on_server(q, "cannot open the failed transaction block on the server")
             .await?;

@@ -37,7 +37,7 @@ impl Session {
                 && self.pins == 0
                 && self.deferred_begin.is_none()
             {
-                let bytes = self.client.buf[at..at + len].to_vec();
+                let bytes: Box<[u8]> = self.client.buf[at..at + len].into();
                 // PostgreSQL's tag names the statement as the client spelt it.
                 let text = bytes.get(5..).unwrap_or_default();
                 let tag = match sluice_sqlscan::postgres::first_token(text) {

@@ -48,7 +48,7 @@ pub struct Session {
     /// ParameterStatus values the client has seen.
     pub(super) reported: Arc<BTreeMap<String, String>>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
-    pub(super) deferred_begin: Option<(Vec<u8>, bool)>,
+    pub(super) deferred_begin: Option<(Box<[u8]>, bool)>,
     /// The connection is held only because the last unit ended with a Flush outside a
     /// transaction (asyncpg prepares with Parse, Describe, Flush): the next unit may need
     /// another one.
@@ -139,18 +139,22 @@ impl Session {
     /// meanwhile: notifications).
     async fn next_unit(&mut self) -> Result<Unit, SessionError> {
         loop {
-            match self.buffered_unit() {
+            // The look-up's result is matched apart from any await: kept alive across one, it
+            // would take its room (a unit's) in every idle session's future.
+            let refused = match self.buffered_unit() {
                 Ok(Some(u)) => return Ok(u),
-                Ok(None) => {}
+                Ok(None) => None,
                 Err(e @ (WireError::MessageType(_) | WireError::TooLong { .. })) => {
-                    // As PostgreSQL answers a message type it does not know; PostgreSQL
-                    // closes the connection without a word for a message above its limit
-                    // (boxed: an idle session does not carry this).
-                    let msg = e.to_string();
-                    let _ = Box::pin(self.client.fatal("08P01", &msg)).await;
-                    return Err(SessionError::Refused(msg));
+                    Some(e.to_string())
                 }
                 Err(e) => return Err(client_err(e)),
+            };
+            if let Some(msg) = refused {
+                // As PostgreSQL answers a message type it does not know; PostgreSQL closes
+                // the connection without a word for a message above its limit (boxed: an
+                // idle session does not carry this).
+                let _ = Box::pin(self.client.fatal("08P01", &msg)).await;
+                return Err(SessionError::Refused(msg));
             }
             if self.lease.is_some() {
                 // Boxed: an idle session without a connection does not carry this state.
@@ -347,7 +351,7 @@ impl Session {
             } else {
                 let begin = match std::mem::take(&mut discard_first) {
                     true => sequences::discard_then(&begin),
-                    false => begin,
+                    false => begin.into_vec(),
                 };
                 Box::pin(self.hidden(&begin)).await?;
             }

@@ -3,6 +3,7 @@
 //! connection that serves it; and the state that cannot move (temporary tables, session
 //! advisory locks, `LISTEN`, ...), which pins the session to its connection until it is gone.
 
+use crate::backend::conn::StartupSettings;
 use sluice_runtime::intern::Interner;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -145,16 +146,13 @@ pub struct Settings {
     /// From the startup packet: name → the statement that sets it, sorted by name (a few
     /// entries: a list costs an idle session far less than a map), shared by the sessions
     /// that started alike. `RESET` returns to these.
-    startup: Arc<[(Box<str>, Box<str>)]>,
+    startup: Arc<StartupSettings>,
     /// Made with `SET` since: name → the statement; `None` for a `RESET` of a startup value
     /// (back to the server's default).
     made: BTreeMap<String, Option<String>>,
-    /// `SET`s inside the open transaction block: applied if it commits.
-    pending: Vec<Change>,
-    /// Startup parameters a `RESET` in the open transaction block returned to the server's
-    /// defaults (its connections start without them): set to their startup values again
-    /// before the block's next statement, as PostgreSQL's `RESET` returns to those.
-    block_resets: Vec<Box<str>>,
+    /// What the open transaction block changed (boxed, and only while it changed
+    /// something: every idle session carries the field).
+    block: Option<Box<BlockChanges>>,
     /// Bumped on every change (a connection synced at this generation needs nothing).
     generation: u64,
     /// A change reset startup parameters on the server: there they are the server's
@@ -164,6 +162,17 @@ pub struct Settings {
     /// What the settings in force say that routing must know (`SERIALIZABLE`,
     /// `BACKSLASH_QUOTES`): found when they change, not on every statement.
     traits: u8,
+}
+
+/// What an open transaction block changed.
+#[derive(Debug, Default)]
+struct BlockChanges {
+    /// `SET`s inside the block: applied if it commits.
+    pending: Vec<Change>,
+    /// Startup parameters a `RESET` in the block returned to the server's defaults (its
+    /// connections start without them): set to their startup values again before the
+    /// block's next statement, as PostgreSQL's `RESET` returns to those.
+    resets: Vec<Box<str>>,
 }
 
 /// [`Settings::traits`]: transactions are serializable by default.
@@ -192,7 +201,7 @@ impl Settings {
     /// `interner` with the sessions that started alike.
     pub fn from_startup<'a>(
         params: impl Iterator<Item = (&'a str, &'a str)>,
-        interner: &Interner<[(Box<str>, Box<str>)]>,
+        interner: &Interner<StartupSettings>,
     ) -> Settings {
         Settings {
             startup: interner.intern(&startup_statements(params)),
@@ -208,7 +217,7 @@ impl Settings {
     pub fn from_startup_packet<'a>(
         packet: &[u8],
         params: impl Iterator<Item = (&'a str, &'a str)>,
-        interner: &Interner<[(Box<str>, Box<str>)]>,
+        interner: &Interner<StartupSettings>,
     ) -> Settings {
         Settings {
             startup: interner.intern_made(packet, || startup_statements(params)),
@@ -316,23 +325,35 @@ impl Settings {
     /// Records a change made inside a transaction block.
     pub fn defer(&mut self, change: Change) {
         match &change {
-            Change::Set(name, _) => self.block_resets.retain(|n| **n != **name),
+            Change::Set(name, _) => self.set_in_block(name),
             Change::SetLocal(name, _) => {
                 // The block's value until it ends, whatever it commits.
-                self.block_resets.retain(|n| **n != **name);
+                self.set_in_block(name);
                 return;
             }
             Change::Reset(name) => self.reset_in_block(|n| n == name),
             Change::ResetAll | Change::DiscardAll => self.reset_in_block(|_| true),
         }
-        self.pending.push(change);
+        self.block
+            .get_or_insert_with(Default::default)
+            .pending
+            .push(change);
+    }
+
+    /// A startup parameter set in the open block is not one to set back to its startup
+    /// value any more.
+    fn set_in_block(&mut self, name: &str) {
+        if let Some(block) = &mut self.block {
+            block.resets.retain(|n| **n != *name);
+        }
     }
 
     /// Notes the startup parameters `which` names as reset in the open block.
     fn reset_in_block(&mut self, which: impl Fn(&str) -> bool) {
         for (n, _) in self.startup.iter().filter(|(n, _)| which(n)) {
-            if !self.block_resets.contains(n) {
-                self.block_resets.push(n.clone());
+            let block = self.block.get_or_insert_with(Default::default);
+            if !block.resets.contains(n) {
+                block.resets.push(n.clone());
             }
         }
     }
@@ -341,10 +362,10 @@ impl Settings {
     /// to the server's defaults back to their startup values (once: the list is emptied).
     /// Run inside the block, they commit or roll back with the `RESET`.
     pub fn take_block_resets(&mut self) -> Option<String> {
-        if self.block_resets.is_empty() {
-            return None;
-        }
-        let names = std::mem::take(&mut self.block_resets);
+        let names = match &mut self.block {
+            Some(block) if !block.resets.is_empty() => std::mem::take(&mut block.resets),
+            _ => return None,
+        };
         let sql: Vec<&str> = names
             .iter()
             .filter_map(|n| self.startup.iter().find(|(s, _)| s == n))
@@ -355,7 +376,7 @@ impl Settings {
 
     /// True if changes wait for the transaction block to end.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        self.block.as_ref().is_some_and(|b| !b.pending.is_empty())
     }
 
     /// The transaction block ended with `COMMIT AND CHAIN` (`committed`) or `ROLLBACK AND
@@ -363,19 +384,26 @@ impl Settings {
     /// parameters a committed `RESET` of the text that ended it returned to the server's
     /// defaults are set again in the new block, before its first statement.
     pub fn chain_transaction(&mut self, committed: bool) {
-        let resets = std::mem::take(&mut self.block_resets);
+        let resets = match &mut self.block {
+            Some(block) if committed => std::mem::take(&mut block.resets),
+            _ => Vec::new(),
+        };
         self.end_transaction(committed);
-        if committed {
-            self.block_resets = resets;
+        if !resets.is_empty() {
+            self.block = Some(Box::new(BlockChanges {
+                pending: Vec::new(),
+                resets,
+            }));
         }
     }
 
     /// The transaction block ended: its changes apply if it committed.
     pub fn end_transaction(&mut self, committed: bool) {
-        self.block_resets.clear();
-        let pending = std::mem::take(&mut self.pending);
+        let Some(block) = self.block.take() else {
+            return;
+        };
         if committed {
-            for c in pending {
+            for c in block.pending {
                 self.apply(c);
             }
         }
@@ -429,6 +457,12 @@ impl Settings {
     /// (`default_transaction_isolation`, set by the client or at its startup).
     pub fn serializable_by_default(&self) -> bool {
         self.traits & SERIALIZABLE != 0
+    }
+
+    /// The startup settings, when they are all a connection must have (nothing was made
+    /// since: [`Settings::desired`] is exactly them).
+    pub fn startup_only(&self) -> Option<&Arc<StartupSettings>> {
+        self.made.is_empty().then_some(&self.startup)
     }
 
     /// What a connection must have: parameter name → the statement setting it.

@@ -240,7 +240,7 @@ fn a_set_local_after_a_reset_wins_for_its_block_and_a_chain_owes_the_reset() {
     s.defer(local());
     assert_eq!(s.take_block_resets(), None);
     assert_eq!(
-        s.pending.len(),
+        s.block.as_ref().map_or(0, |b| b.pending.len()),
         1,
         "the RESET, not the SET LOCAL, waits for the block"
     );
