@@ -1,15 +1,16 @@
 //! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
-//! session itself ([`session`]): units of client messages
-//! routed, relayed ([`relay`]) and tracked ([`state`], [`sequences`]), with what sluice
-//! sends ahead of them ([`ahead`]), what it answers in their place ([`refuse`]) and what a
-//! batch without its end owes ([`owed`]).
+//! session itself ([`session`]): units of client messages ([`mod@unit`]) routed, forwarded
+//! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], [`sequences`]), with what
+//! sluice sends ahead of them ([`ahead`]), what it answers in their place ([`refuse`]) and
+//! what a batch without its end owes ([`owed`]).
 
 mod ahead;
 pub mod cancel;
 pub mod client;
 mod count;
 mod exps;
+mod forward;
 mod lease;
 pub mod login;
 mod names;

@@ -1,0 +1,460 @@
+//! Forwarding a unit to its server connection: the client's statement names rewritten (a
+//! statement it prepared is made sure of on the connection, prepared there lazily under its
+//! shared name; the unnamed one parsed again where another connection had it), what sluice
+//! answers itself left out, and what it adds or refuses put in its place, each recorded as an
+//! [`Exp`]ectation so that the relay knows which responses the client sees.
+
+use super::unit::{cstr, def_at, Defs, Exp, Exps, Register, Resp, Shared, Unit};
+use crate::backend::statements::{server_name, Cached, Ensure, StmtDef};
+use crate::backend::PgConn;
+use crate::front::STATEMENTS_PER_SESSION;
+use std::sync::Arc;
+
+/// What forwarding a unit produced.
+#[derive(Debug, Default)]
+pub struct Forwarded {
+    /// Bytes for the server, when they differ from the unit's (`None`: the unit goes as the
+    /// client wrote it, straight from its buffer: no copy).
+    pub out: Option<Vec<u8>>,
+    /// Responses expected, in order.
+    pub exps: Exps,
+    /// The statements the unit executes (for the session's tracking).
+    pub ran: smallvec::SmallVec<[Arc<StmtDef>; 2]>,
+}
+
+/// Forwarding in progress: the bytes for the server stay the unit's own until a message is
+/// rewritten or added, and are copied only then.
+struct Build<'a> {
+    /// The unit's bytes.
+    src: &'a [u8],
+    /// The output so far is the unit's first this many bytes (not copied); `None` once it
+    /// is in `out`.
+    verbatim: Option<usize>,
+    out: Vec<u8>,
+    f: Forwarded,
+}
+
+impl Build<'_> {
+    /// A message goes as the client wrote it.
+    fn keep(&mut self, whole: &[u8]) {
+        match &mut self.verbatim {
+            Some(n) => *n += whole.len(),
+            None => self.out.extend_from_slice(whole),
+        }
+    }
+
+    /// A message of the unit is not sent (sluice answers it): what follows cannot be the
+    /// unit's own bytes any more.
+    fn leave_out(&mut self) {
+        self.out();
+    }
+
+    /// Where rewritten or added messages go (the unchanged ones before them copied first).
+    fn out(&mut self) -> &mut Vec<u8> {
+        if let Some(n) = self.verbatim.take() {
+            self.out = sluice_runtime::buffers::write_buffer();
+            self.out.extend_from_slice(&self.src[..n]);
+        }
+        &mut self.out
+    }
+
+    fn finish(mut self) -> Forwarded {
+        if self.verbatim.is_none() {
+            self.f.out = Some(self.out);
+        }
+        self.f
+    }
+}
+
+fn put(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
+    let len: usize = 4 + parts.iter().map(|p| p.len()).sum::<usize>();
+    out.push(tag);
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+}
+
+/// The session's view of statement names while forwarding a unit.
+pub struct Names<'a> {
+    /// Named statements.
+    pub statements: &'a mut super::names::NameMap<Arc<StmtDef>>,
+    /// The unnamed statement as the client last parsed it.
+    pub unnamed: &'a mut Option<Arc<StmtDef>>,
+    /// The unnamed statement on the connection is the session's.
+    pub conn_has_unnamed: &'a mut bool,
+    /// Statements bound to portals (by portal name).
+    pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
+    /// The session's transaction has failed: the server refuses every Parse (25P02).
+    pub txn_failed: bool,
+    /// Executes of `COPY … FROM STDIN` forwarded whose CopyDone or CopyFail has not been
+    /// (they may come in a later part of a long batch).
+    pub copies_open: &'a mut u32,
+}
+
+/// Rewrites and forwards the extended-protocol and simple messages of `unit`.
+pub fn forward(
+    buf: &[u8],
+    unit: &Unit,
+    defs: &Defs,
+    conn: &mut PgConn,
+    mut names: Names<'_>,
+) -> Forwarded {
+    let mut f = Build {
+        src: buf,
+        verbatim: Some(0),
+        out: Vec::new(),
+        f: Forwarded::default(),
+    };
+    for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
+        let whole = &buf[at..at + len];
+        let body = &whole[5..];
+        match tag {
+            b'P' => parse(body, whole, def_at(defs, i), conn, &mut names, &mut f),
+            b'B' => bind(body, whole, conn, &mut names, &mut f),
+            b'D' => describe(body, whole, conn, &mut names, &mut f),
+            b'C' => close(body, whole, &mut names, &mut f),
+            b'E' => {
+                let portal = cstr(body).map(|(p, _)| p).unwrap_or_default();
+                match names.portals.get(portal) {
+                    Some(def) => {
+                        *names.copies_open += u32::from(def.info.copy_in);
+                        f.f.ran.push(def.clone());
+                    }
+                    // The connection's unnamed portal (the BEGIN sluice sent ahead) is not
+                    // the client's.
+                    None if portal.is_empty() => {
+                        refuse(&mut f, no_portal());
+                        continue;
+                    }
+                    None => {}
+                }
+                f.keep(whole);
+                f.f.exps.push_back(Exp::pass(Resp::Execute));
+            }
+            b'S' => {
+                f.keep(whole);
+                f.f.exps.push_back(Exp::pass(Resp::Sync));
+            }
+            b'Q' | b'F' => {
+                if tag == b'Q' {
+                    // A simple query destroys the unnamed statement and portal, on the
+                    // server and so for the client.
+                    forget_unnamed(&mut names);
+                }
+                if let Some(def) = def_at(defs, i) {
+                    f.f.ran.push(def.clone());
+                }
+                f.keep(whole);
+                f.f.exps.push_back(Exp::pass(Resp::Query));
+            }
+            // The end of a COPY FROM STDIN an Execute forwarded before it started (a CopyDone
+            // or CopyFail without one is dropped by the server, and stays out of the count).
+            b'c' | b'f' => {
+                f.keep(whole);
+                if *names.copies_open > 0 {
+                    *names.copies_open -= 1;
+                    f.f.exps.copy_ends += 1;
+                }
+            }
+            // Flush, Terminate, and anything else go as they are, answering nothing.
+            _ => f.keep(whole),
+        }
+    }
+    f.finish()
+}
+
+/// A statement the server surely does not have: describing it fails, which is how sluice
+/// makes the server skip the rest of a batch where PostgreSQL itself would fail.
+const ABSENT_STATEMENT: &[u8] = b"sluice \x01absent";
+
+fn parse(
+    body: &[u8],
+    whole: &[u8],
+    def: Option<&Arc<StmtDef>>,
+    conn: &mut PgConn,
+    names: &mut Names<'_>,
+    f: &mut Build<'_>,
+) {
+    let (Some((name, _)), Some(def)) = (cstr(body), def.cloned()) else {
+        // Malformed: the server says so.
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Parse));
+        return;
+    };
+    let ends_transaction = def.info.commits || def.info.rolls_back || def.info.to_savepoint;
+    if names.txn_failed && !ends_transaction {
+        // In a failed transaction the server refuses it (25P02), as directly; nothing is
+        // registered. (A COMMIT, ROLLBACK or ROLLBACK TO it parses, and they are the
+        // session's as any other.)
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Parse));
+        return;
+    }
+    if let Err(over) = &def.charge {
+        refuse(f, crate::backend::statements::over_budget(over));
+        return;
+    }
+    if name.is_empty() {
+        // The unnamed statement stays unnamed on the server (it lives until the next Parse,
+        // which drops it first, whether it succeeds or not): what follows in this unit binds
+        // this one.
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Parse));
+        *names.unnamed = Some(def);
+        *names.conn_has_unnamed = true;
+        return;
+    }
+    let refusal = if is_taken(name, names, f) {
+        // PostgreSQL refuses to parse over an existing name (Close it first).
+        Some((
+            "42P05",
+            format!(
+                "prepared statement \"{}\" already exists",
+                String::from_utf8_lossy(name)
+            ),
+        ))
+    } else if names.statements.len() + f.f.exps.iter().filter(|e| e.register.is_some()).count()
+        >= STATEMENTS_PER_SESSION
+    {
+        Some(("54000", super::route::too_many_statements()))
+    } else {
+        None
+    };
+    if let Some(error) = refusal {
+        refuse(f, error);
+        return;
+    }
+    let register = Some(Box::new(Register {
+        client_name: name.into(),
+        def: def.clone(),
+    }));
+    // Prepared afresh on this connection even where it holds the text already: the server
+    // analyses it now, as it would a direct client's Parse (a copy prepared before DDL
+    // changed the statement's result would fail with 0A000).
+    let (key, evict) = match conn.statements.ensure(&def) {
+        (key, Ensure::Held) => (key, Some((key, Cached::of(&def)))),
+        (key, Ensure::Prepare { evict }) => (key, evict),
+    };
+    close_on_server(evict, f);
+    def.parse_message(key, f.out());
+    let mut e = Exp::pass(Resp::Parse);
+    e.register = register;
+    e.shared = Shared::Prepares(key);
+    f.f.exps.push_back(e);
+}
+
+/// The server is made to fail in place of a message sluice refuses, so that it skips the
+/// rest of the batch as PostgreSQL would, and the client gets `error` in its place.
+fn refuse(f: &mut Build<'_>, error: (&'static str, String)) {
+    put(f.out(), b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
+    let mut e = Exp::pass(Resp::DescribeStatement);
+    e.replace_error = Some(Box::new(error));
+    f.f.exps.push_back(e);
+}
+
+/// PostgreSQL's error for a Bind or Describe of the unnamed statement when there is none.
+fn no_unnamed() -> (&'static str, String) {
+    (
+        "26000",
+        "unnamed prepared statement does not exist".to_string(),
+    )
+}
+
+/// A name in sluice's own namespace on server connections (`sluice_…`): a statement another
+/// session shares there, never one a client named.
+pub fn shared_name(name: &[u8]) -> bool {
+    name.starts_with(b"sluice_")
+}
+
+/// PostgreSQL's error for a statement name the session does not have.
+pub fn no_statement(name: &[u8]) -> (&'static str, String) {
+    (
+        "26000",
+        format!(
+            "prepared statement \"{}\" does not exist",
+            String::from_utf8_lossy(name)
+        ),
+    )
+}
+
+/// PostgreSQL's error for an Execute or Describe of the unnamed portal when there is none.
+fn no_portal() -> (&'static str, String) {
+    ("34000", "portal \"\" does not exist".to_string())
+}
+
+/// The client's unnamed statement and portal are gone (a simple query destroys them).
+fn forget_unnamed(names: &mut Names<'_>) {
+    *names.unnamed = None;
+    *names.conn_has_unnamed = false;
+    names.portals.remove(b"");
+}
+
+/// The statement an earlier Parse of this unit names so (registered once it succeeds).
+fn pending(name: &[u8], f: &Build<'_>) -> Option<Arc<StmtDef>> {
+    f.f.exps.iter().rev().find_map(|e| {
+        e.register
+            .as_ref()
+            .filter(|r| *r.client_name == *name)
+            .map(|r| r.def.clone())
+    })
+}
+
+/// The session already has a statement of this name, or the unit parses one before.
+fn is_taken(name: &[u8], names: &Names<'_>, f: &Build<'_>) -> bool {
+    names.statements.contains_key(name) || pending(name, f).is_some()
+}
+
+/// A statement as a Bind or Describe names it on the connection.
+struct OnServer {
+    def: Arc<StmtDef>,
+    /// Its key there (`None`: the unnamed statement).
+    key: Option<u64>,
+}
+
+impl OnServer {
+    /// What naming it does to the connection's shared statements.
+    fn shared(&self) -> Shared {
+        self.key.map_or(Shared::None, Shared::Uses)
+    }
+
+    /// The name to send.
+    fn name(&self) -> smallvec::SmallVec<[u8; 24]> {
+        match self.key {
+            Some(key) => smallvec::SmallVec::from_slice(&server_name(key)),
+            None => smallvec::SmallVec::new(),
+        }
+    }
+}
+
+/// Makes sure the statement a client names exists on the connection, and how it is named
+/// there (`None`: the client's name is unknown, sent unchanged so the server reports it).
+fn ensure(
+    name: &[u8],
+    conn: &mut PgConn,
+    n: &mut Names<'_>,
+    f: &mut Build<'_>,
+) -> Option<OnServer> {
+    if name.is_empty() {
+        let def = n.unnamed.clone()?;
+        if !*n.conn_has_unnamed {
+            // Parsed on another connection: parse it here again, unnamed.
+            let mut p = Vec::new();
+            put(&mut p, b'P', &[b"\0", &def.sql, b"\0", &def.types]);
+            f.out().extend_from_slice(&p);
+            f.f.exps.push_back(Exp::swallow(Resp::Parse));
+        }
+        return Some(OnServer { def, key: None });
+    }
+    let def = pending(name, f).or_else(|| n.statements.get(name).cloned())?;
+    let (key, ensure) = conn.statements.ensure(&def);
+    if let Ensure::Prepare { evict } = ensure {
+        close_on_server(evict, f);
+        def.parse_message(key, f.out());
+        let mut e = Exp::swallow(Resp::Parse);
+        e.shared = Shared::Prepares(key);
+        f.f.exps.push_back(e);
+    }
+    Some(OnServer {
+        def,
+        key: Some(key),
+    })
+}
+
+fn close_on_server(evict: Option<(u64, Cached)>, f: &mut Build<'_>) {
+    if let Some((key, old)) = evict {
+        put(f.out(), b'C', &[b"S", &server_name(key), b"\0"]);
+        let mut e = Exp::swallow(Resp::Close);
+        e.shared = Shared::Closes(key, Box::new(old));
+        f.f.exps.push_back(e);
+    }
+}
+
+fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Build<'_>) {
+    let parsed = cstr(body).and_then(|(portal, rest)| Some((portal, cstr(rest)?)));
+    let Some((portal, (stmt, rest))) = parsed else {
+        f.keep(whole);
+        f.f.exps.push_back(Exp::pass(Resp::Bind));
+        return;
+    };
+    match ensure(stmt, conn, n, f) {
+        Some(on) => {
+            put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
+            let mut e = Exp::pass(Resp::Bind);
+            e.shared = on.shared();
+            n.portals.insert(portal.into(), on.def);
+            f.f.exps.push_back(e);
+        }
+        // The connection's unnamed statement (if any) is not the client's, nor are the
+        // statements other sessions share there.
+        None if stmt.is_empty() => refuse(f, no_unnamed()),
+        None if shared_name(stmt) => refuse(f, no_statement(stmt)),
+        None => {
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Bind));
+        }
+    }
+}
+
+fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut Build<'_>) {
+    let what = body.first().copied();
+    let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
+    match (what, name) {
+        (Some(b'S'), Some(stmt)) => {
+            let mut e = Exp::pass(Resp::DescribeStatement);
+            match ensure(stmt, conn, n, f) {
+                Some(on) => {
+                    put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
+                    e.shared = on.shared();
+                }
+                None if stmt.is_empty() => return refuse(f, no_unnamed()),
+                None if shared_name(stmt) => return refuse(f, no_statement(stmt)),
+                None => f.keep(whole),
+            }
+            f.f.exps.push_back(e);
+        }
+        (Some(b'P'), Some(b"")) if n.portals.get(b"").is_none() => refuse(f, no_portal()),
+        _ => {
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::DescribePortal));
+        }
+    }
+}
+
+fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Build<'_>) {
+    let what = body.first().copied();
+    let name = body.get(1..).and_then(cstr).map(|(s, _)| s);
+    match (what, name) {
+        (Some(b'S'), Some(stmt)) if !stmt.is_empty() => {
+            // The statement stays on the server for other sessions; the client's name goes,
+            // also one a Parse earlier in this batch is to register.
+            n.statements.remove(stmt);
+            if let Some(e) =
+                f.f.exps
+                    .iter_mut()
+                    .rev()
+                    .find(|e| e.register.as_ref().is_some_and(|r| *r.client_name == *stmt))
+            {
+                e.register = None;
+            }
+            f.leave_out();
+            f.f.exps.push_back(Exp::synth(b'3'));
+        }
+        (Some(b'S'), Some(b"")) => {
+            // The unnamed statement goes on the server too.
+            *n.unnamed = None;
+            *n.conn_has_unnamed = false;
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Close));
+        }
+        (Some(b'P'), Some(portal)) => {
+            n.portals.remove(portal);
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Close));
+        }
+        _ => {
+            f.keep(whole);
+            f.f.exps.push_back(Exp::pass(Resp::Close));
+        }
+    }
+}
