@@ -1,9 +1,10 @@
 //! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages ([`mod@unit`]) routed, forwarded
-//! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], [`sequences`]), with what
-//! sluice sends ahead of them ([`ahead`]), what it answers in their place ([`refuse`]) and
-//! what a batch without its end owes ([`owed`]).
+//! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], starting from what the startup
+//! packet asks for: [`startup`]; [`sequences`]), with what sluice sends ahead of them
+//! ([`ahead`]), what it answers in their place ([`refuse`]) and what a batch without its end
+//! owes ([`owed`]).
 
 mod ahead;
 pub mod cancel;
@@ -22,6 +23,7 @@ mod route;
 mod ryw;
 mod sequences;
 pub mod session;
+mod startup;
 pub mod state;
 mod track;
 pub mod unit;

@@ -3,6 +3,8 @@
 //! connection that serves it; and the state that cannot move (temporary tables, session
 //! advisory locks, `LISTEN`, ...), which pins the session to its connection until it is gone.
 
+use super::startup::startup_statements;
+pub use super::startup::{quote_ident, quote_literal, startup_options};
 use crate::backend::conn::StartupSettings;
 use sluice_runtime::intern::Interner;
 use std::collections::BTreeMap;
@@ -537,119 +539,6 @@ pub fn difference(
         sql.push_str("\n;");
     }
     (!sql.is_empty()).then_some(sql)
-}
-
-/// The settings in a startup packet's `options` (libpq's `options`, `PGOPTIONS`):
-/// `-c name=value`, `-cname=value` and `--name=value`, split as PostgreSQL splits them (on
-/// white space; a backslash takes the next character as it is; a `-` in a name is a `_`).
-/// Anything else there (the server's other command-line switches) is an error naming it:
-/// sluice would otherwise drop it silently.
-pub fn startup_options(options: &str) -> Result<Vec<(String, String)>, String> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut escaped = false;
-    for c in options.chars() {
-        if escaped {
-            word.push(c);
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c.is_ascii_whitespace() {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
-            }
-        } else {
-            word.push(c);
-        }
-    }
-    if !word.is_empty() {
-        words.push(word);
-    }
-    let mut settings = Vec::new();
-    let mut words = words.into_iter();
-    while let Some(w) = words.next() {
-        let setting = if w == "-c" {
-            words.next()
-        } else {
-            w.strip_prefix("-c")
-                .or_else(|| w.strip_prefix("--"))
-                .map(str::to_string)
-        };
-        let parsed = setting.as_deref().and_then(|s| s.split_once('='));
-        let Some((name, value)) = parsed.filter(|(name, _)| !name.is_empty()) else {
-            let shown = match setting {
-                Some(s) if w == "-c" => format!("-c {s}"),
-                _ => w,
-            };
-            return Err(format!(
-                "sluice: startup option \"{shown}\" is not supported in \"options\" (only -c name=value and --name=value)"
-            ));
-        };
-        settings.push((name.replace('-', "_"), value.to_string()));
-    }
-    Ok(settings)
-}
-
-/// Startup parameters (name, value) as settings keep them: lower-case name → the statement
-/// setting it, sorted by name.
-fn startup_statements<'a>(
-    params: impl Iterator<Item = (&'a str, &'a str)>,
-) -> Vec<(Box<str>, Box<str>)> {
-    let mut startup: Vec<(Box<str>, Box<str>)> = params
-        .map(|(n, v)| (n.to_ascii_lowercase().into(), set_config(n, v).into()))
-        .collect();
-    // A name given twice takes its last value, as PostgreSQL applies the packet's options in
-    // order: reversed, the stable sort puts the last one first, and dedup keeps the first.
-    startup.reverse();
-    startup.sort_by(|a, b| a.0.cmp(&b.0));
-    startup.dedup_by(|a, b| a.0 == b.0);
-    startup
-}
-
-/// `SELECT set_config(...)`: sets a parameter from a startup-packet value (parsed as the
-/// server parses it there, so that `search_path = 'a, b'` is two schemas). Built at its exact
-/// size (it is kept as it is).
-fn set_config(name: &str, value: &str) -> String {
-    const HEAD: &str = "SELECT pg_catalog.set_config(";
-    const TAIL: &str = ", false)";
-    let quoted = |s: &str| s.len() + 2 + s.bytes().filter(|&b| b == b'\'').count();
-    let mut sql = String::with_capacity(HEAD.len() + quoted(name) + 2 + quoted(value) + TAIL.len());
-    sql.push_str(HEAD);
-    push_literal(&mut sql, name);
-    sql.push_str(", ");
-    push_literal(&mut sql, value);
-    sql.push_str(TAIL);
-    sql
-}
-
-/// Appends `s` as a string literal (see [`quote_literal`]).
-fn push_literal(out: &mut String, s: &str) {
-    out.push('\'');
-    for (i, part) in s.split('\'').enumerate() {
-        if i > 0 {
-            out.push_str("''");
-        }
-        out.push_str(part);
-    }
-    out.push('\'');
-}
-
-/// A string literal.
-pub fn quote_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
-/// An identifier, quoted when it is not a plain lower-case name.
-pub fn quote_ident(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
-        && !s.as_bytes()[0].is_ascii_digit();
-    if plain {
-        s.to_string()
-    } else {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Unit tests of `state.rs`: settings, their differences, startup options, pins.
 
 use super::*;
+use crate::frontend::startup::set_config;
 
 #[test]
 fn startup_values_are_set_as_quoted_literals() {
