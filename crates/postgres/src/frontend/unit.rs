@@ -139,7 +139,9 @@ pub fn def_at(defs: &Defs, i: usize) -> Option<&Arc<StmtDef>> {
 
 /// Reads a NUL-terminated string at the start of `b`: it and the rest.
 pub fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let n = b.iter().position(|&c| c == 0)?;
+    // (memchr: a statement's text is searched for its end at every Query and Parse, and a
+    // byte loop costs about four instructions a byte.)
+    let n = memchr::memchr(0, b)?;
     Some((&b[..n], &b[n + 1..]))
 }
 
