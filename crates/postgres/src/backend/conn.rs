@@ -7,7 +7,7 @@ use crate::wire::{read_message, Message, WireError};
 use bytes::{Buf, BytesMut};
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -35,7 +35,7 @@ pub struct PgConn {
     applied: BTreeMap<String, String>,
     /// A list of startup settings found to be exactly `applied` (see
     /// [`PgConn::applied_is`]); forgotten whenever `applied` changes.
-    applied_startup: Option<Arc<StartupSettings>>,
+    applied_startup: Option<Weak<StartupSettings>>,
     /// Prepared statements it holds, under sluice's names.
     pub statements: ServerStatements,
     /// Something went wrong mid-exchange: it must not be reused.
@@ -104,8 +104,9 @@ impl PgConn {
     /// True if its settings are exactly the startup settings `startup`, as compared in full
     /// by `matches` (the first time) or as noted after that comparison (then: a pointer
     /// compared, the usual lease of a session that changed nothing since its login, by
-    /// another session that started alike). The list noted is held: a list at the same
-    /// address is the same list.
+    /// another session that started alike). The note is a weak reference: it keeps the
+    /// list's allocation, so that no other list can take its address, and not the list
+    /// (the sessions' interner sees it unused once its sessions are gone).
     pub fn applied_is(
         &mut self,
         startup: &Arc<StartupSettings>,
@@ -114,14 +115,14 @@ impl PgConn {
         if self
             .applied_startup
             .as_ref()
-            .is_some_and(|s| Arc::ptr_eq(s, startup))
+            .is_some_and(|s| std::ptr::eq(s.as_ptr(), Arc::as_ptr(startup)))
         {
             return true;
         }
         if !matches(&self.applied) {
             return false;
         }
-        self.applied_startup = Some(startup.clone());
+        self.applied_startup = Some(Arc::downgrade(startup));
         true
     }
 
@@ -327,6 +328,7 @@ mod tests {
             conn.applied_is(&startup, |_| panic!("compared again")),
             "noted"
         );
+        assert_eq!(Arc::strong_count(&startup), 1, "the note holds no list");
         // An equal list elsewhere is compared in full.
         let other = list(&[("application_name", "SET application_name = 'a'")]);
         assert!(!conn.applied_is(&other, |_| false));
