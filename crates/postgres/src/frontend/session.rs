@@ -376,16 +376,13 @@ impl Session {
             txn_failed: self.status == ReadyStatus::Failed,
             copies_open: &mut self.copies_open,
         };
+        // Answers still owed by a batch forwarded without its end come first: forwarding
+        // starts from them (a statement such a part parsed is bound here).
+        let owed = self.owed.take().map(|owed| *owed).unwrap_or_default();
         let unit::Forwarded { out, mut exps, ran } =
-            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names, owed);
         let calls = unit.msgs.iter().any(|m| m.0 == b'F');
         self.sequences.forwarded(conn, &ran, calls);
-        // Answers still owed by a batch forwarded without its end come first. (Merged here,
-        // in one binding: a second one would take its own place in the unit's future.)
-        if let Some(mut owed) = self.owed.take() {
-            owed.append(&mut exps);
-            exps = *owed;
-        }
         let started = std::time::Instant::now();
         if let Some(first) = ran.first() {
             self.handle.set_statement_shared(first.sql.clone(), started);

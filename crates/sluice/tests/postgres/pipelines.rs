@@ -132,3 +132,54 @@ async fn a_batch_that_never_ends_is_bounded() {
         ["3"]
     );
 }
+
+/// A batch of more than a unit's 1,000 messages without a Sync is forwarded in parts (as
+/// psycopg's `executemany` of 2,000 rows sends it): a statement one part parsed is the
+/// client's in the parts after it — bound, described and its name taken — as it would be
+/// directly. (The Bind used to reach the server under the client's own name: 26000, or a
+/// statement of that name the connection held for another reason.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_parsed_early_in_a_long_batch_is_the_clients_later_in_it() {
+    use postgres_protocol::message::frontend;
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.extended("p1", Some("SELECT $1::text"), &[Some("0")]);
+    let rows: Vec<String> = (0..600).map(|i| format!("v{i}")).collect();
+    for v in &rows[1..] {
+        c.extended("p1", None, &[Some(v)]);
+    }
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert!(
+        !tags.contains('E'),
+        "{:?}",
+        msgs.iter().find(|m| m.tag == b'E')
+    );
+    let mut want = rows.clone();
+    want[0] = "0".into();
+    assert_eq!(Raw::column(&msgs), want);
+    // Described after 1,200 other messages; parsed again there under its name: refused.
+    let fillers = |c: &mut Raw| {
+        for _ in 0..1200 {
+            frontend::close(b'P', "zz", &mut c.out).unwrap();
+        }
+    };
+    frontend::parse("s", "SELECT 1 AS one", [], &mut c.out).unwrap();
+    fillers(&mut c);
+    frontend::describe(b'S', "s", &mut c.out).unwrap();
+    fillers(&mut c);
+    frontend::parse("s", "SELECT 2 AS two", [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert!(tags.starts_with('1') && tags.contains("tT"), "{tags}");
+    let errors: Vec<String> = msgs
+        .iter()
+        .filter(|m| m.tag == b'E')
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(
+        errors,
+        ["42P05 prepared statement \"s\" already exists".to_string()]
+    );
+    assert!(tags.ends_with("EZ"), "{tags}");
+}
