@@ -233,7 +233,11 @@ async fn relay_into(
                     let code = crate::wire::error_fields(body)
                         .ok()
                         .and_then(|f| f.into_iter().find(|(k, _)| *k == b'C'));
-                    if code.is_some_and(|(_, c)| c == "0A000") {
+                    // 0A000: the statement no longer fits the tables it was prepared for;
+                    // 26000: the server lost it (a `DEALLOCATE` that sluice did not see, in
+                    // a `DO` block or a function, by any session the connection served).
+                    // Either way it is prepared afresh where next used.
+                    if code.is_some_and(|(_, c)| c == "0A000" || c == "26000") {
                         conn.statements.mark_stale(h);
                     }
                 }

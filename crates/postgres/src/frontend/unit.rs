@@ -65,8 +65,10 @@ pub fn next_unit(
 ) -> Result<Option<Unit>, WireError> {
     let mut msgs = smallvec::SmallVec::new();
     let mut at = 0;
-    while let Some((tag, len)) = read(at)? {
-        if !frontend_message(tag) {
+    loop {
+        // A type no client may send is refused by its byte alone, as PostgreSQL refuses it
+        // (before its length is waited for).
+        if let Some(&tag) = buf.get(at).filter(|&&t| !frontend_message(t)) {
             if msgs.is_empty() {
                 return Err(WireError::MessageType(tag));
             }
@@ -76,6 +78,9 @@ pub fn next_unit(
                 end: End::Partial,
             }));
         }
+        let Some((tag, len)) = read(at)? else {
+            break;
+        };
         msgs.push((tag, at, len));
         at += len;
         let end = match tag {
@@ -243,6 +248,12 @@ mod tests {
         let buf = [part.clone(), msg(b'Z', b""), msg(b'S', b"")].concat();
         let u = next(&buf).unwrap().unwrap();
         assert_eq!((u.end, u.len, u.msgs.len()), (End::Partial, part.len(), 3));
+        // Its type byte is enough: no length is waited for (a second StartupMessage or
+        // SSLRequest starts with a zero byte).
+        for tag in [0, b'Z'] {
+            assert!(next(&[tag]).is_err(), "{tag}");
+            assert!(next(&[q.clone(), vec![tag, 0]].concat()).unwrap().is_some());
+        }
         // Every type a client does send passes.
         for tag in *b"BCdcfDEHFPQSX" {
             assert!(next(&msg(tag, b"")).is_ok(), "{}", tag as char);

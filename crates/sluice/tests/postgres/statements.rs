@@ -221,6 +221,38 @@ async fn shared_statements_are_no_clients_and_deallocate_is_read_as_postgresql_r
     assert_eq!(Raw::column(&a.round(1).await.1), ["42"]);
 }
 
+/// A `DEALLOCATE` sluice cannot see (in a `DO` block or a function, by another client on the
+/// same connection) takes the shared statements off the server: the one use that finds its
+/// statement gone fails (26000, as it would directly if the client's own session had run
+/// it), and the statement is prepared afresh at the next (it failed at every use until some
+/// client parsed the same text again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_statement_deallocated_where_sluice_cannot_see_is_prepared_again() {
+    let env = start(0, ONE_CONNECTION).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.extended("s", Some("SELECT 41 AS v"), &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "12DCZ");
+    b.try_simple("DO $$ BEGIN EXECUTE 'DEALLOCATE ALL'; END $$")
+        .await
+        .unwrap();
+    a.extended("s", None, &[]);
+    frontend::sync(&mut a.out);
+    let (tags, msgs) = a.round(1).await;
+    assert_eq!(
+        (tags.as_str(), msgs[0].sqlstate()),
+        ("EZ", Some("26000".into()))
+    );
+    for _ in 0..2 {
+        a.extended("s", None, &[]);
+        frontend::sync(&mut a.out);
+        let (tags, msgs) = a.round(1).await;
+        assert_eq!(tags, "2DCZ", "{msgs:?}");
+        assert_eq!(Raw::column(&msgs), ["41"]);
+    }
+}
+
 /// A block that failed before the server had it (its BEGIN held back by sluice, its first
 /// statement refused by sluice) answers the rest as PostgreSQL does: a text that goes on after
 /// the failure writes nothing, an extended `COMMIT` rolls back (and says so), `COMMIT AND
