@@ -211,6 +211,8 @@ fn unpin_bits(u: Unpins) -> u32 {
             | pin::SET_IN_SAVEPOINT
             | pin::SET_CONFIG
             | pin::BACKSLASH_QUOTES
+            | pin::UNREADABLE_ENCODING
+            | pin::NON_ASCII_SET
             | pin::TEXT_TRANSACTION
             | pin::TEMP_SEARCH_PATH;
     }

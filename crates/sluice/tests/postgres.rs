@@ -11,6 +11,8 @@ mod cancel;
 mod custom_settings;
 #[path = "postgres/edges.rs"]
 mod edges;
+#[path = "postgres/encodings.rs"]
+mod encodings;
 #[path = "postgres/extended.rs"]
 mod extended;
 #[path = "postgres/faults.rs"]

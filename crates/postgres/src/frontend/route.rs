@@ -197,11 +197,7 @@ impl Session {
                 // still do anything (on a replica it could never write again).
                 if self.fe.route_of(&def.info) == Route::Write
                     || def.info.pins & !state::pin::SCANNER_DOUBTS != 0
-                    || def
-                        .info
-                        .changes
-                        .iter()
-                        .any(state::turns_conforming_strings_off)
+                    || def.info.changes.iter().any(state::blinds_scanner)
                 {
                     route = Route::Write;
                 }
@@ -231,7 +227,7 @@ impl Session {
         // Nor is a session the scanner cannot read (`standard_conforming_strings` off: see
         // `pin::BACKSLASH_QUOTES`) sent anywhere else.
         if route == Route::Read
-            && (self.settings.serializable_by_default() || self.settings.backslash_quotes())
+            && (self.settings.serializable_by_default() || self.settings.blind_pins() != 0)
         {
             route = Route::Write;
         }

@@ -54,12 +54,21 @@ pub mod pin {
     pub const UNREAD_CALL: u32 = 1 << 14;
     /// `SET search_path` naming `pg_temp`: unqualified `CREATE`s make temporary objects.
     pub const TEMP_SEARCH_PATH: u32 = 1 << 15;
+    /// A `client_encoding` whose characters may hold the bytes of `\` or `'` after their
+    /// first (SJIS, BIG5, GBK, UHC, JOHAB, GB18030): the scanner, which reads bytes, can no
+    /// longer tell where a string ends (the session's statements all go to the primary, and
+    /// the session stays there until `DISCARD ALL`).
+    pub const UNREADABLE_ENCODING: u32 = 1 << 16;
+    /// A `SET` whose value has bytes outside ASCII, made while the client's encoding is not
+    /// UTF-8: sluice keeps settings as UTF-8 text, and could not say the same thing again
+    /// on another connection.
+    pub const NON_ASCII_SET: u32 = 1 << 17;
 
     /// Pins that say the scanner cannot be sure of a session's statements, not that the
     /// connection holds state of the session's.
-    pub const SCANNER_DOUBTS: u32 = BACKSLASH_QUOTES | TEXT_TRANSACTION;
+    pub const SCANNER_DOUBTS: u32 = BACKSLASH_QUOTES | TEXT_TRANSACTION | UNREADABLE_ENCODING;
 
-    const NAMES: [&str; 16] = [
+    const NAMES: [&str; 18] = [
         "temporary table",
         "session advisory lock",
         "LISTEN",
@@ -76,6 +85,8 @@ pub mod pin {
         "setseed()",
         "call of a name sluice cannot read",
         "search_path naming pg_temp",
+        "client_encoding sluice cannot scan",
+        "SET of a non-ASCII value in a client_encoding other than UTF8",
     ];
 
     /// The names of the bits set in `bits`.
@@ -142,6 +153,76 @@ pub fn turns_conforming_strings_off(change: &Change) -> bool {
         if name == CONFORMING_STRINGS && boolean_set(stmt, CONFORMING_STRINGS) == Some(false))
 }
 
+/// The parameter whose `SET` may change one of its parts only.
+const DATESTYLE: &str = "datestyle";
+
+/// The parameter `SET NAMES` sets too.
+pub const CLIENT_ENCODING: &str = "client_encoding";
+
+/// The names PostgreSQL takes (compared as it compares them: lower case, letters and digits
+/// only) for the client-only encodings whose characters may hold an ASCII byte after their
+/// first: a `\` or a `'` there is part of a character, which a scanner of bytes cannot tell.
+const UNREADABLE_ENCODINGS: [&str; 19] = [
+    "sjis",
+    "mskanji",
+    "shiftjis",
+    "win932",
+    "windows932",
+    "shiftjis2004",
+    "big5",
+    "win950",
+    "windows950",
+    "gbk",
+    "win936",
+    "windows936",
+    "cp936",
+    "uhc",
+    "win949",
+    "windows949",
+    "cp949",
+    "johab",
+    "gb18030",
+];
+
+/// The encoding a statement setting `client_encoding` gives it (`SET client_encoding ...`,
+/// `SET NAMES ...`, or the `set_config` a startup parameter is set with), as PostgreSQL
+/// compares encoding names: lower case, letters and digits only.
+pub fn encoding_set(stmt: &str) -> Option<String> {
+    let lower = stmt.to_ascii_lowercase();
+    let at = match lower.find(CLIENT_ENCODING) {
+        Some(i) => i + CLIENT_ENCODING.len(),
+        None => lower.find("names")? + "names".len(),
+    };
+    let blank = |c: char| c.is_ascii_whitespace();
+    let mut rest = lower[at..].trim_start_matches(|c: char| blank(c) || "\"',=".contains(c));
+    if let Some(after) = rest.strip_prefix("to").filter(|r| r.starts_with(blank)) {
+        rest = after.trim_start_matches(blank);
+    }
+    if let Some(after) = rest.strip_prefix("e'") {
+        rest = after;
+    }
+    let value: String = rest
+        .trim_start_matches(['\'', '"', '$'])
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    (!value.is_empty()).then_some(value)
+}
+
+/// True if `change` sets a `client_encoding` the scanner cannot read (see
+/// [`pin::UNREADABLE_ENCODING`]).
+pub fn sets_unreadable_encoding(change: &Change) -> bool {
+    matches!(change, Change::Set(name, stmt) | Change::SetLocal(name, stmt)
+        if name == CLIENT_ENCODING && encoding_set(stmt).is_some_and(|e| UNREADABLE_ENCODINGS.contains(&e.as_str())))
+}
+
+/// True if `change` leaves the scanner unable to read what follows: see
+/// [`pin::BACKSLASH_QUOTES`] and [`pin::UNREADABLE_ENCODING`].
+pub fn blinds_scanner(change: &Change) -> bool {
+    turns_conforming_strings_off(change) || sets_unreadable_encoding(change)
+}
+
 /// The settings a session wants on whichever connection serves it.
 #[derive(Debug, Default)]
 pub struct Settings {
@@ -181,6 +262,8 @@ struct BlockChanges {
 const SERIALIZABLE: u8 = 1;
 /// [`Settings::traits`]: `standard_conforming_strings` is off.
 const BACKSLASH_QUOTES: u8 = 2;
+/// [`Settings::traits`]: the client's encoding is one the scanner cannot read.
+const UNREADABLE_ENCODING: u8 = 4;
 
 /// One `SET` or `RESET`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -264,6 +347,20 @@ impl Settings {
         self.traits = self.found_traits();
     }
 
+    /// Keeps the session's `DateStyle` as the server reports it (`reported`) once a `SET`
+    /// made it: a `SET` may give one of its two parts (the output format, or the order of a
+    /// date's fields) and keep the other, so the statement alone would not say the setting
+    /// again on another connection.
+    pub fn settle_datestyle(&mut self, reported: &str) {
+        if let Some(Some(stmt)) = self.made.get_mut(DATESTYLE) {
+            let settled = format!("SET DateStyle = {}", quote_literal(reported));
+            if *stmt != settled {
+                *stmt = settled;
+                self.generation += 1;
+            }
+        }
+    }
+
     /// Forgets a setting the session made that the server removed: a custom one whose prefix
     /// an extension reserved since (PostgreSQL removes it from a session the same way).
     pub fn forget(&mut self, name: &str) {
@@ -303,6 +400,11 @@ impl Settings {
         }
         if backslash {
             traits |= BACKSLASH_QUOTES;
+        }
+        if self.statement(CLIENT_ENCODING).is_some_and(|s| {
+            encoding_set(s).is_some_and(|e| UNREADABLE_ENCODINGS.contains(&e.as_str()))
+        }) {
+            traits |= UNREADABLE_ENCODING;
         }
         traits
     }
@@ -453,6 +555,19 @@ impl Settings {
     /// (`standard_conforming_strings` off, by a `SET` or at its startup).
     pub fn backslash_quotes(&self) -> bool {
         self.traits & BACKSLASH_QUOTES != 0
+    }
+
+    /// The pins that the settings in force say the scanner cannot read the session's
+    /// statements for ([`pin::BACKSLASH_QUOTES`], [`pin::UNREADABLE_ENCODING`]); 0 if none.
+    pub fn blind_pins(&self) -> u32 {
+        let mut pins = 0;
+        if self.traits & BACKSLASH_QUOTES != 0 {
+            pins |= pin::BACKSLASH_QUOTES;
+        }
+        if self.traits & UNREADABLE_ENCODING != 0 {
+            pins |= pin::UNREADABLE_ENCODING;
+        }
+        pins
     }
 
     /// True if the session's transactions are serializable unless they say otherwise

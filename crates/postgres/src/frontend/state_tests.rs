@@ -311,3 +311,55 @@ fn pins_are_named() {
     assert_eq!(quote_ident("search_path"), "search_path");
     assert_eq!(quote_ident("DateStyle"), "\"DateStyle\"");
 }
+
+#[test]
+fn the_client_encoding_a_statement_sets_is_read_as_postgresql_names_it() {
+    for (stmt, want) in [
+        ("SET client_encoding = 'SJIS'", Some("sjis")),
+        ("set client_encoding to Shift_JIS", Some("shiftjis")),
+        ("SET \"client_encoding\" = E'WIN-932'", Some("win932")),
+        ("SET NAMES 'big5'", Some("big5")),
+        ("SET client_encoding = $$gbk$$", Some("gbk")),
+        (&set_config("client_encoding", "GB18030"), Some("gb18030")),
+        ("SET client_encoding = 'UTF8';", Some("utf8")),
+        ("SET client_encoding = ''", None),
+    ] {
+        assert_eq!(encoding_set(stmt).as_deref(), want, "{stmt}");
+    }
+    let set = |stmt: &str| Change::Set(CLIENT_ENCODING.into(), stmt.into());
+    assert!(blinds_scanner(&set("SET NAMES 'UHC'")));
+    assert!(sets_unreadable_encoding(&Change::SetLocal(
+        CLIENT_ENCODING.into(),
+        "SET LOCAL client_encoding = johab".into()
+    )));
+    assert!(!blinds_scanner(&set("SET client_encoding = 'LATIN1'")));
+    assert!(!blinds_scanner(&set("SET client_encoding = 'EUC_JP'")));
+    // At startup, and after a SET: the settings in force say so (until DISCARD ALL).
+    let interner = Interner::new(8);
+    let mut s = Settings::from_startup([("client_encoding", "SJIS")].into_iter(), &interner);
+    assert_eq!(s.blind_pins(), pin::UNREADABLE_ENCODING);
+    s.apply(set("SET client_encoding = 'UTF8'"));
+    assert_eq!(s.blind_pins(), 0);
+    s.apply(set("SET client_encoding = 'BIG5'"));
+    assert_eq!(s.blind_pins(), pin::UNREADABLE_ENCODING);
+}
+
+#[test]
+fn a_datestyle_set_is_kept_as_the_server_reports_it() {
+    let interner = Interner::new(8);
+    let mut s = Settings::from_startup(std::iter::empty(), &interner);
+    // Made by no SET: nothing to keep.
+    s.settle_datestyle("ISO, DMY");
+    assert_eq!(s.statement("datestyle"), None);
+    s.apply(Change::Set(
+        "datestyle".into(),
+        "SET datestyle = 'iso'".into(),
+    ));
+    let generation = s.generation();
+    s.settle_datestyle("ISO, DMY");
+    assert_eq!(s.statement("datestyle"), Some("SET DateStyle = 'ISO, DMY'"));
+    assert!(s.generation() > generation);
+    let generation = s.generation();
+    s.settle_datestyle("ISO, DMY");
+    assert_eq!(s.generation(), generation);
+}

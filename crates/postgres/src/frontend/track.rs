@@ -11,6 +11,14 @@ use sluice_core::Lease;
 use std::sync::Arc;
 
 impl Session {
+    /// The client's encoding is UTF-8, as the server last reported it (so a `SET`'s text,
+    /// which sluice keeps as UTF-8, says what the client said).
+    fn client_utf8(&self) -> bool {
+        self.reported
+            .get("client_encoding")
+            .is_none_or(|e| e.eq_ignore_ascii_case("UTF8"))
+    }
+
     /// Follows what the unit's statements did to the session: settings, pins, transaction.
     pub(super) fn track(
         &mut self,
@@ -33,13 +41,18 @@ impl Session {
             self.pending_unpins &= !i.pins;
             unpins = (unpins | i.unpins) & !i.pins;
             changes.extend(i.changes.iter().cloned());
-            if i.changes
-                .iter()
-                .any(super::state::turns_conforming_strings_off)
-            {
+            for c in &i.changes {
                 // Whatever becomes of the SET (a rollback, an error after it): statements
                 // the scanner read wrongly may have made state since.
-                self.pins |= pin::BACKSLASH_QUOTES;
+                if super::state::turns_conforming_strings_off(c) {
+                    self.pins |= pin::BACKSLASH_QUOTES;
+                }
+                if super::state::sets_unreadable_encoding(c) {
+                    self.pins |= pin::UNREADABLE_ENCODING;
+                }
+                if matches!(c, Change::Set(_, stmt) if !stmt.is_ascii()) && !self.client_utf8() {
+                    self.pins |= pin::NON_ASCII_SET;
+                }
             }
             commits |= i.commits;
             rolls_back |= i.rolls_back;
@@ -110,11 +123,13 @@ impl Session {
             } else if !failed && !rolls_back {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
+            // Outside a block only: in one, the server reports what may yet be rolled back.
+            if let Some(style) = self.reported.get("DateStyle").filter(|_| !in_block) {
+                self.settings.settle_datestyle(style);
+            }
         }
-        if self.settings.backslash_quotes() {
-            // Set at its startup (or again after a DISCARD ALL).
-            self.pins |= pin::BACKSLASH_QUOTES;
-        }
+        // Set at its startup (or again after a DISCARD ALL).
+        self.pins |= self.settings.blind_pins();
         if self.pins & pin::SCANNER_DOUBTS != 0 && !on_primary {
             // Taken in a read-only transaction on a replica: a session pinned there could
             // never write again. The session moves on (to the primary, for the first of

@@ -366,6 +366,13 @@ fn parameter(cur: &mut Cursor<'_>, h: Token) -> Option<(String, bool)> {
     }
     // Parameter names are case-insensitive, quoted ones too (`SET "DateStyle"` is datestyle).
     name.make_ascii_lowercase();
+    // The old names PostgreSQL still takes for two parameters (its `map_old_guc_names`): one
+    // setting, whichever name set it last.
+    match name.as_str() {
+        "sort_mem" => "work_mem".clone_into(&mut name),
+        "vacuum_mem" => "maintenance_work_mem".clone_into(&mut name),
+        _ => {}
+    }
     let reset =
         cur.peek_is(Kw::Default) || (name == "timezone" && !assign && cur.peek_is(Kw::Local));
     Some((name, reset))

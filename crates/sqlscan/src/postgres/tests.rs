@@ -589,6 +589,9 @@ fn set_and_reset() {
         ("SET TIME ZONE DEFAULT", s(false, "timezone", true)),
         ("SET timezone = DEFAULT", s(false, "timezone", true)),
         ("SET work_mem TO DEFAULT", s(false, "work_mem", true)),
+        // PostgreSQL's old names: the same settings.
+        ("SET sort_mem = '6MB'", s(false, "work_mem", false)),
+        ("RESET Vacuum_Mem", s(false, "maintenance_work_mem", true)),
         ("SET ROLE admin", s(false, "role", false)),
         ("SET LOCAL ROLE NONE", s(true, "role", false)),
         ("SET NAMES 'UTF8'", s(false, "client_encoding", false)),
