@@ -33,6 +33,11 @@ pub struct Register {
     pub client_name: Box<[u8]>,
     /// The statement.
     pub def: Arc<StmtDef>,
+    /// Already the session's: its Parse went in a part of a batch forwarded without its end
+    /// (see [`super::unit::End::Partial`]), and the parts after it name it before the server
+    /// answers. Its ParseComplete registers nothing more; if the server fails it or skips
+    /// it, the session lets it go again.
+    pub provisional: bool,
 }
 
 /// One expected response, in order.

@@ -92,26 +92,19 @@ pub struct Names<'a> {
     pub copies_open: &'a mut u32,
 }
 
-/// Rewrites and forwards the extended-protocol and simple messages of `unit`. `owed`: the
-/// answers earlier parts of the same batch still owe (a batch forwarded without its end, see
-/// [`End::Partial`](super::unit::End::Partial)); the unit's own follow them in what it
-/// returns, and a name one of those parts parsed is the client's here as in its own part.
+/// Rewrites and forwards the extended-protocol and simple messages of `unit`.
 pub fn forward(
     buf: &[u8],
     unit: &Unit,
     defs: &Defs,
     conn: &mut PgConn,
     mut names: Names<'_>,
-    owed: Exps,
 ) -> Forwarded {
     let mut f = Build {
         src: buf,
         verbatim: Some(0),
         out: Vec::new(),
-        f: Forwarded {
-            exps: owed,
-            ..Forwarded::default()
-        },
+        f: Forwarded::default(),
     };
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let whole = &buf[at..at + len];
@@ -235,6 +228,7 @@ fn parse(
     let register = Some(Box::new(Register {
         client_name: name.into(),
         def: def.clone(),
+        provisional: false,
     }));
     // Prepared afresh on this connection even where it holds the text already: the server
     // analyses it now, as it would a direct client's Parse (a copy prepared before DDL
@@ -297,8 +291,7 @@ fn forget_unnamed(names: &mut Names<'_>) {
     names.portals.remove(b"");
 }
 
-/// The statement an earlier Parse of this unit, or of an earlier part of its batch, names so
-/// (registered once it succeeds).
+/// The statement an earlier Parse of this unit names so (registered once it succeeds).
 fn pending(name: &[u8], f: &Build<'_>) -> Option<Arc<StmtDef>> {
     f.f.exps.iter().rev().find_map(|e| {
         e.register

@@ -23,7 +23,10 @@ pub struct Relayed {
     pub status: Option<ReadyStatus>,
     /// An ErrorResponse came.
     pub failed: bool,
-    /// Statements to register (their ParseComplete came).
+    /// Statements to register (their ParseComplete came); and, marked
+    /// [`Register::provisional`], statements the session took as its own before the server
+    /// answered whose Parse failed or was skipped: to let go. (One list: the unit's future
+    /// holds it.)
     pub registered: Vec<Register>,
     /// DataRows the client was sent.
     pub rows: u64,
@@ -32,6 +35,15 @@ pub struct Relayed {
     /// A `DISCARD ALL` or `DEALLOCATE ALL` ran (its CommandComplete came): the connection's
     /// prepared statements are gone.
     pub dropped_statements: bool,
+}
+
+impl Relayed {
+    /// A Parse's ParseComplete came: its statement is the session's now (unless it already
+    /// was, see [`Register::provisional`]).
+    fn parsed(&mut self, register: Option<Box<Register>>) {
+        self.registered
+            .extend(register.filter(|r| !r.provisional).map(|r| *r));
+    }
 }
 
 /// Why relaying stopped early.
@@ -165,7 +177,7 @@ async fn relay_into(
         while let Some(tag) = exps.front().and_then(|e| e.synth) {
             out.push(conn, &[tag, 0, 0, 0, 4]);
             if let Some(e) = exps.pop_front() {
-                r.registered.extend(e.register.map(|r| *r));
+                r.parsed(e.register);
             }
         }
         if exps.is_empty() {
@@ -258,7 +270,11 @@ async fn relay_into(
                     if matches!(e.resp, Resp::Sync | Resp::Query) && e.synth.is_none() {
                         break;
                     }
-                    skipped.extend(exps.pop_front().map(|e| e.shared));
+                    if let Some(e) = exps.pop_front() {
+                        r.registered
+                            .extend(e.register.filter(|r| r.provisional).map(|r| *r));
+                        skipped.push(e.shared);
+                    }
                 }
                 super::unit::Shared::undo_skipped(skipped.into_iter(), &mut conn.statements);
             }
@@ -322,7 +338,7 @@ async fn relay_into(
                 }
                 if done {
                     if let Some(e) = exps.pop_front() {
-                        r.registered.extend(e.register.map(|r| *r));
+                        r.parsed(e.register);
                     }
                 }
             }

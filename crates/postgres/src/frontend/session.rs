@@ -376,13 +376,20 @@ impl Session {
             txn_failed: self.status == ReadyStatus::Failed,
             copies_open: &mut self.copies_open,
         };
-        // Answers still owed by a batch forwarded without its end come first: forwarding
-        // starts from them (a statement such a part parsed is bound here).
-        let owed = self.owed.take().map(|owed| *owed).unwrap_or_default();
         let unit::Forwarded { out, mut exps, ran } =
-            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names, owed);
+            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
         let calls = unit.msgs.iter().any(|m| m.0 == b'F');
         self.sequences.forwarded(conn, &ran, calls);
+        if unit.end == End::Partial {
+            // The rest of the batch may name what this part parses before the server answers.
+            take_provisionally(&mut exps, &mut self.statements);
+        }
+        // Answers still owed by a batch forwarded without its end come first. (Merged here,
+        // in one binding: a second one would take its own place in the unit's future.)
+        if let Some(mut owed) = self.owed.take() {
+            owed.append(&mut exps);
+            exps = *owed;
+        }
         let started = std::time::Instant::now();
         if let Some(first) = ran.first() {
             self.handle.set_statement_shared(first.sql.clone(), started);
@@ -420,7 +427,7 @@ impl Session {
         let relayed = match sent {
             Ok(()) => {
                 if self.skipping {
-                    skip_to_sync(conn, &mut exps, &mut self.skipping);
+                    skip_to_sync(conn, &mut exps, &mut self.skipping, &mut self.statements);
                 }
                 if unit.end == End::Partial {
                     self.owed = Some(Box::new(exps));
@@ -473,7 +480,12 @@ impl Session {
         );
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in std::mem::take(&mut relayed.registered) {
-            self.statements.insert(reg.client_name, reg.def);
+            match reg.provisional {
+                true => let_go(&mut self.statements, reg),
+                false => {
+                    self.statements.insert(reg.client_name, reg.def);
+                }
+            }
         }
         if let Some(st) = relayed.status {
             self.status = st;
@@ -536,7 +548,12 @@ impl Session {
 
 /// Drops the answers a server skipping to its next Sync will not send; the skipping ends at
 /// the first Sync among them.
-fn skip_to_sync(conn: &mut PgConn, exps: &mut unit::Exps, skipping: &mut bool) {
+fn skip_to_sync(
+    conn: &mut PgConn,
+    exps: &mut unit::Exps,
+    skipping: &mut bool,
+    statements: &mut NameMap<Arc<StmtDef>>,
+) {
     let mut skipped = smallvec::SmallVec::<[unit::Shared; 4]>::new();
     while let Some(e) = exps.front() {
         if e.resp == unit::Resp::Sync && e.synth.is_none() {
@@ -544,9 +561,38 @@ fn skip_to_sync(conn: &mut PgConn, exps: &mut unit::Exps, skipping: &mut bool) {
             break;
         }
         // What sluice prepared or closed in the skipped part the server did not do.
-        skipped.extend(exps.pop_front().map(|e| e.shared));
+        if let Some(e) = exps.pop_front() {
+            if let Some(reg) = e.register.filter(|r| r.provisional) {
+                let_go(statements, *reg);
+            }
+            skipped.push(e.shared);
+        }
     }
     unit::Shared::undo_skipped(skipped.into_iter(), &mut conn.statements);
+}
+
+/// The statements a part of a batch forwarded without its end parses are the session's at
+/// once (see [`unit::Register::provisional`]): the parts after it bind, describe and close
+/// them, or are refused a second Parse of their names, as PostgreSQL would, and no part
+/// looks through the answers the batch owes (a million of them at most) to find them.
+fn take_provisionally(exps: &mut unit::Exps, statements: &mut NameMap<Arc<StmtDef>>) {
+    for e in exps.iter_mut() {
+        if let Some(reg) = &mut e.register {
+            reg.provisional = true;
+            statements.insert(reg.client_name.clone(), reg.def.clone());
+        }
+    }
+}
+
+/// A statement the session took as its own before the server answered, whose Parse failed
+/// or was skipped: no longer the session's, unless its name was given to another since.
+fn let_go(statements: &mut NameMap<Arc<StmtDef>>, reg: unit::Register) {
+    if statements
+        .get(&reg.client_name)
+        .is_some_and(|def| Arc::ptr_eq(def, &reg.def))
+    {
+        statements.remove(&reg.client_name);
+    }
 }
 
 pub(super) fn client_err(e: impl std::fmt::Display) -> SessionError {

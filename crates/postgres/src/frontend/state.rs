@@ -347,12 +347,15 @@ impl Settings {
         self.traits = self.found_traits();
     }
 
-    /// Keeps the session's `DateStyle` as the server reports it (`reported`) once a `SET`
-    /// made it: a `SET` may give one of its two parts (the output format, or the order of a
-    /// date's fields) and keep the other, so the statement alone would not say the setting
-    /// again on another connection.
-    pub fn settle_datestyle(&mut self, reported: &str) {
-        if let Some(Some(stmt)) = self.made.get_mut(DATESTYLE) {
+    /// Keeps the session's `DateStyle` as the server reports it (in `reported`, the values
+    /// the client was last told) once a `SET` made it: a `SET` may give one of its two parts
+    /// (the output format, or the order of a date's fields) and keep the other, so the
+    /// statement alone would not say the setting again on another connection.
+    pub fn settle_datestyle(&mut self, reported: &BTreeMap<String, String>) {
+        let Some(Some(stmt)) = self.made.get_mut(DATESTYLE) else {
+            return;
+        };
+        if let Some(reported) = reported.get("DateStyle") {
             let settled = format!("SET DateStyle = {}", quote_literal(reported));
             if *stmt != settled {
                 *stmt = settled;

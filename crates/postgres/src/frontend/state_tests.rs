@@ -346,20 +346,22 @@ fn the_client_encoding_a_statement_sets_is_read_as_postgresql_names_it() {
 
 #[test]
 fn a_datestyle_set_is_kept_as_the_server_reports_it() {
+    let reported: BTreeMap<String, String> =
+        [("DateStyle".to_string(), "ISO, DMY".to_string())].into();
     let interner = Interner::new(8);
     let mut s = Settings::from_startup(std::iter::empty(), &interner);
     // Made by no SET: nothing to keep.
-    s.settle_datestyle("ISO, DMY");
+    s.settle_datestyle(&reported);
     assert_eq!(s.statement("datestyle"), None);
     s.apply(Change::Set(
         "datestyle".into(),
         "SET datestyle = 'iso'".into(),
     ));
     let generation = s.generation();
-    s.settle_datestyle("ISO, DMY");
+    s.settle_datestyle(&reported);
     assert_eq!(s.statement("datestyle"), Some("SET DateStyle = 'ISO, DMY'"));
     assert!(s.generation() > generation);
     let generation = s.generation();
-    s.settle_datestyle("ISO, DMY");
+    s.settle_datestyle(&reported);
     assert_eq!(s.generation(), generation);
 }

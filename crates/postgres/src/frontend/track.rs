@@ -124,8 +124,8 @@ impl Session {
                 changes.into_iter().for_each(|c| self.settings.apply(c));
             }
             // Outside a block only: in one, the server reports what may yet be rolled back.
-            if let Some(style) = self.reported.get("DateStyle").filter(|_| !in_block) {
-                self.settings.settle_datestyle(style);
+            if !in_block {
+                self.settings.settle_datestyle(&self.reported);
             }
         }
         // Set at its startup (or again after a DISCARD ALL).

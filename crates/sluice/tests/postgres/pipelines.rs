@@ -110,7 +110,11 @@ async fn a_batch_that_never_ends_is_bounded() {
     let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
     let mut close = bytes::BytesMut::new();
     postgres_protocol::message::frontend::close(b'S', "x", &mut close).unwrap();
-    let batch = close.repeat(OWED_ANSWERS_PER_SESSION + 100_000);
+    // A statement parsed first is the session's at once (its parts are not looked through
+    // for it: each of the messages after it would look through all before).
+    let mut batch = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::parse("kept", "SELECT 1", [], &mut batch).unwrap();
+    batch.extend_from_slice(&close.repeat(OWED_ANSWERS_PER_SESSION + 100_000));
     // Refused part way; sluice reads the rest of what the client sends until it leaves, so
     // the FATAL is not lost to a reset. Nothing but the end: the answers owed are never sent.
     c.try_send_raw(&batch).await.unwrap();
@@ -182,4 +186,21 @@ async fn a_statement_parsed_early_in_a_long_batch_is_the_clients_later_in_it() {
         ["42P05 prepared statement \"s\" already exists".to_string()]
     );
     assert!(tags.ends_with("EZ"), "{tags}");
+    // A Parse that fails in an early part: the name is not the session's afterwards (the
+    // server skipped the rest of the batch, the Bind of it among it).
+    frontend::parse("bad", "SELEC 1", [], &mut c.out).unwrap();
+    fillers(&mut c);
+    c.extended("bad", None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ", "{msgs:?}");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("42601"));
+    c.extended("bad", None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(
+        msgs[0].text(),
+        "26000 prepared statement \"bad\" does not exist"
+    );
 }
