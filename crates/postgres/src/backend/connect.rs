@@ -262,13 +262,59 @@ async fn login(
                     sqlstate.copy_from_slice(code.as_bytes());
                 }
                 let message = get(b'M').unwrap_or_else(|| "the server refused the login".into());
-                // Too many connections or starting up: the server is unavailable, not refusing us.
-                if code == "53300" || code == "57P03" {
+                if server_unavailable(&code, &message) {
                     return Err(ConnectError::down(message));
                 }
                 return Err(refused(sqlstate, message));
             }
             other => return Err(broken(format!("unexpected message {:?}", other as char))),
         }
+    }
+}
+
+/// A login error that says the server as a whole cannot take a connection now (it is
+/// starting up, or all its connection slots are taken), not that it refuses this user or
+/// database: the pool then tries the hostgroup's other servers and leaves this one for a
+/// while. A role's or a database's `CONNECTION LIMIT` (53300 too, `too many connections for
+/// role "…"` / `for database "…"`) refuses one pool only: its clients get the server's error,
+/// and the server stays in use for every other pool. (A server whose messages are translated
+/// says neither in English: its 53300s refuse the one pool, which is the safer reading.)
+fn server_unavailable(code: &str, message: &str) -> bool {
+    code == "57P03"
+        || (code == "53300"
+            && (message.starts_with("sorry, too many clients")
+                || message.starts_with("remaining connection slots are reserved")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_unavailable;
+
+    #[test]
+    fn only_a_full_or_starting_server_is_unavailable() {
+        assert!(server_unavailable(
+            "53300",
+            "sorry, too many clients already"
+        ));
+        assert!(server_unavailable(
+            "53300",
+            "remaining connection slots are reserved for non-replication superuser connections"
+        ));
+        assert!(server_unavailable(
+            "57P03",
+            "the database system is starting up"
+        ));
+        assert!(!server_unavailable(
+            "53300",
+            "too many connections for role \"lim\""
+        ));
+        assert!(!server_unavailable(
+            "53300",
+            "too many connections for database \"lim\""
+        ));
+        assert!(!server_unavailable(
+            "28P01",
+            "sorry, too many clients already"
+        ));
     }
 }

@@ -13,6 +13,9 @@ use sluice_core::connecting::Connecting;
 use sluice_core::{PoolKey, Protocol};
 use sluice_runtime::admission::Admission;
 use sluice_runtime::listener::ListenerInfo;
+
+/// How long closing a cancel request's connection may take (a TLS close_notify to send).
+const CANCEL_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
 use sluice_runtime::tls::MaybeTls;
 use sluice_runtime::SessionKey;
 use std::future::Future;
@@ -88,6 +91,10 @@ async fn open(
     let (params, user) = match outcome {
         Outcome::Cancel { pid, secret } => {
             super::cancel::forward(&fe.rt.sessions, pid, secret).await;
+            // Closed as PostgreSQL closes it: over TLS with close_notify first (libpq 17's
+            // cancel, `PQcancelBlocking`, reports a bare end of the stream as its failure).
+            use tokio::io::AsyncWriteExt;
+            let _ = tokio::time::timeout(CANCEL_CLOSE, client.stream.shutdown()).await;
             return None;
         }
         Outcome::LoggedIn(p, u, client_key) => {

@@ -3,6 +3,8 @@
 //! and psql/pgbench run against it.
 #![allow(dead_code)]
 
+#[path = "../common/certs.rs"]
+pub mod certs;
 #[path = "../common/http.rs"]
 pub mod http;
 pub mod raw;

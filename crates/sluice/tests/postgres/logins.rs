@@ -180,3 +180,102 @@ async fn failed_logins_are_delayed_and_then_blocked() {
         "{err}"
     );
 }
+
+/// A role's or a database's `CONNECTION LIMIT` refuses that pool's logins (PostgreSQL's
+/// 53300 and message), and only them: the server stays in use for every other session (it
+/// was taken for unavailable, and every session's next statement failed with the other
+/// pool's error for `[pool] retry_after`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roles_connection_limit_refuses_only_that_roles_logins() {
+    let env = super::pg::start_prepared(
+        0,
+        |topo| {
+            for sql in [
+                "CREATE ROLE lim LOGIN PASSWORD 'lim' CONNECTION LIMIT 0",
+                "CREATE ROLE plain LOGIN PASSWORD 'plain'",
+                "CREATE DATABASE limdb",
+                "ALTER DATABASE limdb CONNECTION LIMIT 0",
+            ] {
+                topo.primary().sql(sql).unwrap();
+            }
+        },
+        |topo| {
+            let users: String = ["lim", "plain"]
+                .iter()
+                .map(|u| format!("\n[[users]]\nname = \"{u}\"\npassword = \"{u}\"\n"))
+                .collect();
+            super::pg::config(topo, &format!("\n[pool]\nretry_after = \"60s\"\n{users}"))
+        },
+    )
+    .await;
+    let mut app = Raw::connect(env.port, "app", "app", "postgres").await;
+    app.try_simple("CREATE TABLE lim_t (x int)").await.unwrap();
+    // (A superuser is above a database's limit, as directly: `plain` meets it.)
+    for (n, (user, db, what)) in [
+        ("lim", "postgres", "role \"lim\""),
+        ("plain", "limdb", "database \"limdb\""),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // At the login, or at the first statement (once a login of the pool proved the
+        // database, logins are answered without a server connection).
+        let e = match Raw::try_connect(env.port, user, user, db).await {
+            Ok(mut c) => c.try_simple("SELECT 1").await.map(|_| ()).unwrap_err(),
+            Err(e) => e,
+        };
+        assert!(
+            e.contains(&format!("53300 too many connections for {what}")),
+            "{e}"
+        );
+        app.try_simple("INSERT INTO lim_t VALUES (1)")
+            .await
+            .unwrap();
+        let mut other = Raw::connect(env.port, "app", "app", "postgres").await;
+        assert_eq!(
+            Raw::column(
+                &other
+                    .try_simple("SELECT count(*) FROM lim_t")
+                    .await
+                    .unwrap()
+            ),
+            [(n + 1).to_string()]
+        );
+    }
+}
+
+/// A cancel request that came over TLS is closed as PostgreSQL closes it, with TLS's
+/// close_notify: libpq 17's cancel (`PQcancelBlocking`, psycopg's `cancel_safe()`) takes a
+/// bare end of the stream for its cancel's failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_over_tls_ends_with_close_notify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = super::pg::certs::signed(dir.path(), "proxy");
+    let env = start(
+        0,
+        &format!("\n[proxy]\ntls_cert = \"{cert}\"\ntls_key = \"{key}\"\n"),
+    )
+    .await;
+    let tls = sluice_runtime::tls::BackendTls::from_ca_file(std::path::Path::new(&ca)).unwrap();
+    let mut tcp = TcpStream::connect(("127.0.0.1", env.port)).await.unwrap();
+    tcp.write_all(&ssl_request()).await.unwrap();
+    let mut answer = [0u8; 1];
+    tcp.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"S");
+    let address = format!("127.0.0.1:{}", env.port);
+    let mut s = tls.connect(&address, tcp).await.unwrap();
+    let cancel = [
+        16u32.to_be_bytes(),
+        80_877_102u32.to_be_bytes(),
+        1u32.to_be_bytes(),
+        2u32.to_be_bytes(),
+    ]
+    .concat();
+    s.write_all(&cancel).await.unwrap();
+    s.flush().await.unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut rest))
+        .await
+        .expect("closed");
+    assert_eq!(read.map_err(|e| e.to_string()).unwrap(), 0);
+}
