@@ -6,8 +6,9 @@
 //! needed. Channel binding (SCRAM-SHA-256-PLUS) is not offered: a client that requires it is
 //! refused by its own library with a clear message, since the server does not list it.
 //!
-//! Passwords are used as given (SASLprep leaves ASCII passwords unchanged; non-ASCII ones
-//! that SASLprep would normalise are not).
+//! Passwords are normalised with SASLprep (RFC 4013) first, as PostgreSQL and its clients
+//! normalise them (a password SASLprep refuses, with a prohibited character, is used as
+//! given, as PostgreSQL uses it).
 
 use aws_lc_rs::{constant_time, digest, hmac, pbkdf2};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -45,8 +46,9 @@ pub enum ScramError {
     OtherSecret,
 }
 
-/// PBKDF2-HMAC-SHA-256 of `password` (SaltedPassword in RFC 5802).
+/// PBKDF2-HMAC-SHA-256 of `password` after SASLprep (SaltedPassword in RFC 5802).
 pub(crate) fn salted_password(password: &str, salt: &[u8], iterations: u32) -> [u8; 32] {
+    let password = stringprep::saslprep(password).unwrap_or(std::borrow::Cow::Borrowed(password));
     let mut salted = [0u8; 32];
     let rounds = NonZeroU32::new(iterations.max(1)).unwrap_or(NonZeroU32::MIN);
     pbkdf2::derive(
@@ -378,6 +380,26 @@ mod tests {
         "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
     const CLIENT_FINAL: &str = "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=";
     const SERVER_FINAL: &str = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=";
+
+    #[test]
+    fn passwords_are_normalised_with_saslprep_unless_it_refuses_them() {
+        let salted = |p: &str| salted_password(p, b"salt", 16);
+        // A ligature and a no-break space: as `file pw`.
+        assert_eq!(salted("\u{FB01}le\u{A0}pw"), salted("file pw"));
+        // A soft hyphen is mapped to nothing.
+        assert_eq!(salted("pass\u{AD}word"), salted("password"));
+        // A control character is prohibited: the password is used as given.
+        let raw = "pass\u{7}word";
+        let mut want = [0u8; 32];
+        pbkdf2::derive(
+            pbkdf2::PBKDF2_HMAC_SHA256,
+            NonZeroU32::new(16).unwrap(),
+            b"salt",
+            raw.as_bytes(),
+            &mut want,
+        );
+        assert_eq!(salted(raw), want);
+    }
 
     fn pencil() -> Verifier {
         Verifier::from_password("pencil", &B64.decode(SALT_B64).unwrap(), 4096)

@@ -279,3 +279,42 @@ async fn a_cancel_request_over_tls_ends_with_close_notify() {
         .expect("closed");
     assert_eq!(read.map_err(|e| e.to_string()).unwrap(), 0);
 }
+
+/// A password that SASLprep changes (a ligature, a no-break space) logs in as it does
+/// directly: libpq, the drivers and PostgreSQL normalise it before SCRAM, and so does sluice,
+/// for its clients and for its own logins to the servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_saslprep_changes_logs_in_as_directly() {
+    const PASSWORD: &str = "\u{FB01}le\u{A0}pw";
+    let env = super::pg::start_prepared(
+        0,
+        |topo| {
+            topo.primary()
+                .sql(&format!("CREATE ROLE u8 LOGIN PASSWORD '{PASSWORD}'"))
+                .unwrap();
+        },
+        |topo| {
+            super::pg::config(
+                topo,
+                &format!("\n[[users]]\nname = \"u8\"\npassword = \"{PASSWORD}\"\n"),
+            )
+        },
+    )
+    .await;
+    let direct = super::pg::psql(
+        env.topo.primary().port,
+        "u8",
+        PASSWORD,
+        "postgres",
+        &["-c", "SELECT current_user"],
+    );
+    assert!(direct.status.success(), "{}", super::stderr(&direct));
+    let out = env.psql_as("u8", PASSWORD, "postgres", "SELECT current_user");
+    assert!(out.status.success(), "{}", super::stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "u8");
+    let mut raw = Raw::connect(env.port, "u8", PASSWORD, "postgres").await;
+    assert_eq!(
+        Raw::column(&raw.try_simple("SELECT current_user").await.unwrap()),
+        ["u8"]
+    );
+}
