@@ -2,7 +2,8 @@
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages ([`mod@unit`]) routed, forwarded
 //! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], starting from what the startup
-//! packet asks for: [`startup`]; [`sequences`]), with what sluice sends ahead of them
+//! packet asks for: [`startup`]; [`sequences`]; settings the scanner cannot read under:
+//! [`unreadable`]), with what sluice sends ahead of them
 //! ([`ahead`]), what it answers in their place ([`refuse`]) and what a batch without its end
 //! owes ([`owed`]).
 
@@ -27,5 +28,6 @@ mod startup;
 pub mod state;
 mod track;
 pub mod unit;
+mod unreadable;
 
 pub use open::serve;

@@ -13,9 +13,6 @@ use sluice_core::connecting::Connecting;
 use sluice_core::{PoolKey, Protocol};
 use sluice_runtime::admission::Admission;
 use sluice_runtime::listener::ListenerInfo;
-
-/// How long closing a cancel request's connection may take (a TLS close_notify to send).
-const CANCEL_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
 use sluice_runtime::tls::MaybeTls;
 use sluice_runtime::SessionKey;
 use std::future::Future;
@@ -24,6 +21,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tracing::level_filters::LevelFilter;
+
+/// How long closing a cancel request's connection may take (a TLS close_notify to send).
+const CANCEL_CLOSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Serves one client from its first packet to its last. The login and the session are
 /// futures of their own: the login is boxed, so that an idle session's memory holds none of
@@ -93,8 +93,8 @@ async fn open(
             super::cancel::forward(&fe.rt.sessions, pid, secret).await;
             // Closed as PostgreSQL closes it: over TLS with close_notify first (libpq 17's
             // cancel, `PQcancelBlocking`, reports a bare end of the stream as its failure).
-            use tokio::io::AsyncWriteExt;
-            let _ = tokio::time::timeout(CANCEL_CLOSE, client.stream.shutdown()).await;
+            let close = tokio::io::AsyncWriteExt::shutdown(&mut client.stream);
+            let _ = tokio::time::timeout(CANCEL_CLOSE, close).await;
             return None;
         }
         Outcome::LoggedIn(p, u, client_key) => {

@@ -480,11 +480,10 @@ impl Session {
         );
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in std::mem::take(&mut relayed.registered) {
-            match reg.provisional {
-                true => let_go(&mut self.statements, reg),
-                false => {
-                    self.statements.insert(reg.client_name, reg.def);
-                }
+            if reg.provisional {
+                let_go(&mut self.statements, reg);
+            } else {
+                self.statements.insert(reg.client_name, reg.def);
             }
         }
         if let Some(st) = relayed.status {

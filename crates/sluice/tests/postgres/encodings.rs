@@ -23,46 +23,16 @@ fn moved<'a>(first: &[(usize, &'a str)], show: &[&'a str]) -> Vec<(usize, &'a st
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datestyle_set_in_parts_and_an_old_parameter_name_move_whole() {
     let env = start(0, POOL).await;
-    let dates = ["SHOW datestyle", "SELECT '01/02/2020'::date::text"];
-    differential(
-        &env,
-        2,
-        &moved(
-            &[(0, "SET datestyle = 'dmy'"), (0, "SET datestyle = 'iso'")],
-            &dates,
-        ),
-    )
-    .await;
-    differential(
-        &env,
-        2,
-        &moved(
-            &[
-                (0, "SET datestyle = 'German'"),
-                (0, "SET datestyle = 'ymd'"),
-            ],
-            &dates,
-        ),
-    )
-    .await;
-    differential(
-        &env,
-        2,
-        &moved(
-            &[(0, "SET work_mem = '5MB'"), (0, "SET sort_mem = '6MB'")],
-            &["SHOW work_mem"],
-        ),
-    )
-    .await;
-    differential(
-        &env,
-        2,
-        &moved(
-            &[(0, "SET sort_mem = '6MB'"), (0, "RESET work_mem")],
-            &["SHOW work_mem"],
-        ),
-    )
-    .await;
+    let dates: &[&str] = &["SHOW datestyle", "SELECT '01/02/2020'::date::text"];
+    let work_mem: &[&str] = &["SHOW work_mem"];
+    for (first, show) in [
+        (["SET datestyle = 'dmy'", "SET datestyle = 'iso'"], dates),
+        (["SET datestyle = 'German'", "SET datestyle = 'ymd'"], dates),
+        (["SET work_mem = '5MB'", "SET sort_mem = '6MB'"], work_mem),
+        (["SET sort_mem = '6MB'", "RESET work_mem"], work_mem),
+    ] {
+        differential(&env, 2, &moved(&first.map(|sql| (0, sql)), show)).await;
+    }
 }
 
 /// A value outside ASCII set in a client encoding other than UTF-8: sluice could not say it

@@ -2,10 +2,22 @@
 //! statements sluice holds there must never break another client's.
 
 use super::pg::raw::Raw;
-use super::pg::start;
+use super::pg::{start, PgEnv};
 use postgres_protocol::message::frontend;
 
 const ONE_CONNECTION: &str = "\n[pool]\nmax_connections = 1\nqueue_timeout = \"30s\"\n";
+
+/// sluice with [`ONE_CONNECTION`], and two clients A and B served by that one connection, A
+/// with statement `name` (`SELECT 41 AS v`) prepared and run once.
+async fn two_clients_on_one_connection(name: &str) -> (PgEnv, Raw, Raw) {
+    let env = start(0, ONE_CONNECTION).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.extended(name, Some("SELECT 41 AS v"), &[]);
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "12DCZ");
+    (env, a, b)
+}
 
 /// A batch that fails early makes the server skip the rest up to its Sync, including what
 /// sluice added there: the Close and Parse that prepare a text afresh on the connection.
@@ -13,12 +25,7 @@ const ONE_CONNECTION: &str = "\n[pool]\nmax_connections = 1\nqueue_timeout = \"3
 /// that client's statement keeps working (it got 42P05 `already exists` at every later use).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_server_skips_after_an_error_leaves_other_clients_statements_working() {
-    let env = start(0, ONE_CONNECTION).await;
-    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
-    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
-    a.extended("a", Some("SELECT 41 AS v"), &[]);
-    frontend::sync(&mut a.out);
-    assert_eq!(a.round(1).await.0, "12DCZ");
+    let (_env, mut a, mut b) = two_clients_on_one_connection("a").await;
     // B: an error, then a Parse of the same text (skipped by the server).
     b.extended("", Some("SELECT 1/0"), &[]);
     frontend::parse("b", "SELECT 41 AS v", [], &mut b.out).unwrap();
@@ -168,12 +175,7 @@ async fn a_text_prepared_under_other_settings_is_another_statement() {
 /// client's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_statements_are_no_clients_and_deallocate_is_read_as_postgresql_reads_it() {
-    let env = start(0, ONE_CONNECTION).await;
-    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
-    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
-    a.extended("s", Some("SELECT 41 AS v"), &[]);
-    frontend::sync(&mut a.out);
-    assert_eq!(a.round(1).await.0, "12DCZ");
+    let (_env, mut a, mut b) = two_clients_on_one_connection("s").await;
     let names = b
         .try_simple("SELECT name FROM pg_prepared_statements WHERE name LIKE 'sluice%'")
         .await
@@ -228,12 +230,7 @@ async fn shared_statements_are_no_clients_and_deallocate_is_read_as_postgresql_r
 /// client parsed the same text again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_statement_deallocated_where_sluice_cannot_see_is_prepared_again() {
-    let env = start(0, ONE_CONNECTION).await;
-    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
-    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
-    a.extended("s", Some("SELECT 41 AS v"), &[]);
-    frontend::sync(&mut a.out);
-    assert_eq!(a.round(1).await.0, "12DCZ");
+    let (_env, mut a, mut b) = two_clients_on_one_connection("s").await;
     b.try_simple("DO $$ BEGIN EXECUTE 'DEALLOCATE ALL'; END $$")
         .await
         .unwrap();
