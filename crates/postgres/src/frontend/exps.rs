@@ -2,6 +2,7 @@
 //! matches the server's responses against (which ones the client sees, which ones sluice
 //! answers itself, what to do when one succeeds or fails).
 
+use super::names::NameMap;
 use crate::backend::statements::{Cached, StmtDef};
 use std::sync::Arc;
 
@@ -38,6 +39,20 @@ pub struct Register {
     /// answers. Its ParseComplete registers nothing more; if the server fails it or skips
     /// it, the session lets it go again.
     pub provisional: bool,
+}
+
+impl Register {
+    /// A statement the session took as its own before the server answered, whose Parse
+    /// failed or was skipped: no longer the session's, unless its name was given to another
+    /// since.
+    pub fn let_go(self, statements: &mut NameMap<Arc<StmtDef>>) {
+        if statements
+            .get(&self.client_name)
+            .is_some_and(|def| Arc::ptr_eq(def, &self.def))
+        {
+            statements.remove(&self.client_name);
+        }
+    }
 }
 
 /// One expected response, in order.
@@ -189,6 +204,19 @@ impl Exps {
     /// The ones left, oldest first, to change.
     pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, Exp> {
         self.items[self.head as usize..].iter_mut()
+    }
+
+    /// The statements these (a part of a batch forwarded without its end) parse are the
+    /// session's at once (see [`Register::provisional`]): the parts after it bind, describe
+    /// and close them, or are refused a second Parse of their names, as PostgreSQL would,
+    /// and no part looks through the answers the batch owes (a million at most) for them.
+    pub fn take_provisionally(&mut self, statements: &mut NameMap<Arc<StmtDef>>) {
+        for e in self.iter_mut() {
+            if let Some(reg) = &mut e.register {
+                reg.provisional = true;
+                statements.insert(reg.client_name.clone(), reg.def.clone());
+            }
+        }
     }
 
     /// Moves all of `other` after these.

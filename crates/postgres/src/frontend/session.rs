@@ -382,7 +382,7 @@ impl Session {
         self.sequences.forwarded(conn, &ran, calls);
         if unit.end == End::Partial {
             // The rest of the batch may name what this part parses before the server answers.
-            take_provisionally(&mut exps, &mut self.statements);
+            exps.take_provisionally(&mut self.statements);
         }
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
@@ -481,7 +481,7 @@ impl Session {
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in std::mem::take(&mut relayed.registered) {
             if reg.provisional {
-                let_go(&mut self.statements, reg);
+                reg.let_go(&mut self.statements);
             } else {
                 self.statements.insert(reg.client_name, reg.def);
             }
@@ -562,36 +562,12 @@ fn skip_to_sync(
         // What sluice prepared or closed in the skipped part the server did not do.
         if let Some(e) = exps.pop_front() {
             if let Some(reg) = e.register.filter(|r| r.provisional) {
-                let_go(statements, *reg);
+                reg.let_go(statements);
             }
             skipped.push(e.shared);
         }
     }
     unit::Shared::undo_skipped(skipped.into_iter(), &mut conn.statements);
-}
-
-/// The statements a part of a batch forwarded without its end parses are the session's at
-/// once (see [`unit::Register::provisional`]): the parts after it bind, describe and close
-/// them, or are refused a second Parse of their names, as PostgreSQL would, and no part
-/// looks through the answers the batch owes (a million of them at most) to find them.
-fn take_provisionally(exps: &mut unit::Exps, statements: &mut NameMap<Arc<StmtDef>>) {
-    for e in exps.iter_mut() {
-        if let Some(reg) = &mut e.register {
-            reg.provisional = true;
-            statements.insert(reg.client_name.clone(), reg.def.clone());
-        }
-    }
-}
-
-/// A statement the session took as its own before the server answered, whose Parse failed
-/// or was skipped: no longer the session's, unless its name was given to another since.
-fn let_go(statements: &mut NameMap<Arc<StmtDef>>, reg: unit::Register) {
-    if statements
-        .get(&reg.client_name)
-        .is_some_and(|def| Arc::ptr_eq(def, &reg.def))
-    {
-        statements.remove(&reg.client_name);
-    }
 }
 
 pub(super) fn client_err(e: impl std::fmt::Display) -> SessionError {
