@@ -16,6 +16,10 @@ pub struct ConnectError {
     pub code: Option<u16>,
     /// The server's SQL state, when it sent one.
     pub sqlstate: Option<[u8; 5]>,
+    /// The rest of the server's error, by its protocol's own field codes, for a client of
+    /// that protocol to be given as the server worded it (PostgreSQL: `D` detail, `H` hint,
+    /// `F`/`L`/`R` where in the server's source...). Empty where the protocol has none.
+    pub fields: Vec<(u8, String)>,
 }
 
 impl ConnectError {
@@ -26,6 +30,7 @@ impl ConnectError {
             message: message.into(),
             code: None,
             sqlstate: None,
+            fields: Vec::new(),
         }
     }
     /// The server answered with an error.
@@ -35,7 +40,13 @@ impl ConnectError {
             message: message.into(),
             code: Some(code),
             sqlstate: Some(sqlstate),
+            fields: Vec::new(),
         }
+    }
+    /// This error with the rest of the server's error (see [`ConnectError::fields`]).
+    pub fn with_fields(mut self, fields: Vec<(u8, String)>) -> Self {
+        self.fields = fields;
+        self
     }
 }
 

@@ -254,18 +254,24 @@ async fn login(
             b'Z' => return Ok(()),
             b'N' => {}
             b'E' => {
-                let fields = error_fields(&body).map_err(broken)?;
-                let get = |c: u8| fields.iter().find(|(k, _)| *k == c).map(|(_, v)| v.clone());
-                let code = get(b'C').unwrap_or_else(|| "08006".into());
+                let mut fields = error_fields(&body).map_err(broken)?;
+                let mut take = |c: u8| {
+                    let at = fields.iter().position(|(k, _)| *k == c)?;
+                    Some(fields.remove(at).1)
+                };
+                let code = take(b'C').unwrap_or_else(|| "08006".into());
                 let mut sqlstate = *b"08006";
                 if code.len() == 5 {
                     sqlstate.copy_from_slice(code.as_bytes());
                 }
-                let message = get(b'M').unwrap_or_else(|| "the server refused the login".into());
+                let message = take(b'M').unwrap_or_else(|| "the server refused the login".into());
                 if server_unavailable(&code, &message) {
                     return Err(ConnectError::down(message));
                 }
-                return Err(refused(sqlstate, message));
+                // The severity is the session's to say (FATAL at the login, ERROR later);
+                // everything else goes to the client as the server sent it.
+                fields.retain(|(k, _)| *k != b'S' && *k != b'V');
+                return Err(refused(sqlstate, message).with_fields(fields));
             }
             other => return Err(broken(format!("unexpected message {:?}", other as char))),
         }

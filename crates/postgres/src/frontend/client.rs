@@ -195,8 +195,18 @@ impl Client {
 
     /// Sends a FATAL ErrorResponse (the connection closes after it).
     pub async fn fatal(&mut self, sqlstate: &str, message: &str) -> io::Result<()> {
+        self.fatal_with(sqlstate, message, &[]).await
+    }
+
+    /// As [`Client::fatal`], followed by `more` fields (a server's detail, hint...).
+    pub async fn fatal_with(
+        &mut self,
+        sqlstate: &str,
+        message: &str,
+        more: &[(u8, String)],
+    ) -> io::Result<()> {
         let mut w = Writer::new();
-        w.error("FATAL", sqlstate, message);
+        w.error_with("FATAL", sqlstate, message, more);
         self.fatal_sent = true;
         let r = self.send(w.as_bytes()).await;
         let _ = self.stream.flush().await;

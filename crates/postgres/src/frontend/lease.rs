@@ -12,12 +12,36 @@ use std::sync::Arc;
 /// SQLSTATE 42602, `invalid_name`: a setting's name under a prefix an extension reserved.
 const INVALID_NAME: &str = "42602";
 
+/// Why a session got no connection (boxed: the usual lease is had, and a statement's future
+/// should not carry the rare error's room).
+#[derive(Debug)]
+pub(super) struct NoConnection {
+    /// The SQLSTATE the client is to get; empty when the client was told already (FATAL):
+    /// the session is over.
+    pub code: String,
+    /// The message.
+    pub message: String,
+    /// The rest of a server's error when a server refused the login (detail, hint...), as
+    /// the server sent them.
+    pub fields: Vec<(u8, String)>,
+}
+
+impl NoConnection {
+    fn new(code: &str, message: String) -> Box<NoConnection> {
+        Box::new(NoConnection {
+            code: code.to_string(),
+            message,
+            fields: Vec::new(),
+        })
+    }
+}
+
 impl Session {
     /// Leases a connection for `decision` and brings it to the session's settings.
     pub(super) async fn attach(
         &mut self,
         decision: &sluice_core::router::Decision,
-    ) -> Result<(), (String, String)> {
+    ) -> Result<(), Box<NoConnection>> {
         // Boxed: the usual lease is taken at once, and every statement's future would carry
         // the waiting state (it would no longer fit malloc's per-thread cache).
         if !self.lease_now(decision) {
@@ -37,7 +61,7 @@ impl Session {
         // (Its FATAL already went to the client: the code says the session is over.)
         self.sync_settings()
             .await
-            .map_err(|e| (String::new(), e.to_string()))?;
+            .map_err(|e| NoConnection::new("", e.to_string()))?;
         Ok(())
     }
 
@@ -45,7 +69,7 @@ impl Session {
     pub(super) async fn lease_for(
         &mut self,
         decision: &sluice_core::router::Decision,
-    ) -> Result<(), (String, String)> {
+    ) -> Result<(), Box<NoConnection>> {
         let topo = self.fe.topology.clone();
         // Waiting in line: a cancel now is the statement's (see `cancel`).
         self.handle.hold_cancels();
@@ -55,15 +79,18 @@ impl Session {
             r = topo.lease_for(decision, &self.key, &self.fe.connector, |c| c.usable()) => r,
             // Cancelled in line: it ends the wait, as a cancel ends a wait on a lock.
             _ = handle.cancel_kept() => {
-                return Err(("57014".into(), "canceling statement due to user request".into()))
+                return Err(NoConnection::new("57014", "canceling statement due to user request".into()))
             }
         };
         let lease = waited.map_err(|e| match e {
-            sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => (
-                String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
-                c.message,
-            ),
-            other => ("08006".to_string(), format!("sluice: {other}")),
+            sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => {
+                Box::new(NoConnection {
+                    code: String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
+                    message: c.message,
+                    fields: c.fields,
+                })
+            }
+            other => NoConnection::new("08006", format!("sluice: {other}")),
         })?;
         self.leased(lease, decision);
         Ok(())
@@ -159,14 +186,17 @@ impl Session {
             }
             // The server's code (a startup parameter with an invalid value: 22023, as a
             // direct login gets it). A new session (it has seen no parameter yet): its
-            // startup parameters, in the server's own words, as a direct login hears them.
-            let msg = match self.reported.is_empty() {
-                true => e.message,
-                false => format!(
-                    "sluice: cannot restore the session's settings: {}",
-                    e.message
-                ),
-            };
+            // startup parameters, in the server's own words (detail and all), as a direct
+            // login hears them.
+            if self.reported.is_empty() {
+                return Err(self
+                    .end_over_connection_with(&e.code, e.message, &e.fields)
+                    .await);
+            }
+            let msg = format!(
+                "sluice: cannot restore the session's settings: {}",
+                e.message
+            );
             return Err(self.end_over_connection(&e.code, msg).await);
         }
     }
@@ -242,10 +272,20 @@ impl Session {
     /// Ends the session on a failure over its connection: the connection closed, never lent
     /// again (what it holds is not what the session was told), and the client told (FATAL).
     pub(super) async fn end_over_connection(&mut self, code: &str, msg: String) -> SessionError {
+        self.end_over_connection_with(code, msg, &[]).await
+    }
+
+    /// As [`Session::end_over_connection`], the FATAL followed by `more` fields.
+    async fn end_over_connection_with(
+        &mut self,
+        code: &str,
+        msg: String,
+        more: &[(u8, String)],
+    ) -> SessionError {
         if let Some(mut lease) = self.lease.take() {
             lease.discard();
         }
-        let _ = self.client.fatal(code, &msg).await;
+        let _ = self.client.fatal_with(code, &msg, more).await;
         SessionError::Refused(msg)
     }
 
@@ -310,12 +350,13 @@ impl Session {
     }
 }
 
-/// Why a query sluice owed the server failed: the server's error (SQLSTATE and message), or
-/// the connection's (08006).
+/// Why a query sluice owed the server failed: the server's error (SQLSTATE, message, and the
+/// rest of its fields but the severity), or the connection's (08006).
 #[derive(Debug)]
 pub(super) struct HiddenError {
     pub(super) code: String,
     pub(super) message: String,
+    pub(super) fields: Vec<(u8, String)>,
 }
 
 impl std::fmt::Display for HiddenError {
@@ -329,6 +370,7 @@ impl HiddenError {
         HiddenError {
             code: "08006".into(),
             message: e.to_string(),
+            fields: Vec::new(),
         }
     }
 }
@@ -353,11 +395,18 @@ pub(super) async fn hidden_answers(
         match tag {
             b'S' => conn.note_parameter(&body),
             b'E' if error.is_none() => {
-                let fields = crate::wire::error_fields(&body).unwrap_or_default();
-                let field = |k: u8| fields.iter().find(|f| f.0 == k).map(|f| f.1.clone());
+                let mut fields = crate::wire::error_fields(&body).unwrap_or_default();
+                let mut take = |k: u8| {
+                    let at = fields.iter().position(|f| f.0 == k)?;
+                    Some(fields.remove(at).1)
+                };
+                let code = take(b'C').unwrap_or_else(|| "08006".into());
+                let message = take(b'M').unwrap_or_default();
+                fields.retain(|(k, _)| *k != b'S' && *k != b'V');
                 error = Some(HiddenError {
-                    code: field(b'C').unwrap_or_else(|| "08006".into()),
-                    message: field(b'M').unwrap_or_default(),
+                    code,
+                    message,
+                    fields,
                 });
             }
             b'Z' => {

@@ -3,6 +3,7 @@
 //! its Sync, and a transaction block that failed before the server had it.
 
 use super::client::Client;
+use super::lease::NoConnection;
 use super::sequences::{self, Sequences};
 use super::session::{client_err, put_query, Session, SessionError};
 use super::unit::{End, Unit};
@@ -18,9 +19,30 @@ impl Session {
         code: &str,
         msg: &str,
     ) -> Result<(), SessionError> {
+        self.refuse_unit_fields(unit, code, msg, &[]).await
+    }
+
+    /// Refuses a unit because it got no connection: a server's refusal of the login goes to
+    /// the client whole (its detail, hint...), as an ERROR.
+    pub(super) async fn refuse_unit_with(
+        &mut self,
+        unit: &Unit,
+        no: &NoConnection,
+    ) -> Result<(), SessionError> {
+        self.refuse_unit_fields(unit, &no.code, &no.message, &no.fields)
+            .await
+    }
+
+    async fn refuse_unit_fields(
+        &mut self,
+        unit: &Unit,
+        code: &str,
+        msg: &str,
+        more: &[(u8, String)],
+    ) -> Result<(), SessionError> {
         self.client.consume(unit.len);
         let mut w = Writer::new();
-        w.error("ERROR", code, msg);
+        w.error_with("ERROR", code, msg, more);
         if matches!(unit.end, End::Sync | End::Query | End::Function) {
             if self.deferred_begin.is_some() {
                 self.status = ReadyStatus::Failed;
@@ -95,9 +117,9 @@ impl Session {
         };
         match self.attach(&writer).await {
             Ok(()) => {}
-            Err((code, msg)) if code.is_empty() => return Err(SessionError::Refused(msg)),
-            Err((code, msg)) => {
-                self.refuse_unit(unit, &code, &msg).await?;
+            Err(no) if no.code.is_empty() => return Err(SessionError::Refused(no.message)),
+            Err(no) => {
+                self.refuse_unit_with(unit, &no).await?;
                 return Ok(true);
             }
         }

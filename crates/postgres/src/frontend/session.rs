@@ -107,11 +107,14 @@ impl Session {
             hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
             reason: sluice_core::router::Reason::Write,
         };
-        if let Err((code, msg)) = self.attach(&decision).await {
-            if !code.is_empty() {
-                let _ = self.client.fatal(&code, &msg).await;
+        if let Err(no) = self.attach(&decision).await {
+            if !no.code.is_empty() {
+                let _ = self
+                    .client
+                    .fatal_with(&no.code, &no.message, &no.fields)
+                    .await;
             }
-            return Err(SessionError::Refused(msg));
+            return Err(SessionError::Refused(no.message));
         }
         // attach() told the client every parameter it had not seen: all of them.
         self.client.queue_messages(|w| {
@@ -302,8 +305,8 @@ impl Session {
             match self.attach(&decision).await {
                 Ok(()) => {}
                 // The client was told (FATAL): the session is over.
-                Err((code, msg)) if code.is_empty() => return Err(SessionError::Refused(msg)),
-                Err((code, msg)) => return self.refuse_unit(unit, &code, &msg).await,
+                Err(no) if no.code.is_empty() => return Err(SessionError::Refused(no.message)),
+                Err(no) => return self.refuse_unit_with(unit, &no).await,
             }
         } else {
             if let Some(msg) = self.pins_on_a_replica(&defs) {

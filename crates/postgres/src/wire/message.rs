@@ -219,12 +219,33 @@ impl Writer {
 
     /// An error as PostgreSQL words one: severity `FATAL` or `ERROR`, SQLSTATE, message.
     pub fn error(&mut self, severity: &str, sqlstate: &str, message: &str) {
-        self.error_response(&[
+        self.error_with(severity, sqlstate, message, &[]);
+    }
+
+    /// As [`Writer::error`], followed by `more` fields (a server's detail, hint...).
+    pub fn error_with(
+        &mut self,
+        severity: &str,
+        sqlstate: &str,
+        message: &str,
+        more: &[(u8, String)],
+    ) {
+        self.begin(b'E');
+        let first = [
             (b'S', severity),
             (b'V', severity),
             (b'C', sqlstate),
             (b'M', message),
-        ]);
+        ];
+        for (kind, value) in first
+            .into_iter()
+            .chain(more.iter().map(|(k, v)| (*k, v.as_str())))
+        {
+            self.buf.push(kind);
+            self.cstr(value);
+        }
+        self.buf.push(0);
+        self.end();
     }
 
     /// The bytes written.

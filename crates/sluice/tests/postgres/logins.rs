@@ -318,3 +318,87 @@ async fn a_password_saslprep_changes_logs_in_as_directly() {
         ["u8"]
     );
 }
+
+/// A server's refusal of a login reaches the client whole, as from the server directly: its
+/// SQLSTATE, message and detail (psql prints them; so do drivers), at the client's login
+/// (FATAL: the database refused, or a startup parameter) and, when a later statement's pool
+/// is the one refused, with that statement's ERROR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_refusal_of_a_login_reaches_the_client_whole() {
+    let env = super::pg::start_prepared(
+        1,
+        |topo| {
+            for sql in [
+                "CREATE ROLE nocon LOGIN PASSWORD 'nocon'",
+                "CREATE DATABASE private",
+                "REVOKE CONNECT ON DATABASE private FROM PUBLIC",
+                "CREATE DATABASE later",
+            ] {
+                topo.primary().sql(sql).unwrap();
+            }
+        },
+        |topo| {
+            super::pg::config(
+                topo,
+                "\n[[users]]\nname = \"nocon\"\npassword = \"nocon\"\n",
+            )
+        },
+    )
+    .await;
+    // psql's whole report of the failed login, from "FATAL:" on (what precedes it names
+    // the address it connected to).
+    let report_of = |port: u16, user: &str, db: &str, options: &str| {
+        let out = super::pg::psql_command(port, user, user, db)
+            .env("PGOPTIONS", options)
+            .args(["-c", "SELECT 1"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        match err.find("FATAL:") {
+            Some(at) => err[at..].to_string(),
+            None => panic!("no FATAL in {err:?}"),
+        }
+    };
+    let report = |port: u16| report_of(port, "nocon", "private", "");
+    let direct = report(env.topo.primary().port);
+    assert!(
+        direct.contains("DETAIL:  User does not have CONNECT privilege."),
+        "{direct}"
+    );
+    assert_eq!(report(env.port), direct);
+    // A startup parameter the server refuses (sluice sets it on the pooled connection).
+    let bad = |port: u16| report_of(port, "app", "postgres", "-c DateStyle=garbage");
+    let direct = bad(env.topo.primary().port);
+    assert!(direct.contains("DETAIL:  "), "{direct}");
+    assert_eq!(bad(env.port), direct);
+
+    // Refused later: the login (on the primary) is had, then the replica's pool is refused
+    // the database once the REVOKE is replayed there.
+    let mut c = Raw::connect(env.port, "nocon", "nocon", "later").await;
+    env.topo
+        .primary()
+        .sql("REVOKE CONNECT ON DATABASE later FROM PUBLIC")
+        .unwrap();
+    super::pg::wait_replayed(&env.topo).await;
+    let got = c.simple_all("SELECT 1").await;
+    let e = got
+        .iter()
+        .find(|m| m.tag == b'E')
+        .unwrap_or_else(|| panic!("no error in {got:?}"));
+    assert_eq!(e.field(b'S').as_deref(), Some("ERROR"));
+    assert_eq!(e.sqlstate().as_deref(), Some("42501"));
+    assert_eq!(
+        e.field(b'M').as_deref(),
+        Some("permission denied for database \"later\"")
+    );
+    assert_eq!(
+        e.field(b'D').as_deref(),
+        Some("User does not have CONNECT privilege.")
+    );
+    // The session carries on, on the primary it logged in to.
+    assert_eq!(
+        Raw::column(&c.try_simple("SELECT /* sluice:writer */ 1").await.unwrap()),
+        ["1"]
+    );
+}

@@ -372,3 +372,95 @@ async fn reads_on_a_replica_tell_the_client_no_new_parameters() {
     let rows = c.try_simple("SELECT pg_is_in_recovery()").await.unwrap();
     assert_eq!(Raw::column(&rows), ["t"]);
 }
+
+/// `[[rules]]` route PostgreSQL statements as they route MySQL's: the first match wins, after
+/// a comment hint and before the scanner's classification (a rule may send a write to a
+/// replica, which refuses it), in both protocols; `user` limits a rule to a user, `schema` to
+/// the database the session logged in to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_route_statements_as_for_mysql() {
+    let rules = [
+        ("r1", "writer", ""),
+        ("r2", "writer", "schema = \"otherdb\"\n"),
+        ("r3", "writer", "user = \"bob\"\n"),
+        ("r4", "reader", ""),
+    ]
+    .iter()
+    .map(|(m, hg, extra)| format!("\n[[rules]]\nmatch = \"{m}\"\nhostgroup = \"{hg}\"\n{extra}"))
+    .collect::<String>();
+    let env = super::pg::start_prepared(
+        1,
+        |topo| {
+            for sql in [
+                "CREATE ROLE bob LOGIN PASSWORD 'bob'",
+                "CREATE DATABASE otherdb",
+                "CREATE TABLE ruled (x int)",
+                "GRANT ALL ON ruled TO bob",
+            ] {
+                topo.primary().sql(sql).unwrap();
+            }
+        },
+        |topo| {
+            super::pg::config(
+                topo,
+                &format!("\n[[users]]\nname = \"bob\"\npassword = \"bob\"\n{rules}"),
+            )
+        },
+    )
+    .await;
+    // Whether the statement ran on a replica, in the simple and in the extended protocol.
+    async fn on_replica(c: &mut Raw, sql: &str) -> (String, String) {
+        let simple = Raw::column(&c.try_simple(sql).await.unwrap()).concat();
+        c.extended("", Some(sql), &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        assert_eq!(tags, "12DCZ", "{msgs:?}");
+        (simple, Raw::column(&msgs).concat())
+    }
+    let replica = || ("t".to_string(), "t".to_string());
+    let primary = || ("f".to_string(), "f".to_string());
+    let mut app = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut other = Raw::connect(env.port, "app", "app", "otherdb").await;
+    let mut bob = Raw::connect(env.port, "bob", "bob", "postgres").await;
+    let q = |rule: &str| format!("SELECT pg_is_in_recovery() /* {rule} */");
+
+    assert_eq!(on_replica(&mut app, &q("none")).await, replica());
+    assert_eq!(on_replica(&mut app, &q("r1")).await, primary());
+    // A hint comes before the rules.
+    assert_eq!(
+        on_replica(&mut app, &format!("/* sluice:reader */ {}", q("r1"))).await,
+        replica()
+    );
+    // `schema`: the database logged in to.
+    assert_eq!(on_replica(&mut app, &q("r2")).await, replica());
+    assert_eq!(on_replica(&mut other, &q("r2")).await, primary());
+    // `user`.
+    assert_eq!(on_replica(&mut app, &q("r3")).await, replica());
+    assert_eq!(on_replica(&mut bob, &q("r3")).await, primary());
+    // A rule before the classification: this write goes to the replica, which refuses it.
+    let e = bob
+        .try_simple("INSERT INTO ruled VALUES (1) /* r4 */")
+        .await
+        .unwrap_err();
+    assert!(e.starts_with("25006 "), "{e}");
+    bob.try_simple("INSERT INTO ruled VALUES (2)")
+        .await
+        .unwrap();
+    assert_eq!(
+        env.topo
+            .primary()
+            .sql("SELECT string_agg(x::text, ',') FROM ruled")
+            .unwrap()
+            .trim(),
+        "2"
+    );
+    // Each rule counted its matches.
+    let hits: Vec<(String, u64)> = sluice_runtime::tables::rules(&env.process.clusters())
+        .into_iter()
+        .map(|r| (r.pattern, r.hits))
+        .collect();
+    assert_eq!(
+        hits,
+        [("r1", 2), ("r2", 2), ("r3", 2), ("r4", 1)].map(|(p, n)| (p.to_string(), n))
+    );
+}
