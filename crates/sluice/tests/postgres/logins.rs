@@ -402,3 +402,73 @@ async fn a_servers_refusal_of_a_login_reaches_the_client_whole() {
         ["1"]
     );
 }
+
+/// psql (libpq) over TLS: an SSLRequest gets TLS with sluice's certificate (`verify-full`
+/// against its CA passes); a user configured for cleartext passwords logs in over TLS and is
+/// refused on plain TCP (28000); a client that requires channel binding, which sluice does
+/// not offer, gets libpq's own clear error at once, not a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn psql_logs_in_over_tls_as_each_user_is_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = super::pg::certs::signed(dir.path(), "proxy");
+    let env = super::pg::start_prepared(
+        0,
+        |topo| {
+            topo.primary()
+                .sql("CREATE ROLE clear LOGIN PASSWORD 'clear'")
+                .unwrap();
+        },
+        |topo| {
+            super::pg::config(
+                topo,
+                &format!(
+                    "\n[proxy]\ntls_cert = \"{cert}\"\ntls_key = \"{key}\"\n\n[[users]]\nname = \"clear\"\npassword = \"clear\"\nauth_method = \"password\"\n"
+                ),
+            )
+        },
+    )
+    .await;
+    let run = |user: &str, env_vars: &[(&str, &str)]| {
+        let mut cmd = super::pg::psql_command(env.port, user, user, "postgres");
+        for (k, v) in env_vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.args(["-c", "\\conninfo"]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let verified = [("PGSSLMODE", "verify-full"), ("PGSSLROOTCERT", ca.as_str())];
+    for user in ["app", "clear"] {
+        let (ok, out, err) = run(user, &verified);
+        assert!(ok, "{user}: {err}");
+        assert!(
+            out.contains("SSL connection (protocol: TLSv1."),
+            "{user}: {out}"
+        );
+    }
+    // Plain TCP: SCRAM logs in; a cleartext password is not sent in the clear.
+    let (ok, out, err) = run("app", &[("PGSSLMODE", "disable")]);
+    assert!(ok && !out.contains("SSL connection"), "{out} {err}");
+    let (ok, _, err) = run("clear", &[("PGSSLMODE", "disable")]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "FATAL:  user \"clear\" must connect with SSL (cleartext password authentication)"
+        ),
+        "{err}"
+    );
+    // Channel binding required: refused by libpq itself, with its reason (PGCONNECT_TIMEOUT
+    // would end a hang with "timeout expired" instead).
+    let (ok, _, err) = run(
+        "app",
+        &[("PGSSLMODE", "require"), ("PGCHANNELBINDING", "require")],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("channel binding is required, but server did not offer an authentication method that supports channel binding"),
+        "{err}"
+    );
+}
