@@ -472,3 +472,64 @@ async fn psql_logs_in_over_tls_as_each_user_is_configured() {
         "{err}"
     );
 }
+
+/// The first answer to a StartupMessage for protocol 3.2 with a protocol option (libpq 18
+/// asks for 3.2; libpq 19's grease adds an option no server knows): NegotiateProtocolVersion
+/// byte for byte as PostgreSQL 15 sends it, then the password request, on a connection that
+/// first asked for GSS encryption and was told `N` (so libpq goes on without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_protocol_is_negotiated_down_as_postgresql_does() {
+    let env = start(0, "").await;
+    let mut startup_32 = bytes::BytesMut::new();
+    {
+        // StartupMessage: length, version 3.2, parameters, a final NUL.
+        let mut body = Vec::new();
+        body.extend_from_slice(&((3u32 << 16) | 2).to_be_bytes());
+        for (k, v) in [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("_pq_.test_grease", "1"),
+        ] {
+            body.extend_from_slice(k.as_bytes());
+            body.push(0);
+            body.extend_from_slice(v.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        startup_32.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+        startup_32.extend_from_slice(&body);
+    }
+    // The first two messages (each whole) a server answers the startup with.
+    async fn first_two(s: &mut TcpStream, bytes: &[u8]) -> Vec<Vec<u8>> {
+        s.write_all(bytes).await.unwrap();
+        let mut out = Vec::new();
+        for _ in 0..2 {
+            let mut head = [0u8; 5];
+            tokio::time::timeout(Duration::from_secs(30), s.read_exact(&mut head))
+                .await
+                .expect("the server answers")
+                .unwrap();
+            let len = u32::from_be_bytes(head[1..5].try_into().unwrap()) as usize;
+            let mut rest = vec![0u8; len - 4];
+            s.read_exact(&mut rest).await.unwrap();
+            out.push([&head[..], &rest[..]].concat());
+        }
+        out
+    }
+    let mut direct = TcpStream::connect(("127.0.0.1", env.topo.primary().port))
+        .await
+        .unwrap();
+    let want = first_two(&mut direct, &startup_32).await;
+    assert_eq!(want[0][0], b'v', "{want:?}");
+    assert_eq!(want[1][0], b'R', "{want:?}");
+
+    let mut s = TcpStream::connect(("127.0.0.1", env.port)).await.unwrap();
+    s.write_all(&[0, 0, 0, 8, 4, 210, 22, 48]).await.unwrap();
+    let mut n = [0u8; 1];
+    s.read_exact(&mut n).await.unwrap();
+    assert_eq!(&n, b"N");
+    let got = first_two(&mut s, &startup_32).await;
+    assert_eq!(got[0], want[0]);
+    // Both ask for SASL (SCRAM-SHA-256); the mechanisms offered are the same.
+    assert_eq!(got[1], want[1]);
+}
