@@ -464,3 +464,86 @@ async fn rules_route_statements_as_for_mysql() {
         [("r1", 2), ("r2", 2), ("r3", 2), ("r4", 1)].map(|(p, n)| (p.to_string(), n))
     );
 }
+
+/// Every statement kind the issue names, through psql: what can write or lock runs on the
+/// primary (each succeeds, where a standby refuses it, and what it wrote is on the primary
+/// with the primary's `pg_is_in_recovery()`), and what may read on a replica does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_statement_kind_runs_where_the_issue_says() {
+    let env = start(1, "").await;
+    env.psql(
+        "CREATE TABLE k (n int, on_standby bool); CREATE SEQUENCE ks; \
+         CREATE PROCEDURE kp(i int) LANGUAGE sql AS $$INSERT INTO k VALUES (i, pg_is_in_recovery())$$",
+    );
+    wait_replayed(&env.topo).await;
+    let primary_only = [
+        "SELECT pg_is_in_recovery() FROM k FOR NO KEY UPDATE",
+        "SELECT pg_is_in_recovery() FROM k FOR SHARE",
+        "SELECT pg_is_in_recovery() FROM k FOR KEY SHARE",
+        "SELECT pg_is_in_recovery(), setval('ks', 10)",
+        "SELECT pg_is_in_recovery() FROM (SELECT nextval('ks')) s",
+    ];
+    env.psql("INSERT INTO k VALUES (0, pg_is_in_recovery())");
+    for sql in primary_only {
+        let out = env.psql(sql);
+        assert_eq!(out.split(['|', '\n']).next(), Some("f"), "{sql}");
+    }
+    // Each of these writes its number with where it ran.
+    let writes = [
+        (
+            1,
+            "SELECT 1 AS n, pg_is_in_recovery() AS on_standby INTO k1",
+        ),
+        (
+            2,
+            "WITH w AS (INSERT INTO k VALUES (2, pg_is_in_recovery()) RETURNING n) SELECT n FROM w",
+        ),
+        (3, "CALL kp(3)"),
+        (
+            4,
+            "DO $$BEGIN INSERT INTO k VALUES (4, pg_is_in_recovery()); END$$",
+        ),
+        (
+            5,
+            "EXPLAIN ANALYZE INSERT INTO k VALUES (5, pg_is_in_recovery())",
+        ),
+        (6, "COPY k FROM PROGRAM 'echo 6,f' WITH (FORMAT csv)"),
+    ];
+    for (_, sql) in writes {
+        env.psql(sql);
+    }
+    let on_primary = env
+        .topo
+        .primary()
+        .sql("SELECT string_agg(n || ':' || on_standby, ',' ORDER BY n) FROM (SELECT * FROM k UNION ALL SELECT * FROM k1) a")
+        .unwrap();
+    assert_eq!(
+        on_primary.trim(),
+        "0:false,1:false,2:false,3:false,4:false,5:false,6:false"
+    );
+    // Session state the primary holds: temp-table DDL, LISTEN, NOTIFY.
+    let (out, err) = env.psql_script(
+        "CREATE TEMP TABLE kt (x int);\nINSERT INTO kt VALUES (7);\nSELECT x FROM kt;\nLISTEN kc;\nNOTIFY kc, 'hi';\nSELECT 8;\n",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out} {err}");
+    assert_eq!((lines[0], lines[2]), ("7", "8"), "{err}");
+    assert!(
+        lines[1].starts_with("Asynchronous notification \"kc\" with payload \"hi\""),
+        "{out}"
+    );
+    assert!(!err.contains("ERROR"), "{err}");
+    // What may read on a replica: plain reads, SHOW, COPY ... TO, a read-only transaction.
+    assert_eq!(env.psql("SHOW transaction_read_only").trim(), "on");
+    assert_eq!(
+        env.psql("COPY (SELECT pg_is_in_recovery()) TO STDOUT")
+            .trim(),
+        "t"
+    );
+    let (out, _) = env.psql_script("BEGIN READ ONLY;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
+    assert_eq!(out.trim(), "t");
+    // A serializable transaction: the primary (a standby refuses it).
+    let (out, err) = env
+        .psql_script("BEGIN ISOLATION LEVEL SERIALIZABLE;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
+    assert_eq!(out.trim(), "f", "{err}");
+}
