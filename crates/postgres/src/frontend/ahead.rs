@@ -11,6 +11,8 @@
 //! with the unit's first ones, so only a unit after which the server answers without waiting
 //! for more (a simple query, a batch ended by Sync or Flush) takes the `BEGIN` ahead.
 
+use super::client::Client;
+use super::relay::RelayError;
 use super::unit::End;
 use crate::backend::PgConn;
 use crate::wire::Writer;
@@ -22,15 +24,13 @@ pub fn takes_begin(end: End) -> bool {
 }
 
 /// Sends, in one write, `DISCARD SEQUENCES` if `discard`, the `BEGIN` of the simple query
-/// `begin` if given, then `unit`; reads their answers. An error if the connection failed or
-/// one of them did (the unit's outcome is then unknown, or, after a `BEGIN` that failed, it
-/// never ran).
+/// `begin` if given, then `unit`; reads the discard's answer (the `BEGIN`'s come with the
+/// unit's: [`begun`] reads them). An error if the connection failed or the discard did.
 pub async fn send(
     conn: &mut PgConn,
     discard: bool,
     begin: Option<&[u8]>,
     unit: &[u8],
-    end: End,
 ) -> io::Result<()> {
     // A buffer from the process's shelf, given back once sent.
     let mut w = Writer::with_buffer(sluice_runtime::buffers::write_buffer());
@@ -49,9 +49,6 @@ pub async fn send(
         // Its ReadyForQuery answered the discard, not what was sent after it.
         conn.unsynced = true;
         answered.map_err(|e| io::Error::other(format!("DISCARD SEQUENCES failed: {e}")))?;
-    }
-    if begin.is_some() {
-        begun(conn, end).await?;
     }
     Ok(())
 }
@@ -82,10 +79,15 @@ fn put_begin(w: &mut Writer, begin: &[u8]) {
 /// Reads the `BEGIN`'s ParseComplete, BindComplete and CommandComplete. If an error comes
 /// instead, the server is skipping to the next Sync: one is sent unless the unit ended with
 /// its own, everything up to the ReadyForQuery is dropped, and the error returned.
-async fn begun(conn: &mut PgConn, end: End) -> io::Result<()> {
+/// Reads the answers to the `BEGIN` [`send`] put ahead of a unit, the client watched
+/// meanwhile: they come only with the unit's first (a long statement's, when it ends), and a
+/// client that leaves before then ends the wait (its statement is then cancelled). An error
+/// if the connection failed, the client left, or the `BEGIN` failed (the unit never ran).
+pub async fn begun(conn: &mut PgConn, client: &mut Client, end: End) -> Result<(), RelayError> {
+    let failed = |e: String| RelayError::Server(io::Error::other(e));
     for want in [b'1', b'2', b'C'] {
         let (tag, body) = loop {
-            let (tag, body) = conn.next_owned().await?;
+            let (tag, body) = next_watching(conn, client).await?;
             match tag {
                 b'S' => conn.note_parameter(&body),
                 b'N' => {}
@@ -99,13 +101,39 @@ async fn begun(conn: &mut PgConn, end: End) -> io::Result<()> {
             .unwrap_or_else(|| format!("unexpected message {:?}", tag as char));
         if tag == b'E' {
             if end != End::Sync {
-                conn.send(crate::wire::SYNC).await?;
+                conn.send(crate::wire::SYNC)
+                    .await
+                    .map_err(RelayError::Server)?;
             }
-            while conn.next_owned().await?.0 != b'Z' {}
+            while conn.next_owned().await.map_err(RelayError::Server)?.0 != b'Z' {}
         }
-        return Err(io::Error::other(format!("BEGIN failed: {message}")));
+        return Err(failed(format!("BEGIN failed: {message}")));
     }
     Ok(())
+}
+
+/// The server's next message, reading the client ahead while it waits (see
+/// [`super::relay`]).
+async fn next_watching(
+    conn: &mut PgConn,
+    client: &mut Client,
+) -> Result<(u8, Vec<u8>), RelayError> {
+    loop {
+        match conn.peek() {
+            Ok(Some((m, n))) => {
+                let out = (m.tag, m.body.to_vec());
+                conn.consume(n);
+                return Ok(out);
+            }
+            Ok(None) => super::relay::wait(conn, client, false).await?,
+            Err(e) => {
+                return Err(RelayError::Server(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    e,
+                )))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use sluice_core::Protocol;
 use sluice_runtime::{Registry, SessionKey};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -55,6 +56,21 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
             false
         }
     }
+}
+
+/// The statement on server process `pid` (its key `secret`) at `addr` lost its client: it is
+/// cancelled in the background, so that the server stops running what no one will read (the
+/// connection is being closed, never lent again: the cancel cannot reach anyone else's
+/// statement). Directly the backend would run on until the statement ended; through a pool
+/// it would also run beyond `[pool] max_connections`, since the closed connection no longer
+/// counts.
+pub fn abandoned(addr: Arc<str>, pid: u32, secret: u32) {
+    tokio::spawn(async move {
+        let sent = tokio::time::timeout(Duration::from_secs(5), send(&addr, pid, secret)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            tracing::debug!(server = %addr, "cannot cancel a statement whose client left");
+        }
+    });
 }
 
 /// A CancelRequest packet to `addr`.

@@ -365,7 +365,11 @@ fn affected(tag: &[u8]) -> u64 {
 }
 
 /// Waits for the server, reading the client ahead meanwhile.
-async fn wait(conn: &mut PgConn, client: &mut Client, want_client: bool) -> Result<(), RelayError> {
+pub(super) async fn wait(
+    conn: &mut PgConn,
+    client: &mut Client,
+    want_client: bool,
+) -> Result<(), RelayError> {
     if client.may_read_ahead() || want_client {
         tokio::select! {
             // The server first: it is what the relay waits for (and no random draw).

@@ -401,14 +401,7 @@ impl Session {
             _ if discard_first || begin_ahead.is_some() => {
                 let unit_bytes = out.as_deref().unwrap_or(&self.client.buf[..unit.len]);
                 let begin = begin_ahead.as_deref();
-                let sent = Box::pin(ahead::send(
-                    conn,
-                    discard_first,
-                    begin,
-                    unit_bytes,
-                    unit.end,
-                ))
-                .await;
+                let sent = Box::pin(ahead::send(conn, discard_first, begin, unit_bytes)).await;
                 if let Some(out) = out {
                     sluice_runtime::buffers::give_write(out);
                 }
@@ -427,6 +420,13 @@ impl Session {
             // Whatever COPY is still open takes its data from the client (see `relay`).
             self.copies_open = 0;
         }
+        let sent = match sent {
+            Ok(()) if begin_ahead.is_some() => {
+                Box::pin(ahead::begun(conn, &mut self.client, unit.end)).await
+            }
+            Ok(()) => Ok(()),
+            Err(e) => Err(RelayError::Server(e)),
+        };
         let relayed = match sent {
             Ok(()) => {
                 if self.skipping {
@@ -447,7 +447,7 @@ impl Session {
                     .await
                 }
             }
-            Err(e) => Err(RelayError::Server(e)),
+            Err(e) => Err(e),
         };
         self.handle.set_statement(None);
         if unit.end != End::Partial {
@@ -463,6 +463,10 @@ impl Session {
         let mut relayed = match relayed {
             Ok(r) => r,
             Err(RelayError::Client(e)) => {
+                // Gone mid-statement: the server is told to stop it, and the connection
+                // closes.
+                let (pid, secret) = lease.conn_ref().backend_key;
+                super::cancel::abandoned(lease.server().address.clone(), pid, secret);
                 lease.discard();
                 return Err(client_err(e));
             }

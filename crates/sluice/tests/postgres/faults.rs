@@ -483,3 +483,71 @@ async fn a_begin_sent_with_the_first_statement_opens_the_transaction_it_runs_in(
     assert_eq!(Raw::column(&shown), ["serializable"]);
     c.try_simple("COMMIT").await.unwrap();
 }
+
+/// A client that leaves while its statement runs (an application's timeout closing the
+/// socket) has the statement cancelled on the server and its connection closed at once,
+/// inside a transaction block or not: the pool's one connection serves the next client
+/// without waiting for the statement's end, and no server process goes on running it
+/// beyond the pool's bound (directly, the backend would run on until the statement ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_whose_client_left_is_cancelled_and_its_connection_freed() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"20s\"\n",
+    )
+    .await;
+    env.psql("CREATE TABLE left_behind (id int)");
+    let sleeping = || {
+        env.topo
+            .primary()
+            .sql("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()")
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    for (n, opening) in ["", "BEGIN"].into_iter().enumerate() {
+        let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+        if !opening.is_empty() {
+            a.try_simple(opening).await.unwrap();
+        }
+        frontend::query(
+            &format!("INSERT INTO left_behind VALUES ({n}); SELECT pg_sleep(60)"),
+            &mut a.out,
+        )
+        .unwrap();
+        a.flush().await;
+        // Running on the server before the client leaves.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while sleeping() != "1" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the statement never ran"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop(a);
+        // The next client gets the pool's one connection within the queue timeout (20 s),
+        // though the statement would run for 60 s.
+        let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+        assert_eq!(
+            Raw::column(
+                &b.try_simple("SELECT /* sluice:writer */ count(*) FROM left_behind")
+                    .await
+                    .unwrap()
+            ),
+            // Cancelled with its statement: the INSERT (in the block, or in the text's
+            // implicit transaction) is rolled back.
+            ["0"],
+            "{opening:?}"
+        );
+        // The cancel reaches the server (it would run 60 s).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while sleeping() != "0" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{opening:?}: the server still runs it"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
