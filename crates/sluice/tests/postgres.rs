@@ -21,6 +21,8 @@ mod faults;
 mod logins;
 #[path = "postgres/notify.rs"]
 mod notify;
+#[path = "postgres/parameters.rs"]
+mod parameters;
 mod pg;
 #[path = "postgres/pins.rs"]
 mod pins;

@@ -60,7 +60,18 @@ pub(super) fn startup_statements<'a>(
     params: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Vec<(Box<str>, Box<str>)> {
     let mut startup: Vec<(Box<str>, Box<str>)> = params
-        .map(|(n, v)| (n.to_ascii_lowercase().into(), set_config(n, v).into()))
+        .map(|(n, v)| {
+            let name = n.to_ascii_lowercase();
+            let mut stmt = set_config(n, v);
+            if name == "datestyle" {
+                // A DateStyle of one part (`ISO`, as PgJDBC sends it) keeps the other from
+                // the value in force: on a login, the server's default; on a pooled
+                // connection, whatever another session left. Reset first, it is the
+                // login's.
+                stmt.insert_str(0, "RESET datestyle;");
+            }
+            (name.into(), stmt.into())
+        })
         .collect();
     // A name given twice takes its last value, as PostgreSQL applies the packet's options in
     // order: reversed, the stable sort puts the last one first, and dedup keeps the first.

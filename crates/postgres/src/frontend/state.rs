@@ -52,7 +52,8 @@ pub mod pin {
     /// and on where it failed, which sluice does not follow. The connection keeps the truth;
     /// the session keeps the connection.
     pub const TEXT_TRANSACTION: u32 = 1 << 12;
-    /// `setseed()`: the session's `random()` sequence (kept by `DISCARD ALL` too).
+    /// `setseed()` or `SET seed`: the session's `random()` sequence (kept by `DISCARD ALL`
+    /// too).
     pub const SETSEED: u32 = 1 << 13;
     /// A call of a name the scanner cannot read (`U&"..."`): it may be any function that
     /// makes session state.
@@ -68,6 +69,9 @@ pub mod pin {
     /// UTF-8: sluice keeps settings as UTF-8 text, and could not say the same thing again
     /// on another connection.
     pub const NON_ASCII_SET: u32 = 1 << 17;
+
+    /// Pins of temporary objects.
+    pub const TEMP: u32 = TEMP_TABLE | TEMP_SEARCH_PATH;
 
     /// Pins that say the scanner cannot be sure of a session's statements, not that the
     /// connection holds state of the session's.
@@ -87,7 +91,7 @@ pub mod pin {
         "set_config(..., false)",
         "standard_conforming_strings off",
         "SET or release in a text or pipeline with its own COMMIT/ROLLBACK",
-        "setseed()",
+        "setseed() or SET seed",
         "call of a name sluice cannot read",
         "search_path naming pg_temp",
         "client_encoding sluice cannot scan",

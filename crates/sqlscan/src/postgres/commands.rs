@@ -258,6 +258,14 @@ pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
         if name == "session_authorization" {
             return authorization(st, local, reset);
         }
+        if name == "seed" {
+            // Seeds the session's `random()` sequence, which outlives the setting (with
+            // LOCAL too), as `setseed()` does.
+            st.pins |= Pins::SETSEED;
+        }
+        // The transaction's own parameters last until its end, as with LOCAL (outside a
+        // block: the SET's own implicit transaction).
+        let local = local || transaction_parameter(name.as_bytes());
         if name == "search_path" && names_pg_temp(cur) {
             // Also with LOCAL: what it creates outlives the transaction.
             st.pins |= Pins::TEMP_SEARCH_PATH;
@@ -265,6 +273,18 @@ pub(super) fn set(cur: &mut Cursor<'_>) -> Stmt {
         st.set = Some(SetStmt { local, name, reset });
     }
     st
+}
+
+/// The parameters of the transaction itself (`SET TRANSACTION`'s, by their names): a `SET`
+/// of one lasts until the transaction ends, as `SET LOCAL` does.
+pub(super) fn transaction_parameter(name: &[u8]) -> bool {
+    [
+        &b"transaction_isolation"[..],
+        b"transaction_read_only",
+        b"transaction_deferrable",
+    ]
+    .iter()
+    .any(|p| name.eq_ignore_ascii_case(p))
 }
 
 /// True if the rest of the statement (a `search_path` value) names the `pg_temp` schema.
@@ -324,7 +344,7 @@ pub(super) fn reset(cur: &mut Cursor<'_>) -> Stmt {
         Some(n) if n == "session_authorization" => authorization(st, false, true),
         Some(name) => {
             st.set = Some(SetStmt {
-                local: false,
+                local: transaction_parameter(name.as_bytes()),
                 name,
                 reset: true,
             });

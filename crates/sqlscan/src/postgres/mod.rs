@@ -237,8 +237,8 @@ flags! {
         /// `set_config(name, value, is_local)` without a plainly true `is_local`: a setting
         /// for the rest of the session, which PostgreSQL reports for few parameters.
         SET_CONFIG = 8, "set_config(..., false)";
-        /// `setseed()`: the session's `random()` sequence.
-        SETSEED = 9, "setseed()";
+        /// `setseed()`, `SET seed`: the session's `random()` sequence.
+        SETSEED = 9, "setseed() or SET seed";
         /// A call of a name sluice cannot read (`U&"..."`, a quoted name with `""` in it):
         /// it may be any of the functions above.
         UNREAD_CALL = 10, "call of a name sluice cannot read";

@@ -109,6 +109,9 @@ fn reads() {
 #[test]
 fn writes() {
     for sql in [
+        // What says whether the server is a standby: the primary's answer.
+        "SHOW transaction_read_only",
+        "show IN_HOT_STANDBY",
         "INSERT INTO t VALUES (1)",
         "UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2;",
         "DELETE FROM t",
@@ -446,6 +449,12 @@ fn pins_and_unpins() {
             Pins::SET_CONFIG,
         ),
         ("SELECT setseed(0.5)", Pins::SETSEED),
+        // The seed outlives the setting, a local one too.
+        ("SET seed = 0.5", Pins::SETSEED),
+        ("SET LOCAL Seed TO 0.25", Pins::SETSEED),
+        ("SELECT set_config('SEED', '0.5', true)", Pins::SETSEED),
+        // A name the scanner cannot read may be `seed`.
+        ("SELECT set_config($1, '0.5', true)", Pins::SET_CONFIG),
         ("SELECT pg_catalog.SETSEED(0.5), random()", Pins::SETSEED),
         ("SELECT U&\"pg_advisory_lock\"(1)", Pins::UNREAD_CALL),
         ("SELECT \"a\"\"b\"(1)", Pins::UNREAD_CALL),
@@ -496,6 +505,9 @@ fn pins_and_unpins() {
         "SELECT set_config('search_path', $1, true), set_config('role', $2, true)",
         "SELECT set_config('application_name', 'pg_temp', true)",
         "SELECT set_config('search_path', 'x', true), 'pg_temp'",
+        // The transaction's own parameters end with it.
+        "SELECT set_config('transaction_isolation', 'serializable', false)",
+        "SELECT set_config('Transaction_Read_Only', 'on', false)",
     ] {
         assert!(pins(sql).is_empty(), "{sql}: {:?}", pins(sql));
     }
@@ -606,7 +618,24 @@ fn set_and_reset() {
         ("RESET ROLE", s(false, "role", true)),
         (
             "RESET TRANSACTION ISOLATION LEVEL",
-            s(false, "transaction_isolation", true),
+            s(true, "transaction_isolation", true),
+        ),
+        // The transaction's own parameters last until its end, as with LOCAL.
+        (
+            "SET transaction_isolation = 'repeatable read'",
+            s(true, "transaction_isolation", false),
+        ),
+        (
+            "SET SESSION transaction_read_only TO off",
+            s(true, "transaction_read_only", false),
+        ),
+        (
+            "SET Transaction_Deferrable = on",
+            s(true, "transaction_deferrable", false),
+        ),
+        (
+            "RESET transaction_read_only",
+            s(true, "transaction_read_only", true),
         ),
         (
             "/* sluice:writer */ SET application_name = 'x';",

@@ -111,8 +111,19 @@ impl Walk {
                 // read-only), and pinning when the setting outlives the transaction.
                 self.user_call(t);
                 let args = Arguments::of(&src[t.end..]);
-                if !args.sets_locally() {
-                    self.pins |= Pins::SET_CONFIG;
+                match args.literal(0) {
+                    // The session's `random()` sequence, which outlives the setting (a
+                    // local one too), as `setseed()`.
+                    Some(name) if name.eq_ignore_ascii_case(b"seed") => {
+                        self.pins |= Pins::SETSEED;
+                    }
+                    // The transaction's own: it ends with the transaction, whatever
+                    // `is_local` says.
+                    Some(name) if super::super::commands::transaction_parameter(name) => {}
+                    // A name the scanner cannot read may be `seed`.
+                    None => self.pins |= Pins::SET_CONFIG,
+                    Some(_) if !args.sets_locally() => self.pins |= Pins::SET_CONFIG,
+                    Some(_) => {}
                 }
                 if args.temp_search_path() {
                     // Also when local: what it creates outlives the transaction.

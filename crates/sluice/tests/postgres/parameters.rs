@@ -1,0 +1,139 @@
+//! Parameters whose `SET` does not move from one server connection to another as the others
+//! do, against PostgreSQL itself (the steps run through sluice and directly, see
+//! [`differential`]): `seed`, which seeds the server process's `random()`; the transaction's
+//! own parameters; `temp_buffers`, which a server process that used temporary tables no
+//! longer takes; and a `DateStyle` of one part given at startup.
+
+use super::pg::raw::Raw;
+use super::pg::start;
+use super::pins::{differential, POOL};
+
+/// `SET seed` (also `SET LOCAL`) pins the session, as `setseed()` does: the seed stays its
+/// own, and the next client's `random()` is not predictable from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seed_set_stays_with_its_session() {
+    let env = start(0, POOL).await;
+    // The first value after seed 0.5, from a direct connection of its own.
+    let mut d = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    d.try_simple("SET seed = 0.5").await.unwrap();
+    let r0 = Raw::column(&d.try_simple("SELECT random()::text").await.unwrap()).concat();
+    let is_r0 = format!("SELECT random()::text = '{r0}'");
+    differential(&env, 2, &[(0, "SET seed = 0.5"), (1, &is_r0), (0, &is_r0)]).await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "BEGIN"),
+            (0, "SET LOCAL seed = 0.5"),
+            (0, "COMMIT"),
+            (1, &is_r0),
+            (0, &is_r0),
+        ],
+    )
+    .await;
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SELECT set_config('seed', '0.5', true) IS NOT NULL"),
+            (1, &is_r0),
+            (0, &is_r0),
+        ],
+    )
+    .await;
+}
+
+/// `SET transaction_isolation`, `transaction_read_only` or `transaction_deferrable` outside a
+/// transaction block sets its own implicit transaction only (PostgreSQL takes it and nothing
+/// lasts); it is not the session's to replay on another connection, where PostgreSQL would
+/// refuse it once the transaction has run a query, and a standby refuses `serializable`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_transactions_own_parameters_end_with_it() {
+    // Reads go to the replica.
+    let env = start(1, POOL).await;
+    // (Not `transaction_read_only`: a replica's is on, whatever was set. The CREATE below is
+    // what shows that a `SET transaction_read_only = on` did not last.)
+    let show =
+        "SELECT current_setting('transaction_isolation') || current_setting('transaction_deferrable')";
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SET transaction_isolation = 'serializable'"),
+            (0, show),
+            (0, "SET transaction_isolation = 'repeatable read'"),
+            (0, "SET transaction_read_only = on"),
+            (0, "SET SESSION transaction_deferrable = on"),
+            // Client 1 holds the connection client 0 used: its next statement runs on
+            // the other one.
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, show),
+            (0, "CREATE TEMP TABLE tp_written (x int)"),
+            (0, "DISCARD TEMP"),
+            (1, "COMMIT"),
+            (0, "BEGIN"),
+            (0, "SET transaction_isolation = 'serializable'"),
+            (0, show),
+            (0, "COMMIT"),
+            (0, show),
+        ],
+    )
+    .await;
+}
+
+/// A server process that used temporary tables no longer takes a change of `temp_buffers`:
+/// the connection of a session whose temporary tables are gone (`DISCARD TEMP`) is closed
+/// when it comes back, so that another session's `SET temp_buffers`, made or replayed, never
+/// meets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn temp_buffers_can_be_set_whoever_used_temporary_tables() {
+    let env = start(0, POOL).await;
+    differential(
+        &env,
+        2,
+        &[
+            // Made where another session's temporary tables were.
+            (1, "CREATE TEMP TABLE tb (x int)"),
+            (1, "INSERT INTO tb VALUES (1)"),
+            (1, "DISCARD TEMP"),
+            (0, "SET temp_buffers = '32MB'"),
+            (0, "SHOW temp_buffers"),
+            // Replayed there.
+            (1, "CREATE TEMP TABLE tb (x int)"),
+            (1, "INSERT INTO tb VALUES (1)"),
+            (1, "DISCARD ALL"),
+            (0, "SHOW temp_buffers"),
+            (1, "SHOW temp_buffers"),
+        ],
+    )
+    .await;
+}
+
+/// A `DateStyle` of one part given at startup (PgJDBC always sends `DateStyle=ISO`) keeps the
+/// other part from the server's default, as on a login of its own, not from what another
+/// session left on the pooled connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_startup_datestyle_of_one_part_is_the_logins_own() {
+    let env = start(0, POOL).await;
+    let params = [
+        ("user", "app"),
+        ("database", "postgres"),
+        ("DateStyle", "ISO"),
+    ];
+    let query = "SELECT current_setting('DateStyle') || ' ' || '01/02/2020'::date";
+    let mut got = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let mut other = Raw::connect(port, "app", "app", "postgres").await;
+        other
+            .try_simple("SET DateStyle = 'SQL, DMY'")
+            .await
+            .unwrap();
+        other.try_simple("SELECT 1").await.unwrap();
+        drop(other);
+        let mut jdbc = Raw::connect_with(port, "app", &params).await.unwrap();
+        got.push(Raw::column(&jdbc.try_simple(query).await.unwrap()).concat());
+    }
+    assert_eq!(got[0], "ISO, MDY 2020-01-02");
+    assert_eq!(got[1], got[0], "through sluice");
+}
