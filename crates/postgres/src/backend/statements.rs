@@ -28,11 +28,35 @@ pub struct StmtDef {
     /// What the scanner found in its text (its digest's id among it; shared with the
     /// thread's table of classifications by shape, see [`crate::scan_cache`]).
     pub info: Arc<crate::classify::Scanned>,
+    /// The [`result_epoch`] of its text when the client parsed it: once a copy anywhere
+    /// showed that the text's result changed since (0A000 `cached plan must not change
+    /// result type`), the client's statement is refused as PostgreSQL refuses a prepared
+    /// statement whose result changed, until the client parses it again.
+    pub epoch: u32,
     /// A Parse's charge for its text and types against `[postgres] max_statement_memory`,
     /// held as long as anyone holds the statement (its session, a server connection's
     /// copy); `Ok(None)` for a simple query's text, which lives only while it runs; or why
     /// the budget refused it (the Parse then fails, and the statement is never held).
     pub charge: Result<Option<sluice_core::Charge>, sluice_core::OverBudget>,
+}
+
+/// Buckets of [`result_epoch`]s: statements whose keys share one share their epoch (a change
+/// in one makes the others' clients get the error once, and their copies prepared again).
+const EPOCH_BUCKETS: usize = 4096;
+
+/// How often a change of result has come to light, per bucket of statement keys.
+static RESULT_EPOCHS: [std::sync::atomic::AtomicU32; EPOCH_BUCKETS] =
+    [const { std::sync::atomic::AtomicU32::new(0) }; EPOCH_BUCKETS];
+
+/// The result epoch of the statements whose key (under the settings of their Parse) is
+/// `own`: moved on whenever a copy of one showed that DDL changed its result.
+fn result_epoch(own: u64) -> u32 {
+    RESULT_EPOCHS[(own as usize) % EPOCH_BUCKETS].load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn bump_result_epoch(own: u64) {
+    RESULT_EPOCHS[(own as usize) % EPOCH_BUCKETS]
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `sluice_` and 16 hex digits.
@@ -77,15 +101,28 @@ fn check_hash(sql: &[u8], types: &[u8]) -> u64 {
 pub struct Cached {
     def: Weak<StmtDef>,
     check: u64,
+    /// The statement's key under the settings of its Parse ([`StmtDef::own`]).
+    own: u64,
+    /// The [`result_epoch`] when it was prepared there: a copy prepared before a change of
+    /// its text's result came to light is prepared again before it is used.
+    epoch: u32,
 }
 
 impl Cached {
-    /// `def` as a connection holds it.
+    /// `def` as a connection holds it, prepared now.
     pub fn of(def: &Arc<StmtDef>) -> Cached {
+        let own = def.own();
         Cached {
             def: Arc::downgrade(def),
             check: check_hash(&def.sql, &def.types),
+            own,
+            epoch: result_epoch(own),
         }
+    }
+
+    /// Prepared before a change of its text's result came to light.
+    fn outdated(&self) -> bool {
+        self.epoch != result_epoch(self.own)
     }
 
     /// Whether it is `def`'s text and types. Once the session that prepared it is gone, the
@@ -131,11 +168,13 @@ fn seed() -> &'static foldhash::quality::SeedableRandomState {
 impl StmtDef {
     /// A definition from a Parse message's text and type section.
     pub fn new(sql: &[u8], types: &[u8]) -> StmtDef {
+        let hash = text_hash(sql, types);
         StmtDef {
             sql: sql.into(),
             types: types.to_vec(),
-            hash: text_hash(sql, types),
+            hash,
             settings: 0,
+            epoch: result_epoch(hash),
             info: crate::classify::classify(sql),
             charge: Ok(None),
         }
@@ -149,10 +188,12 @@ impl StmtDef {
         budget: &Arc<sluice_core::MemoryBudget>,
     ) -> StmtDef {
         let mut charge = budget.charge();
+        let def = StmtDef::new(sql, types);
         StmtDef {
             settings,
+            epoch: result_epoch(def.own()),
             charge: charge.grow(sql.len() + types.len()).map(|()| Some(charge)),
-            ..StmtDef::new(sql, types)
+            ..def
         }
     }
 
@@ -163,9 +204,22 @@ impl StmtDef {
             types: Vec::new(),
             hash: 0,
             settings: 0,
+            epoch: 0,
             info: crate::classify::classify(sql),
             charge: Ok(None),
         }
+    }
+
+    /// Its key under the settings of its Parse: every copy of it anywhere is prepared from it
+    /// ([`ServerStatements::key`]).
+    fn own(&self) -> u64 {
+        mix(self.hash, self.settings)
+    }
+
+    /// A copy of its text showed a changed result since the client parsed it (see
+    /// [`StmtDef::epoch`]).
+    pub fn result_changed(&self) -> bool {
+        self.hash != 0 && self.epoch != result_epoch(self.own())
     }
 
     /// The Parse message that prepares it on a server under the name `key` gives.
@@ -309,7 +363,7 @@ impl ServerStatements {
         let tried: &[u64] = if own == key { &[own] } else { &[own, key] };
         for &k in tried {
             if let Some((held, used, stale)) = self.held.get_mut(&k) {
-                if !*stale && held.is(def) {
+                if !*stale && !held.outdated() && held.is(def) {
                     *used = self.tick;
                     return (k, Ensure::Held);
                 }
@@ -350,6 +404,22 @@ impl ServerStatements {
     pub fn mark_stale(&mut self, key: u64) {
         if let Some((.., stale)) = self.held.get_mut(&key) {
             *stale = true;
+        }
+    }
+
+    /// The server refused to run a statement as prepared because its result changed (0A000
+    /// `cached plan must not change result type`, from `RevalidateCachedQuery`): stale here
+    /// (see [`ServerStatements::mark_stale`]), and, unless the change was known already, its
+    /// text's [`result_epoch`] moves on, so that every copy elsewhere is prepared again
+    /// before its next use and every client that parsed the statement before gets the
+    /// same error, as each would from PostgreSQL directly (a copy prepared again would
+    /// give them rows of the new shape under the description they hold).
+    pub fn result_changed(&mut self, key: u64) {
+        if let Some((held, _, stale)) = self.held.get_mut(&key) {
+            *stale = true;
+            if !held.outdated() {
+                bump_result_epoch(held.own);
+            }
         }
     }
 

@@ -329,25 +329,36 @@ impl OnServer {
 }
 
 /// Makes sure the statement a client names exists on the connection, and how it is named
-/// there (`None`: the client's name is unknown, sent unchanged so the server reports it).
+/// there (`Ok(None)`: the client's name is unknown, sent unchanged so the server reports
+/// it); or the error PostgreSQL gives for it (its result changed since the client parsed it).
 fn ensure(
     name: &[u8],
     conn: &mut PgConn,
     n: &mut Names<'_>,
     f: &mut Build<'_>,
-) -> Option<OnServer> {
+) -> Result<Option<OnServer>, (&'static str, String)> {
     if name.is_empty() {
-        let def = n.unnamed.clone()?;
+        let Some(def) = n.unnamed.clone() else {
+            return Ok(None);
+        };
         if !*n.conn_has_unnamed {
+            if def.result_changed() {
+                return Err(result_changed());
+            }
             // Parsed on another connection: parse it here again, unnamed.
             let mut p = Vec::new();
             put(&mut p, b'P', &[b"\0", &def.sql, b"\0", &def.types]);
             f.out().extend_from_slice(&p);
             f.f.exps.push_back(Exp::swallow(Resp::Parse));
         }
-        return Some(OnServer { def, key: None });
+        return Ok(Some(OnServer { def, key: None }));
     }
-    let def = pending(name, f).or_else(|| n.statements.get(name).cloned())?;
+    let Some(def) = pending(name, f).or_else(|| n.statements.get(name).cloned()) else {
+        return Ok(None);
+    };
+    if def.result_changed() {
+        return Err(result_changed());
+    }
     let (key, ensure) = conn.statements.ensure(&def);
     if let Ensure::Prepare { evict } = ensure {
         close_on_server(evict, f);
@@ -356,10 +367,19 @@ fn ensure(
         e.shared = Shared::Prepares(key);
         f.f.exps.push_back(e);
     }
-    Some(OnServer {
+    Ok(Some(OnServer {
         def,
         key: Some(key),
-    })
+    }))
+}
+
+/// PostgreSQL's error for a prepared statement whose result DDL changed since it was
+/// prepared (`RevalidateCachedQuery`): it stays until the statement is prepared again.
+fn result_changed() -> (&'static str, String) {
+    (
+        "0A000",
+        "cached plan must not change result type".to_string(),
+    )
 }
 
 fn close_on_server(evict: Option<(u64, Cached)>, f: &mut Build<'_>) {
@@ -379,7 +399,8 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         return;
     };
     match ensure(stmt, conn, n, f) {
-        Some(on) => {
+        Err(e) => refuse(f, e),
+        Ok(Some(on)) => {
             put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
             let mut e = Exp::pass(Resp::Bind);
             e.shared = on.shared();
@@ -388,9 +409,9 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         }
         // The connection's unnamed statement (if any) is not the client's, nor are the
         // statements other sessions share there.
-        None if stmt.is_empty() => refuse(f, no_unnamed()),
-        None if shared_name(stmt) => refuse(f, no_statement(stmt)),
-        None => {
+        Ok(None) if stmt.is_empty() => refuse(f, no_unnamed()),
+        Ok(None) if shared_name(stmt) => refuse(f, no_statement(stmt)),
+        Ok(None) => {
             f.keep(whole);
             f.f.exps.push_back(Exp::pass(Resp::Bind));
         }
@@ -404,13 +425,14 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
         (Some(b'S'), Some(stmt)) => {
             let mut e = Exp::pass(Resp::DescribeStatement);
             match ensure(stmt, conn, n, f) {
-                Some(on) => {
+                Err(e) => return refuse(f, e),
+                Ok(Some(on)) => {
                     put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
                     e.shared = on.shared();
                 }
-                None if stmt.is_empty() => return refuse(f, no_unnamed()),
-                None if shared_name(stmt) => return refuse(f, no_statement(stmt)),
-                None => f.keep(whole),
+                Ok(None) if stmt.is_empty() => return refuse(f, no_unnamed()),
+                Ok(None) if shared_name(stmt) => return refuse(f, no_statement(stmt)),
+                Ok(None) => f.keep(whole),
             }
             f.f.exps.push_back(e);
         }

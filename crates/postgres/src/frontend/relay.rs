@@ -242,15 +242,19 @@ async fn relay_into(
             b'E' => {
                 if let super::unit::Shared::Uses(h) = head.shared {
                     let body = &conn.buffered()[at + 5..at + len];
-                    let code = crate::wire::error_fields(body)
-                        .ok()
-                        .and_then(|f| f.into_iter().find(|(k, _)| *k == b'C'));
-                    // 0A000: the statement no longer fits the tables it was prepared for;
-                    // 26000: the server lost it (a `DEALLOCATE` that sluice did not see, in
-                    // a `DO` block or a function, by any session the connection served).
-                    // Either way it is prepared afresh where next used.
-                    if code.is_some_and(|(_, c)| c == "0A000" || c == "26000") {
-                        conn.statements.mark_stale(h);
+                    let fields = crate::wire::error_fields(body).unwrap_or_default();
+                    let field = |c: u8| fields.iter().find(|(k, _)| *k == c).map(|f| &*f.1);
+                    match (field(b'C'), field(b'R')) {
+                        // The statement's result no longer fits the tables it was prepared
+                        // for: for every client that prepared it before.
+                        (Some("0A000"), Some("RevalidateCachedQuery")) => {
+                            conn.statements.result_changed(h)
+                        }
+                        // 0A000 otherwise; 26000: the server lost it (a `DEALLOCATE` that
+                        // sluice did not see, in a `DO` block or a function, by any session
+                        // the connection served). Prepared afresh where next used.
+                        (Some("0A000" | "26000"), _) => conn.statements.mark_stale(h),
+                        _ => {}
                     }
                 }
                 match &head.replace_error {

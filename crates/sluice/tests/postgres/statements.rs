@@ -324,3 +324,56 @@ async fn a_copy_prepared_under_a_blocks_own_settings_is_no_one_elses() {
     frontend::sync(&mut b.out);
     assert_eq!(Raw::column(&b.round(1).await.1), ["2020-01-01 00:00:00+00"]);
 }
+
+/// After DDL changed a statement's result (`ALTER COLUMN … TYPE`), every client that prepared
+/// it before gets PostgreSQL's 0A000 at each use, as from PostgreSQL directly, until it
+/// prepares it again: also the clients whose copy sluice never ran since (a copy prepared
+/// again would give them rows of the new type under the description they hold: asyncpg
+/// read a float's bits as an integer). Run directly and through sluice (one connection,
+/// shared by all) alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_whose_result_changed_fails_for_every_client_that_prepared_it() {
+    let env = start(0, ONE_CONNECTION).await;
+    env.psql("CREATE TABLE rc (id int, a int); INSERT INTO rc VALUES (1, 1), (2, 100)");
+    // What a client got for its statement `name` (parsed first if `parse`).
+    async fn run(c: &mut Raw, name: &str, parse: bool) -> String {
+        c.extended(
+            name,
+            parse.then_some("SELECT a FROM rc WHERE id > $1 ORDER BY id"),
+            &[Some("0")],
+        );
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        match msgs.iter().find(|m| m.tag == b'E') {
+            Some(e) => format!("{tags} {}", e.text()),
+            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
+        }
+    }
+    let mut seen = Vec::new();
+    for (n, port) in [env.topo.primary().port, env.port].into_iter().enumerate() {
+        let table = format!(
+            "ALTER TABLE rc ALTER COLUMN a TYPE {}",
+            ["float4", "int"][n]
+        );
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            let mut c = Raw::connect(port, "app", "app", "postgres").await;
+            assert!(run(&mut c, "s", true).await.ends_with(" 1,100"));
+            clients.push(c);
+        }
+        env.topo.primary().sql(&table).unwrap();
+        let mut got = Vec::new();
+        for c in clients.iter_mut() {
+            got.push(run(c, "s", false).await);
+            got.push(run(c, "s", false).await);
+        }
+        // Prepared again: the new type's rows.
+        for (i, c) in clients.iter_mut().enumerate() {
+            got.push(run(c, &format!("s{i}"), true).await);
+        }
+        seen.push(got);
+    }
+    let refused = "EZ 0A000 cached plan must not change result type";
+    assert_eq!(seen[0][..6], [refused; 6], "directly");
+    assert_eq!(seen[1], seen[0], "through sluice as directly");
+}
