@@ -54,6 +54,24 @@ fn result_epoch(own: u64) -> u32 {
     RESULT_EPOCHS[(own as usize) % EPOCH_BUCKETS].load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The line of the servers' `plancache.c` that raises 0A000 `cached plan must not change
+/// result type`, as the last such error said (0: none seen).
+static RESULT_CHANGED_LINE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Where PostgreSQL raises 0A000 `cached plan must not change result type`: the fields of the
+/// error that sluice gives in its place after the statement's result changed. Drivers tell
+/// it from other 0A000s by its routine (asyncpg prepares the statement again and retries
+/// only then).
+pub fn result_changed_fields() -> Vec<(u8, String)> {
+    let mut fields = vec![(b'F', "plancache.c".to_string())];
+    let line = RESULT_CHANGED_LINE.load(std::sync::atomic::Ordering::Relaxed);
+    if line > 0 {
+        fields.push((b'L', line.to_string()));
+    }
+    fields.push((b'R', "RevalidateCachedQuery".to_string()));
+    fields
+}
+
 fn bump_result_epoch(own: u64) {
     RESULT_EPOCHS[(own as usize) % EPOCH_BUCKETS]
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -188,13 +206,14 @@ impl StmtDef {
         budget: &Arc<sluice_core::MemoryBudget>,
     ) -> StmtDef {
         let mut charge = budget.charge();
-        let def = StmtDef::new(sql, types);
-        StmtDef {
+        let mut def = StmtDef {
             settings,
-            epoch: result_epoch(def.own()),
             charge: charge.grow(sql.len() + types.len()).map(|()| Some(charge)),
-            ..def
-        }
+            ..StmtDef::new(sql, types)
+        };
+        // Its key depends on the settings: so does its epoch's bucket.
+        def.epoch = result_epoch(def.own());
+        def
     }
 
     /// A simple query's text: classified, never prepared (no server name).
@@ -414,7 +433,10 @@ impl ServerStatements {
     /// before its next use and every client that parsed the statement before gets the
     /// same error, as each would from PostgreSQL directly (a copy prepared again would
     /// give them rows of the new shape under the description they hold).
-    pub fn result_changed(&mut self, key: u64) {
+    pub fn result_changed(&mut self, key: u64, line: Option<&str>) {
+        if let Some(line) = line.and_then(|l| l.parse().ok()) {
+            RESULT_CHANGED_LINE.store(line, std::sync::atomic::Ordering::Relaxed);
+        }
         if let Some((held, _, stale)) = self.held.get_mut(&key) {
             *stale = true;
             if !held.outdated() {

@@ -69,10 +69,14 @@ pub struct Exp {
     pub register: Option<Box<Register>>,
     /// What it does to the connection's shared statements.
     pub shared: Shared,
-    /// The server's error for this message is replaced by this one (SQLSTATE, message):
-    /// sluice makes the server fail where PostgreSQL would, for its own reason.
-    pub replace_error: Option<Box<(&'static str, String)>>,
+    /// The server's error for this message is replaced by this one (SQLSTATE, message, and
+    /// the fields after them): sluice makes the server fail where PostgreSQL would, for its
+    /// own reason.
+    pub replace_error: Option<Box<Replacement>>,
 }
+
+/// An error sluice gives in place of the server's: SQLSTATE, message, the fields after them.
+pub type Replacement = (&'static str, String, Vec<(u8, String)>);
 
 impl Exp {
     /// The response to a client's message: the client sees it.

@@ -248,9 +248,14 @@ fn parse(
 /// The server is made to fail in place of a message sluice refuses, so that it skips the
 /// rest of the batch as PostgreSQL would, and the client gets `error` in its place.
 fn refuse(f: &mut Build<'_>, error: (&'static str, String)) {
+    refuse_with(f, error, Vec::new());
+}
+
+/// As [`refuse`], the error followed by `fields` (where PostgreSQL raised it).
+fn refuse_with(f: &mut Build<'_>, error: (&'static str, String), fields: Vec<(u8, String)>) {
     put(f.out(), b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
     let mut e = Exp::pass(Resp::DescribeStatement);
-    e.replace_error = Some(Box::new(error));
+    e.replace_error = Some(Box::new((error.0, error.1, fields)));
     f.f.exps.push_back(e);
 }
 
@@ -399,7 +404,7 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         return;
     };
     match ensure(stmt, conn, n, f) {
-        Err(e) => refuse(f, e),
+        Err(e) => refuse_with(f, e, crate::backend::statements::result_changed_fields()),
         Ok(Some(on)) => {
             put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
             let mut e = Exp::pass(Resp::Bind);
@@ -425,7 +430,9 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
         (Some(b'S'), Some(stmt)) => {
             let mut e = Exp::pass(Resp::DescribeStatement);
             match ensure(stmt, conn, n, f) {
-                Err(e) => return refuse(f, e),
+                Err(e) => {
+                    return refuse_with(f, e, crate::backend::statements::result_changed_fields())
+                }
                 Ok(Some(on)) => {
                     put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
                     e.shared = on.shared();

@@ -248,7 +248,7 @@ async fn relay_into(
                         // The statement's result no longer fits the tables it was prepared
                         // for: for every client that prepared it before.
                         (Some("0A000"), Some("RevalidateCachedQuery")) => {
-                            conn.statements.result_changed(h)
+                            conn.statements.result_changed(h, field(b'L'))
                         }
                         // 0A000 otherwise; 26000: the server lost it (a `DEALLOCATE` that
                         // sluice did not see, in a `DO` block or a function, by any session
@@ -260,7 +260,7 @@ async fn relay_into(
                 match &head.replace_error {
                     Some(e) => {
                         let mut w = crate::wire::Writer::new();
-                        w.error("ERROR", e.0, &e.1);
+                        w.error_with("ERROR", e.0, &e.1, &e.2);
                         out.drop_message(conn, len);
                         out.push(conn, w.as_bytes());
                     }

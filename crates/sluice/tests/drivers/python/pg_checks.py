@@ -1519,6 +1519,31 @@ class Asyncpg:
         finally:
             await c.close(timeout=5)
 
+    async def ddl_changes_result(self):
+        """DDL changes a cached statement's result type: asyncpg gets PostgreSQL's 0A000 on
+        each client's statement, prepares it again and retries, so every client reads the
+        new type (a copy another client had prepared again gave the float's bits as an int)."""
+        table = name("apg_ddl")
+        primary(f"CREATE TABLE {table} (id int, a int4); INSERT INTO {table} VALUES (1, 1), (2, 100)")
+        wait_replica()
+        query = f"SELECT a FROM {table} WHERE id > $1 ORDER BY id"
+        cs = []
+        try:
+            for _ in range(4):
+                cs.append(await self.connect())
+            for i, c in enumerate(cs):
+                expect_eq([r[0] for r in await c.fetch(query, 0)], [1, 100], f"client {i} before the DDL")
+            primary(f"ALTER TABLE {table} ALTER COLUMN a TYPE float4")
+            wait_replica()
+            for k in range(2):
+                for i, c in enumerate(cs):
+                    got = [r[0] for r in await c.fetch(query, 0)]
+                    expect_eq(got, [1.0, 100.0], f"client {i}, round {k}, after the DDL")
+                    expect(all(isinstance(v, float) for v in got), f"client {i}, round {k}: {got!r} are not floats")
+        finally:
+            for c in cs:
+                await c.close(timeout=5)
+
     # -- 11 --
 
     async def cancel(self):
@@ -1668,6 +1693,7 @@ class Asyncpg:
         await run_async(p + "copy_records", self.copy_records)
         await run_async(p + "types", self.types)
         await run_async(p + "prepared_reuse", self.prepared_reuse)
+        await run_async(p + "ddl_changes_result", self.ddl_changes_result)
         await run_async(p + "cancel", self.cancel)
         await run_async(p + "errors", self.errors)
         await run_async(p + "pool", self.pool)
