@@ -47,6 +47,9 @@ pub struct Scanned {
     /// When it writes only because its queries call functions the scanner does not know:
     /// those functions' names (as PostgreSQL resolves them: unquoted ones in lower case).
     pub user_calls: Option<Box<[String]>>,
+    /// The parameters its `set_config` calls may set for the session, to be read back from
+    /// the server once it ran (see [`Pins::SET_CONFIG_READ`]).
+    pub read_back: Option<Box<[String]>>,
 }
 
 /// Classifies a statement text: from the thread's scans kept by shape when it has the text's
@@ -86,6 +89,10 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
                 .map(|&(s, e)| function_name(&sql[s..e]))
                 .collect()
         }),
+        read_back: whole
+            .pins
+            .contains(Pins::SET_CONFIG_READ)
+            .then(|| scan::set_config_names(sql).into()),
     };
     if whole.statements <= 1 {
         out.add(sql, &whole);

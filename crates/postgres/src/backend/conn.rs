@@ -49,6 +49,10 @@ pub struct PgConn {
     /// stretch that last touched sequences here, 0 for none (see the frontend's
     /// `sequences`).
     pub seq_mark: u64,
+    /// Parameters a session's `set_config` calls may have set here since its last
+    /// transaction ended, to be read back when the next one does (the frontend's
+    /// `read_back`): kept with the connection that ran them, not in every idle session.
+    pub read_back: Vec<String>,
     /// Keeps cancel requests to this connection within the lease they were meant for, with
     /// the server's cancel key (set once logged in).
     pub gate: Arc<sluice_core::CancelGate>,
@@ -70,6 +74,7 @@ impl PgConn {
             broken: false,
             unsynced: false,
             seq_mark: 0,
+            read_back: Vec::new(),
             gate: sluice_core::CancelGate::new(0),
             failed: None,
         }

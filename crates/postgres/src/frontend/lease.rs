@@ -127,6 +127,10 @@ impl Session {
     /// Gives the connection back to the pool.
     pub(super) fn release(&mut self) {
         if let Some(mut lease) = self.lease.take() {
+            if !lease.conn_ref().read_back.is_empty() {
+                // What `set_config` set there was not read back: no one else's to inherit.
+                lease.discard();
+            }
             lease.conn().park();
             tracing::trace!(status = ?self.status, "connection released");
             drop(lease);

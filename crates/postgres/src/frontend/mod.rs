@@ -3,7 +3,8 @@
 //! session itself ([`session`]): units of client messages ([`mod@unit`]) routed, forwarded
 //! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], starting from what the startup
 //! packet asks for: [`startup`]; [`sequences`]; settings the scanner cannot read under:
-//! [`unreadable`]), with what sluice sends ahead of them
+//! [`unreadable`]; what `set_config` set, read back: [`mod@read_back`]), with what sluice
+//! sends ahead of them
 //! ([`ahead`]), what it answers in their place ([`refuse`]) and what a batch without its end
 //! owes ([`owed`]).
 
@@ -18,6 +19,7 @@ pub mod login;
 mod names;
 mod open;
 mod owed;
+mod read_back;
 mod refuse;
 pub mod relay;
 mod route;

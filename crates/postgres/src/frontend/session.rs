@@ -499,9 +499,11 @@ impl Session {
         self.track(&ran, prior, &relayed, &mut lease);
         self.lease = Some(lease);
         let ended = matches!(unit.end, End::Sync | End::Query | End::Function);
-        if self.ryw_note(&ran, ended && relayed.status.is_some()) {
-            // Boxed: most units need no position, and every unit's future would carry this.
-            Box::pin(self.ryw_read_position()).await?;
+        let position = self.ryw_note(&ran, ended && relayed.status.is_some());
+        let read_back = ended && self.read_back_due();
+        if position || read_back {
+            // Boxed: most units need neither, and every unit's future would carry them.
+            Box::pin(self.ask_after_unit(position, read_back)).await?;
         }
         if relayed.failed && relayed.status.is_none() && !ended {
             // The server now skips what comes up to the next Sync (unless the relay passed
@@ -520,6 +522,12 @@ impl Session {
             if self.pins == 0 {
                 self.release();
             }
+        }
+        if let Some(lease) = &self.lease {
+            // Kept between statements (a transaction block, a pin): the sessions view shows
+            // it; nothing runs there to cancel.
+            let backend = (lease.server().clone(), lease.conn_ref().backend_key.0);
+            self.handle.set_backend(Some(backend));
         }
         Ok(())
     }
@@ -542,8 +550,12 @@ impl Session {
                     return Ok(());
                 }
                 // The Sync committed what the batch wrote: read-your-writes reads where the
-                // primary's WAL is now, before the connection goes back.
+                // primary's WAL is now, before the connection goes back; and what its
+                // `set_config` calls set is read back.
                 self.ryw_after(&[], true).await?;
+                if self.read_back_due() {
+                    self.ask_after_unit(false, true).await?;
+                }
                 self.release();
             }
             _ => {}

@@ -70,6 +70,10 @@ pub mod pin {
     /// on another connection.
     pub const NON_ASCII_SET: u32 = 1 << 17;
 
+    /// Not a pin: published with the pins while the session is inside a transaction block
+    /// (which keeps its connection too), for the admin API's sessions view.
+    pub const TRANSACTION: u32 = 1 << 18;
+
     /// Pins of temporary objects.
     pub const TEMP: u32 = TEMP_TABLE | TEMP_SEARCH_PATH;
 
@@ -77,7 +81,7 @@ pub mod pin {
     /// connection holds state of the session's.
     pub const SCANNER_DOUBTS: u32 = BACKSLASH_QUOTES | TEXT_TRANSACTION | UNREADABLE_ENCODING;
 
-    const NAMES: [&str; 18] = [
+    const NAMES: [&str; 19] = [
         "temporary table",
         "session advisory lock",
         "LISTEN",
@@ -96,6 +100,7 @@ pub mod pin {
         "search_path naming pg_temp",
         "client_encoding sluice cannot scan",
         "SET of a non-ASCII value in a client_encoding other than UTF8",
+        "transaction",
     ];
 
     /// The names of the bits set in `bits`.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 impl Session {
     /// The client's encoding is UTF-8, as the server last reported it (so a `SET`'s text,
     /// which sluice keeps as UTF-8, says what the client said).
-    fn client_utf8(&self) -> bool {
+    pub(super) fn client_utf8(&self) -> bool {
         self.reported
             .get("client_encoding")
             .is_none_or(|e| e.eq_ignore_ascii_case("UTF8"))
@@ -37,6 +37,14 @@ impl Session {
         let pending_before = self.settings.has_pending() || self.pending_unpins != 0;
         for def in ran {
             let i = &def.info;
+            if let Some(names) = &i.read_back {
+                let pending = &mut lease.conn().read_back;
+                for name in names.iter() {
+                    if !pending.contains(name) {
+                        pending.push(name.clone());
+                    }
+                }
+            }
             // In order: state made after a release is held again.
             self.pins |= i.pins;
             self.pending_unpins &= !i.pins;
@@ -175,7 +183,11 @@ impl Session {
             self.block_settings = 0;
             lease.conn().key_statements_by_applied();
         }
-        self.handle.set_pins(self.pins);
+        let in_transaction = match self.status {
+            ReadyStatus::Idle => 0,
+            _ => pin::TRANSACTION,
+        };
+        self.handle.set_pins(self.pins | in_transaction);
     }
 
     /// True for a unit of several statements (a pipeline up to its Sync) that ends or rolls

@@ -568,3 +568,46 @@ async fn copy_from_stdin_is_answered_as_postgres_answers_it() {
     let n = c.try_simple("SELECT count(*) FROM cp").await.unwrap();
     assert_eq!(Raw::column(&n), ["1509"]);
 }
+
+/// The sessions view (admin API, `SHOW SESSIONS`) shows a session inside a transaction block
+/// holding its connection between statements: `pinned_by` says `transaction`, `backend` names
+/// the server; once the block ends, neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_in_a_transaction_shows_its_connection_between_statements() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let view = || {
+        let all = env.process.runtime.sessions.all();
+        assert_eq!(all.len(), 1);
+        let s = &all[0];
+        (
+            s.pin_reasons(),
+            s.current()
+                .backend
+                .map(|(server, _)| server.address.to_string()),
+        )
+    };
+    // Published once the statement's answer is relayed: awaited, not raced.
+    let shows = |want: (Vec<&'static str>, Option<String>)| {
+        let view = &view;
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let got = view();
+                if got == want {
+                    return;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{got:?}, not {want:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("SELECT 1").await.unwrap();
+    shows((vec!["transaction"], Some(env.topo.primary().addr()))).await;
+    c.try_simple("COMMIT").await.unwrap();
+    shows((vec![], None)).await;
+}

@@ -137,3 +137,66 @@ async fn a_startup_datestyle_of_one_part_is_the_logins_own() {
     assert_eq!(got[0], "ISO, MDY 2020-01-02");
     assert_eq!(got[1], got[0], "through sluice");
 }
+
+/// `set_config(name, value, false)` of one of PostgreSQL's parameters, named by a literal,
+/// moves with the session as a `SET` does, its value read back from the server once the
+/// transaction is over (the value may be an expression or a parameter; a rollback undoes
+/// it): the session is not pinned, so asyncpg's first use of a custom type
+/// (`set_config('jit', 'off', false)`) also works in a read-only transaction on a replica,
+/// and no other client sees the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_made_with_set_config_moves_with_its_session() {
+    let env = start(1, POOL).await;
+    // (Empty or missing alike: a custom setting's name stays known on a connection it was
+    // made on, see docs/sessions.md.)
+    differential(
+        &env,
+        2,
+        &[
+            (
+                0,
+                "SELECT set_config('statement_timeout', (1000 + 234)::text, false)",
+            ),
+            (0, "SELECT set_config('work_mem', '7MB', false)"),
+            // Client 1 holds the connection client 0 used.
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SHOW statement_timeout"),
+            (0, "SHOW work_mem"),
+            (1, "SHOW statement_timeout"),
+            (1, "SHOW work_mem"),
+            (1, "COMMIT"),
+            // Rolled back: as if never made.
+            (0, "BEGIN"),
+            (0, "SELECT set_config('work_mem', '9MB', false)"),
+            (0, "ROLLBACK"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SHOW work_mem"),
+            (1, "COMMIT"),
+            // asyncpg's introspection, in a read-only transaction (a replica serves it).
+            (0, "BEGIN READ ONLY"),
+            (0, "SELECT 1"),
+            (
+                0,
+                "SELECT current_setting('jit'), set_config('jit', 'off', false)",
+            ),
+            (0, "COMMIT"),
+            (0, "SHOW jit"),
+            (0, "X:SELECT set_config('jit', 'on', false)"),
+            (0, "SHOW jit"),
+            (1, "SHOW jit"),
+        ],
+    )
+    .await;
+    // Nothing pinned a session.
+    let pins: Vec<Vec<&str>> = env
+        .process
+        .runtime
+        .sessions
+        .all()
+        .iter()
+        .map(|s| s.pin_reasons())
+        .collect();
+    assert!(pins.iter().all(|p| p.is_empty()), "{pins:?}");
+}

@@ -23,6 +23,7 @@ pub use crate::Route;
 pub use classify::scan;
 pub use digest::digest_text;
 pub use shape::{shape_key, ShapeKey, MAX_SHAPE_KEY};
+pub use walk::set_config_names;
 
 use keywords::Kw;
 use lexer::{Kind, Lexer, Token};
@@ -245,6 +246,11 @@ flags! {
         /// `SET search_path` naming `pg_temp`: an unqualified `CREATE` makes temporary
         /// objects.
         TEMP_SEARCH_PATH = 11, "search_path naming pg_temp";
+        /// Not a pin: `set_config(name, value, is_local)` of a parameter named by a string
+        /// literal, `is_local` not plainly true, may set it for the session. The caller reads
+        /// the values of [`set_config_names`] back from the server once the text ran, and
+        /// moves them as any `SET`.
+        SET_CONFIG_READ = 12, "set_config(..., false) read back";
     }
 }
 

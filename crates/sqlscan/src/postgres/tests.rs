@@ -429,15 +429,27 @@ fn pins_and_unpins() {
             "LISTEN a; SELECT pg_advisory_lock(1)",
             Pins::LISTEN | Pins::ADVISORY_LOCK,
         ),
+        // A session setting of a parameter of PostgreSQL's named by a literal: read back
+        // from the server.
         (
             "SELECT set_config('search_path', 'x', false)",
-            Pins::SET_CONFIG,
+            Pins::SET_CONFIG_READ,
         ),
         (
             "select pg_catalog.SET_CONFIG('statement_timeout', '1', 'off')",
-            Pins::SET_CONFIG,
+            Pins::SET_CONFIG_READ,
         ),
-        ("SELECT set_config($1, $2, $3)", Pins::SET_CONFIG),
+        (
+            "SELECT set_config('work_mem', '1MB', 1 = 1)",
+            Pins::SET_CONFIG_READ,
+        ),
+        (
+            "SELECT set_config('work_mem', '1MB')",
+            Pins::SET_CONFIG_READ,
+        ),
+        ("SELECT set_config('jit', $1, false)", Pins::SET_CONFIG_READ),
+        // Names not read back: custom ones, unreadable ones, the role, what the scanner's
+        // reading depends on.
         ("SELECT set_config('a.b', 'c', 1 = 1)", Pins::SET_CONFIG),
         ("SELECT set_config('a.b', 'c')", Pins::SET_CONFIG),
         (
@@ -446,6 +458,16 @@ fn pins_and_unpins() {
         ),
         (
             "SELECT * FROM t WHERE set_config('a.b', 'c', (SELECT false))::text = 'c'",
+            Pins::SET_CONFIG,
+        ),
+        ("SELECT set_config($1, $2, $3)", Pins::SET_CONFIG),
+        ("SELECT set_config('role', 'bob', false)", Pins::SET_CONFIG),
+        (
+            "SELECT set_config('Client_Encoding', 'SJIS', false)",
+            Pins::SET_CONFIG,
+        ),
+        (
+            "SELECT set_config('standard_conforming_strings', 'off', false)",
             Pins::SET_CONFIG,
         ),
         ("SELECT setseed(0.5)", Pins::SETSEED),
@@ -471,7 +493,7 @@ fn pins_and_unpins() {
         ),
         (
             "SELECT set_config('search_path', 'pg_temp', false)",
-            Pins::SET_CONFIG | Pins::TEMP_SEARCH_PATH,
+            Pins::SET_CONFIG_READ | Pins::TEMP_SEARCH_PATH,
         ),
     ] {
         assert_eq!(pins(sql), want, "{sql}");
@@ -729,5 +751,24 @@ fn writes_only_by_unknown_functions_name_them() {
         "CALL p()",
     ] {
         assert_eq!(names(sql), None, "{sql}");
+    }
+}
+
+#[test]
+fn the_names_set_config_sets_for_the_session_are_read_back() {
+    use super::set_config_names;
+    for (sql, want) in [
+        (
+            "SELECT current_setting('jit'), set_config('JIT', 'off', false)",
+            &["jit"][..],
+        ),
+        (
+            "SELECT pg_catalog.set_config('work_mem', $1, false), set_config('jit', 'x', true), set_config('WORK_MEM', 'y', 'off'), set_config('a.b', 'c', false)",
+            &["work_mem"],
+        ),
+        ("SELECT set_config('role', 'x', false), set_config($1, 'y', false)", &[]),
+        ("SELECT 'set_config(''a'', ''b'', false)'", &[]),
+    ] {
+        assert_eq!(set_config_names(sql.as_bytes()), want, "{sql}");
     }
 }

@@ -7,6 +7,8 @@
 
 mod calls;
 
+pub use calls::set_config_names;
+
 use super::classify::Stmt;
 use super::cursor::{Cursor, KEEP};
 use super::keywords::Kw;

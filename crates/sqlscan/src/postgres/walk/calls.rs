@@ -122,8 +122,9 @@ impl Walk {
                     Some(name) if super::super::commands::transaction_parameter(name) => {}
                     // A name the scanner cannot read may be `seed`.
                     None => self.pins |= Pins::SET_CONFIG,
-                    Some(_) if !args.sets_locally() => self.pins |= Pins::SET_CONFIG,
-                    Some(_) => {}
+                    Some(_) if args.sets_locally() => {}
+                    Some(name) if read_back(name) => self.pins |= Pins::SET_CONFIG_READ,
+                    Some(_) => self.pins |= Pins::SET_CONFIG,
                 }
                 if args.temp_search_path() {
                     // Also when local: what it creates outlives the transaction.
@@ -132,6 +133,48 @@ impl Walk {
             }
         }
     }
+}
+
+/// Whether a parameter `set_config` sets for the session may be read back from the server and
+/// moved as a `SET` (see [`Pins::SET_CONFIG_READ`]): PostgreSQL's own parameters, but not the
+/// role (replayed apart), nor what changes how the scanner reads the session's text
+/// (`client_encoding`, `standard_conforming_strings`). Not a custom one (`app.tenant`): moved,
+/// it would stay known by name, empty, on the connections it was made on, where a direct
+/// connection's `current_setting(name, true)` is NULL (row-level security policies read it
+/// so); the session keeps its connection instead.
+fn read_back(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')
+        && ![
+            &b"role"[..],
+            b"session_authorization",
+            b"client_encoding",
+            b"standard_conforming_strings",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The parameters that the `set_config` calls of `sql` may set for the session and that may
+/// be read back (see [`Pins::SET_CONFIG_READ`]): their names, in lower case, each once.
+pub fn set_config_names(sql: &[u8]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for t in Lexer::new(sql) {
+        if t.kind != Kind::Word || !t.text(sql).eq_ignore_ascii_case(b"set_config") {
+            continue;
+        }
+        let args = Arguments::of(&sql[t.end..]);
+        if args.sets_locally() {
+            continue;
+        }
+        if let Some(name) = args.literal(0).filter(|n| read_back(n)) {
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 /// The arguments of a `set_config` call, read from the text at its `(`: each argument's
