@@ -33,6 +33,10 @@ pub struct StmtDef {
     /// result type`), the client's statement is refused as PostgreSQL refuses a prepared
     /// statement whose result changed, until the client parses it again.
     pub epoch: u32,
+    /// Where its [`result_epoch`] is kept: its text, types and settings, and the pool (user
+    /// and database) its client parsed it in — DDL in one database changes nothing in
+    /// another.
+    epoch_key: u64,
     /// A Parse's charge for its text and types against `[postgres] max_statement_memory`,
     /// held as long as anyone holds the statement (its session, a server connection's
     /// copy); `Ok(None)` for a simple query's text, which lives only while it runs; or why
@@ -48,10 +52,20 @@ const EPOCH_BUCKETS: usize = 4096;
 static RESULT_EPOCHS: [std::sync::atomic::AtomicU32; EPOCH_BUCKETS] =
     [const { std::sync::atomic::AtomicU32::new(0) }; EPOCH_BUCKETS];
 
-/// The result epoch of the statements whose key (under the settings of their Parse) is
-/// `own`: moved on whenever a copy of one showed that DDL changed its result.
-fn result_epoch(own: u64) -> u32 {
-    RESULT_EPOCHS[(own as usize) % EPOCH_BUCKETS].load(std::sync::atomic::Ordering::Relaxed)
+/// The result epoch of the statements whose [`StmtDef::epoch_key`] is `key`: moved on
+/// whenever a copy of one showed that DDL changed its result.
+fn result_epoch(key: u64) -> u32 {
+    RESULT_EPOCHS[(key as usize) % EPOCH_BUCKETS].load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A pool's part in its statements' [`StmtDef::epoch_key`]: its user and database.
+pub fn pool_scope(key: &sluice_core::PoolKey) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = seed().build_hasher();
+    h.write(key.user.as_bytes());
+    h.write_u8(0xff);
+    h.write(key.database.as_deref().unwrap_or_default().as_bytes());
+    h.finish()
 }
 
 /// The line of the servers' `plancache.c` that raises 0A000 `cached plan must not change
@@ -72,8 +86,8 @@ pub fn result_changed_fields() -> Vec<(u8, String)> {
     fields
 }
 
-fn bump_result_epoch(own: u64) {
-    RESULT_EPOCHS[(own as usize) % EPOCH_BUCKETS]
+fn bump_result_epoch(key: u64) {
+    RESULT_EPOCHS[(key as usize) % EPOCH_BUCKETS]
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -119,8 +133,8 @@ fn check_hash(sql: &[u8], types: &[u8]) -> u64 {
 pub struct Cached {
     def: Weak<StmtDef>,
     check: u64,
-    /// The statement's key under the settings of its Parse ([`StmtDef::own`]).
-    own: u64,
+    /// Where the statement's result epoch is kept ([`StmtDef::epoch_key`]).
+    epoch_key: u64,
     /// The [`result_epoch`] when it was prepared there: a copy prepared before a change of
     /// its text's result came to light is prepared again before it is used.
     epoch: u32,
@@ -129,18 +143,17 @@ pub struct Cached {
 impl Cached {
     /// `def` as a connection holds it, prepared now.
     pub fn of(def: &Arc<StmtDef>) -> Cached {
-        let own = def.own();
         Cached {
             def: Arc::downgrade(def),
             check: check_hash(&def.sql, &def.types),
-            own,
-            epoch: result_epoch(own),
+            epoch_key: def.epoch_key,
+            epoch: result_epoch(def.epoch_key),
         }
     }
 
     /// Prepared before a change of its text's result came to light.
     fn outdated(&self) -> bool {
-        self.epoch != result_epoch(self.own)
+        self.epoch != result_epoch(self.epoch_key)
     }
 
     /// Whether it is `def`'s text and types. Once the session that prepared it is gone, the
@@ -193,16 +206,19 @@ impl StmtDef {
             hash,
             settings: 0,
             epoch: result_epoch(hash),
+            epoch_key: hash,
             info: crate::classify::classify(sql),
             charge: Ok(None),
         }
     }
 
     /// As [`StmtDef::new`], its bytes charged to `budget`.
+    /// `scope`: the client's pool ([`pool_scope`]).
     pub fn charged(
         sql: &[u8],
         types: &[u8],
         settings: u64,
+        scope: u64,
         budget: &Arc<sluice_core::MemoryBudget>,
     ) -> StmtDef {
         let mut charge = budget.charge();
@@ -211,8 +227,9 @@ impl StmtDef {
             charge: charge.grow(sql.len() + types.len()).map(|()| Some(charge)),
             ..StmtDef::new(sql, types)
         };
-        // Its key depends on the settings: so does its epoch's bucket.
-        def.epoch = result_epoch(def.own());
+        // Its key depends on the settings: so does its epoch's bucket; and on the pool.
+        def.epoch_key = mix(mix(def.hash, settings), scope);
+        def.epoch = result_epoch(def.epoch_key);
         def
     }
 
@@ -224,21 +241,16 @@ impl StmtDef {
             hash: 0,
             settings: 0,
             epoch: 0,
+            epoch_key: 0,
             info: crate::classify::classify(sql),
             charge: Ok(None),
         }
     }
 
-    /// Its key under the settings of its Parse: every copy of it anywhere is prepared from it
-    /// ([`ServerStatements::key`]).
-    fn own(&self) -> u64 {
-        mix(self.hash, self.settings)
-    }
-
     /// A copy of its text showed a changed result since the client parsed it (see
     /// [`StmtDef::epoch`]).
     pub fn result_changed(&self) -> bool {
-        self.hash != 0 && self.epoch != result_epoch(self.own())
+        self.hash != 0 && self.epoch != result_epoch(self.epoch_key)
     }
 
     /// The Parse message that prepares it on a server under the name `key` gives.
@@ -440,7 +452,7 @@ impl ServerStatements {
         if let Some((held, _, stale)) = self.held.get_mut(&key) {
             *stale = true;
             if !held.outdated() {
-                bump_result_epoch(held.own);
+                bump_result_epoch(held.epoch_key);
             }
         }
     }
@@ -493,7 +505,8 @@ mod tests {
     #[test]
     fn a_connection_holds_no_text_and_no_charge_and_still_knows_its_statements() {
         let budget = sluice_core::MemoryBudget::new(20);
-        let charged = |sql: &str| Arc::new(StmtDef::charged(sql.as_bytes(), &[0, 0], 0, &budget));
+        let charged =
+            |sql: &str| Arc::new(StmtDef::charged(sql.as_bytes(), &[0, 0], 0, 0, &budget));
         let mut s = ServerStatements::new(4);
         let a = charged("select 1");
         assert_eq!(budget.used(), 10);

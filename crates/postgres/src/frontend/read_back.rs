@@ -49,42 +49,51 @@ impl Session {
         if names.is_empty() {
             return Ok(());
         }
-        let mut sql = String::from("SELECT ");
+        // The value, and whether the session set it (`session`: a SET or set_config
+        // that took; a call that failed — a parameter that cannot be changed now, or not by
+        // this role — leaves the connection's own, which is not the session's to replay).
+        let mut sql = String::from(
+            "SELECT pg_catalog.lower(name), setting, source FROM pg_catalog.pg_settings \
+             WHERE pg_catalog.lower(name) IN (",
+        );
         for (i, name) in names.iter().enumerate() {
             if i > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str("pg_catalog.current_setting(");
             sql.push_str(&quote_literal(name));
-            sql.push_str(", true)");
         }
-        let values = crate::agent::connection::first_row(lease.conn(), &sql).await;
-        let values = match values {
-            Ok(v) if v.len() == names.len() => v,
-            other => {
-                let why = match other {
-                    Err(e) => e.to_string(),
-                    Ok(_) => "an answer of another shape".to_string(),
-                };
-                let msg = format!("sluice: cannot read back the session's settings: {why}");
+        sql.push(')');
+        let rows = match crate::agent::connection::rows(lease.conn(), &sql).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                let msg = format!("sluice: cannot read back the session's settings: {e}");
                 return Err(self.end_over_connection("08006", msg).await);
             }
         };
-        for (name, value) in names.into_iter().zip(values) {
-            let change = match value {
-                // A custom setting no longer there.
-                None => Change::Reset(name),
-                Some(v) if !v.is_ascii() && !self.client_utf8() => {
-                    // As a SET of such a value: it could not be said again elsewhere.
-                    self.pins |= pin::NON_ASCII_SET;
+        for name in names {
+            let row = rows
+                .iter()
+                .find(|r| r.first().and_then(|n| n.as_deref()) == Some(name.as_str()));
+            let (value, source) = match row.map(|r| (r.get(1).cloned().flatten(), r.get(2))) {
+                Some((Some(value), Some(Some(source)))) => (value, source.as_str()),
+                // Not shown to this role: what it holds cannot be known, nor moved.
+                _ => {
+                    self.pins |= pin::SET_CONFIG;
                     continue;
                 }
-                Some(v) => {
-                    let stmt = set_config(&name, &v);
-                    Change::Set(name, stmt)
-                }
             };
-            self.settings.apply(change);
+            if source != "session" {
+                // Not the session's (any more): nothing to replay.
+                self.settings.forget(&name);
+                continue;
+            }
+            if !value.is_ascii() && !self.client_utf8() {
+                // As a SET of such a value: it could not be said again elsewhere.
+                self.pins |= pin::NON_ASCII_SET;
+                continue;
+            }
+            let stmt = set_config(&name, &value);
+            self.settings.apply(Change::Set(name, stmt));
         }
         if let Some(lease) = &mut self.lease {
             lease.conn().set_applied(self.settings.desired());

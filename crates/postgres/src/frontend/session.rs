@@ -267,8 +267,13 @@ impl Session {
     /// Runs one unit.
     async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
         let settings = self.analysis_settings();
-        let defs =
-            unit::statement_defs(&self.client.buf, unit, settings, &self.fe.statement_memory);
+        let defs = unit::statement_defs(
+            &self.client.buf,
+            unit,
+            settings,
+            &self.key,
+            &self.fe.statement_memory,
+        );
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();

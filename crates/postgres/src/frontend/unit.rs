@@ -6,7 +6,7 @@
 
 pub use super::exps::{Exp, Exps, Register, Resp, Shared};
 pub use super::forward::{forward, no_statement, shared_name, Forwarded, Names};
-use crate::backend::statements::StmtDef;
+use crate::backend::statements::{self, StmtDef};
 use crate::wire::WireError;
 use sluice_core::MemoryBudget;
 use std::sync::Arc;
@@ -110,21 +110,27 @@ pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 2]>;
 /// Classifies the statement texts of `unit` (no allocation for a unit without any); its
 /// Parses are analysed under the settings of fingerprint `settings`, unless a statement
 /// before them in the unit changes settings (then each is given a fingerprint of its own).
-/// Each Parse's text is charged to `budget` (`[postgres] max_statement_memory`).
+/// Each Parse's text is charged to `budget` (`[postgres] max_statement_memory`); `pool` is the
+/// session's (see [`crate::backend::statements::pool_scope`]).
 pub fn statement_defs(
     buf: &[u8],
     unit: &Unit,
     mut settings: u64,
+    pool: &sluice_core::PoolKey,
     budget: &Arc<MemoryBudget>,
 ) -> Defs {
     let mut defs = Defs::new();
+    let mut scope = None;
     for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
         let body = &buf[at + 5..at + len];
         let def = match tag {
             b'Q' => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
             b'P' => cstr(body)
                 .and_then(|(_, rest)| cstr(rest))
-                .map(|(sql, types)| StmtDef::charged(sql, types, settings, budget)),
+                .map(|(sql, types)| {
+                    let scope = *scope.get_or_insert_with(|| statements::pool_scope(pool));
+                    StmtDef::charged(sql, types, settings, scope, budget)
+                }),
             _ => None,
         };
         if let Some(def) = def {

@@ -174,6 +174,14 @@ async fn a_setting_made_with_set_config_moves_with_its_session() {
             (1, "SELECT 1"),
             (0, "SHOW work_mem"),
             (1, "COMMIT"),
+            // A call that failed set nothing to replay (the parameter cannot be changed).
+            (0, "SELECT set_config('server_version', '1', false)"),
+            (0, "SELECT 2"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, "SELECT 3"),
+            (1, "COMMIT"),
+            (1, "SELECT 4"),
             // asyncpg's introspection, in a read-only transaction (a replica serves it).
             (0, "BEGIN READ ONLY"),
             (0, "SELECT 1"),

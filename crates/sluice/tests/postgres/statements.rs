@@ -385,3 +385,56 @@ async fn a_statement_whose_result_changed_fails_for_every_client_that_prepared_i
     assert_eq!(seen[0][..6], [refused; 6], "directly");
     assert_eq!(seen[1], seen[0], "through sluice as directly");
 }
+
+/// The change of a statement's result is its database's: after DDL in one database, a client
+/// of another database (another pool) that prepared the same text goes on as directly,
+/// without an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_change_in_one_database_is_no_other_databases() {
+    let env = super::pg::start_prepared(
+        0,
+        |topo| {
+            for sql in [
+                "CREATE ROLE other LOGIN PASSWORD 'other'",
+                "CREATE DATABASE otherdb OWNER other",
+                "CREATE TABLE tt (a int)",
+                "INSERT INTO tt VALUES (1)",
+            ] {
+                topo.primary().sql(sql).unwrap();
+            }
+        },
+        |topo| {
+            super::pg::config(
+                topo,
+                // Room for both pools' connections: each keeps its copy.
+                "\n[pool]\nmax_connections = 4\n\n[[users]]\nname = \"other\"\npassword = \"other\"\n",
+            )
+        },
+    )
+    .await;
+    let mut y = Raw::connect(env.port, "other", "other", "otherdb").await;
+    y.try_simple("CREATE TABLE tt (a int); INSERT INTO tt VALUES (2)")
+        .await
+        .unwrap();
+    let mut x = Raw::connect(env.port, "app", "app", "postgres").await;
+    async fn run(c: &mut Raw, parse: bool) -> String {
+        c.extended("s", parse.then_some("SELECT * FROM tt"), &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        match msgs.iter().find(|m| m.tag == b'E') {
+            Some(e) => format!("{tags} {}", e.text()),
+            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
+        }
+    }
+    assert_eq!(run(&mut x, true).await, "12DCZ 1");
+    assert_eq!(run(&mut y, true).await, "12DCZ 2");
+    env.topo
+        .primary()
+        .sql("ALTER TABLE tt ADD COLUMN b int")
+        .unwrap();
+    let refused = "EZ 0A000 cached plan must not change result type";
+    for _ in 0..2 {
+        assert_eq!(run(&mut x, false).await, refused);
+        assert_eq!(run(&mut y, false).await, "2DCZ 2", "the other database's");
+    }
+}
