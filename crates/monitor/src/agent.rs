@@ -190,7 +190,9 @@ pub trait Agent: Send + Sync + 'static {
     /// Sets `read_only`.
     fn set_read_only<'a>(&'a self, server: &'a Server, on: bool) -> BoxFuture<'a, AgentResult<()>>;
     /// Transactions `server` has that `primary` lacks (errant transactions), described, or
-    /// `None` if its history is a prefix of the primary's.
+    /// `None` if its history is a prefix of the primary's. `server` is a former primary being
+    /// fenced: the agent may first end its client sessions, so that nothing they sent before
+    /// it hung commits there after the comparison.
     fn errant<'a>(
         &'a self,
         server: &'a Server,

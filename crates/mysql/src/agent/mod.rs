@@ -145,6 +145,49 @@ impl MariaDbAgent {
         within(OP_TIMEOUT, work).await
     }
 
+    /// Ends the client sessions on `server` (a former primary being fenced) and waits until
+    /// they are gone: a COMMIT its clients sent before it hung may still be waiting to run
+    /// when it thaws, and must either run before its history is compared with the primary's
+    /// (and be found errant) or never. Sessions the monitor's user may not see or end are
+    /// left (without `PROCESS` and `CONNECTION ADMIN` it sees only its own), and so are the
+    /// monitor's own.
+    async fn end_client_sessions(&self, server: &Server) -> AgentResult<()> {
+        const OTHERS: &str = "SELECT ID FROM information_schema.PROCESSLIST \
+             WHERE USER NOT IN ('system user', SUBSTRING_INDEX(CURRENT_USER(), '@', 1)) \
+             AND COMMAND NOT IN ('Binlog Dump', 'Binlog Dump GTID', 'Daemon')";
+        let work = async {
+            let mut conn = self.connect(server).await?;
+            let rows = conn
+                .query_rows(OTHERS)
+                .await
+                .map_err(|e| agent_error(e).context(OTHERS))?;
+            let ids: Vec<u64> = rows
+                .iter()
+                .filter_map(|r| r.first()?.as_deref()?.parse().ok())
+                .collect();
+            let mut ended = Vec::new();
+            for id in ids {
+                // Gone already, or not the user's to end: either way not waited for.
+                if conn.exec(&format!("KILL CONNECTION {id}")).await.is_ok() {
+                    ended.push(id.to_string());
+                }
+            }
+            if ended.is_empty() {
+                return Ok(());
+            }
+            let left = format!(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({})",
+                ended.join(", ")
+            );
+            // A COMMIT under way completes before its session goes (bounded by OP_TIMEOUT).
+            while first_value(&mut conn, &left).await? != "0" {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(())
+        };
+        within(OP_TIMEOUT, work).await
+    }
+
     /// The first column of the first row of `sql`, on a fresh connection.
     async fn value(&self, server: &Server, sql: &str) -> AgentResult<String> {
         let work = async {
@@ -291,6 +334,7 @@ impl Agent for MariaDbAgent {
         primary: &'a Server,
     ) -> BoxFuture<'a, AgentResult<Option<String>>> {
         Box::pin(async move {
+            self.end_client_sessions(server).await?;
             let mine = self.value(server, "SELECT @@gtid_binlog_state").await?;
             let theirs = self.value(primary, "SELECT @@gtid_binlog_state").await?;
             let missing = gtid::missing_from(&mine, &theirs);
