@@ -86,7 +86,13 @@ impl PgConn {
     /// for its last lease is under way. If so, it is claimed for the new lease: a cancel meant
     /// for an earlier one no longer reaches it.
     pub fn usable(&self) -> bool {
-        if self.broken || self.unsynced || !self.rbuf.is_empty() || self.server_failed() {
+        // (What a session's `set_config` set here, not read back yet, is no one else's.)
+        if self.broken
+            || self.unsynced
+            || !self.read_back.is_empty()
+            || !self.rbuf.is_empty()
+            || self.server_failed()
+        {
             return false;
         }
         let mut probe = [0u8; 1];
@@ -225,18 +231,26 @@ impl PgConn {
     /// ReadyForQuery ends what was sent before it (see [`PgConn::unsynced`]).
     pub async fn next_owned(&mut self) -> io::Result<(u8, Vec<u8>)> {
         loop {
-            match self.peek() {
-                Ok(Some((m, n))) => {
-                    let out = (m.tag, m.body.to_vec());
-                    if m.tag == b'Z' {
-                        self.unsynced = false;
-                    }
-                    self.consume(n);
-                    return Ok(out);
-                }
-                Ok(None) => self.fill().await?,
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            match self.take_owned()? {
+                Some(m) => return Ok(m),
+                None => self.fill().await?,
             }
+        }
+    }
+
+    /// The next whole message if it is buffered, as [`PgConn::next_owned`] takes it.
+    pub fn take_owned(&mut self) -> io::Result<Option<(u8, Vec<u8>)>> {
+        match self.peek() {
+            Ok(Some((m, n))) => {
+                let out = (m.tag, m.body.to_vec());
+                if m.tag == b'Z' {
+                    self.unsynced = false;
+                }
+                self.consume(n);
+                Ok(Some(out))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
         }
     }
 

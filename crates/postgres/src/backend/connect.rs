@@ -5,7 +5,7 @@
 use super::conn::PgConn;
 use crate::scram::Verifier;
 use crate::scram_client::{md5_hex, md5_response, ClientExchange, ClientSecret};
-use crate::wire::{error_fields, Writer};
+use crate::wire::{error_parts, Writer};
 use arc_swap::ArcSwap;
 use sluice_core::{ConnectError, Connector, PoolKey, Server};
 use sluice_runtime::users::Users;
@@ -254,24 +254,21 @@ async fn login(
             b'Z' => return Ok(()),
             b'N' => {}
             b'E' => {
-                let mut fields = error_fields(&body).map_err(broken)?;
-                let mut take = |c: u8| {
-                    let at = fields.iter().position(|(k, _)| *k == c)?;
-                    Some(fields.remove(at).1)
-                };
-                let code = take(b'C').unwrap_or_else(|| "08006".into());
+                let parts = error_parts(&body).map_err(broken)?;
+                let code = parts.code.unwrap_or_else(|| "08006".into());
                 let mut sqlstate = *b"08006";
                 if code.len() == 5 {
                     sqlstate.copy_from_slice(code.as_bytes());
                 }
-                let message = take(b'M').unwrap_or_else(|| "the server refused the login".into());
+                let message = parts
+                    .message
+                    .unwrap_or_else(|| "the server refused the login".into());
                 if server_unavailable(&code, &message) {
                     return Err(ConnectError::down(message));
                 }
                 // The severity is the session's to say (FATAL at the login, ERROR later);
                 // everything else goes to the client as the server sent it.
-                fields.retain(|(k, _)| *k != b'S' && *k != b'V');
-                return Err(refused(sqlstate, message).with_fields(fields));
+                return Err(refused(sqlstate, message).with_fields(parts.rest));
             }
             other => return Err(broken(format!("unexpected message {:?}", other as char))),
         }

@@ -1,8 +1,10 @@
 //! Server connections: opening and logging in ([`connect`]), the connection itself with the
-//! state it carries ([`conn`]), and the prepared statements it holds ([`statements`]).
+//! state it carries ([`conn`]), and the prepared statements it holds ([`statements`]), with
+//! what DDL was seen to change of their results ([`epochs`]).
 
 pub mod conn;
 pub mod connect;
+pub mod epochs;
 pub mod statements;
 
 pub use conn::PgConn;

@@ -9,6 +9,7 @@
 //! connection holds at most a bounded number; the least recently used one is closed on the
 //! server to make room.
 
+use super::epochs::{self, bump_result_epoch, result_epoch};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 
@@ -28,12 +29,12 @@ pub struct StmtDef {
     /// What the scanner found in its text (its digest's id among it; shared with the
     /// thread's table of classifications by shape, see [`crate::scan_cache`]).
     pub info: Arc<crate::classify::Scanned>,
-    /// The [`result_epoch`] of its text when the client parsed it: once a copy anywhere
+    /// The result epoch (`backend::epochs`) of its text when the client parsed it: once a copy anywhere
     /// showed that the text's result changed since (0A000 `cached plan must not change
     /// result type`), the client's statement is refused as PostgreSQL refuses a prepared
     /// statement whose result changed, until the client parses it again.
     pub epoch: u32,
-    /// Where its [`result_epoch`] is kept: its text, types and settings, and the pool (user
+    /// Where its result epoch (`backend::epochs`) is kept: its text, types and settings, and the pool (user
     /// and database) its client parsed it in — DDL in one database changes nothing in
     /// another.
     epoch_key: u64,
@@ -44,21 +45,7 @@ pub struct StmtDef {
     pub charge: Result<Option<sluice_core::Charge>, sluice_core::OverBudget>,
 }
 
-/// Buckets of [`result_epoch`]s: statements whose keys share one share their epoch (a change
-/// in one makes the others' clients get the error once, and their copies prepared again).
-const EPOCH_BUCKETS: usize = 4096;
-
-/// How often a change of result has come to light, per bucket of statement keys.
-static RESULT_EPOCHS: [std::sync::atomic::AtomicU32; EPOCH_BUCKETS] =
-    [const { std::sync::atomic::AtomicU32::new(0) }; EPOCH_BUCKETS];
-
-/// The result epoch of the statements whose [`StmtDef::epoch_key`] is `key`: moved on
-/// whenever a copy of one showed that DDL changed its result.
-fn result_epoch(key: u64) -> u32 {
-    RESULT_EPOCHS[(key as usize) % EPOCH_BUCKETS].load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// A pool's part in its statements' [`StmtDef::epoch_key`]: its user and database.
+/// A pool's part in its statements' epoch key: its user and database.
 pub fn pool_scope(key: &sluice_core::PoolKey) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = seed().build_hasher();
@@ -66,29 +53,6 @@ pub fn pool_scope(key: &sluice_core::PoolKey) -> u64 {
     h.write_u8(0xff);
     h.write(key.database.as_deref().unwrap_or_default().as_bytes());
     h.finish()
-}
-
-/// The line of the servers' `plancache.c` that raises 0A000 `cached plan must not change
-/// result type`, as the last such error said (0: none seen).
-static RESULT_CHANGED_LINE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// Where PostgreSQL raises 0A000 `cached plan must not change result type`: the fields of the
-/// error that sluice gives in its place after the statement's result changed. Drivers tell
-/// it from other 0A000s by its routine (asyncpg prepares the statement again and retries
-/// only then).
-pub fn result_changed_fields() -> Vec<(u8, String)> {
-    let mut fields = vec![(b'F', "plancache.c".to_string())];
-    let line = RESULT_CHANGED_LINE.load(std::sync::atomic::Ordering::Relaxed);
-    if line > 0 {
-        fields.push((b'L', line.to_string()));
-    }
-    fields.push((b'R', "RevalidateCachedQuery".to_string()));
-    fields
-}
-
-fn bump_result_epoch(key: u64) {
-    RESULT_EPOCHS[(key as usize) % EPOCH_BUCKETS]
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `sluice_` and 16 hex digits.
@@ -133,9 +97,9 @@ fn check_hash(sql: &[u8], types: &[u8]) -> u64 {
 pub struct Cached {
     def: Weak<StmtDef>,
     check: u64,
-    /// Where the statement's result epoch is kept ([`StmtDef::epoch_key`]).
+    /// Where the statement's result epoch is kept (epoch key).
     epoch_key: u64,
-    /// The [`result_epoch`] when it was prepared there: a copy prepared before a change of
+    /// The result epoch (`backend::epochs`) when it was prepared there: a copy prepared before a change of
     /// its text's result came to light is prepared again before it is used.
     epoch: u32,
 }
@@ -441,13 +405,13 @@ impl ServerStatements {
     /// The server refused to run a statement as prepared because its result changed (0A000
     /// `cached plan must not change result type`, from `RevalidateCachedQuery`): stale here
     /// (see [`ServerStatements::mark_stale`]), and, unless the change was known already, its
-    /// text's [`result_epoch`] moves on, so that every copy elsewhere is prepared again
+    /// text's result epoch (`backend::epochs`) moves on, so that every copy elsewhere is prepared again
     /// before its next use and every client that parsed the statement before gets the
     /// same error, as each would from PostgreSQL directly (a copy prepared again would
     /// give them rows of the new shape under the description they hold).
     pub fn result_changed(&mut self, key: u64, line: Option<&str>) {
         if let Some(line) = line.and_then(|l| l.parse().ok()) {
-            RESULT_CHANGED_LINE.store(line, std::sync::atomic::Ordering::Relaxed);
+            epochs::note_line(line);
         }
         if let Some((held, _, stale)) = self.held.get_mut(&key) {
             *stale = true;

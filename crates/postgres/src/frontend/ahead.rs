@@ -119,19 +119,9 @@ async fn next_watching(
     client: &mut Client,
 ) -> Result<(u8, Vec<u8>), RelayError> {
     loop {
-        match conn.peek() {
-            Ok(Some((m, n))) => {
-                let out = (m.tag, m.body.to_vec());
-                conn.consume(n);
-                return Ok(out);
-            }
-            Ok(None) => super::relay::wait(conn, client, false).await?,
-            Err(e) => {
-                return Err(RelayError::Server(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    e,
-                )))
-            }
+        match conn.take_owned().map_err(RelayError::Server)? {
+            Some(m) => return Ok(m),
+            None => super::relay::wait(conn, client, false).await?,
         }
     }
 }

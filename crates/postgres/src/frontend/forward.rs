@@ -4,6 +4,7 @@
 //! answers itself left out, and what it adds or refuses put in its place, each recorded as an
 //! [`Exp`]ectation so that the relay knows which responses the client sees.
 
+use super::exps::Replacement;
 use super::unit::{cstr, def_at, Defs, Exp, Exps, Register, Resp, Shared, Unit};
 use crate::backend::statements::{server_name, Cached, Ensure, StmtDef};
 use crate::backend::PgConn;
@@ -248,14 +249,14 @@ fn parse(
 /// The server is made to fail in place of a message sluice refuses, so that it skips the
 /// rest of the batch as PostgreSQL would, and the client gets `error` in its place.
 fn refuse(f: &mut Build<'_>, error: (&'static str, String)) {
-    refuse_with(f, error, Vec::new());
+    refuse_with(f, (error.0, error.1, Vec::new()));
 }
 
-/// As [`refuse`], the error followed by `fields` (where PostgreSQL raised it).
-fn refuse_with(f: &mut Build<'_>, error: (&'static str, String), fields: Vec<(u8, String)>) {
+/// As [`refuse`], the error with fields after its message (where PostgreSQL raised it).
+fn refuse_with(f: &mut Build<'_>, error: Replacement) {
     put(f.out(), b'D', &[b"S", ABSENT_STATEMENT, b"\0"]);
     let mut e = Exp::pass(Resp::DescribeStatement);
-    e.replace_error = Some(Box::new((error.0, error.1, fields)));
+    e.replace_error = Some(Box::new(error));
     f.f.exps.push_back(e);
 }
 
@@ -341,7 +342,7 @@ fn ensure(
     conn: &mut PgConn,
     n: &mut Names<'_>,
     f: &mut Build<'_>,
-) -> Result<Option<OnServer>, (&'static str, String)> {
+) -> Result<Option<OnServer>, Replacement> {
     if name.is_empty() {
         let Some(def) = n.unnamed.clone() else {
             return Ok(None);
@@ -379,11 +380,13 @@ fn ensure(
 }
 
 /// PostgreSQL's error for a prepared statement whose result DDL changed since it was
-/// prepared (`RevalidateCachedQuery`): it stays until the statement is prepared again.
-fn result_changed() -> (&'static str, String) {
+/// prepared (`RevalidateCachedQuery`, with where it raises it): it stays until the statement
+/// is prepared again.
+fn result_changed() -> Replacement {
     (
         "0A000",
         "cached plan must not change result type".to_string(),
+        crate::backend::epochs::result_changed_fields(),
     )
 }
 
@@ -404,7 +407,7 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         return;
     };
     match ensure(stmt, conn, n, f) {
-        Err(e) => refuse_with(f, e, crate::backend::statements::result_changed_fields()),
+        Err(e) => refuse_with(f, e),
         Ok(Some(on)) => {
             put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
             let mut e = Exp::pass(Resp::Bind);
@@ -430,9 +433,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
         (Some(b'S'), Some(stmt)) => {
             let mut e = Exp::pass(Resp::DescribeStatement);
             match ensure(stmt, conn, n, f) {
-                Err(e) => {
-                    return refuse_with(f, e, crate::backend::statements::result_changed_fields())
-                }
+                Err(e) => return refuse_with(f, e),
                 Ok(Some(on)) => {
                     put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
                     e.shared = on.shared();

@@ -127,10 +127,6 @@ impl Session {
     /// Gives the connection back to the pool.
     pub(super) fn release(&mut self) {
         if let Some(mut lease) = self.lease.take() {
-            if !lease.conn_ref().read_back.is_empty() {
-                // What `set_config` set there was not read back: no one else's to inherit.
-                lease.discard();
-            }
             lease.conn().park();
             tracing::trace!(status = ?self.status, "connection released");
             drop(lease);
@@ -399,18 +395,11 @@ pub(super) async fn hidden_answers(
         match tag {
             b'S' => conn.note_parameter(&body),
             b'E' if error.is_none() => {
-                let mut fields = crate::wire::error_fields(&body).unwrap_or_default();
-                let mut take = |k: u8| {
-                    let at = fields.iter().position(|f| f.0 == k)?;
-                    Some(fields.remove(at).1)
-                };
-                let code = take(b'C').unwrap_or_else(|| "08006".into());
-                let message = take(b'M').unwrap_or_default();
-                fields.retain(|(k, _)| *k != b'S' && *k != b'V');
+                let parts = crate::wire::error_parts(&body).unwrap_or_default();
                 error = Some(HiddenError {
-                    code,
-                    message,
-                    fields,
+                    code: parts.code.unwrap_or_else(|| "08006".into()),
+                    message: parts.message.unwrap_or_default(),
+                    fields: parts.rest,
                 });
             }
             b'Z' => {

@@ -224,11 +224,7 @@ impl Session {
     /// a disconnect is what rolls it back) cannot serve anyone else.
     fn give_back_connection(&mut self) {
         if let Some(mut lease) = self.lease.take() {
-            if self.status != ReadyStatus::Idle
-                || self.pins != 0
-                || lease.conn().unsynced
-                || !lease.conn_ref().read_back.is_empty()
-            {
+            if self.status != ReadyStatus::Idle || self.pins != 0 || lease.conn().unsynced {
                 lease.discard();
             }
         }

@@ -1,10 +1,11 @@
 //! Settings made with `set_config(name, value, false)`: PostgreSQL reports few parameters, and
 //! the value may be an expression or a parameter, so the session learns them by asking the
-//! server once its transaction is over (`current_setting`), and then moves them to other
-//! connections as any `SET` (replayed with `set_config`, as startup parameters are). What
-//! the server says is what holds, whatever became of the call: committed, rolled back, local
-//! after all. Only names the scanner reads are asked for (see `Pins::SET_CONFIG_READ`); a call
-//! whose name it cannot read pins the session instead.
+//! server once its transaction is over (`pg_settings`: the value, and whether the session set
+//! it), and then moves them to other connections as any `SET` (replayed with `set_config`, as
+//! startup parameters are). What the server says is what holds, whatever became of the call:
+//! committed, rolled back, failed, local after all. Only names the scanner reads are asked for
+//! (see `Pins::SET_CONFIG_READ`); a call whose name it cannot read pins the session instead.
+//! A connection holding names not read back is never lent again ([`crate::backend::PgConn::usable`]).
 
 use super::session::{Session, SessionError};
 use super::startup::{quote_literal, set_config};

@@ -98,6 +98,33 @@ pub fn error_fields(body: &[u8]) -> Result<Vec<(u8, String)>, WireError> {
     }
 }
 
+/// An ErrorResponse taken apart: its SQLSTATE and message, and its other fields but the
+/// severity (`S`, `V`), in order: what a client is given of a server's error whose severity
+/// sluice says itself.
+#[derive(Debug, Default)]
+pub struct ErrorParts {
+    /// `C`.
+    pub code: Option<String>,
+    /// `M`.
+    pub message: Option<String>,
+    /// Detail, hint, where in the server's source...
+    pub rest: Vec<(u8, String)>,
+}
+
+/// An ErrorResponse's body taken apart (see [`ErrorParts`]).
+pub fn error_parts(body: &[u8]) -> Result<ErrorParts, WireError> {
+    let mut parts = ErrorParts::default();
+    for (kind, value) in error_fields(body)? {
+        match kind {
+            b'C' if parts.code.is_none() => parts.code = Some(value),
+            b'M' if parts.message.is_none() => parts.message = Some(value),
+            b'S' | b'V' => {}
+            _ => parts.rest.push((kind, value)),
+        }
+    }
+    Ok(parts)
+}
+
 /// What a writer's buffer starts with.
 const FIRST_CAPACITY: usize = 512;
 
@@ -199,18 +226,18 @@ impl Writer {
 
     /// ErrorResponse with these fields (`S`/`V` severity, `C` SQLSTATE, `M` message...).
     pub fn error_response(&mut self, fields: &[(u8, &str)]) {
-        self.fields(b'E', fields);
+        self.fields(b'E', fields.iter().copied());
     }
 
     /// NoticeResponse with these fields, as [`Writer::error_response`].
     pub fn notice_response(&mut self, fields: &[(u8, &str)]) {
-        self.fields(b'N', fields);
+        self.fields(b'N', fields.iter().copied());
     }
 
-    fn fields(&mut self, tag: u8, fields: &[(u8, &str)]) {
+    fn fields<'a>(&mut self, tag: u8, fields: impl Iterator<Item = (u8, &'a str)>) {
         self.begin(tag);
         for (kind, value) in fields {
-            self.buf.push(*kind);
+            self.buf.push(kind);
             self.cstr(value);
         }
         self.buf.push(0);
@@ -230,22 +257,14 @@ impl Writer {
         message: &str,
         more: &[(u8, String)],
     ) {
-        self.begin(b'E');
         let first = [
             (b'S', severity),
             (b'V', severity),
             (b'C', sqlstate),
             (b'M', message),
         ];
-        for (kind, value) in first
-            .into_iter()
-            .chain(more.iter().map(|(k, v)| (*k, v.as_str())))
-        {
-            self.buf.push(kind);
-            self.cstr(value);
-        }
-        self.buf.push(0);
-        self.end();
+        let more = more.iter().map(|(k, v)| (*k, v.as_str()));
+        self.fields(b'E', first.into_iter().chain(more));
     }
 
     /// The bytes written.

@@ -138,7 +138,8 @@ impl Walk {
 /// Whether a parameter `set_config` sets for the session may be read back from the server and
 /// moved as a `SET` (see [`Pins::SET_CONFIG_READ`]): PostgreSQL's own parameters, but not the
 /// role (replayed apart), nor what changes how the scanner reads the session's text
-/// (`client_encoding`, `standard_conforming_strings`). Not a custom one (`app.tenant`): moved,
+/// (`client_encoding`, `standard_conforming_strings`), nor `seed` (it pins) and the
+/// transaction's own (they end with it). Not a custom one (`app.tenant`): moved,
 /// it would stay known by name, empty, on the connections it was made on, where a direct
 /// connection's `current_setting(name, true)` is NULL (row-level security policies read it
 /// so); the session keeps its connection instead.
@@ -153,6 +154,8 @@ fn read_back(name: &[u8]) -> bool {
         ]
         .iter()
         .any(|n| name.eq_ignore_ascii_case(n))
+        && !name.eq_ignore_ascii_case(b"seed")
+        && !super::super::commands::transaction_parameter(name)
 }
 
 /// The parameters that the `set_config` calls of `sql` may set for the session and that may
