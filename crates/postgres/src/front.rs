@@ -46,6 +46,8 @@ pub struct PostgresFrontend {
     pub verifiers: crate::frontend::login::Verifiers,
     /// Database names and startup settings, shared by the sessions that have them alike.
     pub shared: Shared,
+    /// What logins were told, by kind: the next alike needs no server connection.
+    pub welcomes: crate::frontend::welcomes::Welcomes,
     /// The monitor of the PostgreSQL servers (`[monitor] enabled`).
     monitor: Option<Arc<Monitor>>,
     /// Its agent (a reload changes its credentials).
@@ -132,6 +134,7 @@ impl PostgresFrontend {
             statement_memory,
             verifiers: Default::default(),
             shared: Default::default(),
+            welcomes: Default::default(),
             monitor,
             monitor_agent,
         })

@@ -43,6 +43,9 @@ pub struct StmtDef {
     /// copy); `Ok(None)` for a simple query's text, which lives only while it runs; or why
     /// the budget refused it (the Parse then fails, and the statement is never held).
     pub charge: Result<Option<sluice_core::Charge>, sluice_core::OverBudget>,
+    /// The shape of the result the client was given when it first described the statement
+    /// ([`result_shape`]; 0: it never did, and holds no description to go wrong).
+    described: std::sync::atomic::AtomicU64,
 }
 
 /// A pool's part in its statements' epoch key: its user and database.
@@ -173,6 +176,7 @@ impl StmtDef {
             epoch_key: hash,
             info: crate::classify::classify(sql),
             charge: Ok(None),
+            described: Default::default(),
         }
     }
 
@@ -208,7 +212,24 @@ impl StmtDef {
             epoch_key: 0,
             info: crate::classify::classify(sql),
             charge: Ok(None),
+            described: Default::default(),
         }
+    }
+
+    /// The shape of the result its client was given ([`result_shape`]; 0: never described).
+    pub fn described(&self) -> u64 {
+        self.described.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The client was given a description of its result of this shape: the first one
+    /// stays (PostgreSQL keeps a prepared statement's result as its Parse found it).
+    pub fn note_described(&self, shape: u64) {
+        let _ = self.described.compare_exchange(
+            0,
+            shape,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// A copy of its text showed a changed result since the client parsed it (see
@@ -229,6 +250,28 @@ impl StmtDef {
         out.push(0);
         out.extend_from_slice(&self.types);
     }
+}
+
+/// The shape of a statement's result as a RowDescription (`tag` `T`) or NoData (`n`) body
+/// describes it: each column's name, type, length and type modifier, which PostgreSQL
+/// compares when it checks that a prepared statement's result did not change (not the
+/// table and column it comes from: a table dropped and created again alike changes
+/// nothing). Never 0.
+pub fn result_shape(tag: u8, body: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = seed().build_hasher();
+    h.write_u8(tag);
+    let mut rest = body.get(2..).unwrap_or_default();
+    h.write(body.get(..2).unwrap_or_default());
+    while let Some(n) = rest.iter().position(|&b| b == 0) {
+        // Name, then table (4), column (2), type (4), length (2), modifier (4), format (2).
+        let (name, after) = rest.split_at(n + 1);
+        let Some(fixed) = after.get(..18) else { break };
+        h.write(name);
+        h.write(&fixed[6..16]);
+        rest = &after[18..];
+    }
+    h.finish().max(1)
 }
 
 /// The error for a Parse whose text `[postgres] max_statement_memory` cannot hold now.
@@ -351,19 +394,10 @@ impl ServerStatements {
     /// under that key's name).
     pub fn ensure(&mut self, def: &Arc<StmtDef>) -> (u64, Ensure) {
         self.tick += 1;
-        // The copy analysed under the settings of the client's Parse, if the connection has
-        // it, whatever its settings now (as PostgreSQL keeps a statement's analysis, or
-        // makes it again itself when `search_path` changed).
-        let (own, key) = self.keys(def);
-        let tried: &[u64] = if own == key { &[own] } else { &[own, key] };
-        for &k in tried {
-            if let Some((held, used, stale)) = self.held.get_mut(&k) {
-                if !*stale && !held.outdated() && held.is(def) {
-                    *used = self.tick;
-                    return (k, Ensure::Held);
-                }
-            }
+        if let Some(k) = self.usable_key(def, Some(self.tick)) {
+            return (k, Ensure::Held);
         }
+        let key = self.key(def);
         // A stale one, or a different text under the same key (never seen in practice), is
         // replaced: the old one is closed first.
         let mut evict = self.held.remove(&key).map(|(d, ..)| (key, d));
@@ -379,6 +413,31 @@ impl ServerStatements {
         }
         self.held.insert(key, (Cached::of(def), self.tick, false));
         (key, Ensure::Prepare { evict })
+    }
+
+    /// Whether `def` is held here as [`ServerStatements::ensure`] would use it (nothing to
+    /// prepare).
+    pub fn holds(&mut self, def: &Arc<StmtDef>) -> bool {
+        self.usable_key(def, None).is_some()
+    }
+
+    /// The key of the copy of `def` fit to use here: the one analysed under the settings of
+    /// the client's Parse, if the connection has it, whatever its settings now (as
+    /// PostgreSQL keeps a statement's analysis, or makes it again itself when `search_path`
+    /// changed); else the one under its settings now. Marked used at `tick`, if given.
+    fn usable_key(&mut self, def: &Arc<StmtDef>, tick: Option<u64>) -> Option<u64> {
+        let (own, key) = self.keys(def);
+        let tried: &[u64] = if own == key { &[own] } else { &[own, key] };
+        tried.iter().copied().find(|k| match self.held.get_mut(k) {
+            Some((held, used, false)) if !held.outdated() => {
+                let usable = held.is(def);
+                if usable {
+                    *used = tick.unwrap_or(*used);
+                }
+                usable
+            }
+            _ => false,
+        })
     }
 
     /// Forgets a statement (by key) whose Parse failed.
@@ -559,5 +618,51 @@ mod tests {
         );
         assert_eq!(key_of_name(&name), Some(d.hash));
         assert_eq!(key_of_name(b"sluice_12"), None);
+    }
+
+    /// A RowDescription body: each column's name, table, column number, type, length,
+    /// modifier and format.
+    fn row_description(cols: &[(&str, u32, u16, u32, i16, i32)]) -> Vec<u8> {
+        let mut b = (cols.len() as u16).to_be_bytes().to_vec();
+        for (name, table, col, ty, len, modifier) in cols {
+            b.extend_from_slice(name.as_bytes());
+            b.push(0);
+            b.extend_from_slice(&table.to_be_bytes());
+            b.extend_from_slice(&col.to_be_bytes());
+            b.extend_from_slice(&ty.to_be_bytes());
+            b.extend_from_slice(&len.to_be_bytes());
+            b.extend_from_slice(&modifier.to_be_bytes());
+            b.extend_from_slice(&0u16.to_be_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn a_results_shape_is_its_columns_names_and_types_not_where_they_come_from() {
+        let shape =
+            |cols: &[(&str, u32, u16, u32, i16, i32)]| result_shape(b'T', &row_description(cols));
+        let a = shape(&[("id", 16384, 1, 23, 4, -1), ("a", 16384, 2, 23, 4, -1)]);
+        // The table dropped and made again alike: the same.
+        assert_eq!(
+            a,
+            shape(&[("id", 16390, 1, 23, 4, -1), ("a", 16390, 3, 23, 4, -1)])
+        );
+        for other in [
+            shape(&[("id", 16384, 1, 23, 4, -1), ("a", 16384, 2, 701, 8, -1)]),
+            shape(&[("id", 16384, 1, 23, 4, -1), ("b", 16384, 2, 23, 4, -1)]),
+            shape(&[("id", 16384, 1, 23, 4, -1)]),
+            shape(&[("id", 16384, 1, 1043, -1, 14), ("a", 16384, 2, 23, 4, -1)]),
+            shape(&[("id", 16384, 1, 1043, -1, 20), ("a", 16384, 2, 23, 4, -1)]),
+            result_shape(b'n', &[]),
+        ] {
+            assert_ne!(a, other);
+        }
+        assert_ne!(result_shape(b'n', &[]), 0);
+        // A description noted first stays.
+        let d = def("select 1");
+        assert_eq!(d.described(), 0);
+        d.note_described(a);
+        d.note_described(7);
+        assert_eq!(d.described(), a);
     }
 }

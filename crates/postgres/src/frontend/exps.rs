@@ -118,6 +118,14 @@ pub enum Shared {
     /// A Bind or Describe names this statement (by key: marked stale if the server refuses to
     /// run it as prepared).
     Uses(u64),
+    /// A client's Describe of its statement (by key, as [`Shared::Uses`]): the shape of the
+    /// result the client is given is noted on the statement (see
+    /// [`StmtDef::note_described`]).
+    Describes(u64, Arc<StmtDef>),
+    /// A client's Describe of a portal bound to one of its named statements: the shape of
+    /// the result noted as for [`Shared::Describes`] (drivers such as PgJDBC keep the
+    /// portal's description for the statement's later executions).
+    DescribesPortal(Arc<StmtDef>),
     /// sluice closes this statement (by key: to make room, or to prepare it afresh): held
     /// again if the server skips the Close, which leaves it there.
     Closes(u64, Box<Cached>),
@@ -135,7 +143,10 @@ impl Shared {
             match s {
                 Shared::Prepares(key) => statements.forget(key),
                 Shared::Closes(key, def) => statements.restore(key, *def),
-                Shared::Uses(_) | Shared::None => {}
+                Shared::Uses(_)
+                | Shared::Describes(..)
+                | Shared::DescribesPortal(_)
+                | Shared::None => {}
             }
         }
     }

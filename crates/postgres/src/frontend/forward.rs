@@ -67,7 +67,8 @@ impl Build<'_> {
     }
 }
 
-fn put(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
+/// Writes a message of type `tag` whose body is `parts`, one after the other.
+pub(super) fn put(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
     let len: usize = 4 + parts.iter().map(|p| p.len()).sum::<usize>();
     out.push(tag);
     out.extend_from_slice(&(len as u32).to_be_bytes());
@@ -88,6 +89,9 @@ pub struct Names<'a> {
     pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
     /// The session's transaction has failed: the server refuses every Parse (25P02).
     pub txn_failed: bool,
+    /// A Describe of one of the session's named statements went (see
+    /// [`Shared::Describes`]).
+    pub described: &'a mut bool,
     /// Executes of `COPY … FROM STDIN` forwarded whose CopyDone or CopyFail has not been
     /// (they may come in a later part of a long batch).
     pub copies_open: &'a mut u32,
@@ -436,7 +440,13 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
                 Err(e) => return refuse_with(f, e),
                 Ok(Some(on)) => {
                     put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
-                    e.shared = on.shared();
+                    e.shared = match on.key {
+                        Some(key) => {
+                            *n.described = true;
+                            Shared::Describes(key, on.def)
+                        }
+                        None => Shared::None,
+                    };
                 }
                 Ok(None) if stmt.is_empty() => return refuse(f, no_unnamed()),
                 Ok(None) if shared_name(stmt) => return refuse(f, no_statement(stmt)),
@@ -445,6 +455,19 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
             f.f.exps.push_back(e);
         }
         (Some(b'P'), Some(b"")) if n.portals.get(b"").is_none() => refuse(f, no_portal()),
+        (Some(b'P'), Some(portal)) => {
+            f.keep(whole);
+            let mut e = Exp::pass(Resp::DescribePortal);
+            // Bound to a named statement of the session (not the unnamed one).
+            let named = n.portals.get(portal).filter(|def| {
+                def.hash != 0 && !n.unnamed.as_ref().is_some_and(|u| Arc::ptr_eq(u, def))
+            });
+            if let Some(def) = named {
+                *n.described = true;
+                e.shared = Shared::DescribesPortal(def.clone());
+            }
+            f.f.exps.push_back(e);
+        }
         _ => {
             f.keep(whole);
             f.f.exps.push_back(Exp::pass(Resp::DescribePortal));

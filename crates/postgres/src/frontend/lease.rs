@@ -84,6 +84,8 @@ impl Session {
         };
         let lease = waited.map_err(|e| match e {
             sluice_core::AcquireError::Connect(c) if c.sqlstate.is_some() => {
+                // What logins were told may no longer hold (see `welcomes`).
+                self.fe.welcomes.forget();
                 Box::new(NoConnection {
                     code: String::from_utf8_lossy(&c.sqlstate.unwrap_or(*b"08006")).into_owned(),
                     message: c.message,

@@ -6,7 +6,9 @@
 //! [`unreadable`]; what `set_config` set, read back: [`mod@read_back`]), with what sluice
 //! sends ahead of them
 //! ([`ahead`]), what it answers in their place ([`refuse`]) and what a batch without its end
-//! owes ([`owed`]).
+//! owes ([`owed`]), the
+//! results of statements prepared again checked against what their clients were told
+//! ([`shapes`]), and what logins alike were told ([`welcomes`]).
 
 mod ahead;
 pub mod cancel;
@@ -26,10 +28,12 @@ mod route;
 mod ryw;
 mod sequences;
 pub mod session;
+mod shapes;
 mod startup;
 pub mod state;
 mod track;
 pub mod unit;
 mod unreadable;
+pub mod welcomes;
 
 pub use open::serve;

@@ -240,7 +240,9 @@ async fn relay_into(
                 out.pass(conn, len);
             }
             b'E' => {
-                if let super::unit::Shared::Uses(h) = head.shared {
+                if let super::unit::Shared::Uses(h) | super::unit::Shared::Describes(h, _) =
+                    head.shared
+                {
                     let body = &conn.buffered()[at + 5..at + len];
                     let fields = crate::wire::error_fields(body).unwrap_or_default();
                     let field = |c: u8| fields.iter().find(|(k, _)| *k == c).map(|f| &*f.1);
@@ -325,6 +327,18 @@ async fn relay_into(
                     Resp::Execute => matches!(tag, b'C' | b'I' | b's'),
                     Resp::Sync | Resp::Query => false,
                 };
+                if let (
+                    true,
+                    super::unit::Shared::Describes(_, def)
+                    | super::unit::Shared::DescribesPortal(def),
+                ) = (done, &head.shared)
+                {
+                    // What the client is told its statement gives (the first time).
+                    if def.described() == 0 {
+                        let body = &conn.buffered()[at + 5..at + len];
+                        def.note_described(crate::backend::statements::result_shape(tag, body));
+                    }
+                }
                 match tag {
                     b'D' => r.rows += 1,
                     b'C' => {

@@ -81,6 +81,9 @@ pub struct Session {
     /// The registry holds cancel requests for the session's statement (see
     /// [`sluice_runtime::SessionHandle::hold_cancels`]) until the unit checks for one.
     pub(super) cancels_held: bool,
+    /// The session described one of its named statements: before a unit, the ones the
+    /// connection must prepare again are checked (see [`super::shapes`]).
+    pub(super) described: bool,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
@@ -98,7 +101,9 @@ pub enum SessionError {
 
 impl Session {
     /// Finishes the login: a connection to the database proves it exists (or its error goes
-    /// to the client), its ParameterStatus values and the session's key go to the client.
+    /// to the client), its ParameterStatus values and the session's key go to the client;
+    /// a login like one that succeeded before is told what that one was, without a
+    /// connection (see [`super::welcomes`]).
     pub(super) async fn welcome(&mut self, key: SessionKey) -> Result<(), SessionError> {
         // Queued: the welcome leaves in one write with what the login queued.
         self.client.queue_messages(Writer::auth_ok);
@@ -107,6 +112,21 @@ impl Session {
             hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
             reason: sluice_core::router::Reason::Write,
         };
+        let kind = self
+            .settings
+            .startup_only()
+            .map(|startup| (self.fe.welcomes).key(&self.key, decision.hostgroup.as_ref(), startup));
+        if let Some(told) = kind.and_then(|k| self.fe.welcomes.get(k)) {
+            self.client.queue_messages(|w| {
+                for (k, v) in told.iter() {
+                    w.parameter_status(k, v);
+                }
+                w.backend_key_data(key.id, key.secret);
+                w.ready_for_query(ReadyStatus::Idle);
+            });
+            self.reported = told;
+            return self.client.send(&[]).await.map_err(client_err);
+        }
         if let Err(no) = self.attach(&decision).await {
             if !no.code.is_empty() {
                 let _ = self
@@ -122,6 +142,9 @@ impl Session {
             w.ready_for_query(ReadyStatus::Idle);
         });
         self.release();
+        if let Some(k) = kind {
+            self.fe.welcomes.put(k, self.reported.clone());
+        }
         self.client.send(&[]).await.map_err(client_err)
     }
 
@@ -364,6 +387,12 @@ impl Session {
                 Box::pin(self.hidden(&begin)).await?;
             }
         }
+        let server_synced = self.lease.as_ref().is_some_and(|l| !l.conn_ref().unsynced);
+        if self.described && server_synced && self.status != ReadyStatus::Failed && !self.skipping {
+            // Boxed: rare (see `shapes`).
+            let in_block = self.status == ReadyStatus::InTransaction && begin_ahead.is_none();
+            Box::pin(self.check_shapes(unit, in_block)).await?;
+        }
         let prior = self.status;
         tracing::trace!(sid = self.handle.id, msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
         let Some(mut lease) = self.lease.take() else {
@@ -382,6 +411,7 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
             txn_failed: self.status == ReadyStatus::Failed,
+            described: &mut self.described,
             copies_open: &mut self.copies_open,
         };
         let unit::Forwarded { out, mut exps, ran } =

@@ -63,6 +63,8 @@ pub struct Raw {
     pub out: BytesMut,
     /// The BackendKeyData the login gave (process id, secret).
     pub key: (u32, u32),
+    /// The ParameterStatus values the login gave, in order.
+    pub params: Vec<(String, String)>,
 }
 
 impl Raw {
@@ -98,6 +100,7 @@ impl Raw {
             rbuf: BytesMut::new(),
             out: BytesMut::new(),
             key: (0, 0),
+            params: Vec::new(),
         };
         frontend::startup_message(params.iter().copied(), &mut raw.out).unwrap();
         raw.try_flush().await?;
@@ -141,6 +144,12 @@ impl Raw {
                 b'K' if m.body.len() == 8 => {
                     let word = |i: usize| u32::from_be_bytes(m.body[i..i + 4].try_into().unwrap());
                     raw.key = (word(0), word(4));
+                }
+                b'S' => {
+                    let mut parts = m.body.split(|&b| b == 0).map(String::from_utf8_lossy);
+                    if let (Some(k), Some(v)) = (parts.next(), parts.next()) {
+                        raw.params.push((k.into_owned(), v.into_owned()));
+                    }
                 }
                 b'Z' => return Ok(raw),
                 _ => {}

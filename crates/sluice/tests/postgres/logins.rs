@@ -533,3 +533,79 @@ async fn a_newer_protocol_is_negotiated_down_as_postgresql_does() {
     // Both ask for SASL (SCRAM-SHA-256); the mechanisms offered are the same.
     assert_eq!(got[1], want[1]);
 }
+
+/// Once a login succeeded, the next one alike (user, database, startup settings) is answered
+/// without a server connection, as PgBouncer answers it: while the pool's only connection is
+/// held by an open transaction, a client still logs in (told what the first one was told)
+/// instead of waiting for `queue_timeout` and a FATAL; its statement waits for the connection
+/// as statements do. A login unlike any before (another startup setting) takes a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_like_an_earlier_one_needs_no_free_connection() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let mut first = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert!(first.params.iter().any(|(k, _)| k == "server_version"));
+    first.try_simple("BEGIN; SELECT 1").await.unwrap();
+    let mut second = tokio::time::timeout(
+        Duration::from_secs(20),
+        Raw::connect(env.port, "app", "app", "postgres"),
+    )
+    .await
+    .expect("a login like an earlier one waits for no connection");
+    assert_eq!(second.params, first.params);
+    let unlike = tokio::spawn(Raw::connect_with(
+        env.port,
+        "app",
+        &[
+            ("user", "app"),
+            ("database", "postgres"),
+            ("application_name", "unlike"),
+        ],
+    ));
+    let statement = tokio::spawn(async move {
+        let rows = second.try_simple("SELECT 2").await.map(|m| Raw::column(&m));
+        (rows, second)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Neither can go on while the block holds the connection.
+    assert!(!unlike.is_finished() && !statement.is_finished());
+    first.try_simple("COMMIT").await.unwrap();
+    let (rows, _) = statement.await.unwrap();
+    assert_eq!(rows.unwrap(), ["2"]);
+    let unlike = unlike.await.unwrap().unwrap();
+    let name = unlike.params.iter().find(|(k, _)| k == "application_name");
+    assert_eq!(name.map(|(_, v)| v.as_str()), Some("unlike"));
+}
+
+/// What a login alike was told stands only while the servers accept sluice's logins: once a
+/// database is dropped, the next login to it that is answered without a connection fails at
+/// its first statement with PostgreSQL's 3D000, and every login after that is refused
+/// with it as directly (FATAL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_to_a_dropped_database_is_refused_again() {
+    let env = start(0, "").await;
+    env.topo.primary().sql("CREATE DATABASE dropped").unwrap();
+    let mut c = Raw::connect(env.port, "app", "app", "dropped").await;
+    c.try_simple("SELECT 1").await.unwrap();
+    drop(c);
+    env.topo
+        .primary()
+        .sql("DROP DATABASE dropped WITH (FORCE)")
+        .unwrap();
+    let e = match Raw::try_connect(env.port, "app", "app", "dropped").await {
+        Ok(mut c) => c.try_simple("SELECT 1").await.map(|_| ()).unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(e.contains("3D000"), "{e}");
+    let e = Raw::try_connect(env.port, "app", "app", "dropped")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        e.contains("database \"dropped\" does not exist"),
+        "refused at the login: {e}"
+    );
+}

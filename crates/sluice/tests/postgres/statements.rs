@@ -438,3 +438,100 @@ async fn a_result_change_in_one_database_is_no_other_databases() {
         assert_eq!(run(&mut y, false).await, "2DCZ 2", "the other database's");
     }
 }
+
+/// A statement its client described is prepared afresh on a connection that never had it
+/// (the one it was parsed on is held by another client's transaction): after DDL that
+/// changed its result, the client gets PostgreSQL's 0A000 there too, not rows of the new
+/// type under the description it holds (of the statement, or of a portal bound to it, as
+/// PgJDBC keeps); after DDL that left its result alone, its rows;
+/// after DDL that leaves it unparsable, inside a transaction block, the error where its
+/// Bind is, after what the batch ran before it (and the block as PostgreSQL leaves it).
+/// Directly and through sluice (two connections) alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_described_statement_prepared_elsewhere_after_ddl_fails_as_directly() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 2\nqueue_timeout = \"30s\"\n",
+    )
+    .await;
+    async fn run(c: &mut Raw, name: &str) -> String {
+        c.extended(name, None, &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        match msgs.iter().find(|m| m.tag == b'E') {
+            Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
+            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
+        }
+    }
+    let mut seen = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let primary = env.topo.primary();
+        primary
+            .sql("DROP TABLE IF EXISTS sh; CREATE TABLE sh (id int, a int, b int); INSERT INTO sh VALUES (1, 7, 8)")
+            .unwrap();
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut got = Vec::new();
+        for (name, sql) in [
+            ("same", "SELECT a FROM sh WHERE id = 1"),
+            ("changed", "SELECT a FROM sh"),
+            ("gone", "SELECT b FROM sh"),
+        ] {
+            frontend::parse(name, sql, [], &mut a.out).unwrap();
+            frontend::describe(b'S', name, &mut a.out).unwrap();
+            frontend::sync(&mut a.out);
+            got.push(a.round(1).await.0);
+        }
+        // Described as a portal (at its first run, as PgJDBC does), not as a statement.
+        frontend::parse("bound", "SELECT id, a FROM sh", [], &mut a.out).unwrap();
+        a.extended("bound", None, &[]);
+        frontend::describe(b'P', "", &mut a.out).unwrap();
+        frontend::sync(&mut a.out);
+        got.push(a.round(1).await.0);
+        // The connection that holds them is another client's until it ends its block.
+        let mut h = Raw::connect(port, "app", "app", "postgres").await;
+        h.try_simple("BEGIN; SELECT 1").await.unwrap();
+        // No result changes.
+        primary.sql("ALTER TABLE sh ADD COLUMN c int").unwrap();
+        got.push(run(&mut a, "same").await);
+        // Its column's type changes.
+        primary
+            .sql("ALTER TABLE sh ALTER COLUMN a TYPE float8")
+            .unwrap();
+        got.push(run(&mut a, "changed").await);
+        got.push(run(&mut a, "changed").await);
+        got.push(run(&mut a, "bound").await);
+        // Gone, inside a block that ran something before it in the same batch.
+        primary.sql("ALTER TABLE sh DROP COLUMN b").unwrap();
+        a.try_simple("BEGIN; SELECT 1").await.unwrap();
+        a.extended("t", Some("SELECT 2"), &[]);
+        a.extended("gone", None, &[]);
+        frontend::sync(&mut a.out);
+        let (tags, msgs) = a.round(1).await;
+        let code = msgs
+            .iter()
+            .find(|m| m.tag == b'E')
+            .and_then(|e| e.sqlstate());
+        got.push(format!("{tags} {} {code:?}", Raw::column(&msgs).join(",")));
+        let after = a.try_simple("ROLLBACK").await.unwrap();
+        got.push(after.iter().map(|m| m.tag as char).collect());
+        h.try_simple("COMMIT").await.unwrap();
+        seen.push(got);
+    }
+    assert_eq!(
+        seen[0],
+        [
+            "1tTZ",
+            "1tTZ",
+            "1tTZ",
+            "12DCTZ",
+            "2DCZ 7",
+            "EZ 0A000",
+            "EZ 0A000",
+            "EZ 0A000",
+            "12DCEZ 2 Some(\"42703\")",
+            "C"
+        ],
+        "directly"
+    );
+    assert_eq!(seen[1], seen[0], "through sluice as directly");
+}
