@@ -76,7 +76,7 @@ pub struct Exp {
 }
 
 /// An error sluice gives in place of the server's: SQLSTATE, message, the fields after them.
-pub type Replacement = (&'static str, String, Vec<(u8, String)>);
+pub type Replacement = (std::borrow::Cow<'static, str>, String, Vec<(u8, String)>);
 
 impl Exp {
     /// The response to a client's message: the client sees it.
@@ -172,6 +172,11 @@ impl Exps {
     /// The oldest one not taken.
     pub fn front(&self) -> Option<&Exp> {
         self.items.get(self.head as usize)
+    }
+
+    /// The `i`-th of those left, to change.
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut Exp> {
+        self.items.get_mut(self.head as usize + i)
     }
 
     /// Takes the oldest one.

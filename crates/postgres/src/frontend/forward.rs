@@ -21,6 +21,8 @@ pub struct Forwarded {
     pub exps: Exps,
     /// The statements the unit executes (for the session's tracking).
     pub ran: smallvec::SmallVec<[Arc<StmtDef>; 2]>,
+    /// Statements to prepare and check before the unit goes (see [`super::shapes`]).
+    pub checks: Vec<super::shapes::Check>,
 }
 
 /// Forwarding in progress: the bytes for the server stay the unit's own until a message is
@@ -89,9 +91,10 @@ pub struct Names<'a> {
     pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
     /// The session's transaction has failed: the server refuses every Parse (25P02).
     pub txn_failed: bool,
-    /// A Describe of one of the session's named statements went (see
-    /// [`Shared::Describes`]).
-    pub described: &'a mut bool,
+    /// The server stands at a Sync, outside a failed transaction: a statement whose client
+    /// described it, which the connection must prepare, is prepared and checked first (see
+    /// [`super::shapes`]) instead of in the unit.
+    pub check_shapes: bool,
     /// Executes of `COPY … FROM STDIN` forwarded whose CopyDone or CopyFail has not been
     /// (they may come in a later part of a long batch).
     pub copies_open: &'a mut u32,
@@ -253,7 +256,7 @@ fn parse(
 /// The server is made to fail in place of a message sluice refuses, so that it skips the
 /// rest of the batch as PostgreSQL would, and the client gets `error` in its place.
 fn refuse(f: &mut Build<'_>, error: (&'static str, String)) {
-    refuse_with(f, (error.0, error.1, Vec::new()));
+    refuse_with(f, (error.0.into(), error.1, Vec::new()));
 }
 
 /// As [`refuse`], the error with fields after its message (where PostgreSQL raised it).
@@ -371,11 +374,22 @@ fn ensure(
     }
     let (key, ensure) = conn.statements.ensure(&def);
     if let Ensure::Prepare { evict } = ensure {
-        close_on_server(evict, f);
-        def.parse_message(key, f.out());
-        let mut e = Exp::swallow(Resp::Parse);
-        e.shared = Shared::Prepares(key);
-        f.f.exps.push_back(e);
+        if n.check_shapes && def.described() != 0 {
+            // Prepared and checked before the unit goes (the message naming it is the next
+            // expectation).
+            f.f.checks.push(super::shapes::Check {
+                key,
+                evict,
+                def: def.clone(),
+                exp: f.f.exps.len(),
+            });
+        } else {
+            close_on_server(evict, f);
+            def.parse_message(key, f.out());
+            let mut e = Exp::swallow(Resp::Parse);
+            e.shared = Shared::Prepares(key);
+            f.f.exps.push_back(e);
+        }
     }
     Ok(Some(OnServer {
         def,
@@ -386,9 +400,9 @@ fn ensure(
 /// PostgreSQL's error for a prepared statement whose result DDL changed since it was
 /// prepared (`RevalidateCachedQuery`, with where it raises it): it stays until the statement
 /// is prepared again.
-fn result_changed() -> Replacement {
+pub(super) fn result_changed() -> Replacement {
     (
-        "0A000",
+        "0A000".into(),
         "cached plan must not change result type".to_string(),
         crate::backend::epochs::result_changed_fields(),
     )
@@ -441,10 +455,7 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
                 Ok(Some(on)) => {
                     put(f.out(), b'D', &[b"S", &on.name(), b"\0"]);
                     e.shared = match on.key {
-                        Some(key) => {
-                            *n.described = true;
-                            Shared::Describes(key, on.def)
-                        }
+                        Some(key) => Shared::Describes(key, on.def),
                         None => Shared::None,
                     };
                 }
@@ -463,7 +474,6 @@ fn describe(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: 
                 def.hash != 0 && !n.unnamed.as_ref().is_some_and(|u| Arc::ptr_eq(u, def))
             });
             if let Some(def) = named {
-                *n.described = true;
                 e.shared = Shared::DescribesPortal(def.clone());
             }
             f.f.exps.push_back(e);

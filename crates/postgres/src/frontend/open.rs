@@ -178,7 +178,6 @@ async fn open(
         held_by_flush: false,
         pending_unpins: 0,
         skipping: false,
-        described: false,
         owed: Default::default(),
         owed_charge: None,
         copies_open: 0,

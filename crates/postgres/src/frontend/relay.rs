@@ -262,7 +262,7 @@ async fn relay_into(
                 match &head.replace_error {
                     Some(e) => {
                         let mut w = crate::wire::Writer::new();
-                        w.error_with("ERROR", e.0, &e.1, &e.2);
+                        w.error_with("ERROR", &e.0, &e.1, &e.2);
                         out.drop_message(conn, len);
                         out.push(conn, w.as_bytes());
                     }

@@ -88,8 +88,9 @@ impl Session {
         Ok(true)
     }
 
-    /// Answers a unit of named Parse messages and its Sync while the session holds no
-    /// connection (libpq's `PQprepare`): the statements are the session's at once and are
+    /// Answers a unit of named Parse and Close messages (or none) and its Sync while the
+    /// session holds no connection (libpq's `PQprepare`; a pipeline's closing Sync): the
+    /// statements are the session's at once and are
     /// prepared on whichever connection first binds or describes them. A client that
     /// prepares synchronously while its other connections hold the pool's connections in
     /// their transactions (pgbench with fewer threads than clients) never waits for a
@@ -104,23 +105,52 @@ impl Session {
         if self.deferred_begin.is_some()
             || self.status != ReadyStatus::Idle
             || unit.end != End::Sync
-            || n < 2
-            || unit.msgs[..n - 1].iter().any(|m| m.0 != b'P')
+            || unit.msgs[..n - 1]
+                .iter()
+                .any(|m| !matches!(m.0, b'P' | b'C'))
         {
             return Ok(false);
         }
+        // Parses of named statements (answered as they come), and Closes: of a statement
+        // (the session's name goes; the unnamed one is on no connection the session holds)
+        // or of a portal (none is open outside a transaction), answered CloseComplete as
+        // PostgreSQL answers them, also for a name that does not exist.
         let mut parsed = Vec::with_capacity(n - 1);
-        for (i, &(_, at, len)) in unit.msgs[..n - 1].iter().enumerate() {
-            let name = unit::cstr(&self.client.buf[at + 5..at + len]).map(|(name, _)| name);
+        for (i, &(tag, at, len)) in unit.msgs[..n - 1].iter().enumerate() {
+            let body = &self.client.buf[at + 5..at + len];
+            if tag == b'C' {
+                match (body.first(), body.get(1..).and_then(unit::cstr)) {
+                    (Some(b'S' | b'P'), Some((name, _))) => {
+                        parsed.push((Box::<[u8]>::from(name), None, body[0]))
+                    }
+                    _ => return Ok(false),
+                }
+                continue;
+            }
+            let name = unit::cstr(body).map(|(name, _)| name);
             match (name, unit::def_at(defs, i)) {
                 (Some(name), Some(def)) if !name.is_empty() => {
-                    parsed.push((Box::<[u8]>::from(name), def.clone()))
+                    parsed.push((Box::<[u8]>::from(name), Some(def.clone()), b'P'))
                 }
                 _ => return Ok(false),
             }
         }
         let mut w = Writer::new();
-        for (name, def) in parsed {
+        for (name, def, what) in parsed {
+            let Some(def) = def else {
+                match what {
+                    b'S' if name.is_empty() => self.unnamed = None,
+                    b'S' => {
+                        self.statements.remove(&name);
+                    }
+                    _ => {
+                        self.portals.remove(&name);
+                    }
+                }
+                w.begin(b'3');
+                w.end();
+                continue;
+            };
             if self.statements.contains_key(&name) {
                 let msg = format!(
                     "prepared statement \"{}\" already exists",

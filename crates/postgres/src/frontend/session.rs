@@ -81,9 +81,6 @@ pub struct Session {
     /// The registry holds cancel requests for the session's statement (see
     /// [`sluice_runtime::SessionHandle::hold_cancels`]) until the unit checks for one.
     pub(super) cancels_held: bool,
-    /// The session described one of its named statements: before a unit, the ones the
-    /// connection must prepare again are checked (see [`super::shapes`]).
-    pub(super) described: bool,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
 }
@@ -315,6 +312,11 @@ impl Session {
                 self.answer_alone(unit, &defs).await?
             }
             End::Sync if self.lease.is_none() => self.answer_parses(unit, &defs).await?,
+            // A Flush alone asks the server for nothing when the session holds none.
+            End::Flush if self.lease.is_none() && unit.msgs.len() == 1 => {
+                self.client.consume(unit.len);
+                true
+            }
             _ => false,
         };
         // Boxed, as the other rare paths below: the unit's future, allocated for every unit,
@@ -387,12 +389,6 @@ impl Session {
                 Box::pin(self.hidden(&begin)).await?;
             }
         }
-        let server_synced = self.lease.as_ref().is_some_and(|l| !l.conn_ref().unsynced);
-        if self.described && server_synced && self.status != ReadyStatus::Failed && !self.skipping {
-            // Boxed: rare (see `shapes`).
-            let in_block = self.status == ReadyStatus::InTransaction && begin_ahead.is_none();
-            Box::pin(self.check_shapes(unit, in_block)).await?;
-        }
         let prior = self.status;
         tracing::trace!(sid = self.handle.id, msgs = ?unit.msgs.iter().map(|m| m.0 as char).collect::<String>(), status = ?self.status, "unit");
         let Some(mut lease) = self.lease.take() else {
@@ -411,11 +407,28 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
             txn_failed: self.status == ReadyStatus::Failed,
-            described: &mut self.described,
+            check_shapes: !conn.unsynced && !self.skipping && self.status != ReadyStatus::Failed,
             copies_open: &mut self.copies_open,
         };
-        let unit::Forwarded { out, mut exps, ran } =
-            unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+        let unit::Forwarded {
+            out,
+            mut exps,
+            ran,
+            checks,
+        } = unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+        if !checks.is_empty() {
+            // Boxed: rare (see `shapes`).
+            let in_block = self.status == ReadyStatus::InTransaction && begin_ahead.is_none();
+            let own_pid = self.handle.id;
+            let checked =
+                super::shapes::check(conn, checks, &mut exps, in_block, &mut self.client, own_pid);
+            if let Err(e) = Box::pin(checked).await {
+                lease.discard();
+                let msg = format!("sluice: {e}");
+                let _ = self.client.fatal("08006", &msg).await;
+                return Err(SessionError::Refused(msg));
+            }
+        }
         let calls = unit.msgs.iter().any(|m| m.0 == b'F');
         self.sequences.forwarded(conn, &ran, calls);
         if unit.end == End::Partial {

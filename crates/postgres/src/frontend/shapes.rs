@@ -3,21 +3,24 @@
 //! whose result DDL changed since its Parse (0A000 `cached plan must not change result
 //! type`); a copy that sluice prepares afresh elsewhere would run, and give rows of the new
 //! shape to a driver that decodes them by the description it holds (pgx, asyncpg and PgJDBC
-//! keep it). So before such a unit, the statements it binds or describes that the
-//! connection lacks are prepared there in a round trip of their own, described, and compared
-//! with what the client was given: a change moves the statement's result epoch on, and
-//! `forward` then refuses it as PostgreSQL does.
+//! keep it). So `forward` leaves such a statement out of the unit ([`Check`]), and before
+//! the unit goes it is prepared there in a round trip of its own, described, and compared
+//! with what the client was given: a change moves the statement's result epoch on (every
+//! client that parsed it before is refused from then on), the copy is closed again, and the
+//! message that names it fails on the server, with PostgreSQL's 0A000 in the server's
+//! error's place; a statement that no longer parses fails there with the error its Parse
+//! got.
 //!
 //! The round trip ends with a Sync, so it is made only where the server stands at one
 //! (nothing of the client's batch is pending there); inside a transaction block it runs
 //! under a savepoint, so that a statement that no longer parses (a column dropped) fails
 //! where the client's message would, not ahead of what the unit runs before it.
 
+use super::client::Client;
+use super::exps::Replacement;
 use super::forward::put;
-use super::names::NameMap;
-use super::session::{Session, SessionError};
-use super::unit::{cstr, Shared, Unit};
-use crate::backend::statements::{result_shape, server_name, Ensure, StmtDef};
+use super::unit::{Exps, Shared};
+use crate::backend::statements::{result_shape, server_name, Cached, StmtDef};
 use crate::backend::PgConn;
 use std::sync::Arc;
 
@@ -26,107 +29,48 @@ const SAVEPOINT: &[u8] = b"SAVEPOINT sluice_shape";
 const RELEASE: &[u8] = b"RELEASE SAVEPOINT sluice_shape";
 const UNDO: &[u8] = b"ROLLBACK TO SAVEPOINT sluice_shape; RELEASE SAVEPOINT sluice_shape";
 
-impl Session {
-    /// Checks, before `unit` is forwarded on the leased connection, the result of each
-    /// statement it binds or describes that the client described and the connection does
-    /// not hold (see the module's note). `in_block`: the server is inside the session's
-    /// transaction block.
-    pub(super) async fn check_shapes(
-        &mut self,
-        unit: &Unit,
-        in_block: bool,
-    ) -> Result<(), SessionError> {
-        let Some(lease) = &mut self.lease else {
-            return Ok(());
-        };
-        let conn = lease.conn();
-        let due = unchecked(&self.client.buf[..unit.len], unit, &self.statements, conn);
-        if due.is_empty() {
-            return Ok(());
-        }
-        let own_pid = self.handle.id;
-        match check(conn, &due, in_block, &mut self.client, own_pid).await {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let msg = format!("sluice: {e}");
-                let _ = self.client.fatal("08006", &msg).await;
-                Err(SessionError::Refused(msg))
-            }
-        }
-    }
+/// A statement the connection must prepare for a unit, whose client described it: held in
+/// the connection's record under `key` already (and `evict` out of it), but prepared only
+/// by [`check`].
+#[derive(Debug)]
+pub struct Check {
+    /// Its key on the connection.
+    pub key: u64,
+    /// The statement to close first to make room.
+    pub evict: Option<(u64, Cached)>,
+    /// The client's statement.
+    pub def: Arc<StmtDef>,
+    /// The expectation of the unit's message that names it first.
+    pub exp: usize,
 }
 
-/// The statements `unit` names in a Bind or a Describe that its client described, whose
-/// result is not known to have changed, and that `conn` would have to prepare: each once.
-/// (Not those a Parse of the unit defines: the client parses them now.)
-fn unchecked(
-    buf: &[u8],
-    unit: &Unit,
-    statements: &NameMap<Arc<StmtDef>>,
+/// Prepares and describes `checks` on `conn` before their unit (under a savepoint in a
+/// transaction block, `in_block`), and compares each result with the one its client was
+/// given: where it changed, or the statement no longer parses, the statement is left off
+/// the connection and the unit's message naming it fails there, its error replaced
+/// (`exps`). The connection's error if it failed.
+pub async fn check(
     conn: &mut PgConn,
-) -> smallvec::SmallVec<[Arc<StmtDef>; 2]> {
-    let mut due: smallvec::SmallVec<[Arc<StmtDef>; 2]> = smallvec::SmallVec::new();
-    let mut parsed: smallvec::SmallVec<[&[u8]; 2]> = smallvec::SmallVec::new();
-    for &(tag, at, len) in &unit.msgs {
-        let body = &buf[at + 5..at + len];
-        let name = match tag {
-            b'P' => {
-                parsed.extend(cstr(body).map(|(name, _)| name));
-                continue;
-            }
-            b'B' => cstr(body).and_then(|(_, rest)| cstr(rest)).map(|(s, _)| s),
-            b'D' if body.first() == Some(&b'S') => cstr(&body[1..]).map(|(s, _)| s),
-            _ => None,
-        };
-        let Some(name) = name.filter(|n| !n.is_empty() && !parsed.contains(n)) else {
-            continue;
-        };
-        let Some(def) = statements.get(name) else {
-            continue;
-        };
-        if def.described() == 0
-            || def.result_changed()
-            || due.iter().any(|d| Arc::ptr_eq(d, def))
-            || conn.statements.holds(def)
-        {
-            continue;
-        }
-        due.push(def.clone());
-    }
-    due
-}
-
-/// Prepares and describes `due` on `conn` (under a savepoint in a transaction block) and
-/// compares each result with the one its client was given; the connection's error if it
-/// failed (a server's refusal is no error here: the client's own message meets it again,
-/// in its place).
-async fn check(
-    conn: &mut PgConn,
-    due: &[Arc<StmtDef>],
+    checks: Vec<Check>,
+    exps: &mut Exps,
     in_block: bool,
-    client: &mut super::client::Client,
+    client: &mut Client,
     own_pid: u32,
 ) -> std::io::Result<()> {
     let mut out = Vec::new();
     if in_block {
         super::session::put_query(&mut out, SAVEPOINT);
     }
-    // What each message does to the connection's record, in order, and the statement each
-    // description is for.
-    let mut done: std::collections::VecDeque<Shared> = Default::default();
-    let mut described: std::collections::VecDeque<(u64, &Arc<StmtDef>)> = Default::default();
-    for def in due {
-        let (key, Ensure::Prepare { evict }) = conn.statements.ensure(def) else {
-            continue;
-        };
-        if let Some((old, cached)) = evict {
-            put(&mut out, b'C', &[b"S", &server_name(old), b"\0"]);
-            done.push_back(Shared::Closes(old, Box::new(cached)));
+    // What each message does to the connection's record, in order.
+    let mut pending: std::collections::VecDeque<Shared> = Default::default();
+    for c in &checks {
+        if let Some((old, cached)) = &c.evict {
+            put(&mut out, b'C', &[b"S", &server_name(*old), b"\0"]);
+            pending.push_back(Shared::Closes(*old, Box::new(cached.clone())));
         }
-        def.parse_message(key, &mut out);
-        done.push_back(Shared::Prepares(key));
-        put(&mut out, b'D', &[b"S", &server_name(key), b"\0"]);
-        described.push_back((key, def));
+        c.def.parse_message(c.key, &mut out);
+        pending.push_back(Shared::Prepares(c.key));
+        put(&mut out, b'D', &[b"S", &server_name(c.key), b"\0"]);
     }
     put(&mut out, b'S', &[]);
     if in_block {
@@ -134,26 +78,37 @@ async fn check(
     }
     conn.send(&out).await?;
     let mut owed = 1 + 2 * usize::from(in_block);
-    let mut failed = false;
+    // The checks described so far, and the first error.
+    let mut described = 0;
+    let mut changed = Vec::new();
+    let mut failed: Option<Replacement> = None;
     while owed > 0 {
         let (tag, body) = conn.next_owned().await?;
         match tag {
             b'1' | b'3' => {
-                done.pop_front();
+                pending.pop_front();
             }
             b'T' | b'n' => {
-                if let Some((key, def)) = described.pop_front() {
-                    if result_shape(tag, &body) != def.described() {
-                        // As the server reports it where a copy it had prepared before
-                        // the change is used: every client that parsed it before is refused.
-                        conn.statements.result_changed(key, None);
+                if let Some(c) = checks.get(described) {
+                    if result_shape(tag, &body) != c.def.described() {
+                        // As where a copy prepared before the change is used: every
+                        // client that parsed the statement before is refused.
+                        conn.statements.result_changed(c.key, None);
+                        changed.push(c.key);
+                        refuse(exps, c, super::forward::result_changed());
                     }
                 }
+                described += 1;
             }
-            b'E' if !failed => {
-                failed = true;
+            b'E' if failed.is_none() && owed == 1 + usize::from(in_block) => {
+                let parts = crate::wire::error_parts(&body).unwrap_or_default();
+                let code = parts.code.unwrap_or_else(|| "XX000".into());
+                failed = Some((code.into(), parts.message.unwrap_or_default(), parts.rest));
                 // The server skipped the rest: not prepared, not closed.
-                Shared::undo_skipped(std::mem::take(&mut done).into_iter(), &mut conn.statements);
+                Shared::undo_skipped(
+                    std::mem::take(&mut pending).into_iter(),
+                    &mut conn.statements,
+                );
             }
             b'S' => conn.note_parameter(&body),
             b'A' => {
@@ -166,24 +121,53 @@ async fn check(
             _ => {}
         }
     }
-    if failed && in_block {
-        // The block as it was before the savepoint.
-        let mut undo = Vec::new();
-        super::session::put_query(&mut undo, UNDO);
-        conn.send(&undo).await?;
-        loop {
-            let (tag, body) = conn.next_owned().await?;
-            match tag {
-                b'S' => conn.note_parameter(&body),
-                b'Z' if body.first() == Some(&b'T') => break,
-                b'Z' => {
-                    return Err(std::io::Error::other(
-                        "the savepoint could not be rolled back",
-                    ))
-                }
-                _ => {}
-            }
+    if let Some(error) = failed {
+        // The statement whose Parse failed, and those after it (never prepared: the unit
+        // fails at that one first).
+        if let Some(c) = checks.get(described) {
+            refuse(exps, c, error);
+        }
+        if in_block {
+            // The block as it was before the savepoint.
+            let mut undo = Vec::new();
+            super::session::put_query(&mut undo, UNDO);
+            hidden(conn, &undo, b'T').await?;
         }
     }
+    if !changed.is_empty() {
+        // Off the connection: the unit's message naming it fails there.
+        let mut close = Vec::new();
+        for key in &changed {
+            put(&mut close, b'C', &[b"S", &server_name(*key), b"\0"]);
+            conn.statements.forget(*key);
+        }
+        put(&mut close, b'S', &[]);
+        hidden(conn, &close, 0).await?;
+    }
     Ok(())
+}
+
+/// The unit's message that names `c` gets `error` in place of the server's.
+fn refuse(exps: &mut Exps, c: &Check, error: Replacement) {
+    if let Some(e) = exps.get_mut(c.exp) {
+        e.replace_error = Some(Box::new(error));
+    }
+}
+
+/// Sends `msg` and reads up to its ReadyForQuery, which must give `status` (0: any).
+async fn hidden(conn: &mut PgConn, msg: &[u8], status: u8) -> std::io::Result<()> {
+    conn.send(msg).await?;
+    loop {
+        let (tag, body) = conn.next_owned().await?;
+        match tag {
+            b'S' => conn.note_parameter(&body),
+            b'Z' if status == 0 || body.first() == Some(&status) => return Ok(()),
+            b'Z' => {
+                return Err(std::io::Error::other(
+                    "the savepoint could not be rolled back",
+                ))
+            }
+            _ => {}
+        }
+    }
 }

@@ -535,3 +535,56 @@ async fn a_described_statement_prepared_elsewhere_after_ddl_fails_as_directly() 
     );
     assert_eq!(seen[1], seen[0], "through sluice as directly");
 }
+
+/// A batch of messages that ask the server for nothing the session's connection would
+/// hold (a Sync alone, a Flush alone, Closes of statements and portals) is answered at once
+/// while the session holds no connection, as PostgreSQL answers it, however busy the pool:
+/// it waited for a connection (and got 08006 after `queue_timeout`; a psycopg pipeline's
+/// closing Sync broke the connection for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_that_need_no_connection_are_answered_while_the_pool_is_busy() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let mut holder = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::parse("s", "SELECT 1", [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "1Z");
+    holder.try_simple("BEGIN; SELECT 1").await.unwrap();
+    let answers = async {
+        frontend::sync(&mut c.out);
+        let bare = c.round(1).await.0;
+        frontend::close(b'S', "s", &mut c.out).unwrap();
+        frontend::close(b'S', "never", &mut c.out).unwrap();
+        frontend::close(b'P', "p", &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        let closes = c.round(1).await.0;
+        // A Flush alone answers nothing; the query after it waits for the connection.
+        frontend::flush(&mut c.out);
+        c.flush().await;
+        (bare, closes)
+    };
+    let (bare, closes) = tokio::time::timeout(std::time::Duration::from_secs(20), answers)
+        .await
+        .expect("answered without a connection");
+    assert_eq!((bare.as_str(), closes.as_str()), ("Z", "333Z"));
+    let query = tokio::spawn(async move {
+        let rows = c.try_simple("SELECT 2").await.map(|m| Raw::column(&m));
+        (rows, c)
+    });
+    holder.try_simple("COMMIT").await.unwrap();
+    let (rows, mut c) = query.await.unwrap();
+    assert_eq!(rows.unwrap(), ["2"]);
+    // The statement closed is gone, as directly.
+    c.extended("s", None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    let code = msgs
+        .iter()
+        .find(|m| m.tag == b'E')
+        .and_then(|e| e.sqlstate());
+    assert_eq!((tags.as_str(), code.as_deref()), ("EZ", Some("26000")));
+}
