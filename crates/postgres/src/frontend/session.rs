@@ -109,11 +109,10 @@ impl Session {
             hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
             reason: sluice_core::router::Reason::Write,
         };
-        let kind = self
-            .settings
-            .startup_only()
-            .map(|startup| (self.fe.welcomes).key(&self.key, decision.hostgroup.as_ref(), startup));
-        if let Some(told) = kind.and_then(|k| self.fe.welcomes.get(k)) {
+        let startup = self.settings.startup_only();
+        let welcomes = &self.fe.welcomes;
+        let kind = startup.map(|s| welcomes.key(&self.key, decision.hostgroup.as_ref(), s));
+        if let Some(told) = kind.zip(startup).and_then(|(k, s)| welcomes.told(k, s)) {
             self.client.queue_messages(|w| {
                 for (k, v) in told.iter() {
                     w.parameter_status(k, v);

@@ -97,6 +97,16 @@ pub(super) fn set_config(name: &str, value: &str) -> String {
     sql
 }
 
+/// The value a statement of [`set_config`] sets `name` to (`None`: not such a statement).
+pub(super) fn set_config_value(stmt: &str, name: &str) -> Option<String> {
+    let mut head = String::from("SELECT pg_catalog.set_config(");
+    push_literal(&mut head, name);
+    head.push_str(", ");
+    let literal = stmt.strip_prefix(&head)?.strip_suffix(", false)")?;
+    let inner = literal.strip_prefix('\'')?.strip_suffix('\'')?;
+    Some(inner.replace("''", "'"))
+}
+
 /// Appends `s` as a string literal (see [`quote_literal`]).
 fn push_literal(out: &mut String, s: &str) {
     out.push('\'');

@@ -14,6 +14,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
+const APPLICATION_NAME: &str = "application_name";
+
+/// The value a startup `application_name` is set to (see [`super::startup::set_config`]),
+/// when it is printable ASCII: PostgreSQL reports such a name as it was given (others it
+/// cleans, each version its own way).
+fn plain_name(stmt: &str) -> Option<String> {
+    let value = super::startup::set_config_value(stmt, APPLICATION_NAME)?;
+    value
+        .bytes()
+        .all(|b| (32..=126).contains(&b))
+        .then_some(value)
+}
+
 /// Kinds of login remembered at most (beyond them, all are forgotten and learnt again).
 const MAX_WELCOMES: usize = 1024;
 
@@ -26,18 +39,45 @@ pub struct Welcomes {
 
 impl Welcomes {
     /// The kind of a login: its pool (user and database), the hostgroup its listener serves
-    /// logins from, and the settings its startup packet asked for.
+    /// logins from, and the settings its startup packet asked for — but for an
+    /// `application_name` of printable ASCII, which the server reports as it was given
+    /// (such logins are one kind, each told its own name: see [`Welcomes::told`]).
     pub fn key(
         &self,
         pool: &sluice_core::PoolKey,
         hostgroup: &str,
         startup: &StartupSettings,
     ) -> u64 {
-        self.hasher.hash_one((pool, hostgroup, startup))
+        let own = startup
+            .iter()
+            .filter(|(name, stmt)| !(&**name == APPLICATION_NAME && plain_name(stmt).is_some()));
+        let named = startup.iter().any(|(name, _)| &**name == APPLICATION_NAME);
+        self.hasher
+            .hash_one((pool, hostgroup, own.collect::<Vec<_>>(), named))
+    }
+
+    /// What a login of kind `key` whose startup settings are `startup` is told, if one
+    /// like it succeeded: what that one was told, with its own `application_name`.
+    pub fn told(
+        &self,
+        key: u64,
+        startup: &StartupSettings,
+    ) -> Option<Arc<BTreeMap<String, String>>> {
+        let mut told = self.get(key)?;
+        let name = startup
+            .iter()
+            .find(|(name, _)| &**name == APPLICATION_NAME)
+            .and_then(|(_, stmt)| plain_name(stmt));
+        if let Some(name) = name {
+            if told.get(APPLICATION_NAME).map(String::as_str) != Some(name.as_str()) {
+                Arc::make_mut(&mut told).insert(APPLICATION_NAME.to_string(), name);
+            }
+        }
+        Some(told)
     }
 
     /// What the last login of this kind was told, if one succeeded.
-    pub fn get(&self, key: u64) -> Option<Arc<BTreeMap<String, String>>> {
+    fn get(&self, key: u64) -> Option<Arc<BTreeMap<String, String>>> {
         self.told.lock().ok()?.get(&key).cloned()
     }
 
@@ -96,5 +136,42 @@ mod tests {
         }
         w.forget();
         assert!(w.get(k).is_none());
+    }
+
+    #[test]
+    fn logins_that_differ_only_by_a_plain_application_name_are_one_kind_each_told_its_own() {
+        let w = Welcomes::default();
+        let pool = sluice_core::PoolKey {
+            user: "app".into(),
+            database: Some("db".into()),
+            variant: 0,
+        };
+        let named = |name: &str| -> Box<StartupSettings> {
+            vec![(
+                APPLICATION_NAME.into(),
+                super::super::startup::set_config(APPLICATION_NAME, name).into(),
+            )]
+            .into()
+        };
+        let (a, b) = (named("worker 1"), named("it's 2"));
+        assert_eq!(plain_name(&b[0].1).as_deref(), Some("it's 2"));
+        let k = w.key(&pool, "writer", &a);
+        assert_eq!(k, w.key(&pool, "writer", &b));
+        // Without a name, or with one the server would clean: kinds of their own.
+        assert_ne!(k, w.key(&pool, "writer", &[]));
+        assert_ne!(k, w.key(&pool, "writer", &named("caf\u{e9}")));
+        assert_ne!(
+            w.key(&pool, "writer", &named("caf\u{e9}")),
+            w.key(&pool, "writer", &named("na\u{ef}ve"))
+        );
+        let told = BTreeMap::from([
+            (APPLICATION_NAME.to_string(), "worker 1".to_string()),
+            ("TimeZone".to_string(), "UTC".to_string()),
+        ]);
+        w.put(k, Arc::new(told));
+        let second = w.told(k, &b).unwrap();
+        assert_eq!(second[APPLICATION_NAME], "it's 2");
+        assert_eq!(second["TimeZone"], "UTC");
+        assert_eq!(w.told(k, &a).unwrap()[APPLICATION_NAME], "worker 1");
     }
 }

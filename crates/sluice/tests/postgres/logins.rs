@@ -534,11 +534,12 @@ async fn a_newer_protocol_is_negotiated_down_as_postgresql_does() {
     assert_eq!(got[1], want[1]);
 }
 
-/// Once a login succeeded, the next one alike (user, database, startup settings) is answered
-/// without a server connection, as PgBouncer answers it: while the pool's only connection is
-/// held by an open transaction, a client still logs in (told what the first one was told)
-/// instead of waiting for `queue_timeout` and a FATAL; its statement waits for the connection
-/// as statements do. A login unlike any before (another startup setting) takes a connection.
+/// Once a login succeeded, the next one alike (user, database, startup settings but a plain
+/// `application_name`) is answered without a server connection, as PgBouncer answers it:
+/// while the pool's only connection is held by an open transaction, a client still logs in
+/// (told what the first one was told, with its own name) instead of waiting for
+/// `queue_timeout` and a FATAL; its statement waits for the connection as statements do. A
+/// login unlike any before (another startup setting) takes a connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_login_like_an_earlier_one_needs_no_free_connection() {
     let env = start(
@@ -546,27 +547,56 @@ async fn a_login_like_an_earlier_one_needs_no_free_connection() {
         "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
     )
     .await;
-    let mut first = Raw::connect(env.port, "app", "app", "postgres").await;
+    let port = env.port;
+    let login = move |extra: (&'static str, &'static str)| async move {
+        Raw::connect_with(
+            port,
+            "app",
+            &[("user", "app"), ("database", "postgres"), extra],
+        )
+        .await
+    };
+    let mut first = login(("application_name", "first")).await.unwrap();
     assert!(first.params.iter().any(|(k, _)| k == "server_version"));
     first.try_simple("BEGIN; SELECT 1").await.unwrap();
     let mut second = tokio::time::timeout(
         Duration::from_secs(20),
-        Raw::connect(env.port, "app", "app", "postgres"),
+        login(("application_name", "second's")),
     )
     .await
-    .expect("a login like an earlier one waits for no connection");
-    assert_eq!(second.params, first.params);
+    .expect("a login like an earlier one waits for no connection")
+    .unwrap();
+    let own_name = |params: &[(String, String)]| -> Vec<(String, String)> {
+        params
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "application_name" => (k.clone(), format!("<{v}>")),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect()
+    };
+    let expected: Vec<_> = own_name(&first.params)
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "application_name" => (k, "<second's>".to_string()),
+            _ => (k, v),
+        })
+        .collect();
+    assert_eq!(own_name(&second.params), expected);
     let unlike = tokio::spawn(Raw::connect_with(
         env.port,
         "app",
         &[
             ("user", "app"),
             ("database", "postgres"),
-            ("application_name", "unlike"),
+            ("TimeZone", "Asia/Tokyo"),
         ],
     ));
     let statement = tokio::spawn(async move {
-        let rows = second.try_simple("SELECT 2").await.map(|m| Raw::column(&m));
+        let rows = second
+            .try_simple("SELECT current_setting('application_name')")
+            .await
+            .map(|m| Raw::column(&m));
         (rows, second)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -574,10 +604,10 @@ async fn a_login_like_an_earlier_one_needs_no_free_connection() {
     assert!(!unlike.is_finished() && !statement.is_finished());
     first.try_simple("COMMIT").await.unwrap();
     let (rows, _) = statement.await.unwrap();
-    assert_eq!(rows.unwrap(), ["2"]);
+    assert_eq!(rows.unwrap(), ["second's"]);
     let unlike = unlike.await.unwrap().unwrap();
-    let name = unlike.params.iter().find(|(k, _)| k == "application_name");
-    assert_eq!(name.map(|(_, v)| v.as_str()), Some("unlike"));
+    let zone = unlike.params.iter().find(|(k, _)| k == "TimeZone");
+    assert_eq!(zone.map(|(_, v)| v.as_str()), Some("Asia/Tokyo"));
 }
 
 /// What a login alike was told stands only while the servers accept sluice's logins: once a
