@@ -103,6 +103,7 @@ impl PostgresFrontend {
             users: rt.users.clone(),
             statements_per_connection: STATEMENTS_PER_CONNECTION,
             client_keys: Default::default(),
+            read_timeout: sluice_core::ReadTimeout::new(config.pool.read_timeout.get()),
         });
         let read_only_functions = config
             .postgres
@@ -197,6 +198,13 @@ impl Frontend for PostgresFrontend {
 
     fn apply_reload(&self, old: &Config, new: &Config) -> Vec<String> {
         let mut changes = Vec::new();
+        if old.pool.read_timeout != new.pool.read_timeout {
+            self.connector.read_timeout.set(new.pool.read_timeout.get());
+            changes.push(format!(
+                "[pool] read_timeout {} (PostgreSQL)",
+                new.pool.read_timeout
+            ));
+        }
         let statements = new.postgres.max_statement_memory;
         if old.postgres.max_statement_memory != statements {
             self.statement_memory.set_configured(statements);

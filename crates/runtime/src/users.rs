@@ -33,6 +33,39 @@ impl std::fmt::Debug for User {
     }
 }
 
+impl User {
+    /// Counts a client connection of this user, unless it is at its `max_connections` (then
+    /// nothing is counted, and false).
+    pub fn add_connection(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let n = self.connections.fetch_add(1, Relaxed) + 1;
+        if self.max_connections > 0 && n > self.max_connections {
+            self.connections.fetch_sub(1, Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// A client connection counted against its user's `max_connections`, given back when
+/// dropped.
+pub struct UserConnection(Arc<User>);
+
+impl UserConnection {
+    /// Counts one for `user` (see [`User::add_connection`]).
+    pub fn new(user: &Arc<User>) -> Option<UserConnection> {
+        user.add_connection().then(|| UserConnection(user.clone()))
+    }
+}
+
+impl Drop for UserConnection {
+    fn drop(&mut self) {
+        self.0
+            .connections
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// All users, by name.
 #[derive(Debug, Default)]
 pub struct Users {

@@ -7,11 +7,11 @@
 use super::greeting::preview;
 use super::state::BackendState;
 use super::stmt_cache::StmtCache;
-use super::timeout::{expiry, timed_out, ReadTimeout};
 use crate::wire::consts::{cap, com};
 use crate::wire::ok::parse_err;
 use crate::wire::packet::{frame, read_packet, Packet, ReadError};
 use bytes::BytesMut;
+use sluice_core::{expiry, timed_out, ReadTimeout};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

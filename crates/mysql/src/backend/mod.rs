@@ -8,11 +8,10 @@ mod login;
 mod open;
 pub mod state;
 pub mod stmt_cache;
-pub mod timeout;
 
 pub use conn::{
     BackendConn, BackendError, OkInfo, Rows, BACKEND_CAPS, BACKEND_COLLATION, TRACKING_SETUP,
 };
 pub use connector::MysqlConnector;
+pub use sluice_core::ReadTimeout;
 pub use sluice_runtime::tls::BackendTls;
-pub use timeout::ReadTimeout;

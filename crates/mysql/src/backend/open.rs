@@ -5,10 +5,10 @@ use super::conn::*;
 use super::login::auth_response;
 use super::state::BackendState;
 use super::stmt_cache::StmtCache;
-use super::timeout::ReadTimeout;
 use crate::wire::consts::{cap, com, NATIVE_PASSWORD};
 use bytes::BytesMut;
 use sluice_core::ConnectError;
+use sluice_core::ReadTimeout;
 use std::time::Instant;
 use tokio::net::TcpStream;
 

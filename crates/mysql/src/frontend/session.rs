@@ -221,9 +221,7 @@ async fn open(
 
 /// Counts a connection of `user`; over its `max_connections`, takes it back and says why.
 pub(crate) fn user_connection_added(user: &User) -> Result<(), String> {
-    let n = user.connections.fetch_add(1, Relaxed) + 1;
-    if user.max_connections > 0 && n > user.max_connections {
-        user.connections.fetch_sub(1, Relaxed);
+    if !user.add_connection() {
         return Err(format!(
             "User '{}' has exceeded the 'max_user_connections' resource (current value: {})",
             user.name, user.max_connections

@@ -58,6 +58,17 @@ pub struct PgConn {
     pub gate: Arc<sluice_core::CancelGate>,
     /// The monitor declaring the server failed (a failover): reads give up.
     pub(crate) failed: Option<sluice_core::FailedWatch>,
+    /// `[pool] read_timeout` and the timer of the waits it bounds.
+    pub(crate) timer: ReadTimer,
+}
+
+/// How long a read waits for a server that sends nothing while an answer is expected (and a
+/// write for it to take bytes): `[pool] read_timeout`, and the timer of those waits (made at
+/// the first that does not complete at once).
+#[derive(Default)]
+pub(crate) struct ReadTimer {
+    pub(crate) limit: sluice_core::ReadTimeout,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl PgConn {
@@ -77,6 +88,7 @@ impl PgConn {
             read_back: Vec::new(),
             gate: sluice_core::CancelGate::new(0),
             failed: None,
+            timer: Default::default(),
         }
     }
 
@@ -157,7 +169,8 @@ impl PgConn {
     /// Sends `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.unsynced = true;
-        let r = self.stream.write_all(bytes).await;
+        let write = std::pin::pin!(self.stream.write_all(bytes));
+        let r = within(&mut self.timer, write).await;
         if r.is_err() {
             self.broken = true;
         }
@@ -169,19 +182,27 @@ impl PgConn {
         self.failed.as_ref().is_some_and(|f| f.has_failed())
     }
 
-    /// Reads more bytes into the buffer; an error when the server closed the connection, or
-    /// when the monitor declares it failed (a hung server answers nothing, and a failover
-    /// replaces it).
+    /// Reads more bytes into the buffer; an error when the server closed the connection,
+    /// sent nothing for `[pool] read_timeout`, or when the monitor declares it failed (a hung
+    /// server answers nothing, and a failover replaces it).
     pub async fn fill(&mut self) -> io::Result<()> {
         self.room_to_read();
-        let read =
-            sluice_core::unless_failed(self.failed.as_mut(), self.stream.read_buf(&mut self.rbuf))
-                .await
-                .unwrap_or_else(|| {
-                    Err(io::Error::other(
-                        "the server stopped answering and was declared failed",
-                    ))
-                });
+        let PgConn {
+            stream,
+            rbuf,
+            failed,
+            timer,
+            ..
+        } = self;
+        let read = std::pin::pin!(stream.read_buf(rbuf));
+        let read = within(timer, read);
+        let read = sluice_core::unless_failed(failed.as_mut(), read)
+            .await
+            .unwrap_or_else(|| {
+                Err(io::Error::other(
+                    "the server stopped answering and was declared failed",
+                ))
+            });
         match read {
             Ok(0) => {
                 self.broken = true;
@@ -310,6 +331,38 @@ pub fn parameter_status(body: &[u8]) -> Option<(&str, &str)> {
     let name = std::str::from_utf8(parts.next()?).ok()?;
     let value = std::str::from_utf8(parts.next()?).ok()?;
     Some((name, value))
+}
+
+/// `io` unless it waits longer than `[pool] read_timeout` on the connection's `timer`,
+/// armed only when `io` does not complete at once (a statement's reads and writes stay
+/// small: a timer of their own would take about a hundred bytes in each of their futures).
+fn within<'a, T, F: std::future::Future<Output = io::Result<T>>>(
+    timer: &'a mut ReadTimer,
+    mut io: std::pin::Pin<&'a mut F>,
+) -> impl std::future::Future<Output = io::Result<T>> + 'a {
+    use std::future::Future;
+    use std::task::Poll;
+    let mut armed = false;
+    std::future::poll_fn(move |cx| {
+        if let Poll::Ready(r) = io.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        let limit = timer.limit.get();
+        let Some(d) = limit else {
+            return Poll::Pending;
+        };
+        let t = timer
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(d)));
+        if !armed {
+            t.as_mut().reset(tokio::time::Instant::now() + d);
+            armed = true;
+        }
+        match t.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(sluice_core::timed_out(limit))),
+            Poll::Pending => Poll::Pending,
+        }
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ pub struct PgConnector {
     /// For users configured with a SCRAM secret only: the client key a client's SCRAM proof
     /// revealed, with the secret it was checked against (SCRAM pass-through).
     pub client_keys: std::sync::Mutex<std::collections::HashMap<String, (String, [u8; 32])>>,
+    /// `[pool] read_timeout`, shared with every connection (a reload changes it for open
+    /// ones too).
+    pub read_timeout: sluice_core::ReadTimeout,
 }
 
 /// What sluice answers a server's password request with, from how the user is configured.
@@ -108,6 +111,7 @@ impl Connector<Box<PgConn>> for PgConnector {
             // From now on: a login to a server that hangs gives up when it is declared failed.
             conn.failed = Some(server.failed_watch());
             login(&mut conn, &key.user, database, credential).await?;
+            conn.timer.limit = self.read_timeout.clone();
             conn.gate = sluice_core::CancelGate::new(conn.backend_key.1);
             Ok(Box::new(conn))
         })

@@ -46,6 +46,20 @@ pub struct Client {
     pub fatal_sent: bool,
 }
 
+/// Where the first message of `buf` that is not all there ends (its header read), if one.
+fn incomplete_end(buf: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while let Some(len) = buf.get(at + 1..at + 5) {
+        let len = u32::from_be_bytes(len.try_into().ok()?) as usize;
+        let end = at + 1 + len;
+        if end > buf.len() {
+            return Some(end);
+        }
+        at = end;
+    }
+    None
+}
+
 impl Client {
     /// Reads more from the client; an error when it is gone.
     pub async fn fill(&mut self) -> io::Result<()> {
@@ -55,9 +69,23 @@ impl Client {
             self.charge.release();
         }
         // Small to start with (a login reads a few hundred bytes), doubling for a client that
-        // sends more.
+        // sends more; past what is read ahead uncharged, room for exactly the message that is
+        // arriving (doubled, a message of 33 MiB would take and be charged 64).
         if self.buf.capacity() - self.buf.len() < 1024 {
-            self.buf.reserve(self.buf.capacity().max(4096));
+            let doubled = self.buf.capacity() + self.buf.capacity().max(4096);
+            // (A message over the limit is refused once its header is parsed.)
+            let exact =
+                incomplete_end(&self.buf).filter(|&end| end <= MAX_CLIENT_MESSAGE + UNCHARGED);
+            match exact {
+                Some(end) if doubled > UNCHARGED && end > self.buf.capacity() => {
+                    // Charged before it is taken.
+                    self.charge_bytes(end + 1024)?;
+                    let mut room = BytesMut::with_capacity(end + 1024);
+                    room.extend_from_slice(&self.buf);
+                    self.buf = room;
+                }
+                _ => self.buf.reserve(self.buf.capacity().max(4096)),
+            }
             if self.buf.capacity() > UNCHARGED {
                 self.charge_room()?;
             }
@@ -71,7 +99,11 @@ impl Client {
     /// Charges the read buffer's room to the budget (before anything is read into it); an
     /// error, with the refusal kept for the client, if the budget cannot hold it.
     fn charge_room(&mut self) -> io::Result<()> {
-        let room = self.buf.capacity();
+        self.charge_bytes(self.buf.capacity())
+    }
+
+    /// Charges `room` bytes of read buffer to the budget, as [`Client::charge_room`].
+    fn charge_bytes(&mut self, room: usize) -> io::Result<()> {
         match self.charge.cover(room) {
             Ok(()) => Ok(()),
             Err(over) => {

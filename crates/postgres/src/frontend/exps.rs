@@ -206,6 +206,26 @@ impl Exps {
         }
     }
 
+    /// The bytes the ones left hold on the heap beyond their slots: boxed registrations
+    /// with their names, replacing errors with their texts.
+    pub fn held_bytes(&self) -> usize {
+        self.iter()
+            .map(|e| {
+                let register = e
+                    .register
+                    .as_ref()
+                    .map_or(0, |r| std::mem::size_of::<Register>() + r.client_name.len());
+                let error = e.replace_error.as_ref().map_or(0, |r| {
+                    std::mem::size_of::<Replacement>()
+                        + r.0.len()
+                        + r.1.len()
+                        + r.2.iter().map(|f| 32 + f.1.len()).sum::<usize>()
+                });
+                register + error
+            })
+            .sum()
+    }
+
     /// How many are left.
     pub fn len(&self) -> usize {
         self.items.len() - self.head as usize

@@ -119,6 +119,12 @@ async fn open(
         let _ = client.fatal("53300", admission.too_many).await;
         return None;
     };
+    // The user's `max_connections`, refused in PostgreSQL's words for a role's limit.
+    let Some(counted) = sluice_runtime::users::UserConnection::new(&user) else {
+        let msg = format!("too many connections for role \"{}\"", user.name);
+        let _ = client.fatal("53300", &msg).await;
+        return None;
+    };
     let database = fe
         .shared
         .databases
@@ -183,6 +189,7 @@ async fn open(
         copies_open: 0,
         sequences: Default::default(),
         _admitted: permit,
+        _counted: counted,
     });
     Some(s)
 }
@@ -285,7 +292,7 @@ mod tests {
         assert!(size <= 232, "{size} bytes");
     }
 
-    /// Every idle session holds its `Session` (496 bytes in a release build): what only a
+    /// Every idle session holds its `Session` (504 bytes in a release build): what only a
     /// transaction block, a batch or a COPY needs is boxed, and only there while it is
     /// needed. (Counted without the client's connection, whose size tokio's test features
     /// change.)
@@ -293,6 +300,6 @@ mod tests {
     fn an_idle_session_holds_no_room_for_what_only_a_block_needs() {
         use std::mem::size_of;
         let size = size_of::<Session>() - size_of::<super::Client>();
-        assert!(size <= 376, "{size} bytes");
+        assert!(size <= 384, "{size} bytes");
     }
 }

@@ -6,24 +6,34 @@
 use super::session::Session;
 use sluice_core::Charge;
 
-/// What an owed answer may hold on the heap beyond its slot in the queue, apart from what it
-/// copied of its message: a boxed registration or replacing error, and that error's text.
-const OWED_ANSWER_EXTRA: usize = 112;
-
 /// What the owed answers hold, charged.
 pub(super) struct OwedCharge {
     charge: Charge,
-    /// The bytes of the batch's parts forwarded without its end (what the answers they owe
-    /// copied of them, statement names and errors naming them, is within it).
-    parts: usize,
+    /// What the answers owed by the batch's parts forwarded so far hold beyond their slots
+    /// (see [`super::unit::Exps::held_bytes`]; the parts' own bytes were the read buffer's,
+    /// charged as it grew, and are gone once forwarded).
+    held: usize,
 }
 
 impl Session {
-    /// Keeps what the answers owed by a batch forwarded without its end hold (after a unit of
-    /// `unit_bytes`) within `[proxy] max_request_memory` and their count within
+    /// A part of a batch forwarded without its end owes answers that hold `held` bytes
+    /// beyond their slots (charged by [`Session::charge_owed`]).
+    pub(super) fn owe_part(&mut self, held: usize) {
+        let budget = &self.fe.rt.request_memory;
+        let owed = self.owed_charge.get_or_insert_with(|| {
+            Box::new(OwedCharge {
+                charge: budget.charge(),
+                held: 0,
+            })
+        });
+        owed.held += held;
+    }
+
+    /// Keeps what the answers owed by a batch forwarded without its end hold within
+    /// `[proxy] max_request_memory` and their count within
     /// [`crate::front::OWED_ANSWERS_PER_SESSION`]; gives the charge back once none are owed.
     /// The SQLSTATE and message that end the session when a bound is passed.
-    pub(super) fn charge_owed(&mut self, unit_bytes: usize) -> Option<(&'static str, String)> {
+    pub(super) fn charge_owed(&mut self) -> Option<(&'static str, String)> {
         let Some(owed) = &self.owed else {
             self.owed_charge = None;
             return None;
@@ -36,16 +46,9 @@ impl Session {
             );
             return Some(("54000", msg));
         }
-        let budget = &self.fe.rt.request_memory;
-        let held = self.owed_charge.get_or_insert_with(|| {
-            Box::new(OwedCharge {
-                charge: budget.charge(),
-                parts: 0,
-            })
-        });
-        held.parts += unit_bytes;
-        let bytes = owed.heap_bytes() + held.parts + answers * OWED_ANSWER_EXTRA;
-        let over = held.charge.cover(bytes).err()?;
+        let held = owed.heap_bytes() + self.owed_charge.as_ref().map_or(0, |c| c.held);
+        let charge = &mut self.owed_charge.as_mut()?.charge;
+        let over = charge.cover(held).err()?;
         let msg = format!(
             "sluice: out of memory for the answers a batch without a Sync or Flush owes: {answers} messages of it wait for their answers, but the requests of all clients may hold at most {} bytes ([proxy] max_request_memory) and {} are in use; the connection is closed, retry later",
             over.limit, over.used

@@ -83,6 +83,8 @@ pub struct Session {
     pub(super) cancels_held: bool,
     /// The session's place among the clients admitted (given back when it ends).
     pub(super) _admitted: tokio::sync::OwnedSemaphorePermit,
+    /// The session counted against its user's `max_connections` (given back when it ends).
+    pub(super) _counted: sluice_runtime::users::UserConnection,
 }
 
 /// Why a session ended.
@@ -416,16 +418,11 @@ impl Session {
             checks,
         } = unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
         if !checks.is_empty() {
-            // Boxed: rare (see `shapes`).
+            // Boxed: rare (see `shapes`); the unit's future holds only the box.
             let in_block = self.status == ReadyStatus::InTransaction && begin_ahead.is_none();
-            let own_pid = self.handle.id;
-            let checked =
-                super::shapes::check(conn, checks, &mut exps, in_block, &mut self.client, own_pid);
-            if let Err(e) = Box::pin(checked).await {
+            if let Err(e) = Box::pin(self.check_shapes(conn, checks, &mut exps, in_block)).await {
                 lease.discard();
-                let msg = format!("sluice: {e}");
-                let _ = self.client.fatal("08006", &msg).await;
-                return Err(SessionError::Refused(msg));
+                return Err(e);
             }
         }
         let calls = unit.msgs.iter().any(|m| m.0 == b'F');
@@ -433,6 +430,7 @@ impl Session {
         if unit.end == End::Partial {
             // The rest of the batch may name what this part parses before the server answers.
             exps.take_provisionally(&mut self.statements);
+            self.owe_part(exps.held_bytes());
         }
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
@@ -502,7 +500,7 @@ impl Session {
             // the unit that ends it is relayed.)
             self.handle.set_backend_for_cancel(None, None);
         }
-        if let Some(refused) = self.charge_owed(unit.len) {
+        if let Some(refused) = self.charge_owed() {
             self.owed = None;
             self.lease = Some(lease);
             return Err(self.end_over_connection(refused.0, refused.1).await);
@@ -518,6 +516,12 @@ impl Session {
                 return Err(client_err(e));
             }
             Err(RelayError::Server(e)) => {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    // Silent past `[pool] read_timeout`: the statement is cancelled in case
+                    // it still runs there, and the connection closes.
+                    let (pid, secret) = lease.conn_ref().backend_key;
+                    super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+                }
                 lease.discard();
                 let (code, msg) = lost(prior, &ran, lease.server(), &e);
                 let _ = self.client.fatal(code, &msg).await;

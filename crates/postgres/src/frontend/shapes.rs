@@ -147,6 +147,28 @@ pub async fn check(
     Ok(())
 }
 
+impl super::session::Session {
+    /// [`check`]s the unit's `checks` on `conn`; if the connection fails, the client is told
+    /// (FATAL) and the session ends.
+    pub(super) async fn check_shapes(
+        &mut self,
+        conn: &mut PgConn,
+        checks: Vec<Check>,
+        exps: &mut Exps,
+        in_block: bool,
+    ) -> Result<(), super::session::SessionError> {
+        let own_pid = self.handle.id;
+        match check(conn, checks, exps, in_block, &mut self.client, own_pid).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let msg = format!("sluice: {e}");
+                let _ = self.client.fatal("08006", &msg).await;
+                Err(super::session::SessionError::Refused(msg))
+            }
+        }
+    }
+}
+
 /// The unit's message that names `c` gets `error` in place of the server's.
 fn refuse(exps: &mut Exps, c: &Check, error: Replacement) {
     if let Some(e) = exps.get_mut(c.exp) {

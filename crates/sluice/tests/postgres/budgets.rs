@@ -7,7 +7,7 @@ use super::pg::raw::Raw;
 use super::pg::start;
 use postgres_protocol::message::frontend;
 
-/// 6 MiB: a 3 MiB message (its buffer grows to 4 MiB) fits, two at once do not.
+/// 6 MiB: a 3 MiB message (its buffer grows to just over 3 MiB) fits, two at once do not.
 const BUDGET: &str =
     "\n[proxy]\nmax_request_memory = 6291456\n\n[mysql]\nmax_packet_size = 1048576\n";
 
@@ -28,7 +28,8 @@ async fn a_message_beyond_the_budget_ends_only_its_own_session() {
     );
     // Answered only once a's session read on, after giving its large buffer back.
     assert_eq!(Raw::column(&a.try_simple("SELECT 1").await.unwrap()), ["1"]);
-    // Fits only if a's charge went with its message (4 + 4 MiB is over the budget).
+    // Fits only if a's charge went with its message (two of 3 MiB and a little are over
+    // the budget).
     assert_eq!(
         Raw::column(&b.try_simple(&select_of(three)).await.unwrap()),
         [len.as_str()]
@@ -63,6 +64,32 @@ async fn a_message_beyond_the_budget_ends_only_its_own_session() {
         "08P01 message of 2147483647 bytes is over the limit of 67108864"
     );
     assert_eq!(Raw::column(&a.try_simple("SELECT 5").await.unwrap()), ["5"]);
+}
+
+/// A message of most of the budget is held in about its own size, once: a 20 MiB query, and
+/// a 20 MiB parameter of a Bind in a batch with its Sync (a batch that large is forwarded in
+/// parts before its end), each fit in a budget of 24 MiB. The buffer grew by doubling (32 MiB
+/// for either), and the Bind's part was charged a second time for the answers it owes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_of_most_of_the_budget_is_held_once() {
+    let budget = "\n[proxy]\nmax_request_memory = 25165824\n\n[mysql]\nmax_packet_size = 1048576\n";
+    let env = start(0, budget).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let twenty = 20 << 20;
+    let len = twenty.to_string();
+    assert_eq!(
+        Raw::column(&c.try_simple(&select_of(twenty)).await.unwrap()),
+        [len.as_str()]
+    );
+    let value = "y".repeat(twenty);
+    frontend::parse("", "SELECT length($1)", [], &mut c.out).unwrap();
+    c.extended("", None, &[Some(&value)]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    let error = msgs.iter().find(|m| m.tag == b'E').map(|m| m.text());
+    assert_eq!((tags.as_str(), error), ("12DCZ", None));
+    assert_eq!(Raw::column(&msgs), [len.as_str()]);
+    assert_eq!(Raw::column(&c.try_simple("SELECT 1").await.unwrap()), ["1"]);
 }
 
 /// 1 MiB of prepared statements for the whole process: one of 600 KiB fits, two do not.

@@ -552,3 +552,55 @@ async fn a_statement_whose_client_left_is_cancelled_and_its_connection_freed() {
         }
     }
 }
+
+/// Resumes a stopped server process when dropped (also when the test fails).
+struct Stopped(u32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+/// A server connection that sends nothing while its answer is awaited (its server process
+/// stopped, as a hung process is) fails its statement after `[pool] read_timeout`: the client
+/// hears why (in a transaction, that it was rolled back), the connection is closed and its
+/// place in the pool given back, so the next client is served. It hung for as long as the
+/// process stayed stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_connection_fails_its_statement_after_the_read_timeout() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nread_timeout = \"1s\"\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let msgs = a
+        .try_simple("BEGIN; SELECT pg_backend_pid()")
+        .await
+        .unwrap();
+    let pid: u32 = Raw::column(&msgs)[0].parse().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stopped = Stopped(pid);
+    let e = tokio::time::timeout(Duration::from_secs(30), a.try_simple("SELECT 1"))
+        .await
+        .expect("the statement fails after read_timeout")
+        .unwrap_err();
+    assert!(
+        e.contains("40001") && e.contains("sent nothing for 1s ([pool] read_timeout)"),
+        "{e}"
+    );
+    drop(stopped);
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let rows = tokio::time::timeout(Duration::from_secs(30), b.try_simple("SELECT 2"))
+        .await
+        .expect("the pool's place was given back")
+        .unwrap();
+    assert_eq!(Raw::column(&rows), ["2"]);
+}

@@ -639,3 +639,40 @@ async fn a_login_to_a_dropped_database_is_refused_again() {
         "refused at the login: {e}"
     );
 }
+
+/// A user's `max_connections` bounds its client connections on the PostgreSQL listener
+/// (FATAL 53300 in PostgreSQL's words for a role's limit), counted where the admin API shows
+/// them, and a connection that ends makes room again. It admitted any number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_max_connections_bounds_its_clients() {
+    let env = super::pg::start_with(0, |topo| {
+        let mut text = super::pg::config(topo, "");
+        text = text.replacen(
+            "name = \"app\"\npassword = \"app\"\n",
+            "name = \"app\"\npassword = \"app\"\nmax_connections = 2\n",
+            1,
+        );
+        text
+    })
+    .await;
+    let a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let _b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let e = Raw::try_connect(env.port, "app", "app", "postgres")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.contains("too many connections for role \"app\""), "{e}");
+    drop(a);
+    // Room again once the registry let the first one go.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match Raw::try_connect(env.port, "app", "app", "postgres").await {
+            Ok(_) => break,
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(e.contains("too many connections"), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("no room after a connection ended: {e}"),
+        }
+    }
+}

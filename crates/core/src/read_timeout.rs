@@ -1,6 +1,7 @@
 //! `[pool] read_timeout`: how long sluice waits on a server that sends nothing while an
 //! answer is expected before it takes the server for hung. Shared by every connection of the
-//! proxy, so a reload changes it for connections already open too.
+//! proxy, so a reload changes it for connections already open too; both protocols' server
+//! connections keep one.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -34,7 +35,7 @@ impl ReadTimeout {
 }
 
 /// Resolves after `limit` (never without one).
-pub(crate) async fn expiry(limit: Option<Duration>) {
+pub async fn expiry(limit: Option<Duration>) {
     match limit {
         Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,
@@ -42,7 +43,7 @@ pub(crate) async fn expiry(limit: Option<Duration>) {
 }
 
 /// The error a read that waited `limit` in vain fails with (kind `TimedOut`).
-pub(crate) fn timed_out(limit: Option<Duration>) -> std::io::Error {
+pub fn timed_out(limit: Option<Duration>) -> std::io::Error {
     let d = sluice_config::HumanDuration(limit.unwrap_or_default());
     std::io::Error::new(
         std::io::ErrorKind::TimedOut,
