@@ -318,6 +318,16 @@ async fn relay_into(
                     "COPY BOTH (replication) is not supported through sluice",
                 )))
             }
+            // Anything else no server sends (it is lying, or not PostgreSQL): not passed on.
+            _ if !backend_message(tag) => {
+                return Err(RelayError::Server(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the server sent a message of unknown type {:?}",
+                        tag as char
+                    ),
+                )))
+            }
             _ => {
                 let done = match head.resp {
                     Resp::Parse => tag == b'1',
@@ -367,6 +377,18 @@ async fn relay_into(
     }
     out.flush(conn, client).await?;
     Ok(r)
+}
+
+/// The types of the messages a server sends to a logged-in client's statements (those the
+/// relay handles apart, notifications, notices, ParameterStatus, errors, ReadyForQuery and
+/// COPY's, aside): ParseComplete, BindComplete, CloseComplete, CommandComplete, CopyData,
+/// CopyDone, DataRow, EmptyQueryResponse, FunctionCallResponse, NoData, PortalSuspended,
+/// ParameterDescription and RowDescription.
+fn backend_message(tag: u8) -> bool {
+    matches!(
+        tag,
+        b'1' | b'2' | b'3' | b'C' | b'd' | b'c' | b'D' | b'I' | b'V' | b'n' | b's' | b't' | b'T'
+    )
 }
 
 /// The rows a CommandComplete tag reports written (`INSERT 0 5`, `UPDATE 3`, `COPY 7`).

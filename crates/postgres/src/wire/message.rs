@@ -21,7 +21,7 @@ pub fn read_message(buf: &[u8], max_len: usize) -> Result<Option<(Message<'_>, u
     };
     let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
     if len < 4 {
-        return Err(WireError::Length(len as u32));
+        return Err(WireError::MessageLength(len as u32));
     }
     if len > max_len {
         return Err(WireError::TooLong {
@@ -310,7 +310,7 @@ mod tests {
         );
         assert_eq!(
             read_message(&[b'Q', 0, 0, 0, 3], 64),
-            Err(WireError::Length(3))
+            Err(WireError::MessageLength(3))
         );
     }
 

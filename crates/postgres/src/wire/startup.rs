@@ -41,6 +41,10 @@ pub enum WireError {
     /// A message type no client sends after its login (PostgreSQL's own words for it).
     #[error("invalid frontend message type {0}")]
     MessageType(u8),
+    /// A message (after the startup packet, from a client or a server) whose length field is
+    /// below 4 (PostgreSQL's words, with the length).
+    #[error("invalid message length {0}")]
+    MessageLength(u32),
     /// A message longer than the limit given to [`crate::wire::read_message`].
     #[error("message of {len} bytes is over the limit of {limit}")]
     TooLong {

@@ -190,10 +190,9 @@ async fn a_setting_made_with_set_config_never_reaches_another_client() {
     assert_eq!(b.await.unwrap(), ["0"]);
 }
 
-/// A relay to `target` that, in the write carrying a ReadyForQuery inside a transaction
-/// ('T'), sends a NoticeResponse after it: the server's own asynchronous notice (a shutdown
-/// warning, say), arriving with the answer before it in one read.
-fn notice_after_ready_relay(target: String) -> String {
+/// A relay to `target` that passes each whole message the server sends through `rewrite`
+/// (what it returns goes to the client in its place, in the same write).
+fn rewriting_relay(target: String, rewrite: fn(Vec<u8>) -> Vec<u8>) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -224,13 +223,7 @@ fn notice_after_ready_relay(target: String) -> String {
                             break;
                         }
                         let msg: Vec<u8> = buf.drain(..1 + len).collect();
-                        out.extend_from_slice(&msg);
-                        if msg == b"Z\0\0\0\x05T" {
-                            let body = b"SWARNING\0VWARNING\0C01000\0Masynchronous notice\0\0";
-                            out.push(b'N');
-                            out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
-                            out.extend_from_slice(body);
-                        }
+                        out.extend_from_slice(&rewrite(msg));
                     }
                     if to_client.write_all(&out).await.is_err() {
                         return;
@@ -240,6 +233,21 @@ fn notice_after_ready_relay(target: String) -> String {
         }
     });
     addr
+}
+
+/// A relay to `target` that, after a ReadyForQuery inside a transaction ('T'), sends a
+/// NoticeResponse: the server's own asynchronous notice (a shutdown warning, say), arriving
+/// with the answer before it in one read.
+fn notice_after_ready_relay(target: String) -> String {
+    rewriting_relay(target, |mut msg| {
+        if msg == b"Z\0\0\0\x05T" {
+            let body = b"SWARNING\0VWARNING\0C01000\0Masynchronous notice\0\0";
+            msg.push(b'N');
+            msg.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+            msg.extend_from_slice(body);
+        }
+        msg
+    })
 }
 
 /// What the server sends on its own while a session sits in a transaction reaches the
@@ -603,4 +611,37 @@ async fn a_silent_server_connection_fails_its_statement_after_the_read_timeout()
         .expect("the pool's place was given back")
         .unwrap();
     assert_eq!(Raw::column(&rows), ["2"]);
+}
+
+/// A server that sends a message of a type PostgreSQL never sends (here in place of a row)
+/// is not believed: the statement's client gets a FATAL that says what came, its connection
+/// is closed, and the next client is served on a fresh one. It was passed on to the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_type_no_server_sends_ends_the_statement_not_the_proxy() {
+    let env = start_with(0, |topo| {
+        let primary = topo.primary().addr();
+        let relay = rewriting_relay(primary.clone(), |mut msg| {
+            if msg[0] == b'D' && msg.ends_with(b"lie") {
+                msg[0] = b'~';
+            }
+            msg
+        });
+        config(
+            topo,
+            "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+        )
+        .replace(&primary, &relay)
+    })
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let e = a.try_simple("SELECT 'lie'").await.unwrap_err();
+    assert!(
+        e.starts_with("08006 ") && e.contains("message of unknown type '~'"),
+        "{e}"
+    );
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(
+        Raw::column(&b.try_simple("SELECT 'truth'").await.unwrap()),
+        ["truth"]
+    );
 }
