@@ -68,7 +68,11 @@ pub struct PgConn {
 #[derive(Default)]
 pub(crate) struct ReadTimer {
     pub(crate) limit: sluice_core::ReadTimeout,
+    /// Armed once, and again only when it goes off: a wait checks it against its own start
+    /// (re-arming a timer at every wait would cost a few hundred instructions a statement).
     sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// When the wait under way began (set at its first `Pending`).
+    started: Option<tokio::time::Instant>,
 }
 
 impl PgConn {
@@ -333,16 +337,15 @@ pub fn parameter_status(body: &[u8]) -> Option<(&str, &str)> {
     Some((name, value))
 }
 
-/// `io` unless it waits longer than `[pool] read_timeout` on the connection's `timer`,
-/// armed only when `io` does not complete at once (a statement's reads and writes stay
-/// small: a timer of their own would take about a hundred bytes in each of their futures).
+/// `io` unless it waits longer than `[pool] read_timeout` (a statement's reads and writes
+/// stay small: the timer is the connection's, see [`ReadTimer`]).
 fn within<'a, T, F: std::future::Future<Output = io::Result<T>>>(
     timer: &'a mut ReadTimer,
     mut io: std::pin::Pin<&'a mut F>,
 ) -> impl std::future::Future<Output = io::Result<T>> + 'a {
     use std::future::Future;
     use std::task::Poll;
-    let mut armed = false;
+    timer.started = None;
     std::future::poll_fn(move |cx| {
         if let Poll::Ready(r) = io.as_mut().poll(cx) {
             return Poll::Ready(r);
@@ -351,17 +354,22 @@ fn within<'a, T, F: std::future::Future<Output = io::Result<T>>>(
         let Some(d) = limit else {
             return Poll::Pending;
         };
+        let due = *timer.started.get_or_insert_with(tokio::time::Instant::now) + d;
         let t = timer
             .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(d)));
-        if !armed {
-            t.as_mut().reset(tokio::time::Instant::now() + d);
-            armed = true;
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        // Armed for an earlier wait: when it goes off before this wait is due, it is armed
+        // for this one (and at once if it would go off later: a reload shortened the limit).
+        if t.deadline() > due {
+            t.as_mut().reset(due);
         }
-        match t.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(sluice_core::timed_out(limit))),
-            Poll::Pending => Poll::Pending,
+        while t.as_mut().poll(cx).is_ready() {
+            if tokio::time::Instant::now() >= due {
+                return Poll::Ready(Err(sluice_core::timed_out(limit)));
+            }
+            t.as_mut().reset(due);
         }
+        Poll::Pending
     })
 }
 
