@@ -381,13 +381,25 @@ async fn relay_into(
 
 /// The types of the messages a server sends to a logged-in client's statements (those the
 /// relay handles apart, notifications, notices, ParameterStatus, errors, ReadyForQuery and
-/// COPY's, aside): ParseComplete, BindComplete, CloseComplete, CommandComplete, CopyData,
-/// CopyDone, DataRow, EmptyQueryResponse, FunctionCallResponse, NoData, PortalSuspended,
-/// ParameterDescription and RowDescription.
+/// COPY FROM's and COPY BOTH's, aside): ParseComplete, BindComplete, CloseComplete,
+/// CommandComplete, CopyOutResponse, CopyData, CopyDone, DataRow, EmptyQueryResponse,
+/// FunctionCallResponse, NoData, PortalSuspended, ParameterDescription and RowDescription.
 fn backend_message(tag: u8) -> bool {
     matches!(
         tag,
-        b'1' | b'2' | b'3' | b'C' | b'd' | b'c' | b'D' | b'I' | b'V' | b'n' | b's' | b't' | b'T'
+        b'1' | b'2'
+            | b'3'
+            | b'C'
+            | b'H'
+            | b'd'
+            | b'c'
+            | b'D'
+            | b'I'
+            | b'V'
+            | b'n'
+            | b's'
+            | b't'
+            | b'T'
     )
 }
 
