@@ -427,7 +427,12 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
     match ensure(stmt, conn, n, f) {
         Err(e) => refuse_with(f, e),
         Ok(Some(on)) => {
-            put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
+            match on.key {
+                // The unnamed statement has its name on the server too: the Bind goes as it
+                // is, not copied (its parameters may be most of a large message).
+                None => f.keep(whole),
+                Some(_) => put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]),
+            }
             let mut e = Exp::pass(Resp::Bind);
             e.shared = on.shared();
             n.portals.insert(portal.into(), on.def);
