@@ -19,9 +19,11 @@
 use super::client::Client;
 use super::exps::Replacement;
 use super::forward::put;
+use super::lease::{hidden_answers, run_hidden};
 use super::unit::{Exps, Shared};
 use crate::backend::statements::{result_shape, server_name, Cached, StmtDef};
 use crate::backend::PgConn;
+use crate::wire::ReadyStatus;
 use std::sync::Arc;
 
 /// The savepoint the round trip runs under inside a transaction block.
@@ -131,7 +133,12 @@ pub async fn check(
             // The block as it was before the savepoint.
             let mut undo = Vec::new();
             super::session::put_query(&mut undo, UNDO);
-            hidden(conn, &undo, b'T').await?;
+            let status = run_hidden(conn, &undo).await.map_err(lost)?;
+            if status != ReadyStatus::InTransaction {
+                return Err(std::io::Error::other(
+                    "the savepoint could not be rolled back",
+                ));
+            }
         }
     }
     if !changed.is_empty() {
@@ -142,7 +149,8 @@ pub async fn check(
             conn.statements.forget(*key);
         }
         put(&mut close, b'S', &[]);
-        hidden(conn, &close, 0).await?;
+        conn.send(&close).await?;
+        hidden_answers(conn, 1).await.map_err(lost)?;
     }
     Ok(())
 }
@@ -176,20 +184,7 @@ fn refuse(exps: &mut Exps, c: &Check, error: Replacement) {
     }
 }
 
-/// Sends `msg` and reads up to its ReadyForQuery, which must give `status` (0: any).
-async fn hidden(conn: &mut PgConn, msg: &[u8], status: u8) -> std::io::Result<()> {
-    conn.send(msg).await?;
-    loop {
-        let (tag, body) = conn.next_owned().await?;
-        match tag {
-            b'S' => conn.note_parameter(&body),
-            b'Z' if status == 0 || body.first() == Some(&status) => return Ok(()),
-            b'Z' => {
-                return Err(std::io::Error::other(
-                    "the savepoint could not be rolled back",
-                ))
-            }
-            _ => {}
-        }
-    }
+/// A hidden query's failure as the connection's.
+fn lost(e: super::lease::HiddenError) -> std::io::Error {
+    std::io::Error::other(e.message)
 }
