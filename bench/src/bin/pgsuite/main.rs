@@ -298,7 +298,11 @@ fn run(o: &Opts) -> Result<(), String> {
     let pgbouncer_bin = find("pgbouncer", "pgbouncer").filter(|_| want("pgbouncer"));
     let haproxy_bin = find("haproxy", "haproxy").filter(|_| want("haproxy"));
     let pgpool_bin = find("pgpool", "pgpool2").filter(|_| want("pgpool"));
-    let floor_bin = Some(sluice_path.with_file_name("pgfloor")).filter(|_| want("floor"));
+    // Built beside pgsuite (sluice may be another build: SLUICE_BIN).
+    let floor_bin = std::env::current_exe()
+        .ok()
+        .map(|p| p.with_file_name("pgfloor"))
+        .filter(|_| want("floor"));
     let git = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
