@@ -537,3 +537,20 @@ async fn wait_in_copy(conn: &mut PgConn, client: &mut Client) -> Result<bool, Re
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::affected;
+
+    #[test]
+    fn written_rows_come_from_the_tags_that_report_them() {
+        assert_eq!(affected(b"INSERT 0 5\0"), 5);
+        assert_eq!(affected(b"UPDATE 3\0"), 3);
+        assert_eq!(affected(b"DELETE 0\0"), 0);
+        assert_eq!(affected(b"MERGE 2\0"), 2);
+        assert_eq!(affected(b"COPY 7\0"), 7);
+        for read in [&b"SELECT 4\0"[..], b"MOVE 3\0", b"FETCH 2\0", b"CREATE TABLE\0", b""] {
+            assert_eq!(affected(read), 0, "{:?}", String::from_utf8_lossy(read));
+        }
+    }
+}
