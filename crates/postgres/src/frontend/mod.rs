@@ -34,6 +34,7 @@ pub mod state;
 mod track;
 pub mod unit;
 mod unreadable;
+mod waiting;
 pub mod welcomes;
 
 pub use open::serve;

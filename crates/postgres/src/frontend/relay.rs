@@ -549,7 +549,13 @@ mod tests {
         assert_eq!(affected(b"DELETE 0\0"), 0);
         assert_eq!(affected(b"MERGE 2\0"), 2);
         assert_eq!(affected(b"COPY 7\0"), 7);
-        for read in [&b"SELECT 4\0"[..], b"MOVE 3\0", b"FETCH 2\0", b"CREATE TABLE\0", b""] {
+        for read in [
+            &b"SELECT 4\0"[..],
+            b"MOVE 3\0",
+            b"FETCH 2\0",
+            b"CREATE TABLE\0",
+            b"",
+        ] {
             assert_eq!(affected(read), 0, "{:?}", String::from_utf8_lossy(read));
         }
     }

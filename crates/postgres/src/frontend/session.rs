@@ -14,10 +14,10 @@ use super::unit::{self, End, Names, Unit};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
 use crate::front::PostgresFrontend;
-use crate::wire::{ReadyStatus, WireError, Writer};
+use crate::wire::{ReadyStatus, Writer};
 use sluice_core::{Lease, PoolKey};
 use sluice_runtime::listener::ListenerInfo;
-use sluice_runtime::{SessionHandle, SessionKey};
+use sluice_runtime::SessionHandle;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -99,53 +99,6 @@ pub enum SessionError {
 }
 
 impl Session {
-    /// Finishes the login: a connection to the database proves it exists (or its error goes
-    /// to the client), its ParameterStatus values and the session's key go to the client;
-    /// a login like one that succeeded before is told what that one was, without a
-    /// connection (see [`super::welcomes`]).
-    pub(super) async fn welcome(&mut self, key: SessionKey) -> Result<(), SessionError> {
-        // Queued: the welcome leaves in one write with what the login queued.
-        self.client.queue_messages(Writer::auth_ok);
-        let writer = self.fe.topology.router.writer.clone();
-        let decision = sluice_core::router::Decision {
-            hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
-            reason: sluice_core::router::Reason::Write,
-        };
-        let startup = self.settings.startup_only();
-        let welcomes = &self.fe.welcomes;
-        let kind = startup.map(|s| welcomes.key(&self.key, decision.hostgroup.as_ref(), s));
-        if let Some(told) = kind.zip(startup).and_then(|(k, s)| welcomes.told(k, s)) {
-            self.client.queue_messages(|w| {
-                for (k, v) in told.iter() {
-                    w.parameter_status(k, v);
-                }
-                w.backend_key_data(key.id, key.secret);
-                w.ready_for_query(ReadyStatus::Idle);
-            });
-            self.reported = told;
-            return self.client.send(&[]).await.map_err(client_err);
-        }
-        if let Err(no) = self.attach(&decision).await {
-            if !no.code.is_empty() {
-                let _ = self
-                    .client
-                    .fatal_with(&no.code, &no.message, &no.fields)
-                    .await;
-            }
-            return Err(SessionError::Refused(no.message));
-        }
-        // attach() told the client every parameter it had not seen: all of them.
-        self.client.queue_messages(|w| {
-            w.backend_key_data(key.id, key.secret);
-            w.ready_for_query(ReadyStatus::Idle);
-        });
-        self.release();
-        if let Some(k) = kind {
-            self.fe.welcomes.put(k, self.reported.clone());
-        }
-        self.client.send(&[]).await.map_err(client_err)
-    }
-
     /// Serves units until the client terminates.
     pub(super) async fn run(&mut self) -> Result<(), SessionError> {
         loop {
@@ -157,118 +110,6 @@ impl Session {
             // takes, not the state of relaying one.
             Box::pin(self.unit(&unit)).await?;
         }
-    }
-
-    /// Waits for the next complete unit (passing on what a pinned connection sends
-    /// meanwhile: notifications).
-    async fn next_unit(&mut self) -> Result<Unit, SessionError> {
-        loop {
-            // The look-up's result is matched apart from any await: kept alive across one, it
-            // would take its room (a unit's) in every idle session's future.
-            let refused = match self.buffered_unit() {
-                Ok(Some(u)) => return Ok(u),
-                Ok(None) => None,
-                Err(e @ (WireError::MessageType(_) | WireError::TooLong { .. })) => {
-                    Some(e.to_string())
-                }
-                Err(e) => return Err(client_err(e)),
-            };
-            if let Some(msg) = refused {
-                // As PostgreSQL answers a message type it does not know; PostgreSQL closes
-                // the connection without a word for a message above its limit (boxed: an
-                // idle session does not carry this).
-                let _ = Box::pin(self.client.fatal("08P01", &msg)).await;
-                return Err(SessionError::Refused(msg));
-            }
-            if self.lease.is_some() {
-                // Boxed: an idle session without a connection does not carry this state.
-                Box::pin(self.wait_on_lease()).await?;
-            } else {
-                self.client.fill_idle().await.map_err(client_err)?;
-            }
-        }
-    }
-
-    /// The next unit, if the client's buffer holds all of it.
-    fn buffered_unit(&self) -> Result<Option<Unit>, WireError> {
-        let client = &self.client;
-        unit::next_unit(&client.buf, |at| {
-            Ok(client.message_at(at)?.map(|(m, len)| (m.tag, len)))
-        })
-    }
-
-    /// Waits for the client's next bytes while holding a connection, passing on what the
-    /// server sends meanwhile. Not while a batch forwarded without its end is owed answers:
-    /// those are the next unit's relay's to match (passed on here, they would be awaited
-    /// there for ever); the server's socket buffers hold them until then.
-    async fn wait_on_lease(&mut self) -> Result<(), SessionError> {
-        let Some(lease) = &mut self.lease else {
-            return Ok(());
-        };
-        if self.owed.is_some() {
-            return self.client.fill().await.map_err(client_err);
-        }
-        let conn = lease.conn();
-        tokio::select! {
-            r = self.client.fill() => r.map_err(client_err),
-            r = conn.readable() => {
-                r.map_err(client_err)?;
-                self.pass_async().await
-            }
-        }
-    }
-
-    /// Passes on what the server sent on its own (notifications, notices, parameter
-    /// changes) while the session is idle on its connection.
-    async fn pass_async(&mut self) -> Result<(), SessionError> {
-        let Some(lease) = &mut self.lease else {
-            return Ok(());
-        };
-        let conn = lease.conn();
-        // Never a read that waits: with stale readiness it would wait for the server while
-        // the client's next unit sits unread (a transaction hung; seen in the driver suite).
-        let lost = match conn.peek() {
-            Ok(Some(_)) => false,
-            Ok(None) => conn.try_fill().is_err(),
-            Err(_) => true,
-        };
-        if lost {
-            let _ = self
-                .client
-                .fatal(
-                    "08006",
-                    "sluice: the server closed the session's connection",
-                )
-                .await;
-            return Err(SessionError::Refused("server connection lost".into()));
-        }
-        let mut out = Vec::new();
-        while let Ok(Some((m, len))) = conn.peek() {
-            let tag = m.tag;
-            if tag == b'S' {
-                // The client sees it, and the connection has it (for the next session).
-                let kv = crate::backend::conn::parameter_status(m.body)
-                    .map(|(k, v)| (k.to_string(), v.to_string()));
-                if let Some((k, v)) = kv {
-                    Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());
-                    Arc::make_mut(&mut conn.params).insert(k, v);
-                }
-            }
-            let own = match tag {
-                b'A' => super::relay::own_notification(
-                    &conn.buffered()[..len],
-                    conn.backend_key.0,
-                    self.handle.id,
-                ),
-                _ => None,
-            };
-            match own {
-                Some(own) => out.extend_from_slice(&own),
-                None => out.extend_from_slice(&conn.buffered()[..len]),
-            }
-            conn.consume(len);
-        }
-        self.client.send(&out).await.map_err(client_err)
     }
 
     /// The fingerprint of the analysis settings a statement parsed now is analysed under.

@@ -9,7 +9,10 @@
 //! one of sluice's own logins (a database dropped, a role's password changed, a connection
 //! limit) forgets every kind: the next login of each proves itself again.
 
+use super::session::{client_err, Session, SessionError};
 use crate::backend::conn::StartupSettings;
+use crate::wire::{ReadyStatus, Writer};
+use sluice_runtime::SessionKey;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
@@ -97,6 +100,55 @@ impl Welcomes {
         if let Ok(mut told) = self.told.lock() {
             told.clear();
         }
+    }
+}
+
+impl Session {
+    /// Finishes the login: a connection to the database proves it exists (or its error goes
+    /// to the client), its ParameterStatus values and the session's key go to the client;
+    /// a login like one that succeeded before is told what that one was, without a
+    /// connection (see this module's notes).
+    pub(super) async fn welcome(&mut self, key: SessionKey) -> Result<(), SessionError> {
+        // Queued: the welcome leaves in one write with what the login queued.
+        self.client.queue_messages(Writer::auth_ok);
+        let writer = self.fe.topology.router.writer.clone();
+        let decision = sluice_core::router::Decision {
+            hostgroup: self.listener.hostgroup.clone().unwrap_or(writer),
+            reason: sluice_core::router::Reason::Write,
+        };
+        let startup = self.settings.startup_only();
+        let welcomes = &self.fe.welcomes;
+        let kind = startup.map(|s| welcomes.key(&self.key, decision.hostgroup.as_ref(), s));
+        if let Some(told) = kind.zip(startup).and_then(|(k, s)| welcomes.told(k, s)) {
+            self.client.queue_messages(|w| {
+                for (k, v) in told.iter() {
+                    w.parameter_status(k, v);
+                }
+                w.backend_key_data(key.id, key.secret);
+                w.ready_for_query(ReadyStatus::Idle);
+            });
+            self.reported = told;
+            return self.client.send(&[]).await.map_err(client_err);
+        }
+        if let Err(no) = self.attach(&decision).await {
+            if !no.code.is_empty() {
+                let _ = self
+                    .client
+                    .fatal_with(&no.code, &no.message, &no.fields)
+                    .await;
+            }
+            return Err(SessionError::Refused(no.message));
+        }
+        // attach() told the client every parameter it had not seen: all of them.
+        self.client.queue_messages(|w| {
+            w.backend_key_data(key.id, key.secret);
+            w.ready_for_query(ReadyStatus::Idle);
+        });
+        self.release();
+        if let Some(k) = kind {
+            self.fe.welcomes.put(k, self.reported.clone());
+        }
+        self.client.send(&[]).await.map_err(client_err)
     }
 }
 
