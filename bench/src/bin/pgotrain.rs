@@ -11,8 +11,8 @@
 //! SLUICE_BIN=target/pgo/gen/release/sluice pgotrain [--secs S]
 //! ```
 //!
-//! Every run is bounded in time; any failed transaction or client error fails the training
-//! (a profile of error paths would not be the hot path).
+//! Every run is bounded in time; a failed run (pgbench's failed transactions or aborted
+//! clients, a sysbench or login run that does not finish) fails the training.
 // A tool around the proxy: a failed set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -105,11 +105,10 @@ fn train(secs: u64) -> Result<(), String> {
         ];
         a.extend(extra.map(String::from));
         a.push("run".into());
+        // (sysbench retries the errors it ignores, deadlocks of read/write transactions; a
+        // failed run fails the training.)
         let r = sluice_bench::sysbench(my_port, "sbtest", &a)?;
-        if r.errors > 0 {
-            return Err(format!("sysbench {a:?}: {} errors", r.errors));
-        }
-        eprintln!("sysbench {}", a.join(" "));
+        eprintln!("sysbench {}: {} ignored errors", a.join(" "), r.errors);
     }
     // MySQL logins: connect, one query, quit.
     let loadgen = std::env::current_exe()
