@@ -143,6 +143,12 @@ impl Session {
             return Ok(());
         };
         let conn = lease.conn();
+        if !self.reported.is_empty() && !Arc::ptr_eq(&self.reported, &conn.params) {
+            // What the client was told and relies on stays (see `state::kept_reports`).
+            for kept in state::kept_reports(&self.reported, &conn.params, &self.settings) {
+                self.settings.apply(kept);
+            }
+        }
         let matched = match self.settings.startup_only() {
             Some(startup) => conn.applied_is(startup, |a| self.settings.matches(a)),
             None => self.settings.matches(conn.applied()),

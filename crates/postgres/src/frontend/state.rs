@@ -558,3 +558,59 @@ pub fn difference(
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
+
+/// Parameters a client reads once, at login or when told of a change, and relies on: to
+/// encode its text, to escape its strings, to read dates, times and intervals. (reported
+/// name, lower-case name)
+const KEPT: [(&str, &str); 5] = [
+    ("client_encoding", CLIENT_ENCODING),
+    ("DateStyle", "datestyle"),
+    ("IntervalStyle", "intervalstyle"),
+    ("TimeZone", "timezone"),
+    ("standard_conforming_strings", CONFORMING_STRINGS),
+];
+
+/// The settings that keep what the client was `told` on a connection that reports
+/// otherwise (`conn`), for those of [`KEPT`] the session did not make itself: a role's or a
+/// database's default altered since the login, or since that connection was opened. The
+/// client keeps its values, as on a direct connection (whose defaults are read once, at its
+/// login), and as PgBouncer keeps them; made the session's own, they are replayed on every
+/// connection that serves it, and the scanner knows when they blind it.
+pub fn kept_reports(
+    told: &BTreeMap<String, String>,
+    conn: &BTreeMap<String, String>,
+    settings: &Settings,
+) -> Vec<Change> {
+    KEPT.iter()
+        .filter_map(|&(reported, name)| {
+            let value = told.get(reported)?;
+            if conn.get(reported) == Some(value) || settings.statement(name).is_some() {
+                return None;
+            }
+            let stmt = super::startup::set_config(reported, value);
+            Some(Change::Set(name.to_string(), stmt))
+        })
+        .collect()
+}
+
+/// The settings that tell the scanner what the client was `told` at login when it blinds
+/// the scanner (`standard_conforming_strings` off, a client encoding it cannot read: a
+/// role's or database's default), for those the session did not make itself: routed and
+/// pinned as if the client had set them.
+pub fn blind_reports(told: &BTreeMap<String, String>, settings: &Settings) -> Vec<Change> {
+    KEPT.iter()
+        .filter(|&&(_, name)| name == CONFORMING_STRINGS || name == CLIENT_ENCODING)
+        .filter_map(|&(reported, name)| {
+            let value = told.get(reported)?;
+            if settings.statement(name).is_some() {
+                return None;
+            }
+            let stmt = super::startup::set_config(reported, value);
+            let blinds = match name {
+                CONFORMING_STRINGS => boolean_set(&stmt, CONFORMING_STRINGS) == Some(false),
+                _ => unreadable_encoding(&stmt),
+            };
+            blinds.then(|| Change::Set(name.to_string(), stmt))
+        })
+        .collect()
+}

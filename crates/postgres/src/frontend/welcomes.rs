@@ -23,11 +23,13 @@ const APPLICATION_NAME: &str = "application_name";
 /// when it is printable ASCII: PostgreSQL reports such a name as it was given (others it
 /// cleans, each version its own way).
 fn plain_name(stmt: &str) -> Option<String> {
-    let value = super::startup::set_config_value(stmt, APPLICATION_NAME)?;
-    value
-        .bytes()
-        .all(|b| (32..=126).contains(&b))
-        .then_some(value)
+    let mut value = super::startup::set_config_value(stmt, APPLICATION_NAME)?;
+    if !value.bytes().all(|b| (32..=126).contains(&b)) {
+        return None;
+    }
+    // PostgreSQL keeps the first NAMEDATALEN - 1 bytes of it (ASCII: whole characters).
+    value.truncate(63);
+    Some(value)
 }
 
 /// Kinds of login remembered at most (beyond them, all are forgotten and learnt again).
@@ -128,6 +130,7 @@ impl Session {
                 w.ready_for_query(ReadyStatus::Idle);
             });
             self.reported = told;
+            self.note_blind_reports();
             return self.client.send(&[]).await.map_err(client_err);
         }
         if let Err(no) = self.attach(&decision).await {
@@ -145,10 +148,20 @@ impl Session {
             w.ready_for_query(ReadyStatus::Idle);
         });
         self.release();
+        self.note_blind_reports();
         if let Some(k) = kind {
             self.fe.welcomes.put(k, self.reported.clone());
         }
         self.client.send(&[]).await.map_err(client_err)
+    }
+
+    /// A role's or database's default the client was told at login that blinds the scanner
+    /// (`standard_conforming_strings` off, an encoding it cannot read) counts as the
+    /// session's own setting: its statements are routed and pinned as if it had set it.
+    fn note_blind_reports(&mut self) {
+        for blind in super::state::blind_reports(&self.reported, &self.settings) {
+            self.settings.apply(blind);
+        }
     }
 }
 
@@ -207,6 +220,9 @@ mod tests {
         };
         let (a, b) = (named("worker 1"), named("it's 2"));
         assert_eq!(plain_name(&b[0].1).as_deref(), Some("it's 2"));
+        // Told as PostgreSQL keeps it: its first 63 bytes.
+        let long = named(&"x".repeat(80));
+        assert_eq!(plain_name(&long[0].1), Some("x".repeat(63)));
         let k = w.key(&pool, "writer", &a);
         assert_eq!(k, w.key(&pool, "writer", &b));
         // Without a name, or with one the server would clean: kinds of their own.

@@ -208,3 +208,75 @@ async fn a_setting_made_with_set_config_moves_with_its_session() {
         .collect();
     assert!(pins.iter().all(|p| p.is_empty()), "{pins:?}");
 }
+
+/// A role's defaults altered while sluice runs (`ALTER ROLE … SET`): a client keeps the
+/// values it was told at login (its time zone, its string syntax) on every pooled
+/// connection, those opened before the change and those opened after it, as a direct
+/// connection keeps them (it reads its defaults once, at login) and as PgBouncer does. A
+/// client told `standard_conforming_strings` off is pinned as if it had set it: a `SET`
+/// the scanner cannot see in its text stays with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_client_was_told_at_login_holds_after_its_roles_defaults_change() {
+    let env = start(0, "\n[pool]\nmax_connections = 2\n").await;
+    let told = |r: &Raw, k: &str| -> String {
+        let p = r.params.iter().find(|(n, _)| n == k);
+        p.map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+    let settings = "SELECT current_setting('TimeZone') || ' ' \
+                    || current_setting('standard_conforming_strings')";
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let before = format!("{} on", told(&a, "TimeZone"));
+    assert_eq!(told(&a, "standard_conforming_strings"), "on");
+    assert!(!before.starts_with("Asia/Tokyo"));
+    // One connection opened before the change, held; the next is opened after it.
+    let mut holder = Raw::connect(env.port, "app", "app", "postgres").await;
+    holder.try_simple("BEGIN; SELECT 1").await.unwrap();
+    env.topo
+        .primary()
+        .sql("ALTER ROLE app SET timezone = 'Asia/Tokyo'; ALTER ROLE app SET standard_conforming_strings = off")
+        .unwrap();
+    for round in 0..4 {
+        let msgs = a.try_simple(settings).await.unwrap();
+        assert_eq!(
+            Raw::column(&msgs),
+            std::slice::from_ref(&before),
+            "round {round}"
+        );
+        if round == 1 {
+            holder.try_simple("COMMIT").await.unwrap();
+        }
+    }
+    drop(holder);
+    drop(a);
+    // Every connection now has the new defaults, and a login unlike the first is told them.
+    env.topo
+        .primary()
+        .sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'app'")
+        .unwrap();
+    let mut c = Raw::connect_with(
+        env.port,
+        "app",
+        &[
+            ("user", "app"),
+            ("database", "postgres"),
+            ("DateStyle", "ISO, DMY"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(told(&c, "standard_conforming_strings"), "off");
+    let msgs = c.try_simple(settings).await.unwrap();
+    assert_eq!(Raw::column(&msgs), ["Asia/Tokyo off"]);
+    // With backslashes ordinary characters, the scanner reads this as one SELECT; the server
+    // runs the SET after it.
+    c.try_simple(r"SELECT '\''; SET search_path = elsewhere; --'")
+        .await
+        .unwrap();
+    let mut d = Raw::connect(env.port, "app", "app", "postgres").await;
+    for _ in 0..3 {
+        let msgs = d.try_simple("SHOW search_path").await.unwrap();
+        assert_eq!(Raw::column(&msgs), ["\"$user\", public"]);
+    }
+    let msgs = c.try_simple("SHOW search_path").await.unwrap();
+    assert_eq!(Raw::column(&msgs), ["elsewhere"]);
+}
