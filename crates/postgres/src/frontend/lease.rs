@@ -143,12 +143,6 @@ impl Session {
             return Ok(());
         };
         let conn = lease.conn();
-        if !self.reported.is_empty() && !Arc::ptr_eq(&self.reported, &conn.params) {
-            // What the client was told and relies on stays (see `state::kept_reports`).
-            for kept in state::kept_reports(&self.reported, &conn.params, &self.settings) {
-                self.settings.apply(kept);
-            }
-        }
         let matched = match self.settings.startup_only() {
             Some(startup) => conn.applied_is(startup, |a| self.settings.matches(a)),
             None => self.settings.matches(conn.applied()),
@@ -157,6 +151,18 @@ impl Session {
             // Boxed: the usual lease needs no round trip, and every statement's future would
             // otherwise carry this one's state.
             Box::pin(self.apply_settings()).await?;
+        }
+        // With the session's settings, the connection reports what its own defaults give:
+        // what the client was told and relies on stays (see `state::kept_reports`).
+        if let Some(lease) = &mut self.lease {
+            let conn = lease.conn();
+            if !self.reported.is_empty() && !Arc::ptr_eq(&self.reported, &conn.params) {
+                let kept = state::kept_reports(&self.reported, &conn.params, &self.settings);
+                if !kept.is_empty() {
+                    kept.into_iter().for_each(|k| self.settings.apply(k));
+                    Box::pin(self.apply_settings()).await?;
+                }
+            }
         }
         self.lease_generation = self.settings.generation();
         self.report_parameters();

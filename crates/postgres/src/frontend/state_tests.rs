@@ -365,3 +365,61 @@ fn a_datestyle_set_is_kept_as_the_server_reports_it() {
     s.settle_datestyle(&reported);
     assert_eq!(s.generation(), generation);
 }
+
+#[test]
+fn what_the_client_was_told_is_kept_where_a_connection_reports_otherwise() {
+    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let told = map(&[
+        ("TimeZone", "UTC"),
+        ("DateStyle", "ISO, MDY"),
+        ("standard_conforming_strings", "on"),
+        ("application_name", "a"),
+        ("server_version", "15.18"),
+    ]);
+    let conn = map(&[
+        ("TimeZone", "Asia/Tokyo"),
+        ("DateStyle", "ISO, MDY"),
+        ("standard_conforming_strings", "off"),
+        ("application_name", "b"),
+        ("server_version", "15.19"),
+    ]);
+    let interner = Interner::new(8);
+    let mut s = Settings::from_startup(std::iter::empty(), &interner);
+    // Only the kept parameters that differ; the others are the connection's to report.
+    let kept = kept_reports(&told, &conn, &s);
+    let names: Vec<&str> = kept
+        .iter()
+        .map(|c| match c {
+            Change::Set(n, _) => n.as_str(),
+            _ => "?",
+        })
+        .collect();
+    assert_eq!(names, ["timezone", "standard_conforming_strings"]);
+    kept.into_iter().for_each(|c| s.apply(c));
+    assert_eq!(
+        s.statement("timezone"),
+        Some("SELECT pg_catalog.set_config('TimeZone', 'UTC', false)")
+    );
+    assert_eq!(s.blind_pins(), 0);
+    // Made the session's own, they are not added again.
+    assert!(kept_reports(&told, &conn, &s).is_empty());
+    // A value told that blinds the scanner counts as set; one that does not, not.
+    let fresh = Settings::from_startup(std::iter::empty(), &interner);
+    let off = map(&[
+        ("standard_conforming_strings", "off"),
+        ("client_encoding", "UTF8"),
+    ]);
+    let mut blind = Settings::from_startup(std::iter::empty(), &interner);
+    blind_reports(&off, &fresh)
+        .into_iter()
+        .for_each(|c| blind.apply(c));
+    assert_eq!(blind.blind_pins(), pin::BACKSLASH_QUOTES);
+    let sjis = map(&[("client_encoding", "SJIS")]);
+    assert_eq!(blind_reports(&sjis, &fresh).len(), 1);
+    assert!(blind_reports(&told, &fresh).is_empty());
+}
