@@ -249,7 +249,10 @@ impl Session {
             conn_has_unnamed: &mut self.lease_has_unnamed,
             portals: &mut self.portals,
             txn_failed: self.status == ReadyStatus::Failed,
-            check_shapes: !conn.unsynced && !self.skipping && self.status != ReadyStatus::Failed,
+            // (After a Flush, only where all of the batch was answered.)
+            check_shapes: (!conn.unsynced || (self.owed.is_none() && self.copies_open == 0))
+                && !self.skipping
+                && self.status != ReadyStatus::Failed,
             copies_open: &mut self.copies_open,
         };
         let unit::Forwarded {

@@ -11,10 +11,14 @@
 //! error's place; a statement that no longer parses fails there with the error its Parse
 //! got.
 //!
-//! The round trip ends with a Sync, so it is made only where the server stands at one
-//! (nothing of the client's batch is pending there); inside a transaction block it runs
-//! under a savepoint, so that a statement that no longer parses (a column dropped) fails
-//! where the client's message would, not ahead of what the unit runs before it.
+//! Where the server stands at a Sync, the round trip ends with one; inside a transaction
+//! block it runs under a savepoint, so that a statement that no longer parses (a column
+//! dropped) fails where the client's message would, not ahead of what the unit runs before
+//! it. After a batch the client ended with a Flush (its implicit transaction still open, all
+//! of it answered), the round trip ends with a Flush instead, and a statement that no longer
+//! parses puts the server where the client's message would have: skipping to the client's
+//! next Sync, the error told in that message's place (what the unit sends before it is
+//! skipped with it).
 
 use super::client::Client;
 use super::exps::Replacement;
@@ -51,6 +55,8 @@ pub struct Check {
 /// given: where it changed, or the statement no longer parses, the statement is left off
 /// the connection and the unit's message naming it fails there, its error replaced
 /// (`exps`). The connection's error if it failed.
+/// After a Flush (`conn.unsynced`): the error the client is told where the server now skips
+/// to its next Sync, if a statement no longer parses.
 pub async fn check(
     conn: &mut PgConn,
     checks: Vec<Check>,
@@ -58,7 +64,9 @@ pub async fn check(
     in_block: bool,
     client: &mut Client,
     own_pid: u32,
-) -> std::io::Result<()> {
+) -> std::io::Result<Option<Replacement>> {
+    let flushed = conn.unsynced;
+    let in_block = in_block && !flushed;
     let mut out = Vec::new();
     if in_block {
         super::session::put_query(&mut out, SAVEPOINT);
@@ -74,12 +82,17 @@ pub async fn check(
         pending.push_back(Shared::Prepares(c.key));
         put(&mut out, b'D', &[b"S", &server_name(c.key), b"\0"]);
     }
-    put(&mut out, b'S', &[]);
+    put(&mut out, if flushed { b'H' } else { b'S' }, &[]);
     if in_block {
         super::session::put_query(&mut out, RELEASE);
     }
     conn.send(&out).await?;
-    let mut owed = 1 + 2 * usize::from(in_block);
+    // ReadyForQuery owed; after a Flush, descriptions (an error ends the answers).
+    let mut owed = if flushed {
+        checks.len()
+    } else {
+        1 + 2 * usize::from(in_block)
+    };
     // The checks described so far, and the first error.
     let mut described = 0;
     let mut changed = Vec::new();
@@ -101,6 +114,19 @@ pub async fn check(
                     }
                 }
                 described += 1;
+                if flushed {
+                    owed -= 1;
+                }
+            }
+            b'E' if flushed => {
+                let parts = crate::wire::error_parts(&body).unwrap_or_default();
+                let code = parts.code.unwrap_or_else(|| "XX000".into());
+                failed = Some((code.into(), parts.message.unwrap_or_default(), parts.rest));
+                Shared::undo_skipped(
+                    std::mem::take(&mut pending).into_iter(),
+                    &mut conn.statements,
+                );
+                owed = 0;
             }
             b'E' if failed.is_none() && owed == 1 + usize::from(in_block) => {
                 let parts = crate::wire::error_parts(&body).unwrap_or_default();
@@ -124,6 +150,10 @@ pub async fn check(
         }
     }
     if let Some(error) = failed {
+        if flushed {
+            // The server skips to the client's Sync: what is left of the check, and the unit.
+            return Ok(Some(error));
+        }
         // The statement whose Parse failed, and those after it (never prepared: the unit
         // fails at that one first).
         if let Some(c) = checks.get(described) {
@@ -148,11 +178,25 @@ pub async fn check(
             put(&mut close, b'C', &[b"S", &server_name(*key), b"\0"]);
             conn.statements.forget(*key);
         }
-        put(&mut close, b'S', &[]);
-        conn.send(&close).await?;
-        hidden_answers(conn, 1).await.map_err(lost)?;
+        if flushed {
+            put(&mut close, b'H', &[]);
+            conn.send(&close).await?;
+            let mut closes = changed.len();
+            while closes > 0 {
+                match conn.next_owned().await? {
+                    (b'3', _) => closes -= 1,
+                    (b'S', body) => conn.note_parameter(&body),
+                    (b'E', _) => return Err(std::io::Error::other("a Close failed")),
+                    _ => {}
+                }
+            }
+        } else {
+            put(&mut close, b'S', &[]);
+            conn.send(&close).await?;
+            hidden_answers(conn, 1).await.map_err(lost)?;
+        }
     }
-    Ok(())
+    Ok(None)
 }
 
 impl super::session::Session {
@@ -167,7 +211,16 @@ impl super::session::Session {
     ) -> Result<(), super::session::SessionError> {
         let own_pid = self.handle.id;
         match check(conn, checks, exps, in_block, &mut self.client, own_pid).await {
-            Ok(()) => Ok(()),
+            Ok(None) => Ok(()),
+            Ok(Some(error)) => {
+                // As after an error in the client's own batch: the client is told, and the
+                // unit's answers up to its Sync are not awaited (the server skips them).
+                let mut w = crate::wire::Writer::new();
+                w.error_with("ERROR", &error.0, &error.1, &error.2);
+                self.client.queue(w.as_bytes());
+                self.skipping = true;
+                Ok(())
+            }
             Err(e) => {
                 let msg = format!("sluice: {e}");
                 let _ = self.client.fatal("08006", &msg).await;

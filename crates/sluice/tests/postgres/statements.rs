@@ -536,6 +536,77 @@ async fn a_described_statement_prepared_elsewhere_after_ddl_fails_as_directly() 
     assert_eq!(seen[1], seen[0], "through sluice as directly");
 }
 
+/// As above, after a batch the client ended with a Flush (libpq's `PQsendFlushRequest`,
+/// pgx's `SendFlushRequest`): the statement is checked where it is prepared afresh too (a
+/// round trip ended by a Flush), and one that no longer parses puts the server where the
+/// client's message would have: skipping to the client's Sync, with the error told there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_described_statement_prepared_after_a_flush_fails_as_directly() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 2\nqueue_timeout = \"30s\"\n",
+    )
+    .await;
+    async fn flushed(c: &mut Raw, sql: &str) -> String {
+        c.extended("", Some(sql), &[]);
+        frontend::flush(&mut c.out);
+        c.flush().await;
+        let mut tags = String::new();
+        while !tags.ends_with('C') {
+            tags.push(c.next().await.tag as char);
+        }
+        tags
+    }
+    async fn run(c: &mut Raw, name: &str) -> String {
+        c.extended(name, None, &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        match msgs.iter().find(|m| m.tag == b'E') {
+            Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
+            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
+        }
+    }
+    let mut seen = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let primary = env.topo.primary();
+        primary
+            .sql("DROP TABLE IF EXISTS fl; CREATE TABLE fl (id int, a int, b int); INSERT INTO fl VALUES (1, 7, 8)")
+            .unwrap();
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut got = Vec::new();
+        for (name, sql) in [
+            ("changed", "SELECT a FROM fl"),
+            ("gone", "SELECT b FROM fl"),
+        ] {
+            frontend::parse(name, sql, [], &mut a.out).unwrap();
+            frontend::describe(b'S', name, &mut a.out).unwrap();
+            frontend::sync(&mut a.out);
+            got.push(a.round(1).await.0);
+        }
+        // The connection that holds them is another client's until it ends its block.
+        let mut h = Raw::connect(port, "app", "app", "postgres").await;
+        h.try_simple("BEGIN; SELECT 1").await.unwrap();
+        primary
+            .sql("ALTER TABLE fl ALTER COLUMN a TYPE float8")
+            .unwrap();
+        got.push(flushed(&mut a, "SELECT 5").await);
+        got.push(run(&mut a, "changed").await);
+        primary.sql("ALTER TABLE fl DROP COLUMN b").unwrap();
+        got.push(flushed(&mut a, "SELECT 6").await);
+        got.push(run(&mut a, "gone").await);
+        let after = a.try_simple("SELECT 1").await.unwrap();
+        got.push(Raw::column(&after).join(","));
+        h.try_simple("COMMIT").await.unwrap();
+        seen.push(got);
+    }
+    assert_eq!(
+        seen[0],
+        ["1tTZ", "1tTZ", "12DC", "EZ 0A000", "12DC", "EZ 42703", "1"],
+        "directly"
+    );
+    assert_eq!(seen[1], seen[0], "through sluice as directly");
+}
+
 /// A batch of messages that ask the server for nothing the session's connection would
 /// hold (a Sync alone, a Flush alone, Closes of statements and portals) is answered at once
 /// while the session holds no connection, as PostgreSQL answers it, however busy the pool:
