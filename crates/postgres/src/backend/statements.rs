@@ -32,8 +32,10 @@ pub struct StmtDef {
     /// The result epoch (`backend::epochs`) of its text when the client parsed it: once a copy anywhere
     /// showed that the text's result changed since (0A000 `cached plan must not change
     /// result type`), the client's statement is refused as PostgreSQL refuses a prepared
-    /// statement whose result changed, until the client parses it again.
-    pub epoch: u32,
+    /// statement whose result changed, until the client parses it again — or until sluice,
+    /// preparing it afresh, finds its result what the client was told again (the DDL rolled
+    /// back or undone: PostgreSQL checks a prepared statement's result at every use).
+    epoch: std::sync::atomic::AtomicU32,
     /// Where its result epoch (`backend::epochs`) is kept: its text, types and settings, and the pool (user
     /// and database) its client parsed it in — DDL in one database changes nothing in
     /// another.
@@ -172,7 +174,7 @@ impl StmtDef {
             types: types.to_vec(),
             hash,
             settings: 0,
-            epoch: result_epoch(hash),
+            epoch: result_epoch(hash).into(),
             epoch_key: hash,
             info: crate::classify::classify(sql),
             charge: Ok(None),
@@ -197,7 +199,7 @@ impl StmtDef {
         };
         // Its key depends on the settings: so does its epoch's bucket; and on the pool.
         def.epoch_key = mix(mix(def.hash, settings), scope);
-        def.epoch = result_epoch(def.epoch_key);
+        def.epoch = result_epoch(def.epoch_key).into();
         def
     }
 
@@ -208,7 +210,7 @@ impl StmtDef {
             types: Vec::new(),
             hash: 0,
             settings: 0,
-            epoch: 0,
+            epoch: 0.into(),
             epoch_key: 0,
             info: crate::classify::classify(sql),
             charge: Ok(None),
@@ -235,7 +237,17 @@ impl StmtDef {
     /// A copy of its text showed a changed result since the client parsed it (see
     /// [`StmtDef::epoch`]).
     pub fn result_changed(&self) -> bool {
-        self.hash != 0 && self.epoch != result_epoch(self.epoch_key)
+        self.hash != 0
+            && self.epoch.load(std::sync::atomic::Ordering::Relaxed) != result_epoch(self.epoch_key)
+    }
+
+    /// Its result was found to be what its client was told (see [`StmtDef::epoch`]): no
+    /// longer refused, until a copy shows a change again.
+    pub fn result_confirmed(&self) {
+        self.epoch.store(
+            result_epoch(self.epoch_key),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// The Parse message that prepares it on a server under the name `key` gives.
@@ -459,6 +471,13 @@ impl ServerStatements {
         if let Some((.., stale)) = self.held.get_mut(&key) {
             *stale = true;
         }
+    }
+
+    /// Every copy of `def` here is stale: prepared again before its next use.
+    pub fn mark_stale_copies(&mut self, def: &Arc<StmtDef>) {
+        let (own, key) = self.keys(def);
+        self.mark_stale(own);
+        self.mark_stale(key);
     }
 
     /// The server refused to run a statement as prepared because its result changed (0A000

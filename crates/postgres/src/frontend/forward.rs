@@ -370,7 +370,13 @@ fn ensure(
         return Ok(None);
     };
     if def.result_changed() {
-        return Err(result_changed());
+        // Refused as PostgreSQL refuses it, unless its client holds a description to check
+        // it against: then prepared afresh and checked (PostgreSQL checks a prepared
+        // statement's result at each use: a change rolled back or undone gives rows again).
+        if !(n.check_shapes && def.described() != 0) {
+            return Err(result_changed());
+        }
+        conn.statements.mark_stale_copies(&def);
     }
     let (key, ensure) = conn.statements.ensure(&def);
     if let Ensure::Prepare { evict } = ensure {

@@ -6,10 +6,12 @@
 //! keep it). So `forward` leaves such a statement out of the unit ([`Check`]), and before
 //! the unit goes it is prepared there in a round trip of its own, described, and compared
 //! with what the client was given: a change moves the statement's result epoch on (every
-//! client that parsed it before is refused from then on), the copy is closed again, and the
-//! message that names it fails on the server, with PostgreSQL's 0A000 in the server's
-//! error's place; a statement that no longer parses fails there with the error its Parse
-//! got.
+//! client that parsed it before is checked from then on; one that never described it is
+//! refused), the copy is closed again, and the message that names it fails on the server,
+//! with PostgreSQL's 0A000 in the server's error's place; a statement that no longer parses
+//! fails there with the error its Parse got. A statement whose result epoch moved on since
+//! its client parsed it is checked the same way at each use: the result its client was told
+//! gives rows again (a change rolled back or undone), as PostgreSQL checks it at each use.
 //!
 //! Where the server stands at a Sync, the round trip ends with one; inside a transaction
 //! block it runs under a savepoint, so that a statement that no longer parses (a column
@@ -107,10 +109,16 @@ pub async fn check(
                 if let Some(c) = checks.get(described) {
                     if result_shape(tag, &body) != c.def.described() {
                         // As where a copy prepared before the change is used: every
-                        // client that parsed the statement before is refused.
-                        conn.statements.result_changed(c.key, None);
+                        // client that parsed the statement before is refused (unless the
+                        // change was known when this client's statement was checked).
+                        if !c.def.result_changed() {
+                            conn.statements.result_changed(c.key, None);
+                        }
                         changed.push(c.key);
                         refuse(exps, c, super::forward::result_changed());
+                    } else {
+                        // What its client was told (again, after a change undone).
+                        c.def.result_confirmed();
                     }
                 }
                 described += 1;

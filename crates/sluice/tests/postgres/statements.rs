@@ -607,6 +607,75 @@ async fn a_described_statement_prepared_after_a_flush_fails_as_directly() {
     assert_eq!(seen[1], seen[0], "through sluice as directly");
 }
 
+/// A change of a prepared statement's result that is rolled back, or undone, gives its
+/// clients rows again, as PostgreSQL (which checks a prepared statement's result at each
+/// use) gives them: a client that holds a description is checked against it where its
+/// statement is prepared afresh, not refused for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_change_rolled_back_or_undone_gives_rows_again() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 2\nqueue_timeout = \"30s\"\n",
+    )
+    .await;
+    async fn run(c: &mut Raw, name: &str) -> String {
+        c.extended(name, None, &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        match msgs.iter().find(|m| m.tag == b'E') {
+            Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
+            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
+        }
+    }
+    let mut seen = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let primary = env.topo.primary();
+        primary
+            .sql("DROP TABLE IF EXISTS rb; CREATE TABLE rb (id int, a int); INSERT INTO rb VALUES (1, 7)")
+            .unwrap();
+        let (mut x, mut y) = (
+            Raw::connect(port, "app", "app", "postgres").await,
+            Raw::connect(port, "app", "app", "postgres").await,
+        );
+        let mut got = Vec::new();
+        for c in [&mut x, &mut y] {
+            frontend::parse("s", "SELECT a FROM rb", [], &mut c.out).unwrap();
+            frontend::describe(b'S', "s", &mut c.out).unwrap();
+            frontend::sync(&mut c.out);
+            got.push(c.round(1).await.0);
+        }
+        // Changed inside a block that is rolled back.
+        x.try_simple("BEGIN; ALTER TABLE rb ALTER COLUMN a TYPE bigint")
+            .await
+            .unwrap();
+        got.push(run(&mut x, "s").await);
+        x.try_simple("ROLLBACK").await.unwrap();
+        got.push(run(&mut x, "s").await);
+        got.push(run(&mut y, "s").await);
+        // Changed, then changed back.
+        primary
+            .sql("ALTER TABLE rb ALTER COLUMN a TYPE float8")
+            .unwrap();
+        got.push(run(&mut y, "s").await);
+        got.push(run(&mut x, "s").await);
+        primary
+            .sql("ALTER TABLE rb ALTER COLUMN a TYPE int")
+            .unwrap();
+        got.push(run(&mut y, "s").await);
+        got.push(run(&mut x, "s").await);
+        seen.push(got);
+    }
+    assert_eq!(
+        seen[0],
+        [
+            "1tTZ", "1tTZ", "EZ 0A000", "2DCZ 7", "2DCZ 7", "EZ 0A000", "EZ 0A000", "2DCZ 7",
+            "2DCZ 7"
+        ],
+        "directly"
+    );
+    assert_eq!(seen[1], seen[0], "through sluice as directly");
+}
+
 /// A batch of messages that ask the server for nothing the session's connection would
 /// hold (a Sync alone, a Flush alone, Closes of statements and portals) is answered at once
 /// while the session holds no connection, as PostgreSQL answers it, however busy the pool:
