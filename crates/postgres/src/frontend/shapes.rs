@@ -126,17 +126,7 @@ pub async fn check(
                     owed -= 1;
                 }
             }
-            b'E' if flushed => {
-                let parts = crate::wire::error_parts(&body).unwrap_or_default();
-                let code = parts.code.unwrap_or_else(|| "XX000".into());
-                failed = Some((code.into(), parts.message.unwrap_or_default(), parts.rest));
-                Shared::undo_skipped(
-                    std::mem::take(&mut pending).into_iter(),
-                    &mut conn.statements,
-                );
-                owed = 0;
-            }
-            b'E' if failed.is_none() && owed == 1 + usize::from(in_block) => {
+            b'E' if flushed || (failed.is_none() && owed == 1 + usize::from(in_block)) => {
                 let parts = crate::wire::error_parts(&body).unwrap_or_default();
                 let code = parts.code.unwrap_or_else(|| "XX000".into());
                 failed = Some((code.into(), parts.message.unwrap_or_default(), parts.rest));
@@ -145,6 +135,10 @@ pub async fn check(
                     std::mem::take(&mut pending).into_iter(),
                     &mut conn.statements,
                 );
+                if flushed {
+                    // Nothing more comes before the client's Sync.
+                    owed = 0;
+                }
             }
             b'S' => conn.note_parameter(&body),
             b'A' => {

@@ -582,15 +582,28 @@ pub fn kept_reports(
     settings: &Settings,
 ) -> Vec<Change> {
     KEPT.iter()
-        .filter_map(|&(reported, name)| {
-            let value = told.get(reported)?;
-            if conn.get(reported) == Some(value) || settings.statement(name).is_some() {
-                return None;
-            }
-            let stmt = super::startup::set_config(reported, value);
-            Some(Change::Set(name.to_string(), stmt))
-        })
+        .filter(|&&(reported, _)| conn.get(reported) != told.get(reported))
+        .filter_map(|&(reported, name)| told_setting(told, settings, reported, name))
+        .map(|(name, stmt)| Change::Set(name, stmt))
         .collect()
+}
+
+/// The statement setting `reported` (`name` in lower case) to the value the client was
+/// `told`, if it was told one and the session did not make that setting itself.
+fn told_setting(
+    told: &BTreeMap<String, String>,
+    settings: &Settings,
+    reported: &str,
+    name: &str,
+) -> Option<(String, String)> {
+    let value = told.get(reported)?;
+    if settings.statement(name).is_some() {
+        return None;
+    }
+    Some((
+        name.to_string(),
+        super::startup::set_config(reported, value),
+    ))
 }
 
 /// The settings that tell the scanner what the client was `told` at login when it blinds
@@ -600,17 +613,11 @@ pub fn kept_reports(
 pub fn blind_reports(told: &BTreeMap<String, String>, settings: &Settings) -> Vec<Change> {
     KEPT.iter()
         .filter(|&&(_, name)| name == CONFORMING_STRINGS || name == CLIENT_ENCODING)
-        .filter_map(|&(reported, name)| {
-            let value = told.get(reported)?;
-            if settings.statement(name).is_some() {
-                return None;
-            }
-            let stmt = super::startup::set_config(reported, value);
-            let blinds = match name {
-                CONFORMING_STRINGS => boolean_set(&stmt, CONFORMING_STRINGS) == Some(false),
-                _ => unreadable_encoding(&stmt),
-            };
-            blinds.then(|| Change::Set(name.to_string(), stmt))
+        .filter_map(|&(reported, name)| told_setting(told, settings, reported, name))
+        .filter(|(name, stmt)| match name.as_str() {
+            CONFORMING_STRINGS => boolean_set(stmt, CONFORMING_STRINGS) == Some(false),
+            _ => unreadable_encoding(stmt),
         })
+        .map(|(name, stmt)| Change::Set(name, stmt))
         .collect()
 }

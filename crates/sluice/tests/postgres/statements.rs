@@ -19,6 +19,18 @@ async fn two_clients_on_one_connection(name: &str) -> (PgEnv, Raw, Raw) {
     (env, a, b)
 }
 
+/// Binds and executes the client's statement `name` to its Sync: the answers' types, then the
+/// error's SQLSTATE or the rows' first column.
+async fn run_named(c: &mut Raw, name: &str) -> String {
+    c.extended(name, None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    match msgs.iter().find(|m| m.tag == b'E') {
+        Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
+        None => format!("{tags} {}", Raw::column(&msgs).join(",")),
+    }
+}
+
 /// A batch that fails early makes the server skip the rest up to its Sync, including what
 /// sluice added there: the Close and Parse that prepare a text afresh on the connection.
 /// The connection still has the statement another client uses, and sluice must know it:
@@ -454,15 +466,6 @@ async fn a_described_statement_prepared_elsewhere_after_ddl_fails_as_directly() 
         "\n[pool]\nmax_connections = 2\nqueue_timeout = \"30s\"\n",
     )
     .await;
-    async fn run(c: &mut Raw, name: &str) -> String {
-        c.extended(name, None, &[]);
-        frontend::sync(&mut c.out);
-        let (tags, msgs) = c.round(1).await;
-        match msgs.iter().find(|m| m.tag == b'E') {
-            Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
-            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
-        }
-    }
     let mut seen = Vec::new();
     for port in [env.topo.primary().port, env.port] {
         let primary = env.topo.primary();
@@ -492,14 +495,14 @@ async fn a_described_statement_prepared_elsewhere_after_ddl_fails_as_directly() 
         h.try_simple("BEGIN; SELECT 1").await.unwrap();
         // No result changes.
         primary.sql("ALTER TABLE sh ADD COLUMN c int").unwrap();
-        got.push(run(&mut a, "same").await);
+        got.push(run_named(&mut a, "same").await);
         // Its column's type changes.
         primary
             .sql("ALTER TABLE sh ALTER COLUMN a TYPE float8")
             .unwrap();
-        got.push(run(&mut a, "changed").await);
-        got.push(run(&mut a, "changed").await);
-        got.push(run(&mut a, "bound").await);
+        got.push(run_named(&mut a, "changed").await);
+        got.push(run_named(&mut a, "changed").await);
+        got.push(run_named(&mut a, "bound").await);
         // Gone, inside a block that ran something before it in the same batch.
         primary.sql("ALTER TABLE sh DROP COLUMN b").unwrap();
         a.try_simple("BEGIN; SELECT 1").await.unwrap();
@@ -557,15 +560,6 @@ async fn a_described_statement_prepared_after_a_flush_fails_as_directly() {
         }
         tags
     }
-    async fn run(c: &mut Raw, name: &str) -> String {
-        c.extended(name, None, &[]);
-        frontend::sync(&mut c.out);
-        let (tags, msgs) = c.round(1).await;
-        match msgs.iter().find(|m| m.tag == b'E') {
-            Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
-            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
-        }
-    }
     let mut seen = Vec::new();
     for port in [env.topo.primary().port, env.port] {
         let primary = env.topo.primary();
@@ -590,10 +584,10 @@ async fn a_described_statement_prepared_after_a_flush_fails_as_directly() {
             .sql("ALTER TABLE fl ALTER COLUMN a TYPE float8")
             .unwrap();
         got.push(flushed(&mut a, "SELECT 5").await);
-        got.push(run(&mut a, "changed").await);
+        got.push(run_named(&mut a, "changed").await);
         primary.sql("ALTER TABLE fl DROP COLUMN b").unwrap();
         got.push(flushed(&mut a, "SELECT 6").await);
-        got.push(run(&mut a, "gone").await);
+        got.push(run_named(&mut a, "gone").await);
         let after = a.try_simple("SELECT 1").await.unwrap();
         got.push(Raw::column(&after).join(","));
         h.try_simple("COMMIT").await.unwrap();
@@ -618,15 +612,6 @@ async fn a_result_change_rolled_back_or_undone_gives_rows_again() {
         "\n[pool]\nmax_connections = 2\nqueue_timeout = \"30s\"\n",
     )
     .await;
-    async fn run(c: &mut Raw, name: &str) -> String {
-        c.extended(name, None, &[]);
-        frontend::sync(&mut c.out);
-        let (tags, msgs) = c.round(1).await;
-        match msgs.iter().find(|m| m.tag == b'E') {
-            Some(e) => format!("{tags} {}", e.sqlstate().unwrap_or_default()),
-            None => format!("{tags} {}", Raw::column(&msgs).join(",")),
-        }
-    }
     let mut seen = Vec::new();
     for port in [env.topo.primary().port, env.port] {
         let primary = env.topo.primary();
@@ -648,21 +633,21 @@ async fn a_result_change_rolled_back_or_undone_gives_rows_again() {
         x.try_simple("BEGIN; ALTER TABLE rb ALTER COLUMN a TYPE bigint")
             .await
             .unwrap();
-        got.push(run(&mut x, "s").await);
+        got.push(run_named(&mut x, "s").await);
         x.try_simple("ROLLBACK").await.unwrap();
-        got.push(run(&mut x, "s").await);
-        got.push(run(&mut y, "s").await);
+        got.push(run_named(&mut x, "s").await);
+        got.push(run_named(&mut y, "s").await);
         // Changed, then changed back.
         primary
             .sql("ALTER TABLE rb ALTER COLUMN a TYPE float8")
             .unwrap();
-        got.push(run(&mut y, "s").await);
-        got.push(run(&mut x, "s").await);
+        got.push(run_named(&mut y, "s").await);
+        got.push(run_named(&mut x, "s").await);
         primary
             .sql("ALTER TABLE rb ALTER COLUMN a TYPE int")
             .unwrap();
-        got.push(run(&mut y, "s").await);
-        got.push(run(&mut x, "s").await);
+        got.push(run_named(&mut y, "s").await);
+        got.push(run_named(&mut x, "s").await);
         seen.push(got);
     }
     assert_eq!(
