@@ -253,6 +253,17 @@ async fn what_a_client_was_told_at_login_holds_after_its_roles_defaults_change()
         .primary()
         .sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'app'")
         .unwrap();
+    // Gone (their FATAL and end sent) before sluice may lend one again: the termination is
+    // a signal, and a busy machine runs the backends' exit later.
+    let gone = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while env.topo.primary().sql(gone).unwrap() != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the backends did not exit"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let mut c = Raw::connect_with(
         env.port,
         "app",
