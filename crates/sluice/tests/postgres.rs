@@ -28,6 +28,8 @@ mod pg;
 mod pins;
 #[path = "postgres/pipelines.rs"]
 mod pipelines;
+#[path = "postgres/result_changes.rs"]
+mod result_changes;
 #[path = "postgres/routing.rs"]
 mod routing;
 #[path = "postgres/statements.rs"]
