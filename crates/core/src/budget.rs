@@ -111,6 +111,13 @@ impl Charge {
         self.bytes
     }
 
+    /// Gives back `n` of the bytes held (all of them if it holds fewer).
+    pub fn shrink(&mut self, n: usize) {
+        let n = n.min(self.bytes);
+        self.budget.used.fetch_sub(n, Relaxed);
+        self.bytes -= n;
+    }
+
     /// Gives back everything held (the charge stays, empty, for the next bytes).
     pub fn release(&mut self) {
         if self.bytes > 0 {
@@ -158,5 +165,17 @@ mod tests {
         drop(c);
         assert_eq!(b.used(), 0);
         assert!(b.charge().grow(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn a_charge_shrinks_by_at_most_what_it_holds() {
+        let b = MemoryBudget::new(100);
+        let mut c = b.charge();
+        c.grow(70).unwrap();
+        c.shrink(30);
+        assert_eq!((c.bytes(), b.used()), (40, 40));
+        c.shrink(1000);
+        assert_eq!((c.bytes(), b.used()), (0, 0));
+        c.grow(100).unwrap();
     }
 }

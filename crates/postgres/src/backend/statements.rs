@@ -16,7 +16,8 @@ use std::sync::{Arc, Weak};
 /// A statement as a client prepared it (a Parse message's content), or a simple query's text.
 #[derive(Debug)]
 pub struct StmtDef {
-    /// The SQL text (shared with the session's view in the registry while it runs).
+    /// The SQL text (shared with the session's view in the registry while it runs); of a
+    /// simple query, its first [`QUERY_TEXT_KEPT`] bytes.
     pub sql: std::sync::Arc<[u8]>,
     /// The parameter type section of the Parse message (count and OIDs), as sent.
     pub types: Vec<u8>,
@@ -165,6 +166,14 @@ fn seed() -> &'static foldhash::quality::SeedableRandomState {
     SEED.get_or_init(foldhash::quality::SeedableRandomState::random)
 }
 
+/// How much of a simple query's text its record ([`StmtDef::query`]) keeps. Nothing that
+/// reads the record needs the whole text: the scanner reads the client's message, and so
+/// does routing (hints and `[[rules]]`); what reads the record's copy (the statement shown in
+/// flight, a new digest's text) shows only its start. A whole copy of a message of tens of
+/// MiB, held while it runs, would be charged nowhere: the message itself is charged to
+/// `[proxy] max_request_memory`, and is held once.
+pub const QUERY_TEXT_KEPT: usize = 64 * 1024;
+
 impl StmtDef {
     /// A definition from a Parse message's text and type section.
     pub fn new(sql: &[u8], types: &[u8]) -> StmtDef {
@@ -203,10 +212,11 @@ impl StmtDef {
         def
     }
 
-    /// A simple query's text: classified, never prepared (no server name).
+    /// A simple query's text: classified, never prepared (no server name); of a text longer
+    /// than [`QUERY_TEXT_KEPT`], only that much is kept (see there).
     pub fn query(sql: &[u8]) -> StmtDef {
         StmtDef {
-            sql: sql.into(),
+            sql: sql[..sql.len().min(QUERY_TEXT_KEPT)].into(),
             types: Vec::new(),
             hash: 0,
             settings: 0,

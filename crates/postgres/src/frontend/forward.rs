@@ -23,6 +23,9 @@ pub struct Forwarded {
     pub ran: smallvec::SmallVec<[Arc<StmtDef>; 2]>,
     /// Statements to prepare and check before the unit goes (see [`super::shapes`]).
     pub checks: Vec<super::shapes::Check>,
+    /// Bytes of `out` added to the client's charge (see [`COPY_UNCHARGED`]): given back once
+    /// `out` is sent.
+    pub copied: usize,
 }
 
 /// Forwarding in progress: the bytes for the server stay the unit's own until a message is
@@ -98,7 +101,16 @@ pub struct Names<'a> {
     /// Executes of `COPY … FROM STDIN` forwarded whose CopyDone or CopyFail has not been
     /// (they may come in a later part of a long batch).
     pub copies_open: &'a mut u32,
+    /// The client's charge against `[proxy] max_request_memory`: a large Bind's copy is
+    /// added to it (see [`COPY_UNCHARGED`]).
+    pub charge: &'a mut sluice_core::Charge,
 }
+
+/// Parameters of a Bind of a named statement beyond this many bytes are charged again to
+/// `[proxy] max_request_memory` as the Bind is copied (with the statement's name on the
+/// server connection), on top of the message itself, until the copy is sent. A Bind of the
+/// unnamed statement is not copied.
+pub const COPY_UNCHARGED: usize = 64 * 1024;
 
 /// Rewrites and forwards the extended-protocol and simple messages of `unit`.
 pub fn forward(
@@ -267,6 +279,17 @@ fn refuse_with(f: &mut Build<'_>, error: Replacement) {
     f.f.exps.push_back(e);
 }
 
+/// The error of a Bind whose copy [`COPY_UNCHARGED`] the budget cannot hold.
+fn copy_over_budget(over: &sluice_core::OverBudget) -> (&'static str, String) {
+    (
+        "53200",
+        format!(
+            "sluice: out of memory for client messages: this Bind's {} bytes of parameters are copied to name its statement on the server connection, but the messages of all clients may hold at most {} bytes ([proxy] max_request_memory) and {} are in use; retry later (a Bind of the unnamed statement is not copied)",
+            over.wanted, over.limit, over.used
+        ),
+    )
+}
+
 /// PostgreSQL's error for a Bind or Describe of the unnamed statement when there is none.
 fn no_unnamed() -> (&'static str, String) {
     (
@@ -430,6 +453,12 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         f.f.exps.push_back(Exp::pass(Resp::Bind));
         return;
     };
+    if !stmt.is_empty() && rest.len() > COPY_UNCHARGED {
+        if let Err(over) = n.charge.grow(rest.len()) {
+            return refuse(f, copy_over_budget(&over));
+        }
+        f.f.copied += rest.len();
+    }
     match ensure(stmt, conn, n, f) {
         Err(e) => refuse_with(f, e),
         Ok(Some(on)) => {

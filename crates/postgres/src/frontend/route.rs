@@ -184,6 +184,9 @@ impl Session {
         let mut route = Route::Read;
         let mut first: Option<Arc<StmtDef>> = None;
         let mut hint = None;
+        // A simple query's whole text, read from the client's buffer (its record keeps only
+        // the first [`crate::backend::statements::QUERY_TEXT_KEPT`] bytes).
+        let mut first_text: Option<&[u8]> = None;
         let mut any = false;
         // Statements parsed earlier in this unit, by name: a Bind names them.
         let mut parsed: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
@@ -217,8 +220,11 @@ impl Session {
             };
             if let Some(def) = def {
                 if !any {
+                    let text = (tag == b'Q').then(|| unit::cstr(body)).flatten();
+                    first_text = text.map(|(sql, _)| sql);
+                    let sql = first_text.unwrap_or(&def.sql);
                     hint = def.info.hint.and_then(|(s, e)| {
-                        std::str::from_utf8(&def.sql[s..e]).ok().map(str::to_string)
+                        std::str::from_utf8(sql.get(s..e)?).ok().map(str::to_string)
                     });
                     first = Some(def.clone());
                 }
@@ -261,7 +267,9 @@ impl Session {
         {
             route = Route::Write;
         }
-        let sql: &[u8] = first.as_ref().map(|d| &d.sql[..]).unwrap_or(b"");
+        let sql: &[u8] = first_text
+            .or(first.as_ref().map(|d| &d.sql[..]))
+            .unwrap_or(b"");
         topo.router
             .route(&RouteInput {
                 sql,

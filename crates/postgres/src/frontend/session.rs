@@ -254,12 +254,14 @@ impl Session {
                 && !self.skipping
                 && self.status != ReadyStatus::Failed,
             copies_open: &mut self.copies_open,
+            charge: &mut self.client.charge,
         };
         let unit::Forwarded {
             out,
             mut exps,
             ran,
             checks,
+            copied,
         } = unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
         if !checks.is_empty() {
             // Boxed: rare (see `shapes`); the unit's future holds only the box.
@@ -304,6 +306,7 @@ impl Session {
                 sent
             }
         };
+        self.client.charge.shrink(copied);
         self.client.consume(unit.len);
         if unit.end != End::Partial {
             // Whatever COPY is still open takes its data from the client (see `relay`).

@@ -221,3 +221,67 @@ async fn the_answers_a_batch_owes_are_held_within_the_process_budget() {
     let mut d = Raw::connect(env.port, "app", "app", "postgres").await;
     assert_eq!(Raw::column(&d.try_simple("SELECT 1").await.unwrap()), ["1"]);
 }
+
+/// A Bind of a named statement is copied to carry the statement's name on the server
+/// connection: parameters of more than 64 KiB are charged to `[proxy] max_request_memory`
+/// a second time while the copy is held. In a budget of 24 MiB, a 20 MiB parameter (its
+/// message charged as it arrived) leaves no room for its copy: that Bind fails with 53200
+/// and the session goes on, as it does in a transaction block, which fails with it as
+/// directly; a copy's charge is given back once it is sent, so Binds of 1 MiB fit one after
+/// the other however many come; the unnamed statement's Bind, not copied, takes 20 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_bind_is_copied_within_the_budget() {
+    let budget = "\n[proxy]\nmax_request_memory = 25165824\n\n[mysql]\nmax_packet_size = 1048576\n";
+    let env = start(0, budget).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut other = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(
+        prepare(&mut c, "len", "SELECT length($1)").await,
+        ("1Z".into(), None)
+    );
+    let bind = |c: &mut Raw, name: &str, bytes: usize| {
+        let value = "y".repeat(bytes);
+        c.extended(name, None, &[Some(&value)]);
+        frontend::sync(&mut c.out);
+    };
+
+    bind(&mut c, "len", 20 << 20);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    let error = msgs[0].text();
+    assert!(
+        error.starts_with("53200 sluice: out of memory for client messages: this Bind's ")
+            && error.contains("at most 25165824 bytes ([proxy] max_request_memory)"),
+        "{error}"
+    );
+    assert_eq!(
+        Raw::column(&other.try_simple("SELECT 1").await.unwrap()),
+        ["1"]
+    );
+
+    // 30 MiB of 1 MiB Binds in one pipeline (the client's buffer, within what reading ahead
+    // takes, is charged nothing and seldom empties): each copy's charge goes once it is
+    // sent, so they all fit one after the other in 24 MiB.
+    let sizes: Vec<usize> = (0..30).map(|i| (1 << 20) + 1000 * i).collect();
+    for &n in &sizes {
+        bind(&mut c, "len", n);
+    }
+    let (tags, msgs) = c.round(sizes.len()).await;
+    assert_eq!(tags, "2DCZ".repeat(sizes.len()), "{msgs:?}");
+    let lengths: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    assert_eq!(Raw::column(&msgs), lengths);
+    frontend::parse("", "SELECT length($1)", [], &mut c.out).unwrap();
+    bind(&mut c, "", 20 << 20);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12DCZ");
+    assert_eq!(Raw::column(&msgs), [(20 << 20).to_string()]);
+
+    // In a transaction block the server refuses it alike: the block fails, as directly.
+    c.try_simple("BEGIN").await.unwrap();
+    bind(&mut c, "len", 20 << 20);
+    assert_eq!(c.round(1).await.0, "EZ");
+    let failed = c.try_simple("SELECT 3").await.unwrap_err();
+    assert!(failed.starts_with("25P02 "), "{failed}");
+    c.try_simple("ROLLBACK").await.unwrap();
+    assert_eq!(Raw::column(&c.try_simple("SELECT 4").await.unwrap()), ["4"]);
+}
