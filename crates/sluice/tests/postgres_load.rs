@@ -247,7 +247,7 @@ const QUERIES: usize = 4;
 /// `[proxy] max_request_memory`; the statement's record (what the admin API shows in flight,
 /// what counts its digest) keeps only the start of its text. Four queries of 48 MiB each
 /// wait on the server at once (behind an advisory lock held directly): sluice's RSS grows by
-/// less than their 192 MiB and a quarter (160–175 MB here; about 300 with a whole copy of
+/// less than their 192 MiB and a quarter (153–171 MiB here; 242–295 with a whole copy of
 /// each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_simple_queries_are_held_once_while_they_run() {
