@@ -471,6 +471,24 @@ async fn admin_api_and_metrics_count_postgres_statements() {
     assert_eq!(insert["count"], 3, "{insert}");
     assert_eq!(insert["hostgroup"], "writer", "{insert}");
     assert_eq!(insert["user"], "app", "{insert}");
+    // A digest first seen in a query over 64 KiB has the text of the whole query (sluice's
+    // record of a query keeps only its first 64 KiB).
+    let long = format!(
+        "/* {} */ SELECT length('{}') AS long_digest_marker",
+        "c".repeat(35_000),
+        "x".repeat(35_000)
+    );
+    let out = env.psql(&long);
+    assert!(out.lines().any(|l| l.trim() == "35000"), "{out}");
+    let digests = pg::http::get_json(admin.addr, "/api/digests");
+    assert!(
+        digests["digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["text"] == "SELECT length(?) AS long_digest_marker"),
+        "no digest of the long query in {digests}"
+    );
 
     let (status, metrics) = pg::http::request(admin.addr, "GET", "/metrics", None);
     assert_eq!(status, 200);

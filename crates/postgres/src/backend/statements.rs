@@ -19,6 +19,9 @@ pub struct StmtDef {
     /// The SQL text (shared with the session's view in the registry while it runs); of a
     /// simple query, its first [`QUERY_TEXT_KEPT`] bytes.
     pub sql: std::sync::Arc<[u8]>,
+    /// Of a simple query longer than [`QUERY_TEXT_KEPT`]: its digest's text, made from the
+    /// whole text (what a new digest shows; the start alone may end inside a literal).
+    pub digest_text: Option<Box<[u8]>>,
     /// The parameter type section of the Parse message (count and OIDs), as sent.
     pub types: Vec<u8>,
     /// Hash of both (0 for a simple query, never prepared).
@@ -168,10 +171,10 @@ fn seed() -> &'static foldhash::quality::SeedableRandomState {
 
 /// How much of a simple query's text its record ([`StmtDef::query`]) keeps. Nothing that
 /// reads the record needs the whole text: the scanner reads the client's message, and so
-/// does routing (hints and `[[rules]]`); what reads the record's copy (the statement shown in
-/// flight, a new digest's text) shows only its start. A whole copy of a message of tens of
-/// MiB, held while it runs, would be charged nowhere: the message itself is charged to
-/// `[proxy] max_request_memory`, and is held once.
+/// does routing (hints and `[[rules]]`); the statement shown in flight shows only its start;
+/// the text of a new digest is made from the whole text as the record is (a longer text
+/// only). A whole copy of a message of tens of MiB, held while it runs, would be charged
+/// nowhere: the message itself is charged to `[proxy] max_request_memory`, and is held once.
 pub const QUERY_TEXT_KEPT: usize = 64 * 1024;
 
 impl StmtDef {
@@ -180,6 +183,7 @@ impl StmtDef {
         let hash = text_hash(sql, types);
         StmtDef {
             sql: sql.into(),
+            digest_text: None,
             types: types.to_vec(),
             hash,
             settings: 0,
@@ -215,8 +219,14 @@ impl StmtDef {
     /// A simple query's text: classified, never prepared (no server name); of a text longer
     /// than [`QUERY_TEXT_KEPT`], only that much is kept (see there).
     pub fn query(sql: &[u8]) -> StmtDef {
+        let digest_text = (sql.len() > QUERY_TEXT_KEPT).then(|| {
+            let mut text = Vec::new();
+            sluice_sqlscan::postgres::digest_text(sql, &mut text);
+            text.into_boxed_slice()
+        });
         StmtDef {
             sql: sql[..sql.len().min(QUERY_TEXT_KEPT)].into(),
+            digest_text,
             types: Vec::new(),
             hash: 0,
             settings: 0,

@@ -47,10 +47,13 @@ impl Session {
                     hostgroup,
                 },
                 // Only for a digest not in the table yet.
-                || {
-                    let mut text = Vec::new();
-                    sluice_sqlscan::postgres::digest_text(&def.sql, &mut text);
-                    text
+                || match &def.digest_text {
+                    Some(text) => text.to_vec(),
+                    None => {
+                        let mut text = Vec::new();
+                        sluice_sqlscan::postgres::digest_text(&def.sql, &mut text);
+                        text
+                    }
                 },
                 DigestSample {
                     elapsed: if last { elapsed } else { Duration::ZERO },

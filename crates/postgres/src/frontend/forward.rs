@@ -279,8 +279,16 @@ fn refuse_with(f: &mut Build<'_>, error: Replacement) {
     f.f.exps.push_back(e);
 }
 
-/// The error of a Bind whose copy [`COPY_UNCHARGED`] the budget cannot hold.
-fn copy_over_budget(over: &sluice_core::OverBudget) -> (&'static str, String) {
+/// The error of a Bind whose copy [`COPY_UNCHARGED`] the budget cannot hold; in a failed
+/// transaction block, the server's own (it refuses any Bind there).
+fn copy_over_budget(over: &sluice_core::OverBudget, txn_failed: bool) -> (&'static str, String) {
+    if txn_failed {
+        return (
+            "25P02",
+            "current transaction is aborted, commands ignored until end of transaction block"
+                .to_string(),
+        );
+    }
     (
         "53200",
         format!(
@@ -453,12 +461,6 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
         f.f.exps.push_back(Exp::pass(Resp::Bind));
         return;
     };
-    if !stmt.is_empty() && rest.len() > COPY_UNCHARGED {
-        if let Err(over) = n.charge.grow(rest.len()) {
-            return refuse(f, copy_over_budget(&over));
-        }
-        f.f.copied += rest.len();
-    }
     match ensure(stmt, conn, n, f) {
         Err(e) => refuse_with(f, e),
         Ok(Some(on)) => {
@@ -466,7 +468,15 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
                 // The unnamed statement has its name on the server too: the Bind goes as it
                 // is, not copied (its parameters may be most of a large message).
                 None => f.keep(whole),
-                Some(_) => put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]),
+                Some(_) => {
+                    if rest.len() > COPY_UNCHARGED {
+                        if let Err(over) = n.charge.grow(rest.len()) {
+                            return refuse(f, copy_over_budget(&over, n.txn_failed));
+                        }
+                        f.f.copied += rest.len();
+                    }
+                    put(f.out(), b'B', &[portal, b"\0", &on.name(), b"\0", rest]);
+                }
             }
             let mut e = Exp::pass(Resp::Bind);
             e.shared = on.shared();

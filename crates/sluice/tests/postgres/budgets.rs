@@ -227,7 +227,8 @@ async fn the_answers_a_batch_owes_are_held_within_the_process_budget() {
 /// a second time while the copy is held. In a budget of 24 MiB, a 20 MiB parameter (its
 /// message charged as it arrived) leaves no room for its copy: that Bind fails with 53200
 /// and the session goes on, as it does in a transaction block, which fails with it as
-/// directly; a copy's charge is given back once it is sent, so Binds of 1 MiB fit one after
+/// directly (a Bind nothing is copied for, of a statement that does not exist or in a failed
+/// block, gets PostgreSQL's own error); a copy's charge is given back once it is sent, so Binds of 1 MiB fit one after
 /// the other however many come; the unnamed statement's Bind, not copied, takes 20 MiB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_bind_is_copied_within_the_budget() {
@@ -258,6 +259,14 @@ async fn a_named_bind_is_copied_within_the_budget() {
         Raw::column(&other.try_simple("SELECT 1").await.unwrap()),
         ["1"]
     );
+    // Nothing is copied for a statement that does not exist: PostgreSQL's error, as directly.
+    bind(&mut c, "nope", 20 << 20);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(
+        msgs[0].text(),
+        "26000 prepared statement \"nope\" does not exist"
+    );
 
     // 30 MiB of 1 MiB Binds in one pipeline (the client's buffer, within what reading ahead
     // takes, is charged nothing and seldom empties): each copy's charge goes once it is
@@ -282,6 +291,11 @@ async fn a_named_bind_is_copied_within_the_budget() {
     assert_eq!(c.round(1).await.0, "EZ");
     let failed = c.try_simple("SELECT 3").await.unwrap_err();
     assert!(failed.starts_with("25P02 "), "{failed}");
+    // In the failed block, the server's own error for any Bind, as directly.
+    bind(&mut c, "len", 20 << 20);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert!(msgs[0].text().starts_with("25P02 "), "{msgs:?}");
     c.try_simple("ROLLBACK").await.unwrap();
     assert_eq!(Raw::column(&c.try_simple("SELECT 4").await.unwrap()), ["4"]);
 }
