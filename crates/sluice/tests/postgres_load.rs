@@ -103,6 +103,20 @@ async fn a_thousand_clients_share_ten_connections_per_server() {
     );
 }
 
+/// A PostgreSQL primary alone, role `app` (password `app`) a superuser.
+async fn primary_with_app() -> PgTopology {
+    tokio::task::spawn_blocking(|| {
+        let topo = PgTopology::start(0).expect("PostgreSQL must start");
+        topo.primary()
+            .sql("CREATE ROLE app LOGIN SUPERUSER PASSWORD 'app'")
+            .unwrap();
+        topo.primary().require_passwords(&[]).unwrap();
+        topo
+    })
+    .await
+    .unwrap()
+}
+
 /// sluice as its own process with a PostgreSQL listener in front of `topo`'s primary.
 struct Sluice {
     child: std::process::Child,
@@ -161,16 +175,7 @@ const BOUND_KIB: u64 = 20 * 1024;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_of_a_large_result_costs_bounded_memory() {
-    let topo = tokio::task::spawn_blocking(|| {
-        let topo = PgTopology::start(0).expect("PostgreSQL must start");
-        topo.primary()
-            .sql("CREATE ROLE app LOGIN SUPERUSER PASSWORD 'app'")
-            .unwrap();
-        topo.primary().require_passwords(&[]).unwrap();
-        topo
-    })
-    .await
-    .unwrap();
+    let topo = primary_with_app().await;
     let sluice = Sluice::start(&topo);
     let mut c = Raw::connect(sluice.port, "app", "app", "postgres").await;
     let baseline = sluice_bench::proc_status_kib(sluice.pid(), "VmRSS:");
@@ -251,16 +256,7 @@ const QUERIES: usize = 4;
 /// each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_simple_queries_are_held_once_while_they_run() {
-    let topo = tokio::task::spawn_blocking(|| {
-        let topo = PgTopology::start(0).expect("PostgreSQL must start");
-        topo.primary()
-            .sql("CREATE ROLE app LOGIN SUPERUSER PASSWORD 'app'")
-            .unwrap();
-        topo.primary().require_passwords(&[]).unwrap();
-        topo
-    })
-    .await
-    .unwrap();
+    let topo = primary_with_app().await;
     let sluice = Sluice::start(&topo);
     let server = topo.primary().port;
     let mut holder = Raw::connect(server, "app", "app", "postgres").await;

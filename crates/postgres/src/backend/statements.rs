@@ -177,6 +177,13 @@ fn seed() -> &'static foldhash::quality::SeedableRandomState {
 /// nowhere: the message itself is charged to `[proxy] max_request_memory`, and is held once.
 pub const QUERY_TEXT_KEPT: usize = 64 * 1024;
 
+/// The normalised text of `sql`'s digest.
+fn digest_text_of(sql: &[u8]) -> Vec<u8> {
+    let mut text = Vec::new();
+    sluice_sqlscan::postgres::digest_text(sql, &mut text);
+    text
+}
+
 impl StmtDef {
     /// A definition from a Parse message's text and type section.
     pub fn new(sql: &[u8], types: &[u8]) -> StmtDef {
@@ -219,11 +226,7 @@ impl StmtDef {
     /// A simple query's text: classified, never prepared (no server name); of a text longer
     /// than [`QUERY_TEXT_KEPT`], only that much is kept (see there).
     pub fn query(sql: &[u8]) -> StmtDef {
-        let digest_text = (sql.len() > QUERY_TEXT_KEPT).then(|| {
-            let mut text = Vec::new();
-            sluice_sqlscan::postgres::digest_text(sql, &mut text);
-            text.into_boxed_slice()
-        });
+        let digest_text = (sql.len() > QUERY_TEXT_KEPT).then(|| digest_text_of(sql).into());
         StmtDef {
             sql: sql[..sql.len().min(QUERY_TEXT_KEPT)].into(),
             digest_text,
@@ -235,6 +238,14 @@ impl StmtDef {
             info: crate::classify::classify(sql),
             charge: Ok(None),
             described: Default::default(),
+        }
+    }
+
+    /// The text its digest shows: the one kept for a long simple query, else made from `sql`.
+    pub fn digest_text(&self) -> Vec<u8> {
+        match &self.digest_text {
+            Some(text) => text.to_vec(),
+            None => digest_text_of(&self.sql),
         }
     }
 

@@ -47,14 +47,7 @@ impl Session {
                     hostgroup,
                 },
                 // Only for a digest not in the table yet.
-                || match &def.digest_text {
-                    Some(text) => text.to_vec(),
-                    None => {
-                        let mut text = Vec::new();
-                        sluice_sqlscan::postgres::digest_text(&def.sql, &mut text);
-                        text
-                    }
-                },
+                || def.digest_text(),
                 DigestSample {
                     elapsed: if last { elapsed } else { Duration::ZERO },
                     rows_sent: if last { relayed.rows } else { 0 },

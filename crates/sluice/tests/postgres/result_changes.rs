@@ -20,6 +20,18 @@ async fn run_named(c: &mut Raw, name: &str) -> String {
     }
 }
 
+/// Parses each `(name, text)` and describes it, each with its Sync: the answers' types.
+async fn parse_and_describe(c: &mut Raw, statements: &[(&str, &str)]) -> Vec<String> {
+    let mut got = Vec::new();
+    for (name, sql) in statements {
+        frontend::parse(name, sql, [], &mut c.out).unwrap();
+        frontend::describe(b'S', name, &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        got.push(c.round(1).await.0);
+    }
+    got
+}
+
 /// After DDL changed a statement's result (`ALTER COLUMN … TYPE`), every client that prepared
 /// it before gets PostgreSQL's 0A000 at each use, as from PostgreSQL directly, until it
 /// prepares it again: also the clients whose copy sluice never ran since (a copy prepared
@@ -156,17 +168,15 @@ async fn a_described_statement_prepared_elsewhere_after_ddl_fails_as_directly() 
             .sql("DROP TABLE IF EXISTS sh; CREATE TABLE sh (id int, a int, b int); INSERT INTO sh VALUES (1, 7, 8)")
             .unwrap();
         let mut a = Raw::connect(port, "app", "app", "postgres").await;
-        let mut got = Vec::new();
-        for (name, sql) in [
-            ("same", "SELECT a FROM sh WHERE id = 1"),
-            ("changed", "SELECT a FROM sh"),
-            ("gone", "SELECT b FROM sh"),
-        ] {
-            frontend::parse(name, sql, [], &mut a.out).unwrap();
-            frontend::describe(b'S', name, &mut a.out).unwrap();
-            frontend::sync(&mut a.out);
-            got.push(a.round(1).await.0);
-        }
+        let mut got = parse_and_describe(
+            &mut a,
+            &[
+                ("same", "SELECT a FROM sh WHERE id = 1"),
+                ("changed", "SELECT a FROM sh"),
+                ("gone", "SELECT b FROM sh"),
+            ],
+        )
+        .await;
         // Described as a portal (at its first run, as PgJDBC does), not as a statement.
         frontend::parse("bound", "SELECT id, a FROM sh", [], &mut a.out).unwrap();
         a.extended("bound", None, &[]);
@@ -250,16 +260,14 @@ async fn a_described_statement_prepared_after_a_flush_fails_as_directly() {
             .sql("DROP TABLE IF EXISTS fl; CREATE TABLE fl (id int, a int, b int); INSERT INTO fl VALUES (1, 7, 8)")
             .unwrap();
         let mut a = Raw::connect(port, "app", "app", "postgres").await;
-        let mut got = Vec::new();
-        for (name, sql) in [
-            ("changed", "SELECT a FROM fl"),
-            ("gone", "SELECT b FROM fl"),
-        ] {
-            frontend::parse(name, sql, [], &mut a.out).unwrap();
-            frontend::describe(b'S', name, &mut a.out).unwrap();
-            frontend::sync(&mut a.out);
-            got.push(a.round(1).await.0);
-        }
+        let mut got = parse_and_describe(
+            &mut a,
+            &[
+                ("changed", "SELECT a FROM fl"),
+                ("gone", "SELECT b FROM fl"),
+            ],
+        )
+        .await;
         // The connection that holds them is another client's until it ends its block.
         let mut h = Raw::connect(port, "app", "app", "postgres").await;
         h.try_simple("BEGIN; SELECT 1").await.unwrap();
