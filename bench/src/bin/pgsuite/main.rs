@@ -9,6 +9,8 @@
 //!   from /proc, over the run, divided by the transactions) and the part of it in user mode;
 //! - the CPU comparison with PgBouncer in rounds (`--cpu-runs N`): the select-only runs of
 //!   sluice and PgBouncer again, back to back, N times in all; the verdict compares medians;
+//! - with `--equal-rate PCT`, those rounds again with every compared target held to one rate
+//!   (pgbench `-R`), PCT % of the slowest one's tps (`rate.rs`);
 //! - connect-per-transaction (`-C`) select-only with SCRAM-SHA-256 logins;
 //! - 1,000 clients through sluice limited to 50 server connections, sampling
 //!   `pg_stat_activity`;
@@ -18,7 +20,7 @@
 //!
 //! Usage: cargo run --release -p sluice-bench --bin pgsuite -- [--time SECS]
 //!        [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared]
-//!        [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000]
+//!        [--cpu-runs 3] [--equal-rate PCT] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000]
 //!        [--server-connections 50]
 //!        [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N]
 //!        [--targets direct,sluice,pgbouncer,haproxy,pgpool]
@@ -41,6 +43,7 @@ use std::time::{Duration, Instant};
 
 mod opts;
 mod proxies;
+mod rate;
 mod report;
 mod scale;
 use opts::*;
@@ -532,7 +535,12 @@ fn run(o: &Opts) -> Result<(), String> {
     .map_err(|e| format!("warm-up: {e}"))?;
 
     // One pgbench run of the grid.
-    let grid_run = |t: &mut Target, workload: &str, mode: &str, c: u32| -> Result<Row, String> {
+    let grid_run = |t: &mut Target,
+                    workload: &str,
+                    mode: &str,
+                    c: u32,
+                    rate: Option<u32>|
+     -> Result<Row, String> {
         if workload == "tpcb-like" {
             // What pgbench does before a run without -n: every run starts alike.
             for sql in [
@@ -543,7 +551,7 @@ fn run(o: &Opts) -> Result<(), String> {
                 server.sql(sql)?;
             }
         }
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "-b".into(),
             workload.into(),
             "-M".into(),
@@ -555,6 +563,9 @@ fn run(o: &Opts) -> Result<(), String> {
             "-T".into(),
             duration(o, c).to_string(),
         ];
+        if let Some(rate) = rate {
+            args.extend(["-R".into(), rate.to_string()]);
+        }
         let bench = pgbench(t.port, args, true);
         Ok(measure(t, &server, &bench, workload, mode, c, true))
     };
@@ -572,7 +583,7 @@ fn run(o: &Opts) -> Result<(), String> {
         for mode in &o.modes {
             for &c in &o.clients {
                 for t in targets.iter_mut().filter(|t| runs(t.name, workload, mode)) {
-                    let row = grid_run(t, workload, mode, c)?;
+                    let row = grid_run(t, workload, mode, c, None)?;
                     progress(rows.len() + 1, total, &row);
                     rows.push(row);
                 }
@@ -608,7 +619,7 @@ fn run(o: &Opts) -> Result<(), String> {
                         .iter_mut()
                         .filter(|t| compared(t.name) && runs(t.name, "select-only", mode))
                     {
-                        let row = grid_run(t, "select-only", mode, c)?;
+                        let row = grid_run(t, "select-only", mode, c, None)?;
                         done += 1;
                         progress(done, total, &row);
                         cpu_rounds.push(row);
@@ -618,6 +629,34 @@ fn run(o: &Opts) -> Result<(), String> {
         }
     }
     let cpu = cpu_compared(&cpu_rounds);
+
+    // The same at an equal rate.
+    let mut rated: Vec<rate::Rated> = Vec::new();
+    if o.equal_rate > 0 {
+        let names: Vec<&str> = targets
+            .iter()
+            .map(|t| t.name)
+            .filter(|&n| compared(n))
+            .collect();
+        let rates = rate::equal_rates(&rows, &names, o.equal_rate);
+        let per_round: usize = rates
+            .iter()
+            .map(|(m, _, _)| names.iter().filter(|n| runs(n, "select-only", m)).count())
+            .sum();
+        let total = per_round * o.cpu_runs as usize;
+        for _ in 0..o.cpu_runs {
+            for (mode, c, r) in &rates {
+                for t in targets
+                    .iter_mut()
+                    .filter(|t| compared(t.name) && runs(t.name, "select-only", mode))
+                {
+                    let row = grid_run(t, "select-only", mode, *c, Some(*r))?;
+                    progress(rated.len() + 1, total, &row);
+                    rated.push((*r, row));
+                }
+            }
+        }
+    }
 
     // Connect per transaction.
     // Every round runs each target once, in turn; a target's row is its median round.
@@ -684,10 +723,12 @@ fn run(o: &Opts) -> Result<(), String> {
 
     print_table(&rows);
     print_cpu_rounds(&cpu);
+    rate::print_rate_rounds(&rated, o.equal_rate);
     print_connect_table(&connect);
     print_many(o, &many);
     print_idle(o, &idle);
     print_goals(o, &cpu, &connect, &many, &idle);
+    rate::print_goal(&rated);
     if let Some(dir) = &o.plots {
         write_plots(&rows, &names, o, dir)?;
     }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--cpu-runs 3] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool (and floor: bench/src/bin/pgfloor.rs, only when named)]";
+const USAGE: &str = "usage: pgsuite [--time SECS] [--clients 1,16,64,256] [--workloads select-only,tpcb-like] [--modes simple,prepared] [--cpu-runs 3] [--equal-rate PCT] [--connect-clients 1,16] [--connect-runs 3] [--many-clients 1000] [--server-connections 50] [--idle 5000] [--scale 10] [--plots DIR] [--sluice-threads N] [--scram-iterations N] [--targets direct,sluice,pgbouncer,haproxy,pgpool (and floor: bench/src/bin/pgfloor.rs, only when named)]";
 
 pub(super) struct Opts {
     pub(super) time: u32,
@@ -13,6 +13,9 @@ pub(super) struct Opts {
     /// their CPU per transaction differs by less than it drifts from one run to the next, so
     /// the verdict compares medians, and each round's two runs ran back to back.
     pub(super) cpu_runs: u32,
+    /// With a value: the CPU rounds again, every compared target held to the same rate, this
+    /// share (%) of the slowest one's tps in the grid (see `rate.rs`); 0: not run.
+    pub(super) equal_rate: u32,
     pub(super) connect_clients: Vec<u32>,
     /// Rounds of the `-C` runs: every target once a round, in turn, so that a drift of the
     /// machine's speed touches all of them alike; the table gives each target's median.
@@ -60,6 +63,7 @@ impl Opts {
             workloads: WORKLOADS.map(String::from).to_vec(),
             modes: vec!["simple".into(), "prepared".into()],
             cpu_runs: 3,
+            equal_rate: 0,
             connect_clients: vec![1, 16],
             connect_runs: 3,
             many_clients: 1000,
@@ -93,6 +97,12 @@ impl Opts {
                 "--connect-clients" => o.connect_clients = list_u32(&a, &v, true)?,
                 "--connect-runs" => o.connect_runs = num(1)?,
                 "--cpu-runs" => o.cpu_runs = num(1)?,
+                "--equal-rate" => {
+                    o.equal_rate = num(1)?;
+                    if o.equal_rate > 100 {
+                        return Err(format!("{a} {v}: want a share of 1 to 100 (%)"));
+                    }
+                }
                 "--many-clients" => o.many_clients = num(0)?,
                 "--server-connections" => o.server_connections = num(2)?,
                 "--idle" => o.idle = num(0)?,
@@ -124,12 +134,13 @@ impl Opts {
             }
         };
         format!(
-            "--time {} --clients {} --workloads {} --modes {} --cpu-runs {} --connect-clients {} --connect-runs {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
+            "--time {} --clients {} --workloads {} --modes {} --cpu-runs {} --equal-rate {} --connect-clients {} --connect-runs {} --many-clients {} --server-connections {} --idle {} --scale {} --plots {} --sluice-threads {} --scram-iterations {} --targets {}",
             self.time,
             j(&self.clients),
             self.workloads.join(","),
             self.modes.join(","),
             self.cpu_runs,
+            self.equal_rate,
             j(&self.connect_clients),
             self.connect_runs,
             self.many_clients,
@@ -173,10 +184,13 @@ mod tests {
         assert_eq!(o.clients, [1, 16]);
         assert_eq!(o.targets, ["direct", "sluice", "pgbouncer"]);
         assert!(o.connect_clients.is_empty());
-        assert!(o.describe().starts_with("--time 2 --clients 1,16 --workloads select-only,tpcb-like --modes simple,prepared --cpu-runs 5 --connect-clients none"));
+        assert!(o.describe().starts_with("--time 2 --clients 1,16 --workloads select-only,tpcb-like --modes simple,prepared --cpu-runs 5 --equal-rate 0 --connect-clients none"));
         assert!(Opts::parse(["--cpu-runs", "0"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--workloads", "nope"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--clients", "0"].map(String::from).into_iter()).is_err());
         assert!(Opts::parse(["--time"].map(String::from).into_iter()).is_err());
+        let rate = |v: &str| Opts::parse(["--equal-rate", v].map(String::from).into_iter());
+        assert_eq!(rate("80").unwrap().equal_rate, 80);
+        assert!(rate("0").is_err() && rate("101").is_err());
     }
 }

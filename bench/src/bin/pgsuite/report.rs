@@ -162,7 +162,7 @@ fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
 }
 
 /// The values with `digits` decimals, comma-separated.
-fn joined(v: &[f64], digits: usize) -> String {
+pub(super) fn joined(v: &[f64], digits: usize) -> String {
     let s: Vec<String> = v.iter().map(|x| format!("{x:.digits$}")).collect();
     s.join(", ")
 }

@@ -1,4 +1,4 @@
-//! pgsuite's own tests: the CPU rounds' pairing, the floor's cells, Pgpool-II's settings.
+//! pgsuite's own tests: the CPU rounds' pairing, the equal rates, the floor's cells, Pgpool-II's settings.
 
 use super::*;
 
@@ -72,4 +72,40 @@ fn pgpool_settings_pin_the_comparison() {
     assert!(c.contains("num_init_children = 260\n"));
     assert!(c.contains("load_balance_mode = off\n"));
     assert!(c.contains("backend_port0 = 3\n"));
+}
+
+fn tps_row(mode: &str, clients: u32, target: &'static str, tps: f64, aborted: u64) -> Row {
+    let mut r = cpu_row(mode, clients, target, 1.0, aborted);
+    if let Ok(p) = &mut r.result {
+        p.tps = tps;
+    }
+    r
+}
+
+#[test]
+fn an_equal_rate_is_a_share_of_the_slowest_compared_target() {
+    let grid = [
+        // Direct and HAProxy are not compared: their tps does not count.
+        tps_row("simple", 16, "direct", 1_000.0, 0),
+        tps_row("simple", 16, "sluice", 24_710.0, 0),
+        tps_row("simple", 16, "pgbouncer", 25_467.0, 0),
+        tps_row("simple", 64, "sluice", 14_420.0, 0),
+        tps_row("simple", 64, "pgbouncer", 16_686.0, 0),
+        // A configuration with aborted clients has no rate.
+        tps_row("prepared", 16, "sluice", 30_000.0, 0),
+        tps_row("prepared", 16, "pgbouncer", 31_000.0, 2),
+        // Far below 100 tps: the rate is still 100.
+        tps_row("prepared", 1, "sluice", 40.0, 0),
+        tps_row("prepared", 1, "pgbouncer", 50.0, 0),
+    ];
+    let rates = rate::equal_rates(&grid, &["sluice", "pgbouncer"], 80);
+    let rates: Vec<(&str, u32, u32)> = rates.iter().map(|(m, c, r)| (m.as_str(), *c, *r)).collect();
+    assert_eq!(
+        rates,
+        [
+            ("simple", 16, 19_700),
+            ("simple", 64, 11_500),
+            ("prepared", 1, 100)
+        ]
+    );
 }
