@@ -16,6 +16,7 @@ use crate::wire::consts::MAX_PAYLOAD;
 use crate::wire::packet::{read_packet, Packet, ReadError};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use sluice_core::{Charge, MemoryBudget, OverBudget};
+use sluice_runtime::tls::MaybeTls;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -61,6 +62,43 @@ impl ClientConn {
             }
         }
         read_budgeted(&mut self.stream, &mut self.rbuf, self.max_packet, budget).await
+    }
+}
+
+impl ClientConn {
+    /// The next request if it is had without waiting: a whole small one (a single packet of
+    /// less than [`SMALL`] bytes) already buffered, or readable now from a plain socket. The
+    /// usual case, read without the future [`ClientConn::read_request`] makes (the session
+    /// boxes that one, to keep an idle session small). `None`: the long way, which finds in
+    /// the buffer whatever was read here.
+    pub fn request_now(&mut self) -> Option<Packet> {
+        if self.rbuf.is_empty() {
+            let MaybeTls::Plain(tcp) = &self.stream else {
+                return None;
+            };
+            self.rbuf = sluice_runtime::buffers::read_buffer();
+            if self.wbuf.capacity() == 0 {
+                self.wbuf = sluice_runtime::buffers::write_buffer();
+            }
+            // (An error or the end of the stream is met again, and reported, the long way.)
+            match tcp.try_read_buf(&mut self.rbuf) {
+                Ok(n) if n > 0 => {}
+                _ => return None,
+            }
+        }
+        let b = &self.rbuf;
+        let len = u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, 0]) as usize;
+        let seq = *b.get(3)?;
+        if len >= SMALL || len > self.max_packet || b.len() < 4 + len {
+            return None;
+        }
+        // Shorter than a full payload: no packet continues it.
+        self.rbuf.advance(4);
+        Some(Packet {
+            seq,
+            last_seq: seq,
+            payload: self.rbuf.split_to(len),
+        })
     }
 }
 
