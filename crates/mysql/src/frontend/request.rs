@@ -69,37 +69,57 @@ impl ClientConn {
     /// The next request if it is had without waiting: a whole small one (a single packet of
     /// less than [`SMALL`] bytes) already buffered, or readable now from a plain socket. The
     /// usual case, read without the future [`ClientConn::read_request`] makes (the session
-    /// boxes that one, to keep an idle session small). `None`: the long way, which finds in
-    /// the buffer whatever was read here.
-    pub fn request_now(&mut self) -> Option<Packet> {
+    /// boxes that one, to keep an idle session small).
+    pub fn request_now(&mut self) -> Now {
         if self.rbuf.is_empty() {
             let MaybeTls::Plain(tcp) = &self.stream else {
-                return None;
+                return Now::LongWay;
             };
             self.rbuf = sluice_runtime::buffers::read_buffer();
             if self.wbuf.capacity() == 0 {
                 self.wbuf = sluice_runtime::buffers::write_buffer();
             }
-            // (An error or the end of the stream is met again, and reported, the long way.)
             match tcp.try_read_buf(&mut self.rbuf) {
                 Ok(n) if n > 0 => {}
-                _ => return None,
+                // The readiness was stale (a read that emptied the socket does not clear it):
+                // the session waits again, holding no buffer.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.release_buffers();
+                    return Now::Nothing;
+                }
+                // The end of the stream or an error is met again, and reported, the long way.
+                _ => return Now::LongWay,
             }
         }
         let b = &self.rbuf;
-        let len = u32::from_le_bytes([*b.first()?, *b.get(1)?, *b.get(2)?, 0]) as usize;
-        let seq = *b.get(3)?;
+        let (Some(&l0), Some(&l1), Some(&l2), Some(&seq)) =
+            (b.first(), b.get(1), b.get(2), b.get(3))
+        else {
+            return Now::LongWay;
+        };
+        let len = u32::from_le_bytes([l0, l1, l2, 0]) as usize;
         if len >= SMALL || len > self.max_packet || b.len() < 4 + len {
-            return None;
+            return Now::LongWay;
         }
         // Shorter than a full payload: no packet continues it.
         self.rbuf.advance(4);
-        Some(Packet {
+        Now::Request(Packet {
             seq,
             last_seq: seq,
             payload: self.rbuf.split_to(len),
         })
     }
+}
+
+/// What [`ClientConn::request_now`] found.
+pub enum Now {
+    /// A whole request.
+    Request(Packet),
+    /// Nothing to read after all: wait for the client again.
+    Nothing,
+    /// Part of a request, a large one, or a stream read only through its future: read it the
+    /// long way (what was read is in the buffer).
+    LongWay,
 }
 
 impl Session {
@@ -382,5 +402,63 @@ mod tests {
             read_budgeted(&mut &w[..], &mut BytesMut::new(), SMALL, &budget).await,
             Err(RequestError::Read(ReadError::TooLarge { .. }))
         ));
+    }
+}
+
+#[cfg(test)]
+mod now_tests {
+    use super::*;
+    use crate::wire::packet::frame;
+    use tokio::io::AsyncWriteExt;
+
+    /// A whole small command is read at once; a readiness with nothing behind it sends the
+    /// session back to wait holding no buffer (waiting inside the long way's future would keep
+    /// that future, and the buffers, while the client is idle); part of a command, or a large
+    /// one, goes the long way with what was read kept.
+    #[tokio::test]
+    async fn a_command_there_is_read_at_once_and_nothing_there_holds_nothing() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let mut conn = ClientConn::new(server, 1 << 20);
+
+        let mut w = Vec::new();
+        frame(&mut w, 0, b"\x03SELECT 1");
+        client.write_all(&w).await.unwrap();
+        conn.stream.readable().await.unwrap();
+        let Now::Request(p) = conn.request_now() else {
+            panic!("a whole command is read at once");
+        };
+        assert_eq!(
+            (&p.payload[..], p.seq, p.last_seq),
+            (&b"\x03SELECT 1"[..], 0, 0)
+        );
+        drop(p);
+        // The socket is empty, whatever its readiness says.
+        assert!(matches!(conn.request_now(), Now::Nothing));
+        assert_eq!((conn.rbuf.capacity(), conn.wbuf.capacity()), (0, 0));
+
+        // Half a command: the long way, with the half kept.
+        client.write_all(&w[..6]).await.unwrap();
+        conn.stream.readable().await.unwrap();
+        assert!(matches!(conn.request_now(), Now::LongWay));
+        assert_eq!(&conn.rbuf[..], &w[..6]);
+        client.write_all(&w[6..]).await.unwrap();
+        let budget = MemoryBudget::new(1 << 20);
+        let (p, charge) = conn.read_request(&budget).await.unwrap();
+        assert_eq!(&p.payload[..], b"\x03SELECT 1");
+        assert!(charge.is_none());
+
+        // A large command (SMALL bytes or more): the long way, charged to the budget.
+        let mut big = Vec::new();
+        frame(&mut big, 0, &vec![b'x'; SMALL]);
+        client.write_all(&big).await.unwrap();
+        conn.stream.readable().await.unwrap();
+        assert!(matches!(conn.request_now(), Now::LongWay));
+        let (p, charge) = conn.read_request(&budget).await.unwrap();
+        assert_eq!(p.payload.len(), SMALL);
+        assert!(charge.is_some());
     }
 }

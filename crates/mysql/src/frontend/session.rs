@@ -7,7 +7,7 @@ use super::exec::Attached;
 use super::handshake::{self, HandshakeContext};
 use super::login::{self, Admission};
 use super::pins::Pins;
-use super::request::RequestError;
+use super::request::{Now, RequestError};
 use super::stmt::Statements;
 use crate::front::MysqlFrontend;
 use crate::state::TrackedState;
@@ -330,8 +330,9 @@ impl Session {
                 }
             }
             let read = match self.client.request_now() {
-                Some(pkt) => Ok((pkt, None)),
-                None => Box::pin(self.read_next()).await?,
+                Now::Request(pkt) => Ok((pkt, None)),
+                Now::Nothing => continue,
+                Now::LongWay => Box::pin(self.read_next()).await?,
             };
             // A large request's charge against max_request_memory is held until its command
             // is done.
