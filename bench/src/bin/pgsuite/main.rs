@@ -631,32 +631,18 @@ fn run(o: &Opts) -> Result<(), String> {
     let cpu = cpu_compared(&cpu_rounds);
 
     // The same at an equal rate.
-    let mut rated: Vec<rate::Rated> = Vec::new();
-    if o.equal_rate > 0 {
-        let names: Vec<&str> = targets
-            .iter()
-            .map(|t| t.name)
-            .filter(|&n| compared(n))
-            .collect();
-        let rates = rate::equal_rates(&rows, &names, o.equal_rate);
-        let per_round: usize = rates
-            .iter()
-            .map(|(m, _, _)| names.iter().filter(|n| runs(n, "select-only", m)).count())
-            .sum();
-        let total = per_round * o.cpu_runs as usize;
-        for _ in 0..o.cpu_runs {
-            for (mode, c, r) in &rates {
-                for t in targets
-                    .iter_mut()
-                    .filter(|t| compared(t.name) && runs(t.name, "select-only", mode))
-                {
-                    let row = grid_run(t, "select-only", mode, *c, Some(*r))?;
-                    progress(rated.len() + 1, total, &row);
-                    rated.push((*r, row));
-                }
-            }
-        }
-    }
+    let equal = if o.equal_rate > 0 {
+        Some(rate::rounds(
+            &rows,
+            o.equal_rate,
+            o.cpu_runs,
+            &mut targets,
+            compared,
+            |t, mode, c, r| grid_run(t, "select-only", mode, c, Some(r)),
+        )?)
+    } else {
+        None
+    };
 
     // Connect per transaction.
     // Every round runs each target once, in turn; a target's row is its median round.
@@ -723,12 +709,16 @@ fn run(o: &Opts) -> Result<(), String> {
 
     print_table(&rows);
     print_cpu_rounds(&cpu);
-    rate::print_rate_rounds(&rated, o.equal_rate);
+    if let Some(e) = &equal {
+        e.print_rounds();
+    }
     print_connect_table(&connect);
     print_many(o, &many);
     print_idle(o, &idle);
     print_goals(o, &cpu, &connect, &many, &idle);
-    rate::print_goal(&rated);
+    if let Some(e) = &equal {
+        e.print_goal();
+    }
     if let Some(dir) = &o.plots {
         write_plots(&rows, &names, o, dir)?;
     }

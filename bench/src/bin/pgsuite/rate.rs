@@ -51,129 +51,153 @@ pub(super) fn equal_rates(grid: &[Row], compared: &[&str], pct: u32) -> Vec<(Str
     out
 }
 
-/// A run at a rate: the rate, and the run.
-pub(super) type Rated = (u32, Row);
+/// The equal-rate rounds: each configuration's rate, and every run in the order they ran.
+pub(super) struct EqualRate {
+    pub(super) pct: u32,
+    pub(super) rates: Vec<(String, u32, u32)>,
+    pub(super) rows: Vec<Row>,
+}
 
-/// The CPU values of `target`'s runs for one configuration, in round order (runs with
-/// aborted clients or without a steady-state figure left out), and the user-mode part.
-fn series(rated: &[Rated], mode: &str, clients: u32, target: &str) -> (Vec<f64>, Vec<f64>) {
-    rated
+/// Runs `rounds` rounds at the rates [`equal_rates`] sets from the grid: in each, every
+/// compared target (`compared`) once per configuration, back to back; `run` runs one
+/// (target, protocol, clients, rate).
+pub(super) fn rounds(
+    grid: &[Row],
+    pct: u32,
+    rounds: u32,
+    targets: &mut [Target],
+    compared: impl Fn(&str) -> bool,
+    mut run: impl FnMut(&mut Target, &str, u32, u32) -> Result<Row, String>,
+) -> Result<EqualRate, String> {
+    let names: Vec<&str> = targets
         .iter()
-        .map(|(_, r)| r)
-        .filter(|r| r.mode == mode && r.clients == clients && r.target == target)
-        .filter(|r| r.result.as_ref().is_ok_and(|p| p.aborted_clients == 0))
-        .filter_map(|r| Some((r.cpu_us_per_txn?, r.user_us_per_txn?)))
-        .unzip()
-}
-
-/// The lowest share of its rate any run of the configuration reached (pgbench falls behind a
-/// rate the target cannot serve).
-fn kept_up(rated: &[Rated], mode: &str, clients: u32) -> Option<f64> {
-    rated
+        .map(|t| t.name)
+        .filter(|&n| compared(n))
+        .collect();
+    let rates = equal_rates(grid, &names, pct);
+    let per_round: usize = rates
         .iter()
-        .filter(|(_, r)| r.mode == mode && r.clients == clients)
-        .filter_map(|(rate, r)| Some(r.result.as_ref().ok()?.tps / f64::from(*rate)))
-        .reduce(f64::min)
-}
-
-/// The configurations in the order they first ran, with their rates.
-fn configurations(rated: &[Rated]) -> Vec<(String, u32, u32)> {
-    let mut out: Vec<(String, u32, u32)> = Vec::new();
-    for (rate, r) in rated {
-        if !out.iter().any(|(m, c, _)| *m == r.mode && *c == r.clients) {
-            out.push((r.mode.clone(), r.clients, *rate));
-        }
-    }
-    out
-}
-
-pub(super) fn print_rate_rounds(rated: &[Rated], pct: u32) {
-    if rated.is_empty() {
-        return;
-    }
-    println!();
-    println!("Proxy CPU µs per select-only transaction at an equal rate (pgbench -R: {pct} % of the slowest compared target's tps in the grid round), in rounds (each round runs every target back to back; runs with aborted clients are left out; *kept up*: the lowest tps / rate of any run):");
-    println!();
-    let floor = rated.iter().any(|(_, r)| r.target == "floor");
-    let (head, rule) = if floor {
-        (" floor median | floor user |", " ---: | ---: |")
-    } else {
-        ("", "")
-    };
-    println!("| protocol | clients | rate | kept up | sluice median | sluice each | PgBouncer median | PgBouncer each | sluice / PgBouncer each round | user µs, medians: sluice / PgBouncer |{head}");
-    println!("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- |{rule}");
-    for (mode, clients, rate) in configurations(rated) {
-        let (s, su) = series(rated, &mode, clients, "sluice");
-        let (b, bu) = series(rated, &mode, clients, "pgbouncer");
-        let floor_cells = if floor {
-            let (f, fu) = series(rated, &mode, clients, "floor");
-            format!(
-                " {} | {} |",
-                fmt_opt(median(&f), 1),
-                fmt_opt(median(&fu), 1)
-            )
-        } else {
-            String::new()
-        };
-        println!(
-            "| {mode} | {clients} | {rate} | {} | {} | {} | {} | {} | {} | {} / {} |{floor_cells}",
-            kept_up(rated, &mode, clients).map_or("—".into(), |k| format!("{:.1} %", k * 100.0)),
-            fmt_opt(median(&s), 1),
-            joined(&s, 1),
-            fmt_opt(median(&b), 1),
-            joined(&b, 1),
-            joined(&paired_ratios(rated, &mode, clients), 2),
-            fmt_opt(median(&su), 1),
-            fmt_opt(median(&bu), 1),
-        );
-    }
-}
-
-/// sluice's CPU over PgBouncer's in each round where both have a figure (rounds are told
-/// apart by order: the n-th run of each in the configuration).
-fn paired_ratios(rated: &[Rated], mode: &str, clients: u32) -> Vec<f64> {
-    let each = |t: &str| -> Vec<Option<f64>> {
-        rated
-            .iter()
-            .map(|(_, r)| r)
-            .filter(|r| r.mode == mode && r.clients == clients && r.target == t)
-            .map(|r| {
-                r.cpu_us_per_txn
-                    .filter(|_| r.result.as_ref().is_ok_and(|p| p.aborted_clients == 0))
-            })
-            .collect()
-    };
-    each("sluice")
-        .into_iter()
-        .zip(each("pgbouncer"))
-        .filter_map(|(s, b)| Some(s? / b?.max(f64::MIN_POSITIVE)))
-        .collect()
-}
-
-/// The goals' line for the equal-rate rounds.
-pub(super) fn print_goal(rated: &[Rated]) {
-    let mut cells = Vec::new();
-    let (mut below, mut total) = (0, 0);
-    for (mode, clients, rate) in configurations(rated) {
-        let (s, _) = series(rated, &mode, clients, "sluice");
-        let (b, _) = series(rated, &mode, clients, "pgbouncer");
-        if let (Some(s), Some(b)) = (median(&s), median(&b)) {
-            total += 1;
-            if s < b {
-                below += 1;
+        .map(|(m, _, _)| names.iter().filter(|n| runs(n, "select-only", m)).count())
+        .sum();
+    let total = per_round * rounds as usize;
+    let mut rows = Vec::new();
+    for _ in 0..rounds {
+        for (mode, c, r) in &rates {
+            for t in targets
+                .iter_mut()
+                .filter(|t| compared(t.name) && runs(t.name, "select-only", mode))
+            {
+                let row = run(t, mode, *c, *r)?;
+                progress(rows.len() + 1, total, &row);
+                rows.push(row);
             }
-            let ratios = paired_ratios(rated, &mode, clients);
-            cells.push(format!(
-                "{mode}/{clients} at {rate} tps: {s:.1} vs {b:.1}, below in {} of {} rounds",
-                ratios.iter().filter(|&&r| r < 1.0).count(),
-                ratios.len()
-            ));
         }
     }
-    if total > 0 {
-        println!(
-            "- the same at an equal rate: sluice below PgBouncer in {below} of {total} configurations ({}; µs, medians)",
-            cells.join("; ")
-        );
+    Ok(EqualRate { pct, rates, rows })
+}
+
+impl EqualRate {
+    fn rate(&self, c: &CpuCompared) -> u32 {
+        self.rates
+            .iter()
+            .find(|(m, n, _)| *m == c.mode && *n == c.clients)
+            .map_or(0, |r| r.2)
+    }
+
+    /// The median user-mode CPU of `target`'s runs of a configuration without aborted
+    /// clients.
+    fn user(&self, c: &CpuCompared, target: &str) -> Option<f64> {
+        let user: Vec<f64> = self
+            .rows
+            .iter()
+            .filter(|r| r.mode == c.mode && r.clients == c.clients && r.target == target)
+            .filter(|r| r.result.as_ref().is_ok_and(|p| p.aborted_clients == 0))
+            .filter_map(|r| r.user_us_per_txn)
+            .collect();
+        median(&user)
+    }
+
+    /// The lowest share of its rate any run of a configuration reached (pgbench falls behind
+    /// a rate the target cannot serve).
+    fn kept_up(&self, c: &CpuCompared) -> Option<f64> {
+        let rate = f64::from(self.rate(c));
+        self.rows
+            .iter()
+            .filter(|r| r.mode == c.mode && r.clients == c.clients)
+            .filter_map(|r| Some(r.result.as_ref().ok()?.tps / rate))
+            .reduce(f64::min)
+    }
+
+    pub(super) fn print_rounds(&self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        println!();
+        println!("Proxy CPU µs per select-only transaction at an equal rate (pgbench -R: {} % of the slowest compared target's tps in the grid round), in rounds (each round runs every target back to back; rounds where either had aborted clients are left out; *kept up*: the lowest tps / rate of any run):", self.pct);
+        println!();
+        let compared = cpu_compared(&self.rows);
+        let floor = compared.iter().any(|c| !c.floor.is_empty());
+        let (head, rule) = if floor {
+            (" floor median | floor user |", " ---: | ---: |")
+        } else {
+            ("", "")
+        };
+        println!("| protocol | clients | rate | kept up | sluice median | sluice each | PgBouncer median | PgBouncer each | sluice / PgBouncer each round | user µs, medians: sluice / PgBouncer |{head}");
+        println!("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | --- |{rule}");
+        for c in &compared {
+            let floor_cells = if floor {
+                format!(
+                    " {} | {} |",
+                    fmt_opt(median(&c.floor), 1),
+                    fmt_opt(self.user(c, "floor"), 1)
+                )
+            } else {
+                String::new()
+            };
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |{floor_cells}",
+                c.mode,
+                c.clients,
+                self.rate(c),
+                self.kept_up(c)
+                    .map_or("—".into(), |k| format!("{:.1} %", k * 100.0)),
+                fmt_opt(median(&c.sluice), 1),
+                joined(&c.sluice, 1),
+                fmt_opt(median(&c.pgbouncer), 1),
+                joined(&c.pgbouncer, 1),
+                joined(&c.ratios(), 2),
+                fmt_opt(self.user(c, "sluice"), 1),
+                fmt_opt(self.user(c, "pgbouncer"), 1),
+            );
+        }
+    }
+
+    /// The goals' line for the equal-rate rounds.
+    pub(super) fn print_goal(&self) {
+        let mut cells = Vec::new();
+        let (mut below, mut total) = (0, 0);
+        for c in cpu_compared(&self.rows) {
+            if let (Some(s), Some(b)) = (median(&c.sluice), median(&c.pgbouncer)) {
+                total += 1;
+                if s < b {
+                    below += 1;
+                }
+                let ratios = c.ratios();
+                cells.push(format!(
+                    "{}/{} at {} tps: {s:.1} vs {b:.1}, below in {} of {} rounds",
+                    c.mode,
+                    c.clients,
+                    self.rate(&c),
+                    ratios.iter().filter(|&&r| r < 1.0).count(),
+                    ratios.len()
+                ));
+            }
+        }
+        if total > 0 {
+            println!(
+                "- the same at an equal rate: sluice below PgBouncer in {below} of {total} configurations ({}; µs, medians)",
+                cells.join("; ")
+            );
+        }
     }
 }
