@@ -48,12 +48,18 @@ impl ClientConn {
         if self.rbuf.is_empty() {
             self.release_buffers();
             self.stream.readable().await?;
-            self.rbuf = spare::read_buffer();
-            if self.wbuf.capacity() == 0 {
-                self.wbuf = spare::write_buffer();
-            }
+            self.take_buffers();
         }
         read_packet(&mut self.stream, &mut self.rbuf, self.max_packet).await
+    }
+
+    /// Takes a pair of buffers from the shared shelf as the client's bytes arrive (the write
+    /// buffer only if none is held).
+    pub fn take_buffers(&mut self) {
+        self.rbuf = spare::read_buffer();
+        if self.wbuf.capacity() == 0 {
+            self.wbuf = spare::write_buffer();
+        }
     }
 
     /// Gives the buffers back to the shared shelf (or frees them); one holding bytes not

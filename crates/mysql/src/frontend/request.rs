@@ -56,29 +56,25 @@ impl ClientConn {
             // Like read_command: no buffer while waiting.
             self.release_buffers();
             self.stream.readable().await.map_err(ReadError::Io)?;
-            self.rbuf = sluice_runtime::buffers::read_buffer();
-            if self.wbuf.capacity() == 0 {
-                self.wbuf = sluice_runtime::buffers::write_buffer();
-            }
+            self.take_buffers();
         }
         read_budgeted(&mut self.stream, &mut self.rbuf, self.max_packet, budget).await
     }
-}
 
-impl ClientConn {
     /// The next request if it is had without waiting: a whole small one (a single packet of
     /// less than [`SMALL`] bytes) already buffered, or readable now from a plain socket. The
     /// usual case, read without the future [`ClientConn::read_request`] makes (the session
     /// boxes that one, to keep an idle session small).
     pub fn request_now(&mut self) -> Now {
         if self.rbuf.is_empty() {
+            // (Checked before the buffers are taken, then matched again once they are.)
+            if !matches!(self.stream, MaybeTls::Plain(_)) {
+                return Now::LongWay;
+            }
+            self.take_buffers();
             let MaybeTls::Plain(tcp) = &self.stream else {
                 return Now::LongWay;
             };
-            self.rbuf = sluice_runtime::buffers::read_buffer();
-            if self.wbuf.capacity() == 0 {
-                self.wbuf = sluice_runtime::buffers::write_buffer();
-            }
             match tcp.try_read_buf(&mut self.rbuf) {
                 Ok(n) if n > 0 => {}
                 // The readiness was stale (a read that emptied the socket does not clear it):

@@ -12,8 +12,9 @@ use super::stmt::Statements;
 use crate::front::MysqlFrontend;
 use crate::state::TrackedState;
 use crate::wire::consts::{cap, com, err, status};
-use crate::wire::packet::ReadError;
+use crate::wire::packet::{Packet, ReadError};
 use sluice_core::connecting::Connecting;
+use sluice_core::Charge;
 use sluice_core::PoolKey;
 use sluice_runtime::listener::ListenerInfo;
 use sluice_runtime::registry::SessionHandle;
@@ -294,12 +295,7 @@ impl Session {
     /// Reads the client's next command. A KILL also ends a read the client leaves unfinished
     /// (a packet cut short by a slow or hostile client, or readiness that was stale). Biased:
     /// a command already there is read without the kill signal being registered.
-    async fn read_next(
-        &mut self,
-    ) -> Result<
-        Result<(crate::wire::packet::Packet, Option<sluice_core::Charge>), RequestError>,
-        Fatal,
-    > {
+    async fn read_next(&mut self) -> Result<Result<(Packet, Option<Charge>), RequestError>, Fatal> {
         tokio::select! {
             biased;
             r = self.client.read_request(&self.proxy.rt.request_memory) => Ok(r),
@@ -351,12 +347,10 @@ impl Session {
                     let msg = format!(
                         "Got a packet bigger than 'max_allowed_packet' bytes ({size} > {max})"
                     );
-                    let _ =
-                        Box::pin(
-                            self.client
-                                .send_err(1, err::PACKET_TOO_LARGE, b"08S01", &msg),
-                        )
-                        .await;
+                    let reply = self
+                        .client
+                        .send_err(1, err::PACKET_TOO_LARGE, b"08S01", &msg);
+                    let _ = Box::pin(reply).await;
                     return Err(Fatal(msg));
                 }
                 Err(RequestError::Read(e)) => return Err(Fatal(e.to_string())),
