@@ -220,7 +220,9 @@ impl Session {
             };
             if let Some(def) = def {
                 if !any {
-                    let text = (tag == b'Q').then(|| unit::cstr(body)).flatten();
+                    // (Read again only where the record kept less than the whole text.)
+                    let cut = def.sql.len() >= crate::backend::statements::QUERY_TEXT_KEPT;
+                    let text = (tag == b'Q' && cut).then(|| unit::cstr(body)).flatten();
                     first_text = text.map(|(sql, _)| sql);
                     let sql = first_text.unwrap_or(&def.sql);
                     hint = def.info.hint.and_then(|(s, e)| {

@@ -157,35 +157,16 @@ pub fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// Where the first NUL byte of `b` is: a name (a portal's, a statement's: at every Bind,
 /// Describe and Execute) is short, and its end is found byte by byte; a statement's text (at
-/// every Query and Parse) is long, and past its first bytes it is searched eight bytes at a
-/// time (a byte loop costs about four instructions a byte; a call to memchr costs about
-/// fifty however short the string).
+/// every Query and Parse) is long, and past its first bytes `memchr` searches it sixteen
+/// bytes at a time (a byte loop costs about four instructions a byte; a 55-byte pgbench
+/// query took 158 instructions with a word-at-a-time loop, and about 60 this way).
 #[inline]
 fn first_nul(b: &[u8]) -> Option<usize> {
     const NAME: usize = 8;
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
     if let Some(n) = b.iter().take(NAME).position(|&c| c == 0) {
         return Some(n);
     }
-    let rest = b.get(NAME..)?;
-    let mut words = rest.chunks_exact(8);
-    let mut at = NAME;
-    for w in &mut words {
-        let v = u64::from_le_bytes(w.try_into().ok()?);
-        // Non-zero exactly when one of the eight bytes is zero (and then found by a loop).
-        if v.wrapping_sub(ONES) & !v & HIGHS != 0 {
-            if let Some(i) = w.iter().position(|&c| c == 0) {
-                return Some(at + i);
-            }
-        }
-        at += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&c| c == 0)
-        .map(|i| at + i)
+    memchr::memchr(0, b.get(NAME..)?).map(|i| NAME + i)
 }
 
 #[cfg(test)]
