@@ -75,6 +75,7 @@ fn main() {
                     rows_sent: 1,
                     rows_affected: 0,
                     error: false,
+                    ended: None,
                 },
             );
         }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 const SHARDS: usize = 16;
 
@@ -26,6 +26,9 @@ pub struct DigestSample {
     pub rows_affected: u64,
     /// The statement ended in an error.
     pub error: bool,
+    /// When it ended, if the caller read the clock for `elapsed` already (else the table
+    /// reads it).
+    pub ended: Option<Instant>,
 }
 
 /// Where a statement ran and who sent it.
@@ -72,8 +75,11 @@ pub struct DigestStats {
     pub errors: u64,
     /// First seen.
     pub first_seen: SystemTime,
-    /// Last seen.
+    /// Last seen (in a [`DigestTable::snapshot`]: made from `seen` there, so that recording a
+    /// statement reads no wall clock).
     pub last_seen: SystemTime,
+    /// When it was last seen, on the monotonic clock.
+    seen: Instant,
 }
 
 impl DigestStats {
@@ -158,7 +164,7 @@ impl DigestTable {
         let k = self
             .keys
             .hash_one((key.id, key.user, key.schema, key.hostgroup));
-        let now = SystemTime::now();
+        let now = s.ended.unwrap_or_else(Instant::now);
         let us = s.elapsed.as_micros().min(u64::MAX as u128) as u64;
         let bucket = crate::stats::bucket_of(s.elapsed);
         let mut shard = self.shards[(k as usize) % SHARDS].lock();
@@ -180,7 +186,7 @@ impl DigestTable {
             e.rows_sent += s.rows_sent;
             e.rows_affected += s.rows_affected;
             e.errors += u64::from(s.error);
-            e.last_seen = now;
+            e.seen = now;
             return;
         }
         if shard.len() >= self.per_shard {
@@ -204,8 +210,9 @@ impl DigestTable {
                 rows_sent: s.rows_sent,
                 rows_affected: s.rows_affected,
                 errors: u64::from(s.error),
-                first_seen: now,
-                last_seen: now,
+                first_seen: SystemTime::now(),
+                last_seen: SystemTime::UNIX_EPOCH,
+                seen: now,
             },
         );
     }
@@ -213,8 +220,7 @@ impl DigestTable {
     /// Drops the least recently seen eighth of a full shard (at least one entry).
     fn evict(&self, shard: &mut Shard) {
         let n = (shard.len() / 8).max(1);
-        let mut ages: Vec<(SystemTime, u64)> =
-            shard.iter().map(|(k, e)| (e.last_seen, *k)).collect();
+        let mut ages: Vec<(Instant, u64)> = shard.iter().map(|(k, e)| (e.seen, *k)).collect();
         ages.select_nth_unstable(n - 1);
         for (_, k) in &ages[..n] {
             shard.remove(k);
@@ -224,10 +230,18 @@ impl DigestTable {
 
     /// A copy of every entry.
     pub fn snapshot(&self) -> Vec<DigestStats> {
-        self.shards
+        let (wall, now) = (SystemTime::now(), Instant::now());
+        let mut all: Vec<DigestStats> = self
+            .shards
             .iter()
             .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
-            .collect()
+            .collect();
+        for e in &mut all {
+            // (Never before it was first seen: the two clocks may have drifted apart since.)
+            let last = wall.checked_sub(now.saturating_duration_since(e.seen));
+            e.last_seen = last.map_or(e.first_seen, |t| t.max(e.first_seen));
+        }
+        all
     }
 
     /// Forgets everything.
@@ -257,7 +271,32 @@ mod tests {
             rows_sent: 2,
             rows_affected: 0,
             error: false,
+            ended: None,
         }
+    }
+
+    #[test]
+    fn last_seen_is_when_the_latest_statement_ended_on_the_wall_clock() {
+        let t = DigestTable::new(10);
+        t.record(key(3), b"q", sample(1));
+        let first = t.snapshot()[0].first_seen;
+        std::thread::sleep(Duration::from_millis(30));
+        t.record(
+            key(3),
+            b"q",
+            DigestSample {
+                ended: Some(Instant::now()),
+                ..sample(1)
+            },
+        );
+        std::thread::sleep(Duration::from_millis(30));
+        let e = &t.snapshot()[0];
+        // Neither when the entry was made nor when the snapshot was taken: 30 ms from each
+        // (at least; 10 ms of it asserted, against the two clocks' reads).
+        let since = |a: SystemTime, b: SystemTime| b.duration_since(a).unwrap_or_default();
+        assert!(since(first, e.last_seen) >= Duration::from_millis(10));
+        assert!(since(e.last_seen, SystemTime::now()) >= Duration::from_millis(10));
+        assert_eq!(e.first_seen, first);
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl Session {
                 rows_sent: out.rows,
                 rows_affected: out.affected_rows,
                 error: out.error.is_some(),
+                ended: None,
             },
         );
     }

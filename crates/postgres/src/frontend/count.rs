@@ -8,7 +8,7 @@ use crate::backend::statements::StmtDef;
 use sluice_core::{DigestKey, DigestSample, Server};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 impl Session {
     /// Counts a unit's statements on the server that ran them. The unit's rows, time and
@@ -19,7 +19,7 @@ impl Session {
         hostgroup: &str,
         ran: &[Arc<StmtDef>],
         relayed: &Relayed,
-        elapsed: Duration,
+        started: Instant,
     ) {
         let stats = &server.stats;
         for def in ran {
@@ -36,6 +36,9 @@ impl Session {
         if digests.capacity() == 0 {
             return;
         }
+        // One clock read for the time and the digest's last sighting.
+        let ended = Instant::now();
+        let elapsed = ended.saturating_duration_since(started);
         let database = self.key.database.as_deref().unwrap_or("");
         for (i, def) in ran.iter().enumerate() {
             let last = i + 1 == ran.len();
@@ -53,6 +56,7 @@ impl Session {
                     rows_sent: if last { relayed.rows } else { 0 },
                     rows_affected: if last { relayed.affected } else { 0 },
                     error: last && relayed.failed,
+                    ended: Some(ended),
                 },
             );
         }

@@ -377,13 +377,7 @@ impl Session {
             }
         };
         let server = lease.server().clone();
-        self.count(
-            &server,
-            lease.hostgroup(),
-            &ran,
-            &relayed,
-            started.elapsed(),
-        );
+        self.count(&server, lease.hostgroup(), &ran, &relayed, started);
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in std::mem::take(&mut relayed.registered) {
             if reg.provisional {
