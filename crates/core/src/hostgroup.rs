@@ -117,14 +117,15 @@ pub struct Hostgroup<C> {
 
 /// What [`Hostgroup::choose`] found.
 enum Choice<C> {
-    /// An idle connection, now lent.
-    Got(Arc<Server>, C),
+    /// An idle connection, now lent, with its key (moved to the lease: no count of the key's
+    /// names goes up and down again).
+    Got(Arc<Server>, C, PoolKey),
     /// None idle: the server with room to open one, if any.
     OpenOn(Option<usize>),
 }
 
 enum Pick<C> {
-    Got(Arc<Server>, C),
+    Got(Arc<Server>, C, PoolKey),
     /// In line until the deadline.
     Wait(oneshot::Receiver<Handoff<C>>, tokio::time::Instant),
 }
@@ -175,7 +176,7 @@ impl<C> Hostgroup<C> {
         // The usual case at once: an idle connection, no waiting (and no waiting state in
         // this future, which every statement's future holds).
         let first = self.pick(key, &settings, None, None, connector);
-        if let Ok(Pick::Got(server, conn)) = first {
+        if let Ok(Pick::Got(server, conn, key)) = first {
             return Ok(self.lease(server, key, conn));
         }
         Box::pin(self.acquire_waiting(key, connector, settings, first)).await
@@ -224,7 +225,7 @@ impl<C> Hostgroup<C> {
                 other => other?,
             };
             let rx = match picked {
-                Pick::Got(server, conn) => return Ok(self.lease(server, key, conn)),
+                Pick::Got(server, conn, key) => return Ok(self.lease(server, key, conn)),
                 Pick::Wait(rx, due) => {
                     deadline = Some(due);
                     rx
@@ -233,7 +234,7 @@ impl<C> Hostgroup<C> {
             // No timer of its own: the hostgroup's sweeper says when the deadline has passed.
             match rx.await {
                 Ok(Handoff::Conn(grant)) => match grant.take() {
-                    (server, Some(conn)) => return Ok(self.lease(server, key, conn)),
+                    (server, Some(conn)) => return Ok(self.lease(server, key.clone(), conn)),
                     (_, None) => continue, // cannot happen: grants carry a connection
                 },
                 Ok(Handoff::Failed(e)) if !e.server_down => {
@@ -275,11 +276,11 @@ impl<C> Hostgroup<C> {
         }
     }
 
-    fn lease(self: &Arc<Self>, server: Arc<Server>, key: &PoolKey, conn: C) -> Lease<C> {
+    fn lease(self: &Arc<Self>, server: Arc<Server>, key: PoolKey, conn: C) -> Lease<C> {
         Lease {
             hostgroup: self.clone(),
             server,
-            key: key.clone(),
+            key,
             conn: Some(conn),
             reusable: true,
         }
@@ -317,7 +318,7 @@ impl<C> Hostgroup<C> {
                 return Err(self.no_server(&st, last_error));
             }
             let open_on = match Self::choose(&mut st, key, settings, policy) {
-                Choice::Got(server, conn) => return Ok(Pick::Got(server, conn)),
+                Choice::Got(server, conn, key) => return Ok(Pick::Got(server, conn, key)),
                 Choice::OpenOn(i) => i,
             };
             let deadline =
@@ -384,7 +385,7 @@ impl<C> Hostgroup<C> {
             m.lent += 1;
             let server = m.server.clone();
             st.note_demand();
-            return Choice::Got(server, idle.conn);
+            return Choice::Got(server, idle.conn, idle.key);
         }
         Choice::OpenOn(Some(i))
     }
@@ -397,8 +398,9 @@ impl<C> Hostgroup<C> {
         let settings = self.settings();
         let policy = *self.balance.lock();
         // No usable server leaves `choose` without candidates: nothing to lend.
-        let (server, conn) = match Self::choose(&mut self.state.lock(), key, &settings, policy) {
-            Choice::Got(server, conn) => (server, conn),
+        let (server, conn, key) = match Self::choose(&mut self.state.lock(), key, &settings, policy)
+        {
+            Choice::Got(server, conn, key) => (server, conn, key),
             Choice::OpenOn(_) => return None,
         };
         Some(self.lease(server, key, conn))

@@ -201,10 +201,10 @@ impl<C> Topology<C> {
     where
         C: Send + 'static,
     {
-        kept_if_alive(
-            self.hostgroup(&decision.hostgroup)?.try_acquire(key)?,
-            &alive,
-        )
+        // Borrowed where it is listed (no count of it goes up and down for every lease).
+        let groups = self.groups.load();
+        let group = groups.iter().find(|h| *h.name == *decision.hostgroup)?;
+        kept_if_alive(group.try_acquire(key)?, &alive)
     }
 
     /// The managed server in the writer hostgroup, if any.
