@@ -128,6 +128,16 @@ impl SessionHandle {
             None => (None, 0),
         };
     }
+    /// The statement in flight ended: none is shown, and (with `backend_too`) no server
+    /// connection serves the session for cancels any more. One lock for both.
+    pub fn end_statement(&self, backend_too: bool) {
+        let mut d = self.current.lock();
+        d.statement = None;
+        if backend_too {
+            d.backend = None;
+            (d.gate, d.epoch) = (None, 0);
+        }
+    }
     /// From now until [`SessionHandle::take_held_cancel`], a cancel request for the session
     /// is kept rather than dropped: it has a statement in hand but no server connection
     /// running it yet (waiting in line, or having the session's settings replayed), and a

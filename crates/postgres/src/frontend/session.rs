@@ -341,12 +341,9 @@ impl Session {
             }
             Err(e) => Err(e),
         };
-        self.handle.set_statement(None);
-        if unit.end != End::Partial {
-            // (A batch forwarded without its end may still run there: cancels reach it until
-            // the unit that ends it is relayed.)
-            self.handle.set_backend_for_cancel(None, None);
-        }
+        // (A batch forwarded without its end may still run there: cancels reach it until the
+        // unit that ends it is relayed.)
+        self.handle.end_statement(unit.end != End::Partial);
         if let Some(refused) = self.charge_owed() {
             self.owed = None;
             self.lease = Some(lease);
