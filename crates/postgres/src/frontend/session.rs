@@ -544,7 +544,7 @@ mod tests {
 
     /// A unit's future is allocated for every unit a session runs. Within 1,024 bytes
     /// mimalloc (sluice's allocator) takes it from a small-object page of the thread's heap;
-    /// one word more, and every unit goes through its generic path (about 250 instructions
+    /// one word more, and every unit goes through its generic path (about 170 instructions
     /// more per transaction, callgrind, docs/benchmarks.md). glibc's thread cache ends at
     /// 1,032. Rare paths are boxed to keep it there.
     #[test]
