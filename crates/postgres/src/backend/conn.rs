@@ -40,6 +40,9 @@ pub struct PgConn {
     pub statements: ServerStatements,
     /// Something went wrong mid-exchange: it must not be reused.
     pub broken: bool,
+    /// The server sent a FATAL (or PANIC) ErrorResponse that went to the client as it is: it
+    /// closes the connection next, and the client already has the reason.
+    pub told_fatal: bool,
     /// Messages went to the server after its last ReadyForQuery: it may hold an implicit
     /// transaction, open portals and answers it has not sent yet (a batch that ended with
     /// a Flush, or that was forwarded without its Sync). Only closing the connection rolls
@@ -87,6 +90,7 @@ impl PgConn {
             applied_startup: None,
             statements: ServerStatements::new(cache),
             broken: false,
+            told_fatal: false,
             unsynced: false,
             seq_mark: 0,
             read_back: Vec::new(),

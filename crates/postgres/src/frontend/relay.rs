@@ -266,7 +266,12 @@ async fn relay_into(
                         out.drop_message(conn, len);
                         out.push(conn, w.as_bytes());
                     }
-                    None => out.pass(conn, len),
+                    None => {
+                        // A FATAL: the server closes the connection next (see `told_fatal`).
+                        let body = &conn.buffered()[at + 5..at + len];
+                        conn.told_fatal |= crate::wire::ends_session(body);
+                        out.pass(conn, len)
+                    }
                 }
                 r.failed = true;
                 // The server skips to the next Sync; a simple query goes on to its

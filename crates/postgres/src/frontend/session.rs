@@ -369,7 +369,10 @@ impl Session {
                 }
                 lease.discard();
                 let (code, msg) = lost(prior, &ran, lease.server(), &e);
-                let _ = self.client.fatal(code, &msg).await;
+                // After the server's own FATAL, the end of the connection, as directly.
+                if !lease.conn_ref().told_fatal {
+                    let _ = self.client.fatal(code, &msg).await;
+                }
                 return Err(SessionError::Refused(msg));
             }
         };

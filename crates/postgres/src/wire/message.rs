@@ -98,6 +98,25 @@ pub fn error_fields(body: &[u8]) -> Result<Vec<(u8, String)>, WireError> {
     }
 }
 
+/// An ErrorResponse body whose severity ends the session (`FATAL`, `PANIC`): the server
+/// closes the connection after it. The non-localised severity (`V`) decides where there is
+/// one, else the localised (`S`).
+pub fn ends_session(body: &[u8]) -> bool {
+    let Ok(fields) = error_fields(body) else {
+        return false;
+    };
+    let severity = |k: u8| {
+        fields
+            .iter()
+            .find(|(f, _)| *f == k)
+            .map(|(_, v)| v.as_str())
+    };
+    matches!(
+        severity(b'V').or_else(|| severity(b'S')),
+        Some("FATAL" | "PANIC")
+    )
+}
+
 /// An ErrorResponse taken apart: its SQLSTATE and message, and its other fields but the
 /// severity (`S`, `V`), in order: what a client is given of a server's error whose severity
 /// sluice says itself.
@@ -281,6 +300,34 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fatal_and_panic_errors_end_the_session_by_their_unlocalised_severity() {
+        let body = |fields: &[(u8, &str)]| {
+            let mut b = Vec::new();
+            for (k, v) in fields {
+                b.push(*k);
+                b.extend_from_slice(v.as_bytes());
+                b.push(0);
+            }
+            b.push(0);
+            b
+        };
+        assert!(ends_session(&body(&[
+            (b'S', "FATAL"),
+            (b'V', "FATAL"),
+            (b'C', "57P01")
+        ])));
+        assert!(ends_session(&body(&[(b'S', "PANIC"), (b'C', "XX000")])));
+        // Localised otherwise ("SCHWERWIEGEND"): the unlocalised one decides.
+        assert!(ends_session(&body(&[
+            (b'S', "SCHWERWIEGEND"),
+            (b'V', "FATAL")
+        ])));
+        assert!(!ends_session(&body(&[(b'S', "FATAL"), (b'V', "ERROR")])));
+        assert!(!ends_session(&body(&[(b'S', "ERROR"), (b'C', "42601")])));
+        assert!(!ends_session(b"SFATAL"));
+    }
 
     #[test]
     fn messages_are_read_whole_and_bounded() {

@@ -4,7 +4,7 @@ pub mod message;
 pub mod startup;
 
 pub use message::{
-    error_fields, error_message, error_parts, read_message, ErrorParts, Message, ReadyStatus,
-    Writer, SYNC,
+    ends_session, error_fields, error_message, error_parts, read_message, ErrorParts, Message,
+    ReadyStatus, Writer, SYNC,
 };
 pub use startup::{read_startup, startup_message, Startup, StartupParams, WireError};

@@ -271,6 +271,32 @@ impl Raw {
         }
     }
 
+    /// Every message until the server closes the connection (within the deadline), FATALs
+    /// included.
+    pub async fn until_closed(&mut self) -> Vec<Msg> {
+        let mut got = Vec::new();
+        loop {
+            while self.rbuf.len() >= 5 {
+                let len = u32::from_be_bytes(self.rbuf[1..5].try_into().unwrap()) as usize;
+                if self.rbuf.len() <= len {
+                    break;
+                }
+                let m = self.rbuf.split_to(len + 1);
+                got.push(Msg {
+                    tag: m[0],
+                    body: m[5..].to_vec(),
+                });
+            }
+            let n = tokio::time::timeout(DEADLINE, self.stream.read_buf(&mut self.rbuf))
+                .await
+                .expect("the server did not close the connection within 60 s")
+                .unwrap_or(0);
+            if n == 0 {
+                return got;
+            }
+        }
+    }
+
     /// Messages up to and including the next ReadyForQuery (ParameterStatus and notices
     /// left out).
     pub async fn until_ready(&mut self) -> Vec<Msg> {

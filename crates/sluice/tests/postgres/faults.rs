@@ -561,6 +561,48 @@ async fn a_statement_whose_client_left_is_cancelled_and_its_connection_freed() {
     }
 }
 
+/// A server connection whose backend is terminated under a statement (`pg_terminate_backend`,
+/// a server shutting down) sends its FATAL and closes: the client gets that FATAL alone and
+/// then the end of the connection, as directly (no second FATAL of sluice's own after it),
+/// and other sessions carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_fatal_reaches_the_client_alone() {
+    let env = start(0, "").await;
+    let primary = env.topo.primary();
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query("SELECT /* sluice:writer */ pg_sleep(60)", &mut a.out).unwrap();
+    a.flush().await;
+    let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        let pid = primary.sql(find).unwrap().trim().to_string();
+        if !pid.is_empty() {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statement never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    primary
+        .sql(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    let got = a.until_closed().await;
+    let errors: Vec<String> = got
+        .iter()
+        .filter(|m| m.tag == b'E')
+        .map(|m| format!("{} {}", m.field(b'S').unwrap_or_default(), m.text()))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("FATAL 57P01 terminating connection"),
+        "{errors:?}"
+    );
+    assert!(got.iter().all(|m| m.tag != b'Z'), "{got:?}");
+    assert_eq!(env.psql("SELECT /* sluice:writer */ 7").trim(), "7");
+}
+
 /// Resumes a stopped server process when dropped (also when the test fails).
 struct Stopped(u32);
 
