@@ -174,28 +174,13 @@ impl EqualRate {
 
     /// The goals' line for the equal-rate rounds.
     pub(super) fn print_goal(&self) {
-        let mut cells = Vec::new();
-        let (mut below, mut total) = (0, 0);
-        for c in cpu_compared(&self.rows) {
-            if let (Some(s), Some(b)) = (median(&c.sluice), median(&c.pgbouncer)) {
-                total += 1;
-                if s < b {
-                    below += 1;
-                }
-                let ratios = c.ratios();
-                cells.push(format!(
-                    "{}/{} at {} tps: {s:.1} vs {b:.1}, below in {} of {} rounds",
-                    c.mode,
-                    c.clients,
-                    self.rate(&c),
-                    ratios.iter().filter(|&&r| r < 1.0).count(),
-                    ratios.len()
-                ));
-            }
-        }
-        if total > 0 {
+        let (below, cells) = goal_cells(&cpu_compared(&self.rows), |c| {
+            format!(" at {} tps", self.rate(c))
+        });
+        if !cells.is_empty() {
             println!(
-                "- the same at an equal rate: sluice below PgBouncer in {below} of {total} configurations ({}; µs, medians)",
+                "- the same at an equal rate: sluice below PgBouncer in {below} of {} configurations ({}; µs, medians)",
+                cells.len(),
                 cells.join("; ")
             );
         }

@@ -151,6 +151,39 @@ impl CpuCompared {
     pub(super) fn ratios(&self) -> Vec<f64> {
         ratios(&self.sluice, &self.pgbouncer)
     }
+
+    /// This configuration's cell in a CPU goal's line (`at` after its name, e.g. the rate)
+    /// and whether sluice's median is below PgBouncer's; `None` without both medians.
+    pub(super) fn goal_cell(&self, at: &str) -> Option<(bool, String)> {
+        let (s, b) = (median(&self.sluice)?, median(&self.pgbouncer)?);
+        let ratios = self.ratios();
+        let cell = format!(
+            "{}/{}{at}: {s:.1} vs {b:.1}, below in {} of {} rounds",
+            self.mode,
+            self.clients,
+            ratios.iter().filter(|&&r| r < 1.0).count(),
+            ratios.len()
+        );
+        Some((s < b, cell))
+    }
+}
+
+/// The cells of a CPU goal's line over `compared` (see [`CpuCompared::goal_cell`]), and in
+/// how many configurations sluice's median was below PgBouncer's.
+pub(super) fn goal_cells(
+    compared: &[CpuCompared],
+    at: impl Fn(&CpuCompared) -> String,
+) -> (usize, Vec<String>) {
+    let mut below = 0;
+    let cells = compared
+        .iter()
+        .filter_map(|c| c.goal_cell(&at(c)))
+        .map(|(is_below, cell)| {
+            below += usize::from(is_below);
+            cell
+        })
+        .collect();
+    (below, cells)
 }
 
 /// `a` over `b`, pair by pair.
@@ -456,26 +489,11 @@ pub(super) fn print_goals(
     println!();
     println!("Goals:");
     // CPU per select-only transaction: sluice against PgBouncer, medians of the rounds.
-    let mut cmp = Vec::new();
-    let (mut wins, mut total) = (0, 0);
-    for c in cpu {
-        if let (Some(s), Some(b)) = (median(&c.sluice), median(&c.pgbouncer)) {
-            total += 1;
-            if s < b {
-                wins += 1;
-            }
-            cmp.push(format!(
-                "{}/{}: {s:.1} vs {b:.1}, below in {} of {} rounds",
-                c.mode,
-                c.clients,
-                c.ratios().iter().filter(|&&r| r < 1.0).count(),
-                c.sluice.len()
-            ));
-        }
-    }
-    if total > 0 {
+    let (wins, cmp) = goal_cells(cpu, |_| String::new());
+    if !cmp.is_empty() {
         println!(
-            "- sluice CPU per select-only transaction below PgBouncer's: {wins} of {total} configurations ({}; µs, medians of {} rounds)",
+            "- sluice CPU per select-only transaction below PgBouncer's: {wins} of {} configurations ({}; µs, medians of {} rounds)",
+            cmp.len(),
             cmp.join("; "),
             o.cpu_runs
         );
