@@ -203,25 +203,30 @@ impl Raw {
             .map_err(|e| format!("send: {e}"))
     }
 
+    /// The whole message at the front of what was read, taken.
+    fn buffered(&mut self) -> Option<Msg> {
+        let len = u32::from_be_bytes(self.rbuf.get(1..5)?.try_into().unwrap()) as usize;
+        if self.rbuf.len() <= len {
+            return None;
+        }
+        let m = self.rbuf.split_to(len + 1);
+        Some(Msg {
+            tag: m[0],
+            body: m[5..].to_vec(),
+        })
+    }
+
     /// The next message, or why there is none (an error message the server closed the
     /// connection after included).
     pub async fn try_next(&mut self) -> Result<Msg, String> {
         let mut last_error: Option<Msg> = None;
         loop {
-            if self.rbuf.len() >= 5 {
-                let len = u32::from_be_bytes(self.rbuf[1..5].try_into().unwrap()) as usize;
-                if self.rbuf.len() > len {
-                    let m = self.rbuf.split_to(len + 1);
-                    let msg = Msg {
-                        tag: m[0],
-                        body: m[5..].to_vec(),
-                    };
-                    if msg.tag == b'E' && msg.field(b'S').as_deref() == Some("FATAL") {
-                        last_error = Some(msg);
-                        continue;
-                    }
-                    return Ok(msg);
+            if let Some(msg) = self.buffered() {
+                if msg.tag == b'E' && msg.field(b'S').as_deref() == Some("FATAL") {
+                    last_error = Some(msg);
+                    continue;
                 }
+                return Ok(msg);
             }
             let n = tokio::time::timeout(DEADLINE, self.stream.read_buf(&mut self.rbuf))
                 .await
@@ -253,15 +258,8 @@ impl Raw {
     /// The next message (notices and parameter changes included).
     pub async fn next(&mut self) -> Msg {
         loop {
-            if self.rbuf.len() >= 5 {
-                let len = u32::from_be_bytes(self.rbuf[1..5].try_into().unwrap()) as usize;
-                if self.rbuf.len() > len {
-                    let m = self.rbuf.split_to(len + 1);
-                    return Msg {
-                        tag: m[0],
-                        body: m[5..].to_vec(),
-                    };
-                }
+            if let Some(msg) = self.buffered() {
+                return msg;
             }
             let n = tokio::time::timeout(DEADLINE, self.stream.read_buf(&mut self.rbuf))
                 .await
@@ -276,16 +274,8 @@ impl Raw {
     pub async fn until_closed(&mut self) -> Vec<Msg> {
         let mut got = Vec::new();
         loop {
-            while self.rbuf.len() >= 5 {
-                let len = u32::from_be_bytes(self.rbuf[1..5].try_into().unwrap()) as usize;
-                if self.rbuf.len() <= len {
-                    break;
-                }
-                let m = self.rbuf.split_to(len + 1);
-                got.push(Msg {
-                    tag: m[0],
-                    body: m[5..].to_vec(),
-                });
+            while let Some(msg) = self.buffered() {
+                got.push(msg);
             }
             let n = tokio::time::timeout(DEADLINE, self.stream.read_buf(&mut self.rbuf))
                 .await
