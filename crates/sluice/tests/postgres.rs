@@ -32,6 +32,8 @@ mod pipelines;
 mod result_changes;
 #[path = "postgres/routing.rs"]
 mod routing;
+#[path = "postgres/server_faults.rs"]
+mod server_faults;
 #[path = "postgres/statements.rs"]
 mod statements;
 

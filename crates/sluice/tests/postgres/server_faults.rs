@@ -1,0 +1,233 @@
+//! What a dead, silent or lying server does to a session: the client hears of it as it would
+//! directly (or as precisely as sluice can say it), and every other session carries on.
+
+use super::pg::raw::Raw;
+use super::pg::{config, start, start_with};
+use postgres_protocol::message::frontend;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A relay to `target` that passes each whole message the server sends through `rewrite`
+/// (what it returns goes to the client in its place, in the same write).
+fn rewriting_relay(target: String, rewrite: fn(Vec<u8>) -> Vec<u8>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&target).await else {
+                return;
+            };
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_client, &mut to_server).await;
+            });
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = from_server.read(&mut chunk).await {
+                    buf.extend_from_slice(&chunk[..n]);
+                    let mut out = Vec::new();
+                    if buf == b"N" {
+                        // The answer to an SSLRequest (no TLS): one byte, no length.
+                        out.push(buf.remove(0));
+                    }
+                    while buf.len() >= 5 {
+                        let len = u32::from_be_bytes(buf[1..5].try_into().unwrap()) as usize;
+                        if buf.len() < 1 + len {
+                            break;
+                        }
+                        let msg: Vec<u8> = buf.drain(..1 + len).collect();
+                        out.extend_from_slice(&rewrite(msg));
+                    }
+                    if to_client.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A relay to `target` that, after a ReadyForQuery inside a transaction ('T'), sends a
+/// NoticeResponse: the server's own asynchronous notice (a shutdown warning, say), arriving
+/// with the answer before it in one read.
+fn notice_after_ready_relay(target: String) -> String {
+    rewriting_relay(target, |mut msg| {
+        if msg == b"Z\0\0\0\x05T" {
+            let body = b"SWARNING\0VWARNING\0C01000\0Masynchronous notice\0\0";
+            msg.push(b'N');
+            msg.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+            msg.extend_from_slice(body);
+        }
+        msg
+    })
+}
+
+/// What the server sends on its own while a session sits in a transaction reaches the
+/// client, and the session goes on: here a notice that arrives in the same read as the
+/// answer before it. (sluice once waited for more from the server before reading the
+/// client's next statement: the transaction hung.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_between_statements_reaches_the_client_and_the_transaction_goes_on() {
+    let env = start_with(0, |topo| {
+        let primary = topo.primary().addr();
+        let relay = notice_after_ready_relay(primary.clone());
+        config(topo, "").replace(&primary, &relay)
+    })
+    .await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut run = async |sql: &str| {
+        frontend::query(sql, &mut c.out).unwrap();
+        c.flush().await;
+        let mut answer = vec![c.next().await];
+        while answer.last().unwrap().tag != b'Z' {
+            answer.push(c.next().await);
+        }
+        let tags: String = answer.iter().map(|m| m.tag as char).collect();
+        (tags, Raw::column(&answer))
+    };
+    assert_eq!(run("BEGIN").await.0, "CZ");
+    // Its ReadyForQuery comes with a notice after it (whether the BEGIN sluice sends before
+    // it had one of its own depends on how it went).
+    assert_eq!(run("SELECT 1").await.1, ["1"]);
+    // Bounded by the raw client's deadline: a hang fails the test.
+    assert_eq!(
+        run("SELECT 2").await,
+        ("NTDCZ".to_string(), vec!["2".to_string()]),
+        "the notice, then the answer"
+    );
+    assert_eq!(run("COMMIT").await.0, "NCZ");
+}
+
+/// A server connection whose backend is terminated under a statement (`pg_terminate_backend`,
+/// a server shutting down) sends its FATAL and closes: the client gets that FATAL alone and
+/// then the end of the connection, as directly (no second FATAL of sluice's own after it),
+/// and other sessions carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_fatal_reaches_the_client_alone() {
+    let env = start(0, "").await;
+    let primary = env.topo.primary();
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query("SELECT /* sluice:writer */ pg_sleep(60)", &mut a.out).unwrap();
+    a.flush().await;
+    let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        let pid = primary.sql(find).unwrap().trim().to_string();
+        if !pid.is_empty() {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statement never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    primary
+        .sql(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    let got = a.until_closed().await;
+    let errors: Vec<String> = got
+        .iter()
+        .filter(|m| m.tag == b'E')
+        .map(|m| format!("{} {}", m.field(b'S').unwrap_or_default(), m.text()))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("FATAL 57P01 terminating connection"),
+        "{errors:?}"
+    );
+    assert!(got.iter().all(|m| m.tag != b'Z'), "{got:?}");
+    assert_eq!(env.psql("SELECT /* sluice:writer */ 7").trim(), "7");
+}
+
+/// Resumes a stopped server process when dropped (also when the test fails).
+struct Stopped(u32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+/// A server connection that sends nothing while its answer is awaited (its server process
+/// stopped, as a hung process is) fails its statement after `[pool] read_timeout` (3 s here: a
+/// busy machine answers the statements before it in time): the client
+/// hears why (in a transaction, that it was rolled back), the connection is closed and its
+/// place in the pool given back, so the next client is served. It hung for as long as the
+/// process stayed stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_connection_fails_its_statement_after_the_read_timeout() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nread_timeout = \"3s\"\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let msgs = a
+        .try_simple("BEGIN; SELECT pg_backend_pid()")
+        .await
+        .unwrap();
+    let pid: u32 = Raw::column(&msgs)[0].parse().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stopped = Stopped(pid);
+    let e = tokio::time::timeout(Duration::from_secs(30), a.try_simple("SELECT 1"))
+        .await
+        .expect("the statement fails after read_timeout")
+        .unwrap_err();
+    assert!(
+        e.contains("40001") && e.contains("sent nothing for 3s ([pool] read_timeout)"),
+        "{e}"
+    );
+    drop(stopped);
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let rows = tokio::time::timeout(Duration::from_secs(30), b.try_simple("SELECT 2"))
+        .await
+        .expect("the pool's place was given back")
+        .unwrap();
+    assert_eq!(Raw::column(&rows), ["2"]);
+}
+
+/// A server that sends a message of a type PostgreSQL never sends (here in place of a row)
+/// is not believed: the statement's client gets a FATAL that says what came, its connection
+/// is closed, and the next client is served on a fresh one. It was passed on to the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_type_no_server_sends_ends_the_statement_not_the_proxy() {
+    let env = start_with(0, |topo| {
+        let primary = topo.primary().addr();
+        let relay = rewriting_relay(primary.clone(), |mut msg| {
+            if msg[0] == b'D' && msg.ends_with(b"lie") {
+                msg[0] = b'~';
+            }
+            msg
+        });
+        config(
+            topo,
+            "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+        )
+        .replace(&primary, &relay)
+    })
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let e = a.try_simple("SELECT 'lie'").await.unwrap_err();
+    assert!(
+        e.starts_with("08006 ") && e.contains("message of unknown type '~'"),
+        "{e}"
+    );
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(
+        Raw::column(&b.try_simple("SELECT 'truth'").await.unwrap()),
+        ["truth"]
+    );
+}
