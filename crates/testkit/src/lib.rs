@@ -15,7 +15,7 @@ mod server;
 mod topology;
 
 pub use ports::free_port;
-pub use postgres::{pg_bin_dir, pg_server_user, PgTopology, Postgres};
+pub use postgres::{pg_bin_dir, pg_server_user, segment_present, PgTopology, Postgres};
 pub use server::{MariaDb, ServerOptions};
 pub use topology::{Topology, TopologyOptions, SEMI_SYNC_ARGS};
 

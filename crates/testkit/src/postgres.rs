@@ -311,6 +311,14 @@ impl Postgres {
             .or_else(|| self.child.as_ref().map(|c| c.id()))
     }
 
+    /// The System V shared memory segment its postmaster made as the data directory's
+    /// interlock: its key and id, from line 7 of the lock file.
+    pub fn interlock_segment(&self) -> Option<(i64, i32)> {
+        let text = std::fs::read_to_string(self.dir.join("data").join("postmaster.pid")).ok()?;
+        let mut f = text.lines().nth(6)?.split_whitespace();
+        Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    }
+
     /// `127.0.0.1:PORT`.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
@@ -385,8 +393,33 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
+        // A postmaster killed with SIGKILL leaves its segment behind, and a machine holds at
+        // most `kernel.shmmni` (4,096): every server a test run starts would take one for
+        // good, until no PostgreSQL could start there.
+        let segment = self.interlock_segment();
         self.kill();
+        if let Some(segment) = segment {
+            remove_segment(segment);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// True while System V segment `(key, id)` exists (the id not reused under another key).
+pub fn segment_present((key, id): (i64, i32)) -> bool {
+    // SAFETY: shmctl(2) with IPC_STAT writes only into the zeroed struct it is given.
+    unsafe {
+        let mut ds: libc::shmid_ds = std::mem::zeroed();
+        libc::shmctl(id, libc::IPC_STAT, &mut ds) == 0 && i64::from(ds.shm_perm.__key) == key
+    }
+}
+
+/// Removes System V segment `(key, id)` if it is still there (destroyed once nothing is
+/// attached to it).
+fn remove_segment(segment: (i64, i32)) {
+    if segment_present(segment) {
+        // SAFETY: shmctl(2) with IPC_RMID takes no buffer.
+        unsafe { libc::shmctl(segment.1, libc::IPC_RMID, std::ptr::null_mut()) };
     }
 }
 

@@ -3,7 +3,7 @@
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use sluice_testkit::PgTopology;
+use sluice_testkit::{segment_present, PgTopology};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -34,14 +34,20 @@ fn a_primary_and_two_streaming_replicas_start_replicate_and_are_removed() {
             .to_string();
         assert!(refused.contains("read-only transaction"), "{refused}");
     }
-    let left: Vec<(u32, std::path::PathBuf)> = topo
+    let left: Vec<(u32, std::path::PathBuf, (i64, i32))> = topo
         .servers
         .iter()
-        .map(|s| (s.pid().unwrap(), s.dir().to_path_buf()))
+        .map(|s| {
+            let segment = s.interlock_segment().unwrap();
+            assert!(segment_present(segment));
+            (s.pid().unwrap(), s.dir().to_path_buf(), segment)
+        })
         .collect();
     drop(topo);
-    for (pid, dir) in left {
+    for (pid, dir, segment) in left {
         assert!(!dir.exists(), "{} removed", dir.display());
+        // Its System V segment too (a machine holds 4,096).
+        assert!(!segment_present(segment), "{segment:?} removed");
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // Gone, or at most a zombie not yet reaped by a sibling's wait.
         assert!(
