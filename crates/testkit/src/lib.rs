@@ -122,6 +122,7 @@ pub(crate) fn work_root() -> Result<PathBuf> {
                 {
                     let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
                     if !alive {
+                        postgres::remove_stale_segments(&e.path());
                         let _ = std::fs::remove_dir_all(e.path());
                     }
                 }

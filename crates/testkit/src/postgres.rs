@@ -314,9 +314,7 @@ impl Postgres {
     /// The System V shared memory segment its postmaster made as the data directory's
     /// interlock: its key and id, from line 7 of the lock file.
     pub fn interlock_segment(&self) -> Option<(i64, i32)> {
-        let text = std::fs::read_to_string(self.dir.join("data").join("postmaster.pid")).ok()?;
-        let mut f = text.lines().nth(6)?.split_whitespace();
-        Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        segment_of(&self.dir)
     }
 
     /// `127.0.0.1:PORT`.
@@ -402,6 +400,28 @@ impl Drop for Postgres {
             remove_segment(segment);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The interlock segment named by the lock file of the server kept in `dir` (line 7 of
+/// `data/postmaster.pid`).
+fn segment_of(dir: &Path) -> Option<(i64, i32)> {
+    let text = std::fs::read_to_string(dir.join("data").join("postmaster.pid")).ok()?;
+    let mut f = text.lines().nth(6)?.split_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// Removes the interlock segments of the servers a dead test process left in `root` (its
+/// servers shared by the tests of a binary are never dropped: they die with the process,
+/// by SIGKILL, and leave their segments behind).
+pub(crate) fn remove_stale_segments(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if let Some(segment) = segment_of(&e.path()) {
+            remove_segment(segment);
+        }
     }
 }
 

@@ -56,3 +56,57 @@ fn a_primary_and_two_streaming_replicas_start_replicate_and_are_removed() {
         );
     }
 }
+
+/// A server a test process never dropped (a binary's shared server) dies with the process
+/// and leaves its System V segment behind; the next test process removes it with the dead
+/// process's directory. Run again by itself as the two later processes (`ROLE`).
+#[test]
+fn a_dead_test_processs_server_segments_are_removed_by_the_next() {
+    const ROLE: &str = "SLUICE_TESTKIT_STALE_ROLE";
+    const TEST: &str = "a_dead_test_processs_server_segments_are_removed_by_the_next";
+    match std::env::var(ROLE).as_deref() {
+        Ok("leave") => {
+            let p = sluice_testkit::Postgres::start_primary().unwrap();
+            let (key, id) = p.interlock_segment().unwrap();
+            println!("LEFT {key} {id} {}", p.pid().unwrap());
+            // Ends without dropping the server, as a binary's shared server ends.
+            std::process::exit(0);
+        }
+        Ok("next") => {
+            drop(sluice_testkit::Postgres::start_primary().unwrap());
+            return;
+        }
+        _ => {}
+    }
+    let run = |role: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", TEST, "--nocapture", "--test-threads", "1"])
+            .env(ROLE, role)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{role}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let left = run("leave");
+    // (On libtest's own line: "test … ... LEFT key id pid".)
+    let line = left.split("LEFT ").nth(1).expect(&left);
+    let line = line.lines().next().unwrap_or_default();
+    let f: Vec<i64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
+    let (segment, pid) = ((f[0], f[1] as i32), f[2]);
+    // Its postmaster dies with the process (parent-death signal).
+    let started = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if state.contains(") Z ") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server {pid} dies"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(segment_present(segment), "{segment:?} left behind");
+    run("next");
+    assert!(!segment_present(segment), "{segment:?} removed");
+}
