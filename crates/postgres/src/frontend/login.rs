@@ -123,8 +123,9 @@ pub async fn accept(
     if params.needs_negotiation() {
         client.send(&params.negotiate_protocol_version()).await?;
     }
-    let name = params.get("user").unwrap_or_default();
-    if let Some(r) = params.get("replication") {
+    let [name, replication] = params.get_all(["user", "replication"]);
+    let name = name.unwrap_or_default();
+    if let Some(r) = replication {
         // As PostgreSQL reads it: a boolean, or `database` (logical replication).
         let (code, msg) = match super::state::parse_bool(&r.to_ascii_lowercase()) {
             Some(false) => ("", String::new()),
@@ -245,7 +246,8 @@ fn auth_request(w: &mut Writer, kind: i32, data: &[u8]) {
 
 /// Sends an authentication request.
 async fn send_auth(client: &mut Client, kind: i32, data: &[u8]) -> std::io::Result<()> {
-    let mut w = Writer::new();
+    // Its exact size: a SASL message would outgrow a writer's first buffer.
+    let mut w = Writer::with_buffer(Vec::with_capacity(9 + data.len()));
     auth_request(&mut w, kind, data);
     client.send(w.as_bytes()).await
 }

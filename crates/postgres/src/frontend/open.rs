@@ -107,7 +107,7 @@ async fn open(
     };
     // The settings in `options` (`-c name=value`): applied before the packet's own, as
     // PostgreSQL applies them; anything else there is refused, not dropped.
-    let options = params.iter().find(|(k, _)| *k == "options").map(|(_, v)| v);
+    let options = params.get("options");
     let options = match options.map(super::state::startup_options).transpose() {
         Ok(o) => o.unwrap_or_default(),
         Err(msg) => {

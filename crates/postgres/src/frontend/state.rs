@@ -611,13 +611,15 @@ fn told_setting(
 /// role's or database's default), for those the session did not make itself: routed and
 /// pinned as if the client had set them.
 pub fn blind_reports(told: &BTreeMap<String, String>, settings: &Settings) -> Vec<Change> {
+    // (Every login: the values are read as they are, no statement is made for those that
+    // do not blind the scanner.)
     KEPT.iter()
         .filter(|&&(_, name)| name == CONFORMING_STRINGS || name == CLIENT_ENCODING)
-        .filter_map(|&(reported, name)| told_setting(told, settings, reported, name))
-        .filter(|(name, stmt)| match name.as_str() {
-            CONFORMING_STRINGS => boolean_set(stmt, CONFORMING_STRINGS) == Some(false),
-            _ => unreadable_encoding(stmt),
+        .filter(|&&(reported, name)| {
+            told.get(reported)
+                .is_some_and(|v| super::unreadable::reported_value_blinds(name, v))
         })
+        .filter_map(|&(reported, name)| told_setting(told, settings, reported, name))
         .map(|(name, stmt)| Change::Set(name, stmt))
         .collect()
 }

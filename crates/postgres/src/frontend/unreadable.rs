@@ -118,6 +118,42 @@ pub(super) fn unreadable_encoding(stmt: &str) -> bool {
     encoding_set(stmt).is_some_and(|e| UNREADABLE_ENCODINGS.contains(&e.as_str()))
 }
 
+/// True if the server reporting `value` for `name` (a ParameterStatus) leaves the scanner
+/// unable to read what follows: `standard_conforming_strings` off, or a `client_encoding`
+/// it cannot read. Read from the value itself, not from a statement setting it.
+/// (Every login reads two: in a buffer of its own, no allocation.)
+pub(super) fn reported_value_blinds(name: &str, value: &str) -> bool {
+    let mut buf = [0u8; 16];
+    match name {
+        CONFORMING_STRINGS => small_lower(value.trim().bytes(), |_| true, &mut buf)
+            .is_some_and(|v| parse_bool(v) == Some(false)),
+        CLIENT_ENCODING => {
+            let name = value
+                .trim()
+                .bytes()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
+            // (No name it cannot read is longer.)
+            small_lower(name, |c| c.is_ascii_alphanumeric(), &mut buf)
+                .is_some_and(|e| UNREADABLE_ENCODINGS.contains(&e))
+        }
+        _ => false,
+    }
+}
+
+/// The bytes of `text` that `keep` keeps, in lower case, in `buf`; `None` if they do not fit.
+fn small_lower(
+    text: impl Iterator<Item = u8>,
+    keep: impl Fn(u8) -> bool,
+    buf: &mut [u8; 16],
+) -> Option<&str> {
+    let mut len = 0;
+    for c in text.filter(|&c| keep(c)) {
+        *buf.get_mut(len)? = c.to_ascii_lowercase();
+        len += 1;
+    }
+    std::str::from_utf8(&buf[..len]).ok()
+}
+
 /// True if `change` sets a `client_encoding` the scanner cannot read (see
 /// [`super::state::pin::UNREADABLE_ENCODING`]).
 pub fn sets_unreadable_encoding(change: &Change) -> bool {
@@ -129,4 +165,46 @@ pub fn sets_unreadable_encoding(change: &Change) -> bool {
 /// [`super::state::pin::BACKSLASH_QUOTES`] and [`super::state::pin::UNREADABLE_ENCODING`].
 pub fn blinds_scanner(change: &Change) -> bool {
     turns_conforming_strings_off(change) || sets_unreadable_encoding(change)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reported value blinds the scanner exactly when the statement setting it would.
+    #[test]
+    fn a_reported_value_is_read_as_the_statement_setting_it() {
+        let cases = [
+            (CONFORMING_STRINGS, "off", true),
+            (CONFORMING_STRINGS, "OFF", true),
+            (CONFORMING_STRINGS, "of", true),
+            (CONFORMING_STRINGS, "on", false),
+            (CONFORMING_STRINGS, "o", false),
+            (CONFORMING_STRINGS, "false", true),
+            (CLIENT_ENCODING, "SJIS", true),
+            (CLIENT_ENCODING, "SHIFT_JIS_2004", true),
+            (CLIENT_ENCODING, "BIG5", true),
+            (CLIENT_ENCODING, "GB18030", true),
+            (CLIENT_ENCODING, "UTF8", false),
+            (CLIENT_ENCODING, "LATIN1", false),
+            (CLIENT_ENCODING, "EUC_JP", false),
+            (CLIENT_ENCODING, "SJIS_and_a_name_too_long_for_any", false),
+            (
+                CONFORMING_STRINGS,
+                "off but much longer than a boolean",
+                false,
+            ),
+            ("TimeZone", "off", false),
+        ];
+        for (name, value, blinds) in cases {
+            assert_eq!(reported_value_blinds(name, value), blinds, "{name} {value}");
+            let stmt = crate::frontend::startup::set_config(name, value);
+            let read = match name {
+                CONFORMING_STRINGS => boolean_set(&stmt, CONFORMING_STRINGS) == Some(false),
+                CLIENT_ENCODING => unreadable_encoding(&stmt),
+                _ => false,
+            };
+            assert_eq!(read, blinds, "{stmt}");
+        }
+    }
 }

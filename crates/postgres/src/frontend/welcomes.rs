@@ -38,8 +38,31 @@ const MAX_WELCOMES: usize = 1024;
 /// The parameters a login was told, by the kind of login.
 #[derive(Default)]
 pub struct Welcomes {
-    told: Mutex<HashMap<u64, Arc<BTreeMap<String, String>>>>,
+    told: Mutex<HashMap<u64, Told>>,
     hasher: foldhash::quality::RandomState,
+}
+
+/// What a login was told: the values, and the ParameterStatus messages that tell them
+/// (made once per kind, not at every login).
+#[derive(Clone)]
+pub struct Told {
+    /// The parameters and their values.
+    pub params: Arc<BTreeMap<String, String>>,
+    /// Their ParameterStatus messages, in the map's order.
+    pub messages: Arc<[u8]>,
+}
+
+impl Told {
+    fn new(params: Arc<BTreeMap<String, String>>) -> Told {
+        let mut w = Writer::new();
+        for (k, v) in params.iter() {
+            w.parameter_status(k, v);
+        }
+        Told {
+            params,
+            messages: w.into_bytes().into(),
+        }
+    }
 }
 
 impl Welcomes {
@@ -63,38 +86,38 @@ impl Welcomes {
 
     /// What a login of kind `key` whose startup settings are `startup` is told, if one
     /// like it succeeded: what that one was told, with its own `application_name`.
-    pub fn told(
-        &self,
-        key: u64,
-        startup: &StartupSettings,
-    ) -> Option<Arc<BTreeMap<String, String>>> {
-        let mut told = self.get(key)?;
+    pub fn told(&self, key: u64, startup: &StartupSettings) -> Option<Told> {
+        let told = self.get(key)?;
         let name = startup
             .iter()
             .find(|(name, _)| &**name == APPLICATION_NAME)
             .and_then(|(_, stmt)| plain_name(stmt));
         if let Some(name) = name {
-            if told.get(APPLICATION_NAME).map(String::as_str) != Some(name.as_str()) {
-                Arc::make_mut(&mut told).insert(APPLICATION_NAME.to_string(), name);
+            if told.params.get(APPLICATION_NAME).map(String::as_str) != Some(name.as_str()) {
+                let mut params = told.params;
+                Arc::make_mut(&mut params).insert(APPLICATION_NAME.to_string(), name);
+                return Some(Told::new(params));
             }
         }
         Some(told)
     }
 
     /// What the last login of this kind was told, if one succeeded.
-    fn get(&self, key: u64) -> Option<Arc<BTreeMap<String, String>>> {
+    fn get(&self, key: u64) -> Option<Told> {
         self.told.lock().ok()?.get(&key).cloned()
     }
 
     /// A login of this kind succeeded and was told `params`.
     pub fn put(&self, key: u64, params: Arc<BTreeMap<String, String>>) {
+        // Made before the lock is taken.
+        let entry = Told::new(params);
         let Ok(mut told) = self.told.lock() else {
             return;
         };
         if told.len() >= MAX_WELCOMES && !told.contains_key(&key) {
             told.clear();
         }
-        told.insert(key, params);
+        told.insert(key, entry);
     }
 
     /// A server refused a login of sluice's own: no kind is known good any more.
@@ -123,13 +146,11 @@ impl Session {
         let kind = startup.map(|s| welcomes.key(&self.key, decision.hostgroup.as_ref(), s));
         if let Some(told) = kind.zip(startup).and_then(|(k, s)| welcomes.told(k, s)) {
             self.client.queue_messages(|w| {
-                for (k, v) in told.iter() {
-                    w.parameter_status(k, v);
-                }
+                w.bytes(&told.messages);
                 w.backend_key_data(key.id, key.secret);
                 w.ready_for_query(ReadyStatus::Idle);
             });
-            self.reported = told;
+            self.reported = told.params;
             self.note_blind_reports();
             return self.client.send(&[]).await.map_err(client_err);
         }
@@ -194,7 +215,7 @@ mod tests {
             "15".to_string(),
         )]));
         w.put(k, told.clone());
-        assert!(Arc::ptr_eq(&w.get(k).unwrap(), &told));
+        assert!(Arc::ptr_eq(&w.get(k).unwrap().params, &told));
         for n in 0..MAX_WELCOMES as u64 * 2 {
             w.put(n, told.clone());
             assert!(w.told.lock().unwrap().len() <= MAX_WELCOMES);
@@ -238,8 +259,17 @@ mod tests {
         ]);
         w.put(k, Arc::new(told));
         let second = w.told(k, &b).unwrap();
-        assert_eq!(second[APPLICATION_NAME], "it's 2");
-        assert_eq!(second["TimeZone"], "UTC");
-        assert_eq!(w.told(k, &a).unwrap()[APPLICATION_NAME], "worker 1");
+        assert_eq!(second.params[APPLICATION_NAME], "it's 2");
+        assert_eq!(second.params["TimeZone"], "UTC");
+        let first = w.told(k, &a).unwrap();
+        assert_eq!(first.params[APPLICATION_NAME], "worker 1");
+        // The messages say what the values say, each login its own name.
+        for (told, name) in [(&first, "worker 1"), (&second, "it's 2")] {
+            let mut m = Writer::new();
+            // (In the map's order: upper case first.)
+            m.parameter_status("TimeZone", "UTC");
+            m.parameter_status(APPLICATION_NAME, name);
+            assert_eq!(&told.messages[..], &m.into_bytes()[..], "{name}");
+        }
     }
 }

@@ -90,17 +90,25 @@ impl StartupParams {
 
     /// A parameter's value (the last one given, as PostgreSQL takes it).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.iter()
-            .filter(|(n, _)| *n == name)
-            .last()
-            .map(|(_, v)| v)
+        let [value] = self.get_all([name]);
+        value
+    }
+
+    /// The values of `names` (the last one given of each), read in one pass.
+    pub fn get_all<const N: usize>(&self, names: [&str; N]) -> [Option<&str>; N] {
+        let mut values = [None; N];
+        for (n, v) in self.iter() {
+            if let Some(i) = names.iter().position(|&name| name == n) {
+                values[i] = Some(v);
+            }
+        }
+        values
     }
 
     /// The database: `database`, or the user name when none is given (as PostgreSQL does).
     pub fn database(&self) -> Option<&str> {
-        self.get("database")
-            .filter(|d| !d.is_empty())
-            .or_else(|| self.get("user"))
+        let [database, user] = self.get_all(["database", "user"]);
+        database.filter(|d| !d.is_empty()).or(user)
     }
 
     /// Whether the server must answer NegotiateProtocolVersion before going on: a newer minor
@@ -208,6 +216,8 @@ fn parse_params(minor: u16, body: &[u8]) -> Result<StartupParams, WireError> {
     // Checked as a whole (nearly always UTF-8), else string by string, as the pairs are read
     // (the first fault found is the one reported).
     let text = std::str::from_utf8(body).ok();
+    // Whether the last `user` given names one (read here: no pass of its own).
+    let mut user = false;
     let mut at = 0;
     let mut cstr = || {
         let len = body[at..]
@@ -231,6 +241,9 @@ fn parse_params(minor: u16, body: &[u8]) -> Result<StartupParams, WireError> {
         if name.starts_with("_pq_.") {
             p.protocol_options.push(name.to_string());
         } else {
+            if name == "user" {
+                user = !value.is_empty();
+            }
             for s in [name, value] {
                 p.params.push_str(s);
                 p.params.push('\0');
@@ -240,7 +253,7 @@ fn parse_params(minor: u16, body: &[u8]) -> Result<StartupParams, WireError> {
     if at != body.len() {
         return Err(WireError::Layout("bytes after the parameter list"));
     }
-    if p.get("user").is_none_or(str::is_empty) {
+    if !user {
         return Err(WireError::NoUser);
     }
     Ok(p)
@@ -276,6 +289,28 @@ mod tests {
         };
         assert_eq!(n, bytes.len());
         assert_eq!((p.get("user"), p.database()), (Some("app"), Some("db")));
+    }
+
+    #[test]
+    fn a_parameter_given_twice_is_read_as_its_last_value() {
+        let bytes = startup(
+            3 << 16,
+            &[
+                ("options", "-c a=1"),
+                ("user", "app"),
+                ("database", ""),
+                ("options", "-c b=2"),
+            ],
+        );
+        let Ok(Some((Startup::Start(p), _))) = read_startup(&bytes) else {
+            panic!("not a startup message");
+        };
+        assert_eq!(
+            p.get_all(["options", "user", "replication"]),
+            [Some("-c b=2"), Some("app"), None]
+        );
+        // An empty database is the user's.
+        assert_eq!(p.database(), Some("app"));
     }
 
     #[test]
@@ -395,10 +430,17 @@ mod tests {
             read_startup(&v2),
             Err(WireError::Version { major: 2, minor: 0 })
         );
-        assert_eq!(
-            read_startup(&startup(3 << 16, &[("database", "x")])),
-            Err(WireError::NoUser)
-        );
+        for no_user in [
+            &[("database", "x")][..],
+            &[("user", "")],
+            &[("user", "app"), ("user", "")],
+        ] {
+            assert_eq!(
+                read_startup(&startup(3 << 16, no_user)),
+                Err(WireError::NoUser),
+                "{no_user:?}"
+            );
+        }
         let mut unterminated = startup(3 << 16, &[("user", "app")]);
         let n = unterminated.len();
         unterminated.truncate(n - 2); // drop the value's NUL and the list's end
