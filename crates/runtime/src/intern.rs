@@ -5,7 +5,8 @@
 
 use parking_lot::Mutex;
 use std::borrow::Borrow;
-use std::collections::HashSet;
+/// (Looked up at every login: foldhash, not SipHash, seeded per process.)
+type HashSet<T> = std::collections::HashSet<T, foldhash::quality::RandomState>;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ where
     pub fn new(capacity: usize) -> Interner<T> {
         Interner {
             values: Mutex::new(Values {
-                set: HashSet::new(),
+                set: HashSet::default(),
                 last_made: None,
             }),
             capacity,

@@ -5,7 +5,8 @@
 use futures_util::task::AtomicWaker;
 use parking_lot::Mutex;
 use sluice_core::{CancelGate, CancelTicket, Protocol, Server};
-use std::collections::HashMap;
+/// (Sessions come and go with every connection: foldhash, not SipHash.)
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::quality::RandomState>;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
@@ -239,8 +240,8 @@ impl Registry {
     pub fn new() -> Registry {
         Registry {
             next_id: AtomicU32::new(1),
-            sessions: Mutex::new(HashMap::new()),
-            lock_holders: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::default()),
+            lock_holders: Mutex::new(HashMap::default()),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Client users and their credentials.
 
 use sluice_config::UserConfig;
-use std::collections::HashMap;
+/// (Looked up at every login: foldhash, not SipHash, seeded per process.)
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::quality::RandomState>;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 

@@ -265,7 +265,7 @@ fn text(bytes: &[u8]) -> Cow<'_, str> {
 /// password they came from (one entry per configured user name); and the mock one unknown
 /// users are answered with.
 pub struct Verifiers {
-    cache: Mutex<HashMap<Arc<str>, (String, Prepared)>>,
+    cache: Mutex<HashMap<Arc<str>, (String, Prepared), foldhash::quality::RandomState>>,
     mock: Mock,
 }
 

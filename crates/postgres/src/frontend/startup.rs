@@ -104,7 +104,11 @@ pub(super) fn set_config_value(stmt: &str, name: &str) -> Option<String> {
     head.push_str(", ");
     let literal = stmt.strip_prefix(&head)?.strip_suffix(", false)")?;
     let inner = literal.strip_prefix('\'')?.strip_suffix('\'')?;
-    Some(inner.replace("''", "'"))
+    // (A name without quotes, nearly every one, is copied as it is: no search for pairs.)
+    Some(match inner.contains('\'') {
+        true => inner.replace("''", "'"),
+        false => inner.to_string(),
+    })
 }
 
 /// Appends `s` as a string literal (see [`quote_literal`]).
