@@ -363,7 +363,14 @@ impl Postgres {
     /// Stops it at once (SIGKILL), as a crash would: the process this handle started, and
     /// a postmaster started in its directory by something else (a rewind command).
     pub fn kill(&mut self) {
-        // Its processes first: a frozen one (see `pause`) would outlive the postmaster.
+        // The postmaster frozen first: seeing a child killed, it would start a crash restart
+        // and make a new shared memory segment, which its own SIGKILL then leaves behind
+        // (no drop could know it: it did not exist when the server was read).
+        if let Some(pid) = self.live_postmaster() {
+            // SAFETY: kill(2) on the postmaster named by the server's own lock file.
+            unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        }
+        // Then its processes: a frozen one (see `pause`) would outlive the postmaster.
         for child in self.children() {
             // SAFETY: kill(2) on a process whose parent is this server's postmaster.
             unsafe { libc::kill(child, libc::SIGKILL) };
@@ -372,20 +379,25 @@ impl Postgres {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Some(pid) = self.pid() {
-            let alive = std::fs::read_link(format!("/proc/{pid}/exe"))
-                .is_ok_and(|exe| exe.ends_with("postgres"));
-            if alive {
-                // SAFETY: kill(2) on the postmaster named by the server's own lock file.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                let deadline = Instant::now() + Duration::from_secs(10);
-                while std::path::Path::new(&format!("/proc/{pid}")).exists()
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+        if let Some(pid) = self.live_postmaster() {
+            // SAFETY: kill(2) on the postmaster named by the server's own lock file.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(20));
             }
         }
+    }
+
+    /// The postmaster's process id (see [`Postgres::pid`]) while that process is a running
+    /// `postgres` (not a pid reused since).
+    fn live_postmaster(&self) -> Option<u32> {
+        let pid = self.pid()?;
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .is_ok_and(|exe| exe.ends_with("postgres"))
+            .then_some(pid)
     }
 }
 
@@ -394,9 +406,10 @@ impl Drop for Postgres {
         // A postmaster killed with SIGKILL leaves its segment behind, and a machine holds at
         // most `kernel.shmmni` (4,096): every server a test run starts would take one for
         // good, until no PostgreSQL could start there.
-        let segment = self.interlock_segment();
+        let before = self.interlock_segment();
         self.kill();
-        if let Some(segment) = segment {
+        // Read again once it is dead: a crash restart under way made a new one.
+        for segment in [before, self.interlock_segment()].into_iter().flatten() {
             remove_segment(segment);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
