@@ -3,10 +3,9 @@
 //! copy. Bounded: when full, values no session holds any more are dropped, and if it is still
 //! full the caller gets a copy of its own.
 
+use crate::HashSet;
 use parking_lot::Mutex;
 use std::borrow::Borrow;
-/// (Looked up at every login: foldhash, not SipHash, seeded per process.)
-type HashSet<T> = std::collections::HashSet<T, foldhash::quality::RandomState>;
 use std::hash::Hash;
 use std::sync::Arc;
 

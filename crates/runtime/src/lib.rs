@@ -19,6 +19,12 @@ pub mod tables;
 pub mod tls;
 pub mod users;
 
+/// The maps and sets a login or a connection looks up or changes (users, interned values,
+/// the session registry): foldhash, seeded per process, not SipHash.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::quality::RandomState>;
+/// See [`HashMap`].
+pub(crate) type HashSet<T> = std::collections::HashSet<T, foldhash::quality::RandomState>;
+
 pub use errors::{ReloadError, StartError};
 pub use frontend::{Frontend, Started};
 pub use process::{Process, Running};

@@ -2,11 +2,10 @@
 //! cancel requests, and for the admin views (who is connected, pinned or not and why, what
 //! they are running).
 
+use crate::HashMap;
 use futures_util::task::AtomicWaker;
 use parking_lot::Mutex;
 use sluice_core::{CancelGate, CancelTicket, Protocol, Server};
-/// (Sessions come and go with every connection: foldhash, not SipHash.)
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::quality::RandomState>;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;

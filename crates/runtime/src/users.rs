@@ -1,8 +1,7 @@
 //! Client users and their credentials.
 
+use crate::HashMap;
 use sluice_config::UserConfig;
-/// (Looked up at every login: foldhash, not SipHash, seeded per process.)
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::quality::RandomState>;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 

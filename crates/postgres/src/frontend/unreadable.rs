@@ -104,13 +104,19 @@ pub fn encoding_set(stmt: &str) -> Option<String> {
     if let Some(after) = rest.strip_prefix("e'") {
         rest = after;
     }
-    let value: String = rest
-        .trim_start_matches(['\'', '"', '$'])
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        .filter(char::is_ascii_alphanumeric)
+    let value: String = encoding_name(rest.trim_start_matches(['\'', '"', '$']))
+        .map(char::from)
         .collect();
     (!value.is_empty()).then_some(value)
+}
+
+/// The encoding name `text` starts with, as PostgreSQL compares encoding names: its letters
+/// and digits, in lower case.
+fn encoding_name(text: &str) -> impl Iterator<Item = u8> + '_ {
+    text.bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
 }
 
 /// True if `stmt`, setting `client_encoding`, sets one the scanner cannot read.
@@ -125,30 +131,22 @@ pub(super) fn unreadable_encoding(stmt: &str) -> bool {
 pub(super) fn reported_value_blinds(name: &str, value: &str) -> bool {
     let mut buf = [0u8; 16];
     match name {
-        CONFORMING_STRINGS => small_lower(value.trim().bytes(), |_| true, &mut buf)
-            .is_some_and(|v| parse_bool(v) == Some(false)),
-        CLIENT_ENCODING => {
-            let name = value
-                .trim()
-                .bytes()
-                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
-            // (No name it cannot read is longer.)
-            small_lower(name, |c| c.is_ascii_alphanumeric(), &mut buf)
-                .is_some_and(|e| UNREADABLE_ENCODINGS.contains(&e))
+        CONFORMING_STRINGS => {
+            let value = value.trim().bytes().map(|c| c.to_ascii_lowercase());
+            in_buffer(value, &mut buf).is_some_and(|v| parse_bool(v) == Some(false))
         }
+        // (No name it cannot read is longer than the buffer.)
+        CLIENT_ENCODING => in_buffer(encoding_name(value.trim()), &mut buf)
+            .is_some_and(|e| UNREADABLE_ENCODINGS.contains(&e)),
         _ => false,
     }
 }
 
-/// The bytes of `text` that `keep` keeps, in lower case, in `buf`; `None` if they do not fit.
-fn small_lower(
-    text: impl Iterator<Item = u8>,
-    keep: impl Fn(u8) -> bool,
-    buf: &mut [u8; 16],
-) -> Option<&str> {
+/// `bytes` in `buf`, as text; `None` if they do not fit.
+fn in_buffer(bytes: impl Iterator<Item = u8>, buf: &mut [u8; 16]) -> Option<&str> {
     let mut len = 0;
-    for c in text.filter(|&c| keep(c)) {
-        *buf.get_mut(len)? = c.to_ascii_lowercase();
+    for c in bytes {
+        *buf.get_mut(len)? = c;
         len += 1;
     }
     std::str::from_utf8(&buf[..len]).ok()
