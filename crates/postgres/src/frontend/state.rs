@@ -611,15 +611,28 @@ fn told_setting(
 /// role's or database's default), for those the session did not make itself: routed and
 /// pinned as if the client had set them.
 pub fn blind_reports(told: &BTreeMap<String, String>, settings: &Settings) -> Vec<Change> {
-    // (Every login: the values are read as they are, no statement is made for those that
-    // do not blind the scanner.)
+    // (The values are read as they are, no statement is made for those that do not blind
+    // the scanner.)
+    blinding(told)
+        .filter_map(|&(reported, name)| told_setting(told, settings, reported, name))
+        .map(|(name, stmt)| Change::Set(name, stmt))
+        .collect()
+}
+
+/// Whether a value `told` holds blinds the scanner: [`blind_reports`] finds nothing without
+/// one, whatever the session set.
+pub fn reports_blind(told: &BTreeMap<String, String>) -> bool {
+    blinding(told).next().is_some()
+}
+
+/// The kept parameters whose value in `told` blinds the scanner.
+fn blinding(
+    told: &BTreeMap<String, String>,
+) -> impl Iterator<Item = &'static (&'static str, &'static str)> + '_ {
     KEPT.iter()
         .filter(|&&(_, name)| name == CONFORMING_STRINGS || name == CLIENT_ENCODING)
         .filter(|&&(reported, name)| {
             told.get(reported)
                 .is_some_and(|v| super::unreadable::reported_value_blinds(name, v))
         })
-        .filter_map(|&(reported, name)| told_setting(told, settings, reported, name))
-        .map(|(name, stmt)| Change::Set(name, stmt))
-        .collect()
 }

@@ -50,6 +50,9 @@ pub struct Told {
     pub params: Arc<BTreeMap<String, String>>,
     /// Their ParameterStatus messages, in the map's order.
     pub messages: Arc<[u8]>,
+    /// A value among them blinds the scanner (see [`Session::note_blind_reports`]): read
+    /// once per kind, not at every login.
+    pub blinds: bool,
 }
 
 impl Told {
@@ -59,6 +62,7 @@ impl Told {
             w.parameter_status(k, v);
         }
         Told {
+            blinds: super::state::reports_blind(&params),
             params,
             messages: w.into_bytes().into(),
         }
@@ -151,7 +155,9 @@ impl Session {
                 w.ready_for_query(ReadyStatus::Idle);
             });
             self.reported = told.params;
-            self.note_blind_reports();
+            if told.blinds {
+                self.note_blind_reports();
+            }
             return self.client.send(&[]).await.map_err(client_err);
         }
         if let Err(no) = self.attach(&decision).await {
@@ -270,6 +276,31 @@ mod tests {
             m.parameter_status("TimeZone", "UTC");
             m.parameter_status(APPLICATION_NAME, name);
             assert_eq!(&told.messages[..], &m.into_bytes()[..], "{name}");
+            assert!(!told.blinds);
+        }
+    }
+
+    /// Whether a kind's values blind the scanner is read once, when the kind is kept: a
+    /// login told them is blinded only then (see `note_blind_reports`).
+    #[test]
+    fn a_kind_told_a_value_the_scanner_cannot_read_says_so() {
+        for (name, value, blinds) in [
+            ("standard_conforming_strings", "off", true),
+            ("standard_conforming_strings", "on", false),
+            ("client_encoding", "SJIS", true),
+            ("client_encoding", "UTF8", false),
+            ("TimeZone", "UTC", false),
+        ] {
+            let told = Told::new(Arc::new(BTreeMap::from([
+                (name.to_string(), value.to_string()),
+                ("DateStyle".to_string(), "ISO, MDY".to_string()),
+            ])));
+            assert_eq!(told.blinds, blinds, "{name} {value}");
+            assert_eq!(
+                told.blinds,
+                !super::super::state::blind_reports(&told.params, &Default::default()).is_empty(),
+                "{name} {value}"
+            );
         }
     }
 }

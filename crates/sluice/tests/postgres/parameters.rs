@@ -290,4 +290,29 @@ async fn what_a_client_was_told_at_login_holds_after_its_roles_defaults_change()
     }
     let msgs = c.try_simple("SHOW search_path").await.unwrap();
     assert_eq!(Raw::column(&msgs), ["elsewhere"]);
+    // A second login of the same kind is told what the first was without a connection of
+    // its own (see `welcomes`), and is pinned alike. (The pool has two connections: the
+    // first login's goes first.)
+    drop(c);
+    let mut e = Raw::connect_with(
+        env.port,
+        "app",
+        &[
+            ("user", "app"),
+            ("database", "postgres"),
+            ("DateStyle", "ISO, DMY"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(told(&e, "standard_conforming_strings"), "off");
+    e.try_simple(r"SELECT '\''; SET search_path = another; --'")
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let msgs = d.try_simple("SHOW search_path").await.unwrap();
+        assert_eq!(Raw::column(&msgs), ["\"$user\", public"]);
+    }
+    let msgs = e.try_simple("SHOW search_path").await.unwrap();
+    assert_eq!(Raw::column(&msgs), ["another"]);
 }
