@@ -124,6 +124,11 @@ impl Opts {
         Ok(o)
     }
 
+    /// Whether `--targets` names `target`.
+    pub(super) fn wants(&self, target: &str) -> bool {
+        self.targets.iter().any(|x| x == target)
+    }
+
     pub(super) fn describe(&self) -> String {
         let j = |v: &[u32]| {
             let s: Vec<String> = v.iter().map(u32::to_string).collect();

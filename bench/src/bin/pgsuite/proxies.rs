@@ -1,5 +1,6 @@
 //! Starting the targets pgsuite compares (sluice, PgBouncer, HAProxy, Pgpool-II, the floor),
 //! each configured for the comparison, and checking that a login through them works.
+//! Their ports and the log files of their output are here too.
 
 use super::*;
 
@@ -257,4 +258,32 @@ pub(super) fn check_login(rt: &tokio::runtime::Runtime, port: u16) -> Result<(),
             Err(format!("SELECT 1 returned {v:?}"))
         }
     })
+}
+
+/// A free TCP port for a proxy to listen on.
+pub(super) fn free_port() -> Result<u16, String> {
+    sluice_testkit::free_port().map_err(|e| e.to_string())
+}
+
+/// A log file in the run's directory for a child's output.
+fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
+    let path = dir.join(name);
+    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    sluice_bench::pg::chown_to_server_user(&path)?;
+    Ok(f)
+}
+
+/// Sends `cmd`'s stdout and stderr to the log `name` in the run's directory.
+fn with_log(cmd: &mut Command, dir: &Path, name: &str) -> Result<(), String> {
+    let f = log_file(dir, name)?;
+    cmd.stdout(f.try_clone().map_err(|e| e.to_string())?)
+        .stderr(f);
+    Ok(())
+}
+
+/// The last lines of a log in the run's directory.
+fn log_tail(dir: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n    ")
 }

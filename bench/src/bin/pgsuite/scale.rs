@@ -13,6 +13,29 @@ pub(super) struct ManyResult {
     pub(super) sample_error: Option<String>,
 }
 
+/// The many-clients runs (none with `--many-clients 0`): through sluice, and through
+/// PgBouncer when it runs (`pgbouncer`).
+pub(super) fn many_clients_runs(
+    o: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    server: &PgServer,
+    pgbench_bin: &Path,
+    pgbouncer: Option<&PathBuf>,
+) -> Vec<ManyResult> {
+    let mut many: Vec<ManyResult> = Vec::new();
+    if o.many_clients > 0 {
+        if o.wants("sluice") {
+            many.push(many_clients(o, rt, dir, server, pgbench_bin, None));
+        }
+        // For scale: the same through PgBouncer with the same number of server connections.
+        if let Some(bin) = pgbouncer {
+            many.push(many_clients(o, rt, dir, server, pgbench_bin, Some(bin)));
+        }
+    }
+    many
+}
+
 /// pgbench select-only with `--many-clients` clients through a fresh proxy allowed at most
 /// `--server-connections` server connections (sluice: half per hostgroup; PgBouncer, when
 /// `pgbouncer`: its pool), sampling the role's client backends in `pg_stat_activity` every
@@ -169,6 +192,27 @@ pub(super) struct IdleResult {
     pub(super) rss_idle: u64,
     pub(super) rss_after_query: u64,
     pub(super) login_secs: f64,
+}
+
+/// The idle memory runs (none with `--idle 0`): sluice's, and PgBouncer's when it runs
+/// (`pgbouncer`).
+pub(super) fn idle_runs(
+    o: &Opts,
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    server: &PgServer,
+    pgbouncer: Option<&PathBuf>,
+) -> Vec<(&'static str, Result<IdleResult, String>)> {
+    let mut idle: Vec<(&'static str, Result<IdleResult, String>)> = Vec::new();
+    if o.idle > 0 {
+        if o.wants("sluice") {
+            idle.push(("sluice", idle_memory(o, rt, dir, server, None)));
+        }
+        if let Some(bin) = pgbouncer {
+            idle.push(("pgbouncer", idle_memory(o, rt, dir, server, Some(bin))));
+        }
+    }
+    idle
 }
 
 /// Opens `--idle` logged-in connections to a fresh proxy (sluice, or PgBouncer when `bin`),
