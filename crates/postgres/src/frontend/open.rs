@@ -182,6 +182,8 @@ async fn open(
         analysis: (0, 0),
         block_settings: 0,
         held_by_flush: false,
+        implicit_reads_only: true,
+        implicit_suspended: false,
         pending_unpins: 0,
         skipping: false,
         owed: Default::default(),

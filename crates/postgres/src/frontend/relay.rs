@@ -35,6 +35,8 @@ pub struct Relayed {
     /// A `DISCARD ALL` or `DEALLOCATE ALL` ran (its CommandComplete came): the connection's
     /// prepared statements are gone.
     pub dropped_statements: bool,
+    /// A portal was suspended (PortalSuspended came): an Execute may take more of its rows.
+    pub suspended: bool,
 }
 
 impl Relayed {
@@ -356,6 +358,7 @@ async fn relay_into(
                 }
                 match tag {
                     b'D' => r.rows += 1,
+                    b's' => r.suspended = true,
                     b'C' => {
                         let tag = &conn.buffered()[at + 5..at + len];
                         r.affected += affected(tag);

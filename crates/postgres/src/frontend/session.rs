@@ -53,6 +53,11 @@ pub struct Session {
     /// transaction (asyncpg prepares with Parse, Describe, Flush): the next unit may need
     /// another one.
     pub(super) held_by_flush: bool,
+    /// What ran in the leased connection's implicit transaction (since it was leased, up to
+    /// a Sync) is all reads by the scanner: nothing there has to commit with what follows.
+    pub(super) implicit_reads_only: bool,
+    /// A portal was suspended in that implicit transaction (see [`Self::leave_flushed`]).
+    pub(super) implicit_suspended: bool,
     /// An error came before a Sync (the unit ended with a Flush): the server skips every
     /// message up to the next Sync, so their answers are not awaited.
     pub(super) skipping: bool,
@@ -175,7 +180,7 @@ impl Session {
                 Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
             };
             match self.attach(&decision).await {
-                Ok(()) => {}
+                Ok(()) => (self.implicit_reads_only, self.implicit_suspended) = (true, false),
                 // The client was told (FATAL): the session is over.
                 Err(no) if no.code.is_empty() => return Err(SessionError::Refused(no.message)),
                 Err(no) => return self.refuse_unit_with(unit, &no).await,
@@ -389,6 +394,8 @@ impl Session {
         if let Some(st) = relayed.status {
             self.status = st;
         }
+        self.implicit_reads_only &= !calls && reads_only(&ran);
+        self.implicit_suspended |= relayed.suspended;
         self.track(&ran, prior, &relayed, &mut lease);
         self.lease = Some(lease);
         let ended = matches!(unit.end, End::Sync | End::Query | End::Function);
@@ -407,7 +414,7 @@ impl Session {
             && !self.skipping
             && self.status == ReadyStatus::Idle
             && self.pins == 0
-            && self.portals.is_empty();
+            && (self.portals.is_empty() || self.only_unnamed_read_portal());
         if self.status == ReadyStatus::Idle
             && matches!(unit.end, End::Sync | End::Query | End::Function)
         {
@@ -433,6 +440,9 @@ impl Session {
         let Some(held) = self.lease.as_ref().map(|l| l.hostgroup().clone()) else {
             return Ok(());
         };
+        if !self.portals.is_empty() && !self.portal_may_go(unit, &held) {
+            return Ok(());
+        }
         match self.route(unit, defs) {
             Ok(d) if d.hostgroup != held => {
                 let status = self.hidden(crate::wire::SYNC).await?;
@@ -449,12 +459,50 @@ impl Session {
                 if self.read_back_due() {
                     self.ask_after_unit(false, true).await?;
                 }
+                // The Sync closed the implicit transaction's portals.
+                self.portals.empty();
                 self.release();
             }
             _ => {}
         }
         Ok(())
     }
+}
+
+impl Session {
+    /// After a Flush-ended batch: the only portal open is the unnamed one, and everything
+    /// the implicit transaction ran is a read (psycopg's pipeline mode fetches a query's rows
+    /// with a Flush, before the Sync): leaving it takes nothing that has to commit. (Not
+    /// where the session's transactions keep one snapshot: the read and what follows it
+    /// would see two.)
+    fn only_unnamed_read_portal(&self) -> bool {
+        self.implicit_reads_only
+            && self.portals.len() == 1
+            && self.portals.get(b"").is_some()
+            && !self.settings.one_snapshot_by_default()
+    }
+
+    /// Whether the next unit may go elsewhere although the unnamed portal is open on the
+    /// connection held since a Flush (see [`Session::only_unnamed_read_portal`]): not from
+    /// the writer's hostgroup (there the unit runs in the same implicit transaction, as
+    /// directly), not when the unit goes on with the portal, and not when the portal is
+    /// suspended unless the unit replaces it (a later unit could take more rows).
+    fn portal_may_go(&self, unit: &Unit, held: &str) -> bool {
+        if *held == *self.fe.topology.router.writer {
+            return false;
+        }
+        match unit::unnamed_portal_use(&self.client.buf, unit) {
+            unit::PortalUse::Continues => false,
+            unit::PortalUse::Rebinds => true,
+            unit::PortalUse::Untouched => !self.implicit_suspended,
+        }
+    }
+}
+
+/// Everything in `ran` is a read by the scanner.
+fn reads_only(ran: &[Arc<StmtDef>]) -> bool {
+    ran.iter()
+        .all(|d| d.info.route == sluice_core::router::Route::Read)
 }
 
 /// Drops the answers a server skipping to its next Sync will not send; the skipping ends at

@@ -158,6 +158,9 @@ const SERIALIZABLE: u8 = 1;
 const BACKSLASH_QUOTES: u8 = 2;
 /// [`Settings::traits`]: the client's encoding is one the scanner cannot read.
 const UNREADABLE_ENCODING: u8 = 4;
+/// [`Settings::traits`]: transactions are repeatable read (or serializable) by default: one
+/// snapshot for all their statements.
+const ONE_SNAPSHOT: u8 = 8;
 
 /// One `SET` or `RESET`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -282,18 +285,24 @@ impl Settings {
 
     fn found_traits(&self) -> u8 {
         const ISOLATION: &str = "default_transaction_isolation";
-        const VALUE: &[u8] = b"serializable";
-        let serializable = self.statement(ISOLATION).is_some_and(|s| {
-            s.as_bytes()
-                .windows(VALUE.len())
-                .any(|w| w.eq_ignore_ascii_case(VALUE))
-        });
+        let isolation = |value: &[u8]| {
+            self.statement(ISOLATION).is_some_and(|s| {
+                s.as_bytes()
+                    .windows(value.len())
+                    .any(|w| w.eq_ignore_ascii_case(value))
+            })
+        };
+        let serializable = isolation(b"serializable");
+        let repeatable = isolation(b"repeatable");
         let backslash = self
             .statement(CONFORMING_STRINGS)
             .is_some_and(|s| boolean_set(s, CONFORMING_STRINGS) == Some(false));
         let mut traits = 0;
         if serializable {
-            traits |= SERIALIZABLE;
+            traits |= SERIALIZABLE | ONE_SNAPSHOT;
+        }
+        if repeatable {
+            traits |= ONE_SNAPSHOT;
         }
         if backslash {
             traits |= BACKSLASH_QUOTES;
@@ -473,6 +482,12 @@ impl Settings {
     /// (`default_transaction_isolation`, set by the client or at its startup).
     pub fn serializable_by_default(&self) -> bool {
         self.traits & SERIALIZABLE != 0
+    }
+
+    /// Transactions are repeatable read or serializable by default (as the session set it):
+    /// all statements of one see one snapshot.
+    pub fn one_snapshot_by_default(&self) -> bool {
+        self.traits & ONE_SNAPSHOT != 0
     }
 
     /// The startup settings, when they are all a connection must have (nothing was made

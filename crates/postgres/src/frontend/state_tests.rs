@@ -75,6 +75,18 @@ fn what_routing_must_know_is_read_from_sets_and_startup_values() {
     assert!(s.backslash_quotes());
     s.apply(Change::DiscardAll);
     assert!(s.serializable_by_default() && !s.backslash_quotes());
+    // One snapshot per transaction: repeatable read or serializable.
+    assert!(s.one_snapshot_by_default());
+    s.apply(Change::Set(
+        "default_transaction_isolation".into(),
+        "SET default_transaction_isolation TO 'REPEATABLE READ'".into(),
+    ));
+    assert!(s.one_snapshot_by_default() && !s.serializable_by_default());
+    s.apply(Change::Set(
+        "default_transaction_isolation".into(),
+        "SET default_transaction_isolation = 'read committed'".into(),
+    ));
+    assert!(!s.one_snapshot_by_default());
 }
 
 #[test]

@@ -143,6 +143,36 @@ pub fn statement_defs(
     defs
 }
 
+/// How a unit uses the unnamed portal a batch before it left open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortalUse {
+    /// It describes, executes or closes it before binding a new one.
+    Continues,
+    /// It binds a new one first (which replaces the old one).
+    Rebinds,
+    /// Neither.
+    Untouched,
+}
+
+/// How `unit` (its messages in `buf`) uses the unnamed portal open before it.
+pub fn unnamed_portal_use(buf: &[u8], unit: &Unit) -> PortalUse {
+    for &(tag, at, len) in unit.msgs.iter() {
+        let body = &buf[at + 5..at + len];
+        let portal = match tag {
+            b'B' | b'E' => body,
+            b'D' | b'C' if body.first() == Some(&b'P') => &body[1..],
+            _ => continue,
+        };
+        if cstr(portal).is_some_and(|(name, _)| name.is_empty()) {
+            return match tag {
+                b'B' => PortalUse::Rebinds,
+                _ => PortalUse::Continues,
+            };
+        }
+    }
+    PortalUse::Untouched
+}
+
 /// The statement of message `i`, if it carries one.
 pub fn def_at(defs: &Defs, i: usize) -> Option<&Arc<StmtDef>> {
     defs.iter().find(|(at, _)| *at == i).map(|(_, d)| d)

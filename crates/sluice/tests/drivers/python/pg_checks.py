@@ -461,6 +461,22 @@ class Psycopg:
                 [(200, "pipe a"), (201, "pipe b")],
                 "pipeline writes on primary",
             )
+            # A read whose rows are fetched inside the pipeline (psycopg sends a Flush, not a
+            # Sync), then a write before the pipeline's Sync: the read on a replica, the
+            # write on the primary, as directly it runs there.
+            with c.pipeline() as p:
+                got = c.execute("SELECT pg_is_in_recovery(), %s::int", (7,)).fetchone()
+                expect_eq(got, (True, 7), "pipeline read fetched before its Sync, on a replica")
+                c.execute(f"INSERT INTO {items} VALUES (%s, %s)", (202, "pipe c"))
+                got = c.execute("SELECT pg_is_in_recovery(), %s::int", (8,)).fetchone()
+                expect_eq(got, (False, 8), "pipeline read after a write, in its transaction")
+                c.execute(f"INSERT INTO {items} VALUES (%s, %s)", (203, "pipe d"))
+                p.sync()
+            expect_eq(
+                primary(f"SELECT id, v FROM {items} WHERE id IN (202, 203) ORDER BY id"),
+                [(202, "pipe c"), (203, "pipe d")],
+                "pipeline write after a fetched read, on primary",
+            )
             expect_eq(primary(f"SELECT last_value FROM {seq}"), [(1,)], "sequence on primary")
 
     # -- 3 --
