@@ -218,6 +218,45 @@ mod tests {
     }
 
     #[test]
+    fn a_unit_continues_replaces_or_leaves_the_unnamed_portal() {
+        let bind = |portal: &[u8]| msg(b'B', &[portal, b"\0\0\0\0\0\0\0\0"].concat());
+        let exec = |portal: &[u8]| msg(b'E', &[portal, b"\0\0\0\0\0"].concat());
+        let parse = msg(b'P', b"\0INSERT INTO t VALUES (1)\0\0\0");
+        let sync = msg(b'S', b"");
+        for (msgs, want) in [
+            (
+                vec![parse.clone(), bind(b""), exec(b""), sync.clone()],
+                PortalUse::Rebinds,
+            ),
+            (vec![exec(b""), sync.clone()], PortalUse::Continues),
+            (vec![msg(b'D', b"P\0"), sync.clone()], PortalUse::Continues),
+            (vec![msg(b'C', b"P\0"), sync.clone()], PortalUse::Continues),
+            // A statement's Describe or Close is not the portal's.
+            (
+                vec![msg(b'D', b"S\0"), msg(b'C', b"S\0"), sync.clone()],
+                PortalUse::Untouched,
+            ),
+            (
+                vec![parse.clone(), bind(b"p"), exec(b"p"), sync.clone()],
+                PortalUse::Untouched,
+            ),
+            (
+                vec![exec(b"p"), bind(b""), exec(b""), sync.clone()],
+                PortalUse::Rebinds,
+            ),
+            (
+                vec![exec(b""), bind(b""), sync.clone()],
+                PortalUse::Continues,
+            ),
+        ] {
+            let buf = msgs.concat();
+            let unit = next(&buf).unwrap().unwrap();
+            assert_eq!(unit.len, buf.len());
+            assert_eq!(unnamed_portal_use(&buf, &unit), want, "{msgs:?}");
+        }
+    }
+
+    #[test]
     fn a_nul_terminated_string_ends_at_its_first_nul_short_or_long() {
         assert_eq!(cstr(b"\0"), Some((&b""[..], &b""[..])));
         assert_eq!(cstr(b"P_1\0rest"), Some((&b"P_1"[..], &b"rest"[..])));
