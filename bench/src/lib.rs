@@ -252,6 +252,19 @@ pub fn sluice_bin() -> PathBuf {
         })
 }
 
+/// [`sluice_bin`], resolved, when it is a file; else an error saying how to build it.
+pub fn existing_sluice_bin() -> Result<PathBuf, String> {
+    let path = sluice_bin();
+    let path = path.canonicalize().unwrap_or(path);
+    if !path.is_file() {
+        return Err(format!(
+            "no sluice binary at {} (cargo build --release --bin sluice)",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
 /// Starts sluice with `config` (TOML text); returns the process.
 pub fn start_sluice(config: &str, port: u16) -> Result<Guard, String> {
     let path =

@@ -271,14 +271,7 @@ fn run(o: &Opts) -> Result<(), String> {
     );
 
     // Which targets there are.
-    let sluice_path = sluice_bin();
-    let sluice_path = sluice_path.canonicalize().unwrap_or(sluice_path);
-    if !sluice_path.is_file() {
-        return Err(format!(
-            "no sluice binary at {} (cargo build --release --bin sluice)",
-            sluice_path.display()
-        ));
-    }
+    let sluice_path = sluice_bench::existing_sluice_bin()?;
     let haproxy_bin = sluice_testkit::find_program("haproxy", "haproxy").ok();
     println!("# target direct: the MariaDB server");
     println!("# target sluice: {}", sluice_path.display());

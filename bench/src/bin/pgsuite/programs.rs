@@ -15,14 +15,7 @@ pub(super) struct Programs {
 impl Programs {
     /// Finds the programs `--targets` selects; an error without a sluice binary.
     pub(super) fn find(o: &Opts) -> Result<Programs, String> {
-        let sluice_path = sluice_bin();
-        let sluice_path = sluice_path.canonicalize().unwrap_or(sluice_path);
-        if !sluice_path.is_file() {
-            return Err(format!(
-                "no sluice binary at {} (cargo build --release --bin sluice)",
-                sluice_path.display()
-            ));
-        }
+        let sluice_path = sluice_bench::existing_sluice_bin()?;
         Ok(Programs {
             sluice: sluice_path,
             pgbouncer: find("pgbouncer", "pgbouncer").filter(|_| o.wants("pgbouncer")),

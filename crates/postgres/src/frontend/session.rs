@@ -467,9 +467,7 @@ impl Session {
         }
         Ok(())
     }
-}
 
-impl Session {
     /// After a Flush-ended batch: the only portal open is the unnamed one, and everything
     /// the implicit transaction ran is a read (psycopg's pipeline mode fetches a query's rows
     /// with a Flush, before the Sync): leaving it takes nothing that has to commit. (Not

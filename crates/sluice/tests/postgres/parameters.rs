@@ -264,17 +264,13 @@ async fn what_a_client_was_told_at_login_holds_after_its_roles_defaults_change()
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let mut c = Raw::connect_with(
-        env.port,
-        "app",
-        &[
-            ("user", "app"),
-            ("database", "postgres"),
-            ("DateStyle", "ISO, DMY"),
-        ],
-    )
-    .await
-    .unwrap();
+    // A login of a kind unlike the first's (its own DateStyle).
+    let kind = [
+        ("user", "app"),
+        ("database", "postgres"),
+        ("DateStyle", "ISO, DMY"),
+    ];
+    let mut c = Raw::connect_with(env.port, "app", &kind).await.unwrap();
     assert_eq!(told(&c, "standard_conforming_strings"), "off");
     let msgs = c.try_simple(settings).await.unwrap();
     assert_eq!(Raw::column(&msgs), ["Asia/Tokyo off"]);
@@ -294,17 +290,7 @@ async fn what_a_client_was_told_at_login_holds_after_its_roles_defaults_change()
     // its own (see `welcomes`), and is pinned alike. (The pool has two connections: the
     // first login's goes first.)
     drop(c);
-    let mut e = Raw::connect_with(
-        env.port,
-        "app",
-        &[
-            ("user", "app"),
-            ("database", "postgres"),
-            ("DateStyle", "ISO, DMY"),
-        ],
-    )
-    .await
-    .unwrap();
+    let mut e = Raw::connect_with(env.port, "app", &kind).await.unwrap();
     assert_eq!(told(&e, "standard_conforming_strings"), "off");
     e.try_simple(r"SELECT '\''; SET search_path = another; --'")
         .await
