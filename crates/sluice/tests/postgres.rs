@@ -17,6 +17,8 @@ mod encodings;
 mod extended;
 #[path = "postgres/faults.rs"]
 mod faults;
+#[path = "postgres/flushes.rs"]
+mod flushes;
 #[path = "postgres/logins.rs"]
 mod logins;
 #[path = "postgres/notify.rs"]

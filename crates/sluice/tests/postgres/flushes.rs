@@ -1,0 +1,158 @@
+//! Batches ended by a Flush instead of a Sync: where their implicit transaction stays, and
+//! where the batch after one goes (a transaction block the batch opened stays with its
+//! session; a write after a read fetched on a replica goes to the primary).
+
+use super::pg::raw::Raw;
+use super::pg::{start, wait_replayed};
+use super::routing::run;
+use postgres_protocol::message::frontend;
+
+/// A batch that opens a transaction block itself and ends with a Flush: when its next
+/// statement belongs elsewhere, the Sync sluice sends finds the block open, and the session
+/// stays in it, on its connection (it was given back, inside the transaction, to the next
+/// client, who saw the uncommitted row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_opened_in_a_flushed_batch_stays_with_its_session() {
+    let env = start(1, "").await;
+    let mut setup = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    run(&mut setup, &["CREATE TABLE t (x int)"]).await.unwrap();
+    wait_replayed(&env.topo).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.extended("", Some("BEGIN"), &[]);
+    c.extended("", Some("INSERT INTO t VALUES (42)"), &[]);
+    frontend::close(b'P', "", &mut c.out).unwrap();
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    let mut tags = String::new();
+    while !tags.ends_with('3') {
+        tags.push(c.next().await.tag as char);
+    }
+    assert_eq!(tags, "12C12C3");
+    c.extended("", Some("SELECT count(*) FROM t WHERE x = 42"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12DCZ");
+    assert_eq!(Raw::column(&msgs), ["1"], "its own transaction's row");
+    assert_eq!(msgs.last().unwrap().body, b"T");
+    // Another client's autocommit write is its own, outside that transaction.
+    let mut other = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query("INSERT INTO t VALUES (43)", &mut other.out).unwrap();
+    let (_, msgs) = other.round(1).await;
+    assert_eq!(
+        msgs.last().unwrap().body,
+        b"I",
+        "not lent the open transaction"
+    );
+    run(&mut c, &["ROLLBACK"]).await.unwrap();
+    let left = run(&mut setup, &["SELECT x FROM t"]).await;
+    assert_eq!(
+        left,
+        Ok(vec!["43".into()]),
+        "the other client's row committed, 42 not"
+    );
+}
+
+/// A read whose rows a Flush fetched on a replica, then a write before the Sync (psycopg's
+/// pipeline mode fetches so): the implicit transaction on the replica ran only reads, so the
+/// write goes to the primary, as directly it runs there (it failed with 25006 on the
+/// replica). A batch that goes on with the read's portal stays with it; so does one that
+/// leaves a suspended portal alone (a later batch may take more of its rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_after_a_read_fetched_with_a_flush_goes_to_the_primary() {
+    let env = start(1, "").await;
+    let mut setup = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    run(&mut setup, &["CREATE TABLE fl (x int)"]).await.unwrap();
+    wait_replayed(&env.topo).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    // Until the answer to a batch ended by a Flush has come: the type bytes.
+    async fn flushed(c: &mut Raw, last: char) -> (String, Vec<String>) {
+        frontend::flush(&mut c.out);
+        c.flush().await;
+        let (mut tags, mut msgs) = (String::new(), Vec::new());
+        while !tags.ends_with(last) {
+            let m = c.next().await;
+            if !matches!(m.tag, b'S' | b'N') {
+                tags.push(m.tag as char);
+                msgs.push(m);
+            }
+        }
+        (tags, Raw::column(&msgs))
+    }
+    for round in 0..2 {
+        c.extended("", Some("SELECT pg_is_in_recovery()"), &[]);
+        let got = flushed(&mut c, 'C').await;
+        assert_eq!(got, ("12DC".into(), vec!["t".into()]), "round {round}");
+        let sql = format!("INSERT INTO fl VALUES ({round}) RETURNING pg_is_in_recovery()");
+        c.extended("", Some(&sql), &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        assert_eq!(tags, "12DCZ", "round {round}: {msgs:?}");
+        assert_eq!(Raw::column(&msgs), ["f"], "round {round}");
+    }
+    let rows = run(
+        &mut setup,
+        &["SELECT string_agg(x::text, ',' ORDER BY x) FROM fl"],
+    )
+    .await;
+    assert_eq!(rows, Ok(vec!["0,1".into()]));
+
+    // A portal suspended after one of its rows: the next batch takes more of it, there.
+    let rows = "SELECT pg_is_in_recovery() FROM generate_series(1, 3)";
+    // Bind of the unnamed statement, without parameters, to `portal`.
+    fn bind(c: &mut Raw, portal: &str) {
+        let no_params: [Option<&str>; 0] = [];
+        frontend::bind(
+            portal,
+            "",
+            [],
+            no_params,
+            |_, _| Ok(postgres_protocol::IsNull::Yes),
+            [],
+            &mut c.out,
+        )
+        .map_err(|_| "bind")
+        .unwrap();
+    }
+    frontend::parse("", rows, [], &mut c.out).unwrap();
+    bind(&mut c, "");
+    frontend::execute("", 1, &mut c.out).unwrap();
+    assert_eq!(
+        flushed(&mut c, 's').await,
+        ("12Ds".into(), vec!["t".into()])
+    );
+    frontend::execute("", 1, &mut c.out).unwrap();
+    assert_eq!(flushed(&mut c, 's').await, ("Ds".into(), vec!["t".into()]));
+    // A write that leaves it alone stays in its implicit transaction, on the replica.
+    frontend::parse("", "INSERT INTO fl VALUES (9)", [], &mut c.out).unwrap();
+    bind(&mut c, "w");
+    frontend::execute("w", 0, &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12EZ", "{msgs:?}");
+    assert_eq!(msgs[2].sqlstate().as_deref(), Some("25006"));
+    // The session carries on, and its next write reaches the primary.
+    run(&mut c, &["INSERT INTO fl VALUES (2)"]).await.unwrap();
+    let rows = run(
+        &mut setup,
+        &["SELECT string_agg(x::text, ',' ORDER BY x) FROM fl"],
+    )
+    .await;
+    assert_eq!(rows, Ok(vec!["0,1,2".into()]));
+    // Transactions of one snapshot: the read and the write are not split into two.
+    run(
+        &mut c,
+        &["SET default_transaction_isolation = 'repeatable read'"],
+    )
+    .await
+    .unwrap();
+    c.extended("", Some("SELECT pg_is_in_recovery()"), &[]);
+    assert_eq!(
+        flushed(&mut c, 'C').await,
+        ("12DC".into(), vec!["t".into()])
+    );
+    c.extended("", Some("INSERT INTO fl VALUES (3)"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "12EZ", "{msgs:?}");
+    assert_eq!(msgs[2].sqlstate().as_deref(), Some("25006"));
+}
