@@ -223,6 +223,33 @@ async fn discarded_leases_free_their_slot_for_waiters() {
     );
 }
 
+/// A session task that panics while it holds a lease (tokio catches the panic; the task's
+/// state is dropped as the panic unwinds): its connection is closed, not lent to the next
+/// session in whatever state the panic left it.
+#[tokio::test(start_paused = true)]
+async fn a_lease_dropped_by_a_panic_closes_its_connection() {
+    let hg = hostgroup(&[("a:1", 1)], settings(1_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    let lease = hg.acquire(&key("u"), &c).await.unwrap();
+    let task = tokio::spawn(async move {
+        // Held across an await, as a session holds it: in the task's state, which tokio
+        // drops while the panic unwinds.
+        let held = lease;
+        tokio::task::yield_now().await;
+        assert!(held.conn_ref().0 == usize::MAX, "a session's bug");
+    });
+    assert!(task.await.unwrap_err().is_panic());
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (0, 0, 0), "closed, not idle");
+    // The slot is free: the next session gets a fresh connection.
+    let next = hg.acquire(&key("u"), &c).await.unwrap();
+    assert_eq!(next.conn_ref().0, 1);
+    drop(next);
+    // Without a panic, the same lease goes back to the pool.
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (1, 0, 1));
+}
+
 #[tokio::test(start_paused = true)]
 async fn idle_connections_expire() {
     let mut s = settings(1_000, 10);

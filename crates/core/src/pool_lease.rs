@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 /// A connection lent to a session. Dropping it returns the connection to the pool (or closes
 /// it if [`Lease::discard`] was called), and hands it to the oldest waiter if there is one.
+/// A lease dropped while its thread unwinds a panic closes its connection: the session that
+/// held it stopped at a point nobody chose (inside a transaction block, with half a result
+/// read), so no other session may get it.
 pub struct Lease<C> {
     pub(super) hostgroup: Arc<Hostgroup<C>>,
     pub(super) server: Arc<Server>,
@@ -57,7 +60,10 @@ impl<C> Lease<C> {
 
 impl<C> Drop for Lease<C> {
     fn drop(&mut self) {
-        let conn = self.conn.take().filter(|_| self.reusable);
+        let conn = self
+            .conn
+            .take()
+            .filter(|_| self.reusable && !std::thread::panicking());
         self.hostgroup.release(&self.server, self.key.clone(), conn);
     }
 }

@@ -154,8 +154,8 @@ pub async fn serve(
     }
     let finishing = Box::pin(session.finish());
     finishing.await;
-    session.user.connections.fetch_sub(1, Relaxed);
-    session.proxy.rt.sessions.remove(session.id);
+    // Before the admission permit: see `Session::drop`.
+    drop(session);
 }
 
 /// Authenticates the client and selects its initial schema. `None` if it was turned away
@@ -229,6 +229,16 @@ pub(crate) fn user_connection_added(user: &User) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+impl Drop for Session {
+    /// The session stops counting against its user's `max_connections` and leaves the
+    /// registry, also when its task ended in a panic (both would stay, counted and shown, for
+    /// ever).
+    fn drop(&mut self) {
+        self.user.connections.fetch_sub(1, Relaxed);
+        self.proxy.rt.sessions.remove(self.id);
+    }
 }
 
 impl Session {

@@ -224,8 +224,8 @@ impl Session {
             Box::pin(self.after_failure()).await;
         }
         self.give_back_connection();
-        // The admission permit goes with the session, after it left the registry.
-        self.fe.rt.sessions.remove(key.id);
+        // Dropped here: the session leaves the registry, then its admission permit goes
+        // (see `Session::drop`).
     }
 
     /// The session's connection back to the pool, or closed: mid-transaction, pinned state,

@@ -497,6 +497,15 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    /// The session leaves the registry before its fields go (its admission permit after it:
+    /// the registry never shows more sessions than were admitted), also when its task ended
+    /// in a panic (the entry would stay, shown and counted, for ever).
+    fn drop(&mut self) {
+        self.fe.rt.sessions.remove(self.handle.id);
+    }
+}
+
 /// Everything in `ran` is a read by the scanner.
 fn reads_only(ran: &[Arc<StmtDef>]) -> bool {
     ran.iter()
