@@ -1,5 +1,5 @@
 //! One AFL++ fuzz binary for every target: `sluice-fuzz <target>` (packet, handshake, params,
-//! scanner, sqlscan). Run through `bench/fuzz.sh`, which builds it with `cargo afl`.
+//! scanner, sqlscan, pgwire). Run through `bench/fuzz.sh`, which builds it with `cargo afl`.
 
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_default();

@@ -17,6 +17,7 @@ pub mod chunks;
 pub mod handshake;
 pub mod packet;
 pub mod params;
+pub mod pgwire;
 pub mod scanner;
 pub mod sqlscan;
 
@@ -49,6 +50,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "sqlscan",
         run: sqlscan::run,
+    },
+    Target {
+        name: "pgwire",
+        run: pgwire::run,
     },
 ];
 
