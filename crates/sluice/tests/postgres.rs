@@ -1,6 +1,6 @@
 //! PostgreSQL through sluice with psql and pgbench against real PostgreSQL 15 servers: the
 //! issue's configuration, logins, read/write splitting, transactions, session state across
-//! pooled connections, pins, COPY, errors and cancel.
+//! pooled connections, pins, COPY, errors and cancel; and tokio-postgres (`tokio_driver`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "postgres/budgets.rs"]
@@ -38,6 +38,8 @@ mod routing;
 mod server_faults;
 #[path = "postgres/statements.rs"]
 mod statements;
+#[path = "postgres/tokio_driver.rs"]
+mod tokio_driver;
 
 use pg::{psql, start};
 use std::time::Duration;
