@@ -37,12 +37,16 @@ struct Salted {
     salted: [u8; 32],
 }
 
+/// [`salted_password`] if it was derived already.
+fn salted_kept(password: &str, salt: &[u8], iterations: u32) -> Option<[u8; 32]> {
+    SALTED.lock().iter().find_map(|e| {
+        (e.iterations == iterations && e.salt == salt && e.password == password).then_some(e.salted)
+    })
+}
+
 /// [`salted_password`], derived once per password, salt and iteration count.
 fn salted_cached(password: &str, salt: &[u8], iterations: u32) -> [u8; 32] {
-    let hit = SALTED.lock().iter().find_map(|e| {
-        (e.iterations == iterations && e.salt == salt && e.password == password).then_some(e.salted)
-    });
-    if let Some(salted) = hit {
+    if let Some(salted) = salted_kept(password, salt, iterations) {
         return salted;
     }
     // Derived outside the lock: other logins do not wait for this one.
@@ -86,30 +90,38 @@ impl ClientExchange {
         (ex, first)
     }
 
+    /// Derives, on a blocking thread, the salted password the server-first message asks
+    /// for, unless it was derived before (then [`ClientExchange::respond`] finds it). PBKDF2
+    /// with the server's iteration count (up to 10,000,000: seconds of CPU) would otherwise
+    /// run on the event loop, and every session of the thread would wait for it; a server
+    /// that sends a new salt at every login could stall them at will. Nothing to do for a
+    /// stored secret's keys, or for a message [`ClientExchange::respond`] will refuse.
+    pub async fn derive_off_loop(&self, server_first: &str) {
+        let ClientSecret::Password(password) = &self.secret else {
+            return;
+        };
+        let Ok(first) = read_server_first(server_first) else {
+            return;
+        };
+        if salted_kept(password, &first.salt, first.iterations).is_some() {
+            return;
+        }
+        let password = password.clone();
+        let derive = move || salted_cached(&password, &first.salt, first.iterations);
+        // (Should the thread fail, `respond` derives it.)
+        let _ = tokio::task::spawn_blocking(derive).await;
+    }
+
     /// Answers the server-first message with the client-final message (the proof).
     pub fn respond(&mut self, server_first: &str) -> Result<String, ScramError> {
-        let mut nonce = None;
-        let mut salt = None;
-        let mut iterations = None;
-        for attr in server_first.split(',') {
-            if let Some(v) = attr.strip_prefix("r=") {
-                nonce = Some(v);
-            } else if let Some(v) = attr.strip_prefix("s=") {
-                salt = Some(v);
-            } else if let Some(v) = attr.strip_prefix("i=") {
-                iterations = v.parse::<u32>().ok();
-            }
-        }
-        let nonce = nonce.ok_or(ScramError::Malformed("no server nonce"))?;
+        let ServerFirst {
+            nonce,
+            salt,
+            iterations,
+        } = read_server_first(server_first)?;
         if !nonce.starts_with(&self.nonce) || nonce.len() == self.nonce.len() {
             return Err(ScramError::Nonce);
         }
-        let salt = B64
-            .decode(salt.ok_or(ScramError::Malformed("no salt"))?)
-            .map_err(|_| ScramError::Malformed("salt not base64"))?;
-        let iterations = iterations
-            .filter(|i| (1..=10_000_000).contains(i))
-            .ok_or(ScramError::Malformed("iteration count"))?;
         let (client_key, server_key) = match &self.secret {
             ClientSecret::Password(password) => {
                 let salted = salted_cached(password, &salt, iterations);
@@ -157,6 +169,42 @@ impl ClientExchange {
     }
 }
 
+/// What a server-first message says.
+struct ServerFirst<'a> {
+    /// The client's nonce and the server's.
+    nonce: &'a str,
+    salt: Vec<u8>,
+    iterations: u32,
+}
+
+/// Reads a server-first message (`r=<nonce>,s=<salt>,i=<iterations>`).
+fn read_server_first(server_first: &str) -> Result<ServerFirst<'_>, ScramError> {
+    let mut nonce = None;
+    let mut salt = None;
+    let mut iterations = None;
+    for attr in server_first.split(',') {
+        if let Some(v) = attr.strip_prefix("r=") {
+            nonce = Some(v);
+        } else if let Some(v) = attr.strip_prefix("s=") {
+            salt = Some(v);
+        } else if let Some(v) = attr.strip_prefix("i=") {
+            iterations = v.parse::<u32>().ok();
+        }
+    }
+    let nonce = nonce.ok_or(ScramError::Malformed("no server nonce"))?;
+    let salt = B64
+        .decode(salt.ok_or(ScramError::Malformed("no salt"))?)
+        .map_err(|_| ScramError::Malformed("salt not base64"))?;
+    let iterations = iterations
+        .filter(|i| (1..=10_000_000).contains(i))
+        .ok_or(ScramError::Malformed("iteration count"))?;
+    Ok(ServerFirst {
+        nonce,
+        salt,
+        iterations,
+    })
+}
+
 /// PostgreSQL's MD5 password answer: `md5` + md5(md5(password + user) + salt), in hex.
 pub fn md5_response(user: &str, password: &str, salt: [u8; 4]) -> String {
     let inner = md5_hex(&[password.as_bytes(), user.as_bytes()]);
@@ -177,6 +225,7 @@ pub fn md5_hex(parts: &[&[u8]]) -> String {
 mod tests {
     use super::*;
     use crate::scram::{Prepared, ServerExchange, Verifier};
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn the_client_logs_in_to_sluices_own_server_side() {
@@ -218,6 +267,33 @@ mod tests {
             salted_cached(&format!("pw-{i}"), b"s", 1);
         }
         assert!(SALTED.lock().len() <= SALTED_KEPT);
+    }
+
+    /// An uncached salted password is derived on a blocking thread: while it is, the event
+    /// loop serves its other tasks (on a current-thread runtime, a task spawned before the
+    /// derivation runs before it ends only if the derivation waits off the loop). After it,
+    /// the answer takes the kept value.
+    #[test]
+    fn an_uncached_salted_password_is_derived_off_the_event_loop() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let v = Verifier::from_password("off-loop", b"a fresh salt", 200_000);
+            let (mut c, first) =
+                ClientExchange::start(ClientSecret::Password("off-loop".into()), "abcdef");
+            let s = ServerExchange::start(&Prepared::new(&v), &first, "XYZ").unwrap();
+            assert!(salted_kept("off-loop", b"a fresh salt", 200_000).is_none());
+            let other = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let ran = other.clone();
+            let task = tokio::spawn(async move { ran.store(true, Ordering::SeqCst) });
+            c.derive_off_loop(s.server_first()).await;
+            assert!(other.load(Ordering::SeqCst), "the loop served another task");
+            assert!(salted_kept("off-loop", b"a fresh salt", 200_000).is_some());
+            task.await.unwrap();
+            let fin = c.respond(s.server_first()).unwrap();
+            c.verify(&s.finish(&fin).unwrap().0).unwrap();
+        });
     }
 
     #[test]

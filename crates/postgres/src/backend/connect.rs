@@ -221,6 +221,7 @@ async fn login(
                     Some(11) => {
                         let ex = scram.as_mut().ok_or_else(|| broken("SASL out of order"))?;
                         let server_first = String::from_utf8_lossy(&body[4..]);
+                        ex.derive_off_loop(&server_first).await;
                         let fin = ex.respond(&server_first).map_err(|e| match e {
                             crate::scram::ScramError::OtherSecret => {
                                 refused(*b"28000", format!("user \"{user}\": {e}"))
