@@ -24,6 +24,10 @@ pub const STATEMENTS_PER_CONNECTION: usize = 256;
 /// Prepared statements one client session may hold at most.
 pub const STATEMENTS_PER_SESSION: usize = 10_000;
 
+/// Portals one client session may have open at most (inside a transaction a client may bind
+/// any number; sluice keeps an entry for each until the transaction ends).
+pub const PORTALS_PER_SESSION: usize = 10_000;
+
 /// The most answers a session's batch may owe while the client has sent neither Sync nor
 /// Flush (see docs/sessions.md, "Long batches"): they are kept in sluice's memory, tens of
 /// bytes each, and a batch whose messages the server does not answer (sluice answers them,

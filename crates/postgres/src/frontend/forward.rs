@@ -8,7 +8,7 @@ use super::exps::Replacement;
 use super::unit::{cstr, def_at, Defs, Exp, Exps, Register, Resp, Shared, Unit};
 use crate::backend::statements::{server_name, Cached, Ensure, StmtDef};
 use crate::backend::PgConn;
-use crate::front::STATEMENTS_PER_SESSION;
+use crate::front::{PORTALS_PER_SESSION, STATEMENTS_PER_SESSION};
 use std::sync::Arc;
 
 /// What forwarding a unit produced.
@@ -324,6 +324,13 @@ pub fn no_statement(name: &[u8]) -> (&'static str, String) {
 }
 
 /// PostgreSQL's error for an Execute or Describe of the unnamed portal when there is none.
+/// The error for a session that opens more portals than sluice keeps for one.
+fn too_many_portals() -> String {
+    format!(
+        "sluice: a session keeps at most {PORTALS_PER_SESSION} open portals; close some or end the transaction first"
+    )
+}
+
 fn no_portal() -> (&'static str, String) {
     ("34000", "portal \"\" does not exist".to_string())
 }
@@ -340,7 +347,7 @@ fn pending(name: &[u8], f: &Build<'_>) -> Option<Arc<StmtDef>> {
     f.f.exps.iter().rev().find_map(|e| {
         e.register
             .as_ref()
-            .filter(|r| *r.client_name == *name)
+            .filter(|r| super::names::same(&r.client_name, name))
             .map(|r| r.def.clone())
     })
 }
@@ -463,6 +470,14 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
     };
     match ensure(stmt, conn, n, f) {
         Err(e) => refuse_with(f, e),
+        // (The unnamed portal is always there to replace.)
+        Ok(Some(_))
+            if n.portals.len() >= PORTALS_PER_SESSION
+                && !portal.is_empty()
+                && !n.portals.contains_key(portal) =>
+        {
+            refuse(f, ("54000", too_many_portals()))
+        }
         Ok(Some(on)) => {
             match on.key {
                 // The unnamed statement has its name on the server too: the Bind goes as it
@@ -543,12 +558,11 @@ fn close(body: &[u8], whole: &[u8], n: &mut Names<'_>, f: &mut Build<'_>) {
             // The statement stays on the server for other sessions; the client's name goes,
             // also one a Parse earlier in this batch is to register.
             n.statements.remove(stmt);
-            if let Some(e) =
-                f.f.exps
-                    .iter_mut()
-                    .rev()
-                    .find(|e| e.register.as_ref().is_some_and(|r| *r.client_name == *stmt))
-            {
+            if let Some(e) = f.f.exps.iter_mut().rev().find(|e| {
+                e.register
+                    .as_ref()
+                    .is_some_and(|r| super::names::same(&r.client_name, stmt))
+            }) {
                 e.register = None;
             }
             f.leave_out();

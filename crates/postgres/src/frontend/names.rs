@@ -5,8 +5,23 @@
 
 use std::collections::HashMap;
 
-/// A map from client-given names (bytes, compared as PostgreSQL compares them: exactly),
-/// allocated on first insert.
+/// The bytes of a prepared statement's or portal's name that tell it apart: PostgreSQL's
+/// tables of both keep a name's first `NAMEDATALEN - 1` bytes (63), so two names alike that
+/// far are one name there ("already exists", and either finds it).
+pub const NAME_BYTES: usize = 63;
+
+/// What of `name` tells it apart (see [`NAME_BYTES`]).
+pub fn key(name: &[u8]) -> &[u8] {
+    &name[..name.len().min(NAME_BYTES)]
+}
+
+/// Whether two client-given names name the same statement or portal.
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    key(a) == key(b)
+}
+
+/// A map from client-given names (bytes, compared as PostgreSQL compares them: exactly, up
+/// to [`NAME_BYTES`]), allocated on first insert.
 #[derive(Debug)]
 // Boxed on purpose: an empty HashMap is 48 bytes inline, the box 8.
 #[allow(clippy::box_collection)]
@@ -23,7 +38,7 @@ impl<V> Default for NameMap<V> {
 impl<V> NameMap<V> {
     /// The value named `name`.
     pub fn get(&self, name: &[u8]) -> Option<&V> {
-        self.0.as_ref()?.get(name)
+        self.0.as_ref()?.get(key(name))
     }
 
     /// Whether `name` is in the map.
@@ -33,12 +48,16 @@ impl<V> NameMap<V> {
 
     /// Sets `name`, returning its previous value.
     pub fn insert(&mut self, name: Box<[u8]>, value: V) -> Option<V> {
+        let name = match name.len() > NAME_BYTES {
+            true => key(&name).into(),
+            false => name,
+        };
         self.0.get_or_insert_with(Box::default).insert(name, value)
     }
 
     /// Removes `name`, returning its value.
     pub fn remove(&mut self, name: &[u8]) -> Option<V> {
-        self.0.as_mut()?.remove(name)
+        self.0.as_mut()?.remove(key(name))
     }
 
     /// Entries.
@@ -87,5 +106,26 @@ mod tests {
         m.clear();
         assert!(m.is_empty() && m.0.is_none());
         assert_eq!(std::mem::size_of::<NameMap<u32>>(), 8);
+    }
+
+    /// Names alike in their first 63 bytes are one name, as in PostgreSQL's tables; the map
+    /// keeps no more of a name than that.
+    #[test]
+    fn names_are_told_apart_by_their_first_63_bytes() {
+        let long = |tail: &str| format!("{}{tail}", "n".repeat(63)).into_bytes();
+        let mut m: NameMap<u32> = NameMap::default();
+        m.insert(long("A").into(), 1);
+        assert_eq!(m.get(&long("B")), Some(&1));
+        assert_eq!(m.get(&long("")), Some(&1));
+        assert_eq!(m.insert(long("CCCC").into(), 2), Some(1));
+        assert!(m
+            .0
+            .as_ref()
+            .unwrap()
+            .keys()
+            .all(|k| k.len() == super::NAME_BYTES));
+        assert_eq!(m.get(&long("")[..62]), None);
+        assert_eq!(m.remove(&long("Z")), Some(2));
+        assert!(super::same(&long("x"), &long("y")) && !super::same(b"a", b"b"));
     }
 }

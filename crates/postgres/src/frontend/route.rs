@@ -204,7 +204,11 @@ impl Session {
                 b'B' => unit::cstr(body)
                     .and_then(|(_, rest)| unit::cstr(rest))
                     .and_then(|(name, _)| {
-                        if let Some((_, def)) = parsed.iter().rev().find(|(n, _)| *n == name) {
+                        if let Some((_, def)) = parsed
+                            .iter()
+                            .rev()
+                            .find(|(n, _)| super::names::same(n, name))
+                        {
                             Some((*def).clone())
                         } else if name.is_empty() {
                             self.unnamed.clone()

@@ -377,3 +377,73 @@ async fn messages_that_need_no_connection_are_answered_while_the_pool_is_busy() 
         .and_then(|e| e.sqlstate());
     assert_eq!((tags.as_str(), code.as_deref()), ("EZ", Some("26000")));
 }
+
+/// Statement and portal names alike in their first 63 bytes are one name in PostgreSQL (its
+/// tables keep no more of a name): a second Parse is refused with 42P05 and a third spelling
+/// binds the first statement, through sluice (which renames statements on its connections)
+/// as directly. A session's open portals are bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_alike_in_their_first_63_bytes_are_one_and_portals_are_bounded() {
+    let env = start(0, "").await;
+    let long = |tail: &str| format!("{}{tail}", "s".repeat(63));
+    for (port, via) in [(env.topo.primary().port, "directly"), (env.port, "sluice")] {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        frontend::parse(&long("A"), "SELECT 1", [], &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        frontend::parse(&long("B"), "SELECT 2", [], &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(2).await;
+        assert_eq!(tags, "1ZEZ", "{via}");
+        assert_eq!(msgs[2].sqlstate().as_deref(), Some("42P05"), "{via}");
+        c.extended(&long("C"), None, &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        assert_eq!(
+            (tags.as_str(), Raw::column(&msgs)),
+            ("2DCZ", vec!["1".into()]),
+            "{via}"
+        );
+    }
+    // Portals: sluice keeps at most PORTALS_PER_SESSION (10,000) open in a transaction.
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.simple_all("BEGIN").await;
+    frontend::parse("p", "SELECT 1", [], &mut c.out).unwrap();
+    let bind = |c: &mut Raw, portal: &str| {
+        frontend::bind(
+            portal,
+            "p",
+            [],
+            [] as [Option<&str>; 0],
+            |_, _| unreachable!(),
+            [],
+            &mut c.out,
+        )
+        .map_err(|_| "bind")
+        .unwrap()
+    };
+    for i in 0..10_000 {
+        bind(&mut c, &format!("portal {i}"));
+    }
+    frontend::sync(&mut c.out);
+    let (tags, _) = c.round(1).await;
+    assert_eq!(tags, format!("1{}Z", "2".repeat(10_000)));
+    // The unnamed portal is still there to bind; one more named one is refused, and the
+    // transaction fails.
+    bind(&mut c, "");
+    bind(&mut c, "one too many");
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "2EZ");
+    assert_eq!(msgs[1].sqlstate().as_deref(), Some("54000"));
+    assert!(
+        msgs[1].text().contains("at most 10000 open portals"),
+        "{}",
+        msgs[1].text()
+    );
+    // The transaction ends, and its portals with it: binding works again.
+    c.simple_all("ROLLBACK").await;
+    frontend::parse("", "SELECT 2", [], &mut c.out).unwrap();
+    bind(&mut c, "after");
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "12Z");
+}
