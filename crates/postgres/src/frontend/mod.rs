@@ -24,6 +24,7 @@ mod owed;
 mod read_back;
 mod refuse;
 pub mod relay;
+mod reports;
 mod route;
 mod ryw;
 mod sequences;
