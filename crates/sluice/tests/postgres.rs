@@ -19,6 +19,8 @@ mod extended;
 mod faults;
 #[path = "postgres/flushes.rs"]
 mod flushes;
+#[path = "postgres/login_auth.rs"]
+mod login_auth;
 #[path = "postgres/logins.rs"]
 mod logins;
 #[path = "postgres/notify.rs"]
