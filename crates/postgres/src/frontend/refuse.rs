@@ -1,6 +1,7 @@
 //! Units sluice answers with an error itself instead of forwarding them: a refusal (routing,
 //! a queue timeout, a cancel while the statement waited), what follows a refused batch up to
-//! its Sync, and a transaction block that failed before the server had it.
+//! its Sync, and a transaction block that failed before the server had it; and what a client
+//! is told when the server connection under its statement is lost.
 
 use super::client::Client;
 use super::lease::NoConnection;
@@ -174,5 +175,40 @@ impl Session {
         // so that the client, still sending it, reads why.
         let msg = Client::over_budget_message(received, &over);
         let _ = self.client.fatal("53200", &msg).await;
+    }
+}
+
+/// What a client is told when its server connection is lost under a statement (it is then
+/// disconnected, as a server crash disconnects its clients): inside a transaction block,
+/// that the transaction was rolled back and must be restarted (40001), unless the statement
+/// was committing it; then, or for a write outside a block, that its outcome is unknown
+/// (08007); otherwise that the connection failed (08006).
+pub(super) fn lost(
+    prior: ReadyStatus,
+    ran: &[std::sync::Arc<crate::backend::statements::StmtDef>],
+    server: &sluice_core::Server,
+    e: &std::io::Error,
+) -> (&'static str, String) {
+    let what = format!(
+        "lost the connection to server {}{}: {e}",
+        server.name,
+        server.failure_note()
+    );
+    let commits = ran.iter().any(|d| d.info.commits);
+    let writes = ran
+        .iter()
+        .any(|d| d.info.route == sluice_core::router::Route::Write);
+    if prior != ReadyStatus::Idle && !commits {
+        (
+            "40001",
+            format!("sluice: the transaction was rolled back: {what}; restart the transaction"),
+        )
+    } else if commits || (prior == ReadyStatus::Idle && writes) {
+        (
+            "08007",
+            format!("sluice: {what}; the statement's outcome is unknown: it may have been committed or not"),
+        )
+    } else {
+        ("08006", format!("sluice: {what}"))
     }
 }

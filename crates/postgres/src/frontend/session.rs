@@ -373,7 +373,7 @@ impl Session {
                     super::cancel::abandoned(lease.server().address.clone(), pid, secret);
                 }
                 lease.discard();
-                let (code, msg) = lost(prior, &ran, lease.server(), &e);
+                let (code, msg) = super::refuse::lost(prior, &ran, lease.server(), &e);
                 // After the server's own FATAL, the end of the connection, as directly.
                 if !lease.conn_ref().told_fatal {
                     let _ = self.client.fatal(code, &msg).await;
@@ -552,41 +552,6 @@ pub(super) fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
     out.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
     out.extend_from_slice(sql);
     out.push(0);
-}
-
-/// What a client is told when its server connection is lost under a statement (it is then
-/// disconnected, as a server crash disconnects its clients): inside a transaction block,
-/// that the transaction was rolled back and must be restarted (40001), unless the statement
-/// was committing it; then, or for a write outside a block, that its outcome is unknown
-/// (08007); otherwise that the connection failed (08006).
-fn lost(
-    prior: ReadyStatus,
-    ran: &[Arc<crate::backend::statements::StmtDef>],
-    server: &sluice_core::Server,
-    e: &std::io::Error,
-) -> (&'static str, String) {
-    let what = format!(
-        "lost the connection to server {}{}: {e}",
-        server.name,
-        server.failure_note()
-    );
-    let commits = ran.iter().any(|d| d.info.commits);
-    let writes = ran
-        .iter()
-        .any(|d| d.info.route == sluice_core::router::Route::Write);
-    if prior != ReadyStatus::Idle && !commits {
-        (
-            "40001",
-            format!("sluice: the transaction was rolled back: {what}; restart the transaction"),
-        )
-    } else if commits || (prior == ReadyStatus::Idle && writes) {
-        (
-            "08007",
-            format!("sluice: {what}; the statement's outcome is unknown: it may have been committed or not"),
-        )
-    } else {
-        ("08006", format!("sluice: {what}"))
-    }
 }
 
 #[cfg(test)]
