@@ -286,7 +286,7 @@ impl PgConn {
     /// Records a ParameterStatus body (`name\0value\0`).
     pub fn note_parameter(&mut self, body: &[u8]) {
         if let Some((name, value)) = parameter_status(body) {
-            Arc::make_mut(&mut self.params).insert(name.to_string(), value.to_string());
+            keep_parameter(&mut self.params, name, value);
         }
     }
 
@@ -329,6 +329,35 @@ impl PgConn {
                 self.broken = true;
                 Err(e)
             }
+        }
+    }
+}
+
+/// ParameterStatus values kept per connection and per session at most. PostgreSQL 15 reports
+/// thirteen parameters, extensions a few more; a server that reports ever new ones (lying, or
+/// not PostgreSQL) is not believed beyond this: what it sends still reaches the client, as it
+/// would directly, but sluice keeps no more of it.
+pub const MAX_PARAMETERS: usize = 256;
+
+/// The most bytes of one ParameterStatus (name and value) kept. PostgreSQL's are short (a
+/// version, an encoding, an application name of at most 63 bytes); a longer one reaches the
+/// client and its name is forgotten, not kept with a value it no longer has.
+pub const MAX_PARAMETER_BYTES: usize = 4096;
+
+/// Keeps `name = value` in `params`, within [`MAX_PARAMETERS`] and [`MAX_PARAMETER_BYTES`]
+/// (unchanged when it already holds that value: a shared map is not copied for nothing).
+pub fn keep_parameter(params: &mut Arc<BTreeMap<String, String>>, name: &str, value: &str) {
+    if name.len() + value.len() > MAX_PARAMETER_BYTES {
+        if params.contains_key(name) {
+            Arc::make_mut(params).remove(name);
+        }
+        return;
+    }
+    match params.get(name) {
+        Some(kept) if kept == value => {}
+        None if params.len() >= MAX_PARAMETERS => {}
+        _ => {
+            Arc::make_mut(params).insert(name.to_string(), value.to_string());
         }
     }
 }
@@ -379,7 +408,7 @@ fn within<'a, T, F: std::future::Future<Output = io::Result<T>>>(
 
 #[cfg(test)]
 mod tests {
-    use super::{PgConn, StartupSettings};
+    use super::{keep_parameter, PgConn, StartupSettings, MAX_PARAMETERS, MAX_PARAMETER_BYTES};
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
@@ -419,5 +448,31 @@ mod tests {
         // Changed settings: the note is gone.
         conn.set_applied(BTreeMap::new());
         assert!(!conn.applied_is(&startup, |a| *a == map));
+    }
+
+    /// A server that reports ever new parameters, or huge values, is not believed beyond
+    /// the bounds: the map keeps at most MAX_PARAMETERS names and no value too long (a name
+    /// whose new value is too long is forgotten, not kept with the old one); a value already
+    /// kept copies no shared map.
+    #[test]
+    fn reported_parameters_are_kept_within_bounds() {
+        let mut params: Arc<BTreeMap<String, String>> = Arc::default();
+        for i in 0..2 * MAX_PARAMETERS {
+            keep_parameter(&mut params, &format!("x.p{i}"), "v");
+        }
+        assert_eq!(params.len(), MAX_PARAMETERS);
+        // A name already kept still changes.
+        keep_parameter(&mut params, "x.p0", "w");
+        assert_eq!(params.get("x.p0").map(String::as_str), Some("w"));
+        // Too long: not kept, and the old value goes.
+        let long = "v".repeat(MAX_PARAMETER_BYTES);
+        keep_parameter(&mut params, "x.p1", &long);
+        assert!(!params.contains_key("x.p1"));
+        keep_parameter(&mut params, "x.new", &long);
+        assert!(!params.contains_key("x.new"));
+        // The same value again: a shared map stays shared.
+        let shared = params.clone();
+        keep_parameter(&mut params, "x.p0", "w");
+        assert!(Arc::ptr_eq(&shared, &params));
     }
 }

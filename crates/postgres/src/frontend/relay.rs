@@ -7,7 +7,7 @@
 
 use super::client::Client;
 use super::unit::{Exps, Register, Resp};
-use crate::backend::conn::parameter_status;
+use crate::backend::conn::{keep_parameter, parameter_status};
 use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
 use std::collections::BTreeMap;
@@ -234,10 +234,11 @@ async fn relay_into(
             b'N' => out.pass(conn, len),
             b'S' => {
                 let msg = &conn.buffered()[at..at + len];
+                // (Copied: the connection's map is written while its buffer holds them.)
                 let kv = parameter_status(&msg[5..]).map(|(k, v)| (k.to_string(), v.to_string()));
                 if let Some((k, v)) = kv {
-                    std::sync::Arc::make_mut(reported).insert(k.clone(), v.clone());
-                    std::sync::Arc::make_mut(&mut conn.params).insert(k, v);
+                    keep_parameter(reported, &k, &v);
+                    keep_parameter(&mut conn.params, &k, &v);
                 }
                 out.pass(conn, len);
             }

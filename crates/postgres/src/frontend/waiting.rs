@@ -5,7 +5,6 @@
 use super::session::{client_err, Session, SessionError};
 use super::unit::{self, Unit};
 use crate::wire::WireError;
-use std::sync::Arc;
 
 impl Session {
     /// Waits for the next complete unit (passing on what a pinned connection sends
@@ -99,8 +98,8 @@ impl Session {
                 let kv = crate::backend::conn::parameter_status(m.body)
                     .map(|(k, v)| (k.to_string(), v.to_string()));
                 if let Some((k, v)) = kv {
-                    Arc::make_mut(&mut self.reported).insert(k.clone(), v.clone());
-                    Arc::make_mut(&mut conn.params).insert(k, v);
+                    crate::backend::conn::keep_parameter(&mut self.reported, &k, &v);
+                    crate::backend::conn::keep_parameter(&mut conn.params, &k, &v);
                 }
             }
             let own = match tag {

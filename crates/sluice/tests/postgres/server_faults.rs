@@ -231,3 +231,55 @@ async fn a_message_type_no_server_sends_ends_the_statement_not_the_proxy() {
         ["truth"]
     );
 }
+
+/// A server that reports ever new parameters (here a thousand with every row of a query,
+/// some of them with values of 5,000 bytes) is not believed beyond sluice's bounds, which
+/// the unit tests of `keep_parameter` check: its client still gets every ParameterStatus, as
+/// directly, with the rows, and the session and the next client go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_reporting_ever_new_parameters_is_passed_on_and_the_session_goes_on() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static REPORTED: AtomicU64 = AtomicU64::new(0);
+    let env = start_with(0, |topo| {
+        let primary = topo.primary().addr();
+        let relay = rewriting_relay(primary.clone(), |msg| {
+            if msg[0] != b'D' || !msg.ends_with(b"flood") {
+                return msg;
+            }
+            let mut out = Vec::new();
+            for i in 0..1000 {
+                let n = REPORTED.fetch_add(1, Ordering::Relaxed);
+                let value = if i % 10 == 0 {
+                    "x".repeat(5000)
+                } else {
+                    n.to_string()
+                };
+                let body = format!("x.flood{n}\0{value}\0");
+                out.push(b'S');
+                out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+                out.extend_from_slice(body.as_bytes());
+            }
+            out.extend_from_slice(&msg);
+            out
+        });
+        config(topo, "\n[pool]\nmax_connections = 1\n").replace(&primary, &relay)
+    })
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    for _ in 0..5 {
+        let msgs = a.simple_all("SELECT 'flood'").await;
+        let reported = msgs.iter().filter(|m| m.tag == b'S').count();
+        assert_eq!(reported, 1000, "every ParameterStatus reaches the client");
+        let rows: Vec<_> = msgs.iter().filter(|m| m.tag == b'D').collect();
+        assert_eq!(rows.len(), 1);
+    }
+    assert_eq!(
+        Raw::column(&a.try_simple("SELECT 'after'").await.unwrap()),
+        ["after"]
+    );
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(
+        Raw::column(&b.try_simple("SELECT 'next'").await.unwrap()),
+        ["next"]
+    );
+}
