@@ -7,7 +7,7 @@ use super::client::Client;
 use super::lease::NoConnection;
 use super::sequences::{self, Sequences};
 use super::session::{client_err, put_query, Session, SessionError};
-use super::unit::{End, Unit};
+use super::unit::{Defs, End, Unit};
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::OverBudget;
 
@@ -62,15 +62,44 @@ impl Session {
     pub(super) async fn refuse_in_block(
         &mut self,
         unit: &Unit,
+        code: &str,
         msg: &str,
     ) -> Result<(), SessionError> {
         if self.lease.is_none() {
-            return self.refuse_unit(unit, "0A000", msg).await;
+            return self.refuse_unit(unit, code, msg).await;
         }
         self.fail_on_server(Vec::new(), "lost the transaction block on the server")
             .await?;
         self.status = ReadyStatus::Failed;
-        self.refuse_unit(unit, "0A000", msg).await
+        self.refuse_unit(unit, code, msg).await
+    }
+
+    /// Why the `SET`s a unit runs would take the settings the session made past their
+    /// bounds ([`super::state::MAX_MADE`]), if they would.
+    pub(super) fn settings_over_bounds(&self, unit: &Unit, defs: &Defs) -> Option<String> {
+        let mut changing = self
+            .unit_statements(unit, defs)
+            .filter(|(_, d)| !d.info.changes.is_empty())
+            .peekable();
+        changing.peek()?;
+        let in_block = self.status != ReadyStatus::Idle || self.deferred_begin.is_some();
+        let changes = changing.flat_map(|(_, d)| d.info.changes.iter());
+        self.settings.over_bounds(changes, in_block)
+    }
+
+    /// Refuses a unit whose `SET`s would take the session's settings past their bounds,
+    /// with 54000, before the server runs any of it; inside the block the server has, the
+    /// block fails there too, as after an error of its own.
+    pub(super) async fn refuse_over_settings(
+        &mut self,
+        unit: &Unit,
+        msg: &str,
+    ) -> Result<(), SessionError> {
+        let open_block = self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none();
+        if self.lease.is_some() && open_block {
+            return self.refuse_in_block(unit, "54000", msg).await;
+        }
+        self.refuse_unit(unit, "54000", msg).await
     }
 
     /// After a refused unit without a Sync: skips what comes up to the next Sync, which is

@@ -188,61 +188,31 @@ impl Session {
         // the first [`crate::backend::statements::QUERY_TEXT_KEPT`] bytes).
         let mut first_text: Option<&[u8]> = None;
         let mut any = false;
-        // Statements parsed earlier in this unit, by name: a Bind names them.
-        let mut parsed: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
-        for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
+        if unit.msgs.iter().any(|m| m.0 == b'F') {
+            route = Route::Write;
+        }
+        for (i, def) in self.unit_statements(unit, defs) {
+            let (tag, at, len) = unit.msgs[i];
             let body = &self.client.buf[at + 5..at + len];
-            let def = match tag {
-                b'Q' => unit::def_at(defs, i).cloned(),
-                b'P' => {
-                    let def = unit::def_at(defs, i);
-                    if let (Some((name, _)), Some(def)) = (unit::cstr(body), def) {
-                        parsed.push((name, def));
-                    }
-                    def.cloned()
-                }
-                b'B' => unit::cstr(body)
-                    .and_then(|(_, rest)| unit::cstr(rest))
-                    .and_then(|(name, _)| {
-                        if let Some((_, def)) = parsed
-                            .iter()
-                            .rev()
-                            .find(|(n, _)| super::names::same(n, name))
-                        {
-                            Some((*def).clone())
-                        } else if name.is_empty() {
-                            self.unnamed.clone()
-                        } else {
-                            self.statements.get(name).cloned()
-                        }
-                    }),
-                b'F' => {
-                    route = Route::Write;
-                    None
-                }
-                _ => None,
-            };
-            if let Some(def) = def {
-                if !any {
-                    // (Read again only where the record kept less than the whole text.)
-                    let cut = def.sql.len() >= crate::backend::statements::QUERY_TEXT_KEPT;
-                    let text = (tag == b'Q' && cut).then(|| unit::cstr(body)).flatten();
-                    first_text = text.map(|(sql, _)| sql);
-                    let sql = first_text.unwrap_or(&def.sql);
-                    hint = def.info.hint.and_then(|(s, e)| {
-                        std::str::from_utf8(sql.get(s..e)?).ok().map(str::to_string)
-                    });
-                    first = Some(def.clone());
-                }
-                any = true;
-                // State that pins the session lives on the primary, where the session can
-                // still do anything (on a replica it could never write again).
-                if self.fe.route_of(&def.info) == Route::Write
-                    || def.info.pins & !state::pin::SCANNER_DOUBTS != 0
-                    || def.info.changes.iter().any(state::blinds_scanner)
-                {
-                    route = Route::Write;
-                }
+            if !any {
+                // (Read again only where the record kept less than the whole text.)
+                let cut = def.sql.len() >= crate::backend::statements::QUERY_TEXT_KEPT;
+                let text = (tag == b'Q' && cut).then(|| unit::cstr(body)).flatten();
+                first_text = text.map(|(sql, _)| sql);
+                let sql = first_text.unwrap_or(&def.sql);
+                hint = def.info.hint.and_then(|(s, e)| {
+                    std::str::from_utf8(sql.get(s..e)?).ok().map(str::to_string)
+                });
+                first = Some(def.clone());
+            }
+            any = true;
+            // State that pins the session lives on the primary, where the session can
+            // still do anything (on a replica it could never write again).
+            if self.fe.route_of(&def.info) == Route::Write
+                || def.info.pins & !state::pin::SCANNER_DOUBTS != 0
+                || def.info.changes.iter().any(state::blinds_scanner)
+            {
+                route = Route::Write;
             }
         }
         if !any {
@@ -289,6 +259,49 @@ impl Session {
                 listener_hostgroup: self.listener.hostgroup.as_ref(),
             })
             .map_err(|e| format!("sluice: {e}"))
+    }
+
+    /// The statements a unit runs or prepares, with the index of their message: a Query's,
+    /// a Parse's, and the one each Bind names (parsed earlier in the unit, the unnamed one,
+    /// or the session's).
+    pub(super) fn unit_statements<'a>(
+        &'a self,
+        unit: &'a Unit,
+        defs: &'a Defs,
+    ) -> impl Iterator<Item = (usize, &'a Arc<StmtDef>)> + 'a {
+        // Statements parsed earlier in this unit, by name: a Bind names them.
+        let mut parsed: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
+        unit.msgs
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, &(tag, at, len))| {
+                let body = &self.client.buf[at + 5..at + len];
+                let def = match tag {
+                    b'Q' => unit::def_at(defs, i),
+                    b'P' => {
+                        let def = unit::def_at(defs, i);
+                        if let (Some((name, _)), Some(def)) = (unit::cstr(body), def) {
+                            parsed.push((name, def));
+                        }
+                        def
+                    }
+                    b'B' => unit::cstr(body)
+                        .and_then(|(_, rest)| unit::cstr(rest))
+                        .and_then(|(name, _)| {
+                            match parsed
+                                .iter()
+                                .rev()
+                                .find(|(n, _)| super::names::same(n, name))
+                            {
+                                Some((_, def)) => Some(*def),
+                                None if name.is_empty() => self.unnamed.as_ref(),
+                                None => self.statements.get(name),
+                            }
+                        }),
+                    _ => None,
+                };
+                def.map(|d| (i, d))
+            })
     }
 
     /// A unit that would make state pinning the session inside a read-only transaction a

@@ -174,6 +174,9 @@ impl Session {
         {
             return Ok(());
         }
+        if let Some(msg) = self.settings_over_bounds(unit, &defs) {
+            return Box::pin(self.refuse_over_settings(unit, &msg)).await;
+        }
         if self.lease.is_none() {
             let decision = match self.route(unit, &defs) {
                 Ok(d) => d,
@@ -187,7 +190,7 @@ impl Session {
             }
         } else {
             if let Some(msg) = self.pins_on_a_replica(&defs) {
-                return Box::pin(self.refuse_in_block(unit, &msg)).await;
+                return Box::pin(self.refuse_in_block(unit, "0A000", &msg)).await;
             }
             if self.settings.generation() != self.lease_generation {
                 self.sync_settings().await?;

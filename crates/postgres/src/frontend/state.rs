@@ -18,6 +18,15 @@ use std::sync::Arc;
 
 pub mod pin;
 
+/// Settings of its own (names `SET` or `RESET` since the startup, and those waiting for their
+/// transaction block to commit) a session may have sluice keep at most: sluice replays each
+/// on every connection that serves the session, so a client could otherwise make it hold
+/// any amount of memory. Far beyond what applications set (a few, tens with an ORM).
+pub const MAX_MADE: usize = 1000;
+
+/// The most bytes (names and statements) of those settings.
+pub const MAX_MADE_BYTES: usize = 1 << 20;
+
 /// The parameter whose `SET` may change one of its parts only.
 const DATESTYLE: &str = "datestyle";
 
@@ -237,6 +246,51 @@ impl Settings {
         self.startup.iter().map(|(n, _)| &**n)
     }
 
+    /// Why `changes` (a unit's, in order) would take the settings the session made past
+    /// [`MAX_MADE`] or [`MAX_MADE_BYTES`]; `None` when they fit. Inside a transaction block
+    /// (`in_block`) each change waits as an entry of its own until the block ends; outside,
+    /// a `SET` of a name already made replaces it. (`SET LOCAL` keeps nothing past its
+    /// block; `RESET ALL` and `DISCARD ALL` start the count again.)
+    pub fn over_bounds<'a>(
+        &self,
+        changes: impl Iterator<Item = &'a Change>,
+        in_block: bool,
+    ) -> Option<String> {
+        let pending = self.block.as_ref().map_or(&[][..], |b| &b.pending[..]);
+        let mut names = self.made.len() + pending.len();
+        let mut bytes: usize = self
+            .made
+            .iter()
+            .map(|(n, s)| n.len() + s.as_ref().map_or(0, String::len))
+            .chain(pending.iter().map(change_bytes))
+            .sum();
+        for c in changes {
+            let replaced = match c {
+                Change::Set(name, _) | Change::Reset(name) if !in_block => {
+                    self.made.get_key_value(name)
+                }
+                Change::ResetAll | Change::DiscardAll => {
+                    (names, bytes) = (0, 0);
+                    continue;
+                }
+                Change::SetLocal(..) => continue,
+                _ => None,
+            };
+            match replaced {
+                Some((name, old)) => {
+                    bytes = bytes.saturating_sub(name.len() + old.as_ref().map_or(0, String::len))
+                }
+                None => names += 1,
+            }
+            bytes += change_bytes(c);
+        }
+        (names > MAX_MADE || bytes > MAX_MADE_BYTES).then(|| {
+            format!(
+                "sluice: a session keeps at most {MAX_MADE} settings of its own ({MAX_MADE_BYTES} bytes); RESET some first"
+            )
+        })
+    }
+
     /// Records a change made inside a transaction block.
     pub fn defer(&mut self, change: Change) {
         match &change {
@@ -418,6 +472,15 @@ impl Settings {
             }
         }
         d
+    }
+}
+
+/// What keeping `change` takes: its name and statement.
+fn change_bytes(change: &Change) -> usize {
+    match change {
+        Change::Set(name, stmt) | Change::SetLocal(name, stmt) => name.len() + stmt.len(),
+        Change::Reset(name) => name.len(),
+        Change::ResetAll | Change::DiscardAll => 0,
     }
 }
 

@@ -435,3 +435,43 @@ fn what_the_client_was_told_is_kept_where_a_connection_reports_otherwise() {
     assert_eq!(blind_reports(&sjis, &fresh).len(), 1);
     assert!(blind_reports(&told, &fresh).is_empty());
 }
+
+/// The settings a session makes are bounded: names beyond MAX_MADE, or bytes beyond
+/// MAX_MADE_BYTES, are refused before they run; a SET of a name already made replaces it
+/// outside a block (no new name), while inside one each change waits as an entry; RESET
+/// ALL and DISCARD ALL start the count again, and SET LOCAL keeps nothing.
+#[test]
+fn the_settings_a_session_makes_are_bounded() {
+    let set = |n: usize| Change::Set(format!("x.k{n}"), format!("SET x.k{n} = '{n}'"));
+    let mut s = Settings::default();
+    for n in 0..MAX_MADE {
+        assert_eq!(s.over_bounds([set(n)].iter(), false), None, "{n}");
+        s.apply(set(n));
+    }
+    assert!(s
+        .over_bounds([set(MAX_MADE)].iter(), false)
+        .is_some_and(|m| m.contains("at most 1000 settings")));
+    // A name already made is replaced; RESET ALL or DISCARD ALL first makes room; SET
+    // LOCAL keeps nothing.
+    assert_eq!(s.over_bounds([set(7)].iter(), false), None);
+    assert_eq!(
+        s.over_bounds([Change::ResetAll, set(MAX_MADE)].iter(), false),
+        None
+    );
+    assert_eq!(
+        s.over_bounds([Change::DiscardAll, set(MAX_MADE)].iter(), false),
+        None
+    );
+    let local = Change::SetLocal("x.l".into(), "SET LOCAL x.l = '1'".into());
+    assert_eq!(s.over_bounds([local].iter(), true), None);
+    // Inside a block, even a name already made is an entry of its own until the block ends.
+    assert!(s.over_bounds([set(7)].iter(), true).is_some());
+    // Bytes: one statement past the bound.
+    let big = Change::Set(
+        "x.big".into(),
+        format!("SET x.big = '{}'", "v".repeat(MAX_MADE_BYTES)),
+    );
+    assert!(Settings::default()
+        .over_bounds([big].iter(), false)
+        .is_some());
+}

@@ -1,6 +1,7 @@
 //! Custom settings (`prefix.name`) under a prefix an extension reserves once it loads: on a
 //! pooled connection the setting outlives the session that made it, and PostgreSQL then
 //! refuses its name. Neither the next client nor the session that made it may pay for that.
+//! And how many settings of its own a session may have sluice keep.
 
 use super::pg::raw::{Msg, Raw};
 use super::pg::start;
@@ -56,4 +57,53 @@ async fn a_custom_setting_the_next_connection_refuses_is_removed_with_a_warning(
     assert_eq!(Raw::column(&moved), ["NULL"]);
     assert_eq!(Raw::column(&a.try_simple("SELECT 3").await.unwrap()), ["3"]);
     assert_eq!(Raw::column(&b.try_simple("SELECT 4").await.unwrap()), ["4"]);
+}
+
+/// A session's own settings are bounded (1,000 names, 1 MiB): one more `SET` is refused with
+/// 54000 before it runs (it is set nowhere), inside a block too (which then fails, as after
+/// an error), the session goes on, a name already made is still replaced, and `RESET ALL`
+/// makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_own_settings_are_bounded() {
+    let env = start(1, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let sets: String = (0..1000).map(|i| format!("SET x.k{i} = '{i}';")).collect();
+    c.try_simple(&sets).await.unwrap();
+    let e = c.try_simple("SET x.over = '1'").await.unwrap_err();
+    assert!(
+        e.starts_with("54000 ") && e.contains("at most 1000 settings"),
+        "{e}"
+    );
+    let e = c
+        .try_simple("SELECT current_setting('x.over')")
+        .await
+        .unwrap_err();
+    assert!(e.starts_with("42704 "), "never ran: {e}");
+    c.try_simple("SET x.k5 = 'five'").await.unwrap();
+    assert_eq!(
+        Raw::column(&c.try_simple("SHOW x.k5").await.unwrap()),
+        ["five"]
+    );
+    assert_eq!(
+        Raw::column(&c.try_simple("SHOW x.k999").await.unwrap()),
+        ["999"]
+    );
+    // Inside a block the server has: refused, and the block fails.
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("SELECT 1").await.unwrap();
+    let e = c.try_simple("SET x.over = '1'").await.unwrap_err();
+    assert!(e.starts_with("54000 "), "{e}");
+    let e = c.try_simple("SELECT 1").await.unwrap_err();
+    assert!(e.starts_with("25P02 "), "{e}");
+    c.try_simple("ROLLBACK").await.unwrap();
+    // Bytes: one value past 1 MiB.
+    let big = format!("RESET ALL; SET x.big = '{}'", "v".repeat(1 << 20));
+    let e = c.try_simple(&big).await.unwrap_err();
+    assert!(e.starts_with("54000 "), "{e}");
+    // RESET ALL makes room.
+    c.try_simple("RESET ALL; SET x.over = '1'").await.unwrap();
+    assert_eq!(
+        Raw::column(&c.try_simple("SHOW x.over").await.unwrap()),
+        ["1"]
+    );
 }
