@@ -8,8 +8,10 @@ use super::lease::NoConnection;
 use super::sequences::{self, Sequences};
 use super::session::{client_err, put_query, Session, SessionError};
 use super::unit::{Defs, End, Unit};
+use crate::backend::statements::StmtDef;
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::OverBudget;
+use std::sync::Arc;
 
 impl Session {
     /// Refuses a unit with an error, as the server would (the rest of an extended batch is
@@ -77,13 +79,22 @@ impl Session {
     /// Why the `SET`s a unit runs would take the settings the session made past their
     /// bounds ([`super::state::MAX_MADE`]), if they would.
     pub(super) fn settings_over_bounds(&self, unit: &Unit, defs: &Defs) -> Option<String> {
-        let mut changing = self
-            .unit_statements(unit, defs)
-            .filter(|(_, d)| !d.info.changes.is_empty())
-            .peekable();
-        changing.peek()?;
+        // Nearly every unit: no statement of its own that changes settings, and no Bind of
+        // one prepared before.
+        let binds = unit.msgs.iter().any(|m| m.0 == b'B');
+        if !binds && defs.iter().all(|(_, d)| d.info.changes.is_empty()) {
+            return None;
+        }
+        let mut parsed = super::route::Parsed::new();
+        let changing: Vec<&Arc<StmtDef>> = (0..unit.msgs.len())
+            .filter_map(|i| self.statement_of(unit, defs, i, &mut parsed))
+            .filter(|d| !d.info.changes.is_empty())
+            .collect();
+        if changing.is_empty() {
+            return None;
+        }
         let in_block = self.status != ReadyStatus::Idle || self.deferred_begin.is_some();
-        let changes = changing.flat_map(|(_, d)| d.info.changes.iter());
+        let changes = changing.iter().flat_map(|d| d.info.changes.iter());
         self.settings.over_bounds(changes, in_block)
     }
 

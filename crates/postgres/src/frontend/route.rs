@@ -11,6 +11,10 @@ use crate::wire::{ReadyStatus, Writer};
 use sluice_core::router::{Classified, Decision, Route, RouteInput};
 use std::sync::Arc;
 
+/// Statements parsed earlier in a unit, by name: a Bind names them (see
+/// [`Session::statement_of`]).
+pub(super) type Parsed<'a> = Vec<(&'a [u8], &'a Arc<StmtDef>)>;
+
 impl Session {
     /// Answers a unit without a server when it can: a `BEGIN` whose connection waits for
     /// the first statement, the `COMMIT`/`ROLLBACK` of a transaction that never ran one, a
@@ -191,7 +195,11 @@ impl Session {
         if unit.msgs.iter().any(|m| m.0 == b'F') {
             route = Route::Write;
         }
-        for (i, def) in self.unit_statements(unit, defs) {
+        let mut parsed = Parsed::new();
+        for i in 0..unit.msgs.len() {
+            let Some(def) = self.statement_of(unit, defs, i, &mut parsed) else {
+                continue;
+            };
             let (tag, at, len) = unit.msgs[i];
             let body = &self.client.buf[at + 5..at + len];
             if !any {
@@ -261,47 +269,44 @@ impl Session {
             .map_err(|e| format!("sluice: {e}"))
     }
 
-    /// The statements a unit runs or prepares, with the index of their message: a Query's,
-    /// a Parse's, and the one each Bind names (parsed earlier in the unit, the unnamed one,
-    /// or the session's).
-    pub(super) fn unit_statements<'a>(
+    /// The statement message `i` of a unit runs or prepares: a Query's, a Parse's (noted in
+    /// `parsed`, by name, for the Binds after it), or the one a Bind names (parsed earlier in
+    /// the unit, the unnamed one, or the session's).
+    // (Always inlined: a call per message cost more than the lookup, callgrind.)
+    #[inline(always)]
+    pub(super) fn statement_of<'a>(
         &'a self,
-        unit: &'a Unit,
+        unit: &Unit,
         defs: &'a Defs,
-    ) -> impl Iterator<Item = (usize, &'a Arc<StmtDef>)> + 'a {
-        // Statements parsed earlier in this unit, by name: a Bind names them.
-        let mut parsed: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
-        unit.msgs
-            .iter()
-            .enumerate()
-            .filter_map(move |(i, &(tag, at, len))| {
-                let body = &self.client.buf[at + 5..at + len];
-                let def = match tag {
-                    b'Q' => unit::def_at(defs, i),
-                    b'P' => {
-                        let def = unit::def_at(defs, i);
-                        if let (Some((name, _)), Some(def)) = (unit::cstr(body), def) {
-                            parsed.push((name, def));
-                        }
-                        def
+        i: usize,
+        parsed: &mut Parsed<'a>,
+    ) -> Option<&'a Arc<StmtDef>> {
+        let (tag, at, len) = unit.msgs[i];
+        let body = &self.client.buf[at + 5..at + len];
+        match tag {
+            b'Q' => unit::def_at(defs, i),
+            b'P' => {
+                let def = unit::def_at(defs, i);
+                if let (Some((name, _)), Some(def)) = (unit::cstr(body), def) {
+                    parsed.push((name, def));
+                }
+                def
+            }
+            b'B' => unit::cstr(body)
+                .and_then(|(_, rest)| unit::cstr(rest))
+                .and_then(|(name, _)| {
+                    match parsed
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| super::names::same(n, name))
+                    {
+                        Some((_, def)) => Some(*def),
+                        None if name.is_empty() => self.unnamed.as_ref(),
+                        None => self.statements.get(name),
                     }
-                    b'B' => unit::cstr(body)
-                        .and_then(|(_, rest)| unit::cstr(rest))
-                        .and_then(|(name, _)| {
-                            match parsed
-                                .iter()
-                                .rev()
-                                .find(|(n, _)| super::names::same(n, name))
-                            {
-                                Some((_, def)) => Some(*def),
-                                None if name.is_empty() => self.unnamed.as_ref(),
-                                None => self.statements.get(name),
-                            }
-                        }),
-                    _ => None,
-                };
-                def.map(|d| (i, d))
-            })
+                }),
+            _ => None,
+        }
     }
 
     /// A unit that would make state pinning the session inside a read-only transaction a
