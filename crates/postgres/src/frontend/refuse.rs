@@ -225,7 +225,7 @@ impl Session {
 /// (08007); otherwise that the connection failed (08006).
 pub(super) fn lost(
     prior: ReadyStatus,
-    ran: &[std::sync::Arc<crate::backend::statements::StmtDef>],
+    ran: &[Arc<StmtDef>],
     server: &sluice_core::Server,
     e: &std::io::Error,
 ) -> (&'static str, String) {
