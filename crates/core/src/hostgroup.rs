@@ -21,7 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// What a pooled connection is for: who it is logged in as, the database it is bound to
@@ -317,7 +317,7 @@ impl<C> Hostgroup<C> {
             if !st.members.iter().any(|m| m.server.is_usable()) {
                 return Err(self.no_server(&st, last_error));
             }
-            let open_on = match Self::choose(&mut st, key, settings, policy) {
+            let open_on = match Self::choose(&mut st, key, settings.max_connecting, policy) {
                 Choice::Got(server, conn, key) => return Ok(Pick::Got(server, conn, key)),
                 Choice::OpenOn(i) => i,
             };
@@ -346,12 +346,7 @@ impl<C> Hostgroup<C> {
     /// Under the lock, [`Hostgroup::pick`]'s choice with no effect but lending: an idle
     /// connection of `key` on the server the balancer chose, or that server if it has room to
     /// open one (when no one waits in line: the line is served first).
-    fn choose(
-        st: &mut State<C>,
-        key: &PoolKey,
-        settings: &PoolSettings,
-        policy: Balance,
-    ) -> Choice<C> {
+    fn choose(st: &mut State<C>, key: &PoolKey, max_connecting: u32, policy: Balance) -> Choice<C> {
         // Waiters that gave up (timed out, or their client left) no longer hold a place.
         st.drop_stale_front();
         if !st.waiters.is_empty() {
@@ -363,7 +358,7 @@ impl<C> Hostgroup<C> {
         let mut room: SmallVec<[(usize, Candidate); 8]> = SmallVec::new();
         for (i, m) in st.members.iter().enumerate() {
             let has_key = || m.idle.iter().any(|c| &c.key == key);
-            if m.server.is_usable() && (has_key() || m.can_open(settings.max_connecting)) {
+            if m.server.is_usable() && (has_key() || m.can_open(max_connecting)) {
                 room.push((i, m.candidate()));
             }
         }
@@ -395,14 +390,15 @@ impl<C> Hostgroup<C> {
     /// connection opened), leaving the rest to `acquire`. A statement's future that awaits
     /// `acquire` only when this fails does not carry the waiting state.
     pub fn try_acquire(self: &Arc<Self>, key: &PoolKey) -> Option<Lease<C>> {
-        let settings = self.settings();
+        // (Only what `choose` reads: this runs for every statement.)
+        let max_connecting = self.settings.lock().max_connecting;
         let policy = *self.balance.lock();
         // No usable server leaves `choose` without candidates: nothing to lend.
-        let (server, conn, key) = match Self::choose(&mut self.state.lock(), key, &settings, policy)
-        {
-            Choice::Got(server, conn, key) => (server, conn, key),
-            Choice::OpenOn(_) => return None,
-        };
+        let (server, conn, key) =
+            match Self::choose(&mut self.state.lock(), key, max_connecting, policy) {
+                Choice::Got(server, conn, key) => (server, conn, key),
+                Choice::OpenOn(_) => return None,
+            };
         Some(self.lease(server, key, conn))
     }
 
@@ -505,7 +501,7 @@ impl<C> Hostgroup<C> {
             st.members[i].idle.push(Idle {
                 key,
                 conn,
-                since: Instant::now(),
+                since: None,
             });
             return;
         }
@@ -520,7 +516,7 @@ impl<C> Hostgroup<C> {
                 m.idle.push(Idle {
                     key,
                     conn,
-                    since: Instant::now(),
+                    since: None,
                 });
             }
         }

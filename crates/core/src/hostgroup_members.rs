@@ -159,7 +159,9 @@ impl<C> Hostgroup<C> {
         *self.balance.lock() = b;
     }
 
-    /// Closes idle connections older than the idle timeout; returns how many.
+    /// Closes idle connections found idle longer than the idle timeout; returns how many. (A
+    /// connection's idle time counts from the first call that found it idle: see
+    /// `Idle::since`.)
     pub fn close_idle(&self, now: Instant) -> usize {
         let idle_timeout = self.settings.lock().idle_timeout;
         let mut closing = Vec::new();
@@ -167,12 +169,15 @@ impl<C> Hostgroup<C> {
             let mut st = self.state.lock();
             for m in st.members.iter_mut() {
                 let before = m.idle.len();
-                let (old, keep): (Vec<_>, Vec<_>) = m
-                    .idle
-                    .drain(..)
-                    .partition(|c| now.duration_since(c.since) > idle_timeout);
+                let (old, keep): (Vec<_>, Vec<_>) = m.idle.drain(..).partition(|c| {
+                    c.since
+                        .is_some_and(|since| now.duration_since(since) > idle_timeout)
+                });
                 m.open -= (before - keep.len()) as u32;
                 m.idle = keep;
+                for c in m.idle.iter_mut().filter(|c| c.since.is_none()) {
+                    c.since = Some(now);
+                }
                 closing.extend(old.into_iter().map(|c| c.conn));
             }
         }

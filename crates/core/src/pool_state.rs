@@ -15,7 +15,10 @@ use tokio::sync::oneshot;
 pub(super) struct Idle<C> {
     pub(super) key: PoolKey,
     pub(super) conn: C,
-    pub(super) since: Instant,
+    /// When the once-a-second sweep ([`Hostgroup::close_idle`]) first found it idle: not
+    /// stamped when it comes back (a clock read on every release), so it closes between the
+    /// idle timeout and a second more after its last use.
+    pub(super) since: Option<Instant>,
 }
 
 pub(super) struct Member<C> {
