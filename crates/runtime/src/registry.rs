@@ -221,6 +221,24 @@ impl SessionHandle {
     pub fn set_statement_shared(&self, sql: Arc<[u8]>, at: Instant) {
         self.current.lock().statement = Some((sql, at));
     }
+
+    /// A statement starts on a server connection: [`SessionHandle::set_backend_for_cancel`]
+    /// and, when given, [`SessionHandle::set_statement_shared`], under one lock (this runs for
+    /// every statement).
+    pub fn begin_statement(
+        &self,
+        backend: (Arc<Server>, u32),
+        ticket: CancelTicket,
+        statement: Option<(Arc<[u8]>, Instant)>,
+    ) {
+        let (gate, epoch) = ticket.into_parts();
+        let mut d = self.current.lock();
+        d.backend = Some(backend);
+        (d.gate, d.epoch) = (Some(gate), epoch);
+        if statement.is_some() {
+            d.statement = statement;
+        }
+    }
 }
 
 /// All sessions.
