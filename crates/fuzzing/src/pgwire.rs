@@ -96,7 +96,7 @@ fn units(buf: &[u8]) -> usize {
         n += 1;
         assert!(u.len > 0 && u.len <= rest.len(), "unit of {} bytes", u.len);
         let mut end = 0;
-        for &(tag, start, len) in &u.msgs {
+        for (tag, start, len) in u.iter() {
             assert_eq!(start, end, "messages in order");
             assert!(len >= 5 && start + len <= u.len, "message inside its unit");
             assert_eq!(rest[start], tag);

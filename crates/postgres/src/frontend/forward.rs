@@ -126,7 +126,7 @@ pub fn forward(
         out: Vec::new(),
         f: Forwarded::default(),
     };
-    for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
+    for (i, (tag, at, len)) in unit.iter().enumerate() {
         let whole = &buf[at..at + len];
         let body = &whole[5..];
         match tag {

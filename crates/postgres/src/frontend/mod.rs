@@ -21,6 +21,7 @@ pub mod login;
 mod names;
 mod open;
 mod owed;
+mod plain;
 mod read_back;
 mod refuse;
 pub mod relay;

@@ -31,7 +31,7 @@ impl Session {
         if info.statements != 1 {
             return Ok(false);
         }
-        let (_, at, len) = unit.msgs[0];
+        let (_, at, len) = unit.msg(0);
         let mut w = Writer::new();
         if let Some((read_only, serializable)) = info.begin {
             // A second BEGIN goes to the server behind the first (its warning, and the
@@ -120,7 +120,7 @@ impl Session {
         // or of a portal (none is open outside a transaction), answered CloseComplete as
         // PostgreSQL answers them, also for a name that does not exist.
         let mut parsed = Vec::with_capacity(n - 1);
-        for (i, &(tag, at, len)) in unit.msgs[..n - 1].iter().enumerate() {
+        for (i, (tag, at, len)) in unit.iter().take(n - 1).enumerate() {
             let body = &self.client.buf[at + 5..at + len];
             if tag == b'C' {
                 match (body.first(), body.get(1..).and_then(unit::cstr)) {
@@ -200,7 +200,7 @@ impl Session {
             let Some(def) = self.statement_of(unit, defs, i, &mut parsed) else {
                 continue;
             };
-            let (tag, at, len) = unit.msgs[i];
+            let (tag, at, len) = unit.msg(i);
             let body = &self.client.buf[at + 5..at + len];
             if !any {
                 // (Read again only where the record kept less than the whole text.)
@@ -281,7 +281,7 @@ impl Session {
         i: usize,
         parsed: &mut Parsed<'a>,
     ) -> Option<&'a Arc<StmtDef>> {
-        let (tag, at, len) = unit.msgs[i];
+        let (tag, at, len) = unit.msg(i);
         let body = &self.client.buf[at + 5..at + len];
         match tag {
             b'Q' => unit::def_at(defs, i),
@@ -342,7 +342,7 @@ pub(super) fn too_many_statements() -> String {
 }
 
 /// The statement name an SQL `EXECUTE name [(...)]` names (unquoted: as PostgreSQL folds it).
-fn executed_name(sql: &[u8]) -> Option<String> {
+pub(super) fn executed_name(sql: &[u8]) -> Option<String> {
     // Nearly every text starts with another word: no lexing for those (a comment, a quote or
     // anything else first is lexed).
     let first = sql

@@ -27,7 +27,7 @@ pub struct Ryw {
     /// The user's default (what holds while the session has not set it).
     pub default: bool,
     /// The open transaction wrote on the primary.
-    dirty: bool,
+    pub(super) dirty: bool,
     /// The primary's WAL position after the session's last write (0: none to wait for).
     pub lsn: u64,
 }

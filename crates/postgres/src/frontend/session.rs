@@ -111,9 +111,24 @@ impl Session {
             if unit.end == End::Terminate {
                 return Ok(());
             }
+            let settings = self.analysis_settings();
+            let mut defs = unit::statement_defs(
+                &self.client.buf,
+                &unit,
+                settings,
+                &self.key,
+                &self.fe.statement_memory,
+            );
             // Boxed: an idle session's future holds only what waiting for the next unit
-            // takes, not the state of relaying one.
-            Box::pin(self.unit(&unit)).await?;
+            // takes, not the state of relaying one. A plain read takes a short path (see
+            // `plain`). One await for either: the unit and its statements are then held at
+            // one point only, where they share their room with the idle wait's.
+            let running = if self.is_plain_read(&unit, &defs) {
+                Running::Plain(Box::pin(self.plain_read(&unit, &mut defs)))
+            } else {
+                Running::General(Box::pin(self.unit(&unit, &defs)))
+            };
+            running.await?;
         }
     }
 
@@ -131,16 +146,8 @@ impl Session {
         self.analysis.0
     }
 
-    /// Runs one unit.
-    async fn unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
-        let settings = self.analysis_settings();
-        let defs = unit::statement_defs(
-            &self.client.buf,
-            unit,
-            settings,
-            &self.key,
-            &self.fe.statement_memory,
-        );
+    /// Runs one unit (its statements classified in `defs`).
+    async fn unit(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();
@@ -149,16 +156,16 @@ impl Session {
             return self.skip_refused(unit).await;
         }
         if std::mem::take(&mut self.held_by_flush) {
-            Box::pin(self.leave_flushed(unit, &defs)).await?;
+            Box::pin(self.leave_flushed(unit, defs)).await?;
         }
         // (A DEALLOCATE of a statement only sluice holds is answered also while a connection
         // is held: the server does not know the client's name. In a failed transaction the
         // server's 25P02 answers.)
         let answered = match unit.end {
             End::Query if self.status != ReadyStatus::Failed || self.lease.is_none() => {
-                self.answer_alone(unit, &defs).await?
+                self.answer_alone(unit, defs).await?
             }
-            End::Sync if self.lease.is_none() => self.answer_parses(unit, &defs).await?,
+            End::Sync if self.lease.is_none() => self.answer_parses(unit, defs).await?,
             // A Flush alone asks the server for nothing when the session holds none.
             End::Flush if self.lease.is_none() && unit.msgs.len() == 1 => {
                 self.client.consume(unit.len);
@@ -174,11 +181,11 @@ impl Session {
         {
             return Ok(());
         }
-        if let Some(msg) = self.settings_over_bounds(unit, &defs) {
+        if let Some(msg) = self.settings_over_bounds(unit, defs) {
             return Box::pin(self.refuse_over_settings(unit, &msg)).await;
         }
         if self.lease.is_none() {
-            let decision = match self.route(unit, &defs) {
+            let decision = match self.route(unit, defs) {
                 Ok(d) => d,
                 Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
             };
@@ -189,7 +196,7 @@ impl Session {
                 Err(no) => return self.refuse_unit_with(unit, &no).await,
             }
         } else {
-            if let Some(msg) = self.pins_on_a_replica(&defs) {
+            if let Some(msg) = self.pins_on_a_replica(defs) {
                 return Box::pin(self.refuse_in_block(unit, "0A000", &msg)).await;
             }
             if self.settings.generation() != self.lease_generation {
@@ -270,7 +277,7 @@ impl Session {
             ran,
             checks,
             copied,
-        } = unit::forward(&self.client.buf[..unit.len], unit, &defs, conn, names);
+        } = unit::forward(&self.client.buf[..unit.len], unit, defs, conn, names);
         if !checks.is_empty() {
             // Boxed: rare (see `shapes`); the unit's future holds only the box.
             let in_block = self.status == ReadyStatus::InTransaction && begin_ahead.is_none();
@@ -360,29 +367,8 @@ impl Session {
         }
         let mut relayed = match relayed {
             Ok(r) => r,
-            Err(RelayError::Client(e)) => {
-                // Gone mid-statement: the server is told to stop it, and the connection
-                // closes.
-                let (pid, secret) = lease.conn_ref().backend_key;
-                super::cancel::abandoned(lease.server().address.clone(), pid, secret);
-                lease.discard();
-                return Err(client_err(e));
-            }
-            Err(RelayError::Server(e)) => {
-                if e.kind() == std::io::ErrorKind::TimedOut {
-                    // Silent past `[pool] read_timeout`: the statement is cancelled in case
-                    // it still runs there, and the connection closes.
-                    let (pid, secret) = lease.conn_ref().backend_key;
-                    super::cancel::abandoned(lease.server().address.clone(), pid, secret);
-                }
-                lease.discard();
-                let (code, msg) = super::refuse::lost(prior, &ran, lease.server(), &e);
-                // After the server's own FATAL, the end of the connection, as directly.
-                if !lease.conn_ref().told_fatal {
-                    let _ = self.client.fatal(code, &msg).await;
-                }
-                return Err(SessionError::Refused(msg));
-            }
+            // Boxed: rare, and the session ends.
+            Err(e) => return Err(Box::pin(self.relay_failed(lease, e, prior, &ran)).await),
         };
         let server = lease.server().clone();
         self.count(&server, lease.hostgroup(), &ran, &relayed, started);
@@ -433,6 +419,39 @@ impl Session {
             self.handle.set_backend(Some(backend));
         }
         Ok(())
+    }
+
+    /// The relay of a unit failed (`prior`: the status before it, `ran`: its statements): a
+    /// client gone mid-statement has the server told to stop it; a server lost (or silent
+    /// past `[pool] read_timeout`, its statement cancelled in case it still runs) is reported
+    /// to the client. The connection closes either way, and the session ends.
+    pub(super) async fn relay_failed(
+        &mut self,
+        mut lease: Lease<Box<PgConn>>,
+        e: RelayError,
+        prior: ReadyStatus,
+        ran: &[Arc<StmtDef>],
+    ) -> SessionError {
+        let e = match e {
+            RelayError::Client(e) => {
+                let (pid, secret) = lease.conn_ref().backend_key;
+                super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+                lease.discard();
+                return client_err(e);
+            }
+            RelayError::Server(e) => e,
+        };
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            let (pid, secret) = lease.conn_ref().backend_key;
+            super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+        }
+        lease.discard();
+        let (code, msg) = super::refuse::lost(prior, ran, lease.server(), &e);
+        // After the server's own FATAL, the end of the connection, as directly.
+        if !lease.conn_ref().told_fatal {
+            let _ = self.client.fatal(code, &msg).await;
+        }
+        SessionError::Refused(msg)
     }
 
     /// After a unit that ended with a Flush outside a transaction (no portal open, nothing
@@ -496,6 +515,27 @@ impl Session {
             unit::PortalUse::Continues => false,
             unit::PortalUse::Rebinds => true,
             unit::PortalUse::Untouched => !self.implicit_suspended,
+        }
+    }
+}
+
+/// A unit's boxed future, on either path: one value, awaited at one point (see
+/// `Session::run`).
+enum Running<P, G> {
+    Plain(std::pin::Pin<Box<P>>),
+    General(std::pin::Pin<Box<G>>),
+}
+
+impl<T, P: std::future::Future<Output = T>, G: std::future::Future<Output = T>> std::future::Future
+    for Running<P, G>
+{
+    type Output = T;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<T> {
+        // (Both are boxed, so `Running` is `Unpin`.)
+        match self.get_mut() {
+            Running::Plain(f) => f.as_mut().poll(cx),
+            Running::General(f) => f.as_mut().poll(cx),
         }
     }
 }
@@ -575,7 +615,12 @@ mod tests {
     /// 1,032. Rare paths are boxed to keep it there.
     #[test]
     fn a_units_future_fits_the_allocators_small_objects() {
-        let size = future_size(|s, u| s.unit(u));
+        let defs: &'static super::unit::Defs = Box::leak(Box::default());
+        let size = future_size(move |s, u| s.unit(u, defs));
         assert!(size <= 1024, "{size} bytes");
+        // A plain read's future is allocated in its place (see `plain`).
+        let defs: &'static mut super::unit::Defs = Box::leak(Box::default());
+        let plain = future_size(move |s, u| s.plain_read(u, defs));
+        assert!(plain <= 1024, "{plain} bytes");
     }
 }

@@ -28,7 +28,6 @@ impl Session {
         lease: &mut Lease<Box<PgConn>>,
     ) {
         let failed = relayed.failed;
-        let on_primary = **lease.hostgroup() == *self.fe.topology.router.writer;
         let held_temp = self.pins & pin::TEMP != 0;
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
@@ -145,7 +144,9 @@ impl Session {
             // it (made, or replayed) would fail. The connection closes when it comes back.
             lease.discard();
         }
-        if self.pins & pin::SCANNER_DOUBTS != 0 && !on_primary {
+        if self.pins & pin::SCANNER_DOUBTS != 0
+            && **lease.hostgroup() != *self.fe.topology.router.writer
+        {
             // Taken in a read-only transaction on a replica: a session pinned there could
             // never write again. The session moves on (to the primary, for the first of
             // these); the connection, which may hold what the pin was for, is closed when

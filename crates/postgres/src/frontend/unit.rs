@@ -36,13 +36,33 @@ pub enum End {
 /// One unit in the client's buffer.
 #[derive(Debug)]
 pub struct Unit {
-    /// Its messages: type byte, offset and length (header included); on the stack for the
-    /// usual units (a Query; Parse/Bind/Describe/Execute/Sync).
-    pub msgs: smallvec::SmallVec<[(u8, usize, usize); 6]>,
+    /// Its messages: type byte, offset and length (header included; read them with
+    /// [`Unit::msg`] and [`Unit::iter`]); on the stack for the usual units (a Query;
+    /// Parse/Bind/Describe/Execute/Sync), in 32-bit offsets: a session's idle future holds the
+    /// room (see `Session::run`). A unit is at most [`MAX_UNIT_BYTES`] and one message of at
+    /// most [`super::client::MAX_CLIENT_MESSAGE`] bytes long.
+    pub msgs: smallvec::SmallVec<[(u8, u32, u32); 6]>,
     /// Bytes it takes.
     pub len: usize,
     /// How it ends.
     pub end: End,
+}
+
+impl Unit {
+    /// Message `i`: type byte, offset and length.
+    #[inline]
+    pub fn msg(&self, i: usize) -> (u8, usize, usize) {
+        let (tag, at, len) = self.msgs[i];
+        (tag, at as usize, len as usize)
+    }
+
+    /// Its messages in order: type byte, offset and length.
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = (u8, usize, usize)> + '_ {
+        self.msgs
+            .iter()
+            .map(|&(tag, at, len)| (tag, at as usize, len as usize))
+    }
 }
 
 /// The types of the messages a client may send after its login: Bind, Close, CopyData,
@@ -81,7 +101,9 @@ pub fn next_unit(
         let Some((tag, len)) = read(at)? else {
             break;
         };
-        msgs.push((tag, at, len));
+        // (Within 32 bits: `at` is below MAX_UNIT_BYTES here, and a message is at most
+        // MAX_CLIENT_MESSAGE bytes.)
+        msgs.push((tag, at as u32, len as u32));
         at += len;
         let end = match tag {
             b'Q' => Some(End::Query),
@@ -104,8 +126,9 @@ pub fn next_unit(
 
 /// The statements a unit's Parse and Query messages carry, classified once (by message
 /// index): routing, forwarding and tracking all read them.
-/// On the stack for units of up to two statements (nearly all).
-pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 2]>;
+/// On the stack for units of one statement (nearly all; a session's idle future holds
+/// the room, see `Session::run`).
+pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 1]>;
 
 /// Classifies the statement texts of `unit` (no allocation for a unit without any); its
 /// Parses are analysed under the settings of fingerprint `settings`, unless a statement
@@ -121,7 +144,7 @@ pub fn statement_defs(
 ) -> Defs {
     let mut defs = Defs::new();
     let mut scope = None;
-    for (i, &(tag, at, len)) in unit.msgs.iter().enumerate() {
+    for (i, (tag, at, len)) in unit.iter().enumerate() {
         let body = &buf[at + 5..at + len];
         let def = match tag {
             b'Q' => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
@@ -156,7 +179,7 @@ pub enum PortalUse {
 
 /// How `unit` (its messages in `buf`) uses the unnamed portal open before it.
 pub fn unnamed_portal_use(buf: &[u8], unit: &Unit) -> PortalUse {
-    for &(tag, at, len) in unit.msgs.iter() {
+    for (tag, at, len) in unit.iter() {
         let body = &buf[at + 5..at + len];
         let portal = match tag {
             b'B' | b'E' => body,
