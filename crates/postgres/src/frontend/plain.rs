@@ -60,11 +60,8 @@ impl Session {
             && i.deallocate.is_none()
             && !i.copy_in
             && i.read_back.is_none()
-            && {
-                // `EXECUTE` of a statement sluice may answer itself (`answer_alone`).
-                let (_, at, len) = unit.msg(0);
-                super::route::executed_name(&self.client.buf[at + 5..at + len]).is_none()
-            }
+        // (An `EXECUTE`, which sluice may answer itself, is never a read by the scanner: see
+        // the test below.)
     }
 
     /// Runs a plain read ([`Session::is_plain_read`]); its statement is taken from `defs`.
@@ -168,5 +165,28 @@ impl Session {
             self.handle.set_backend(Some(backend));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::classify::classify;
+    use sluice_core::router::Route;
+
+    /// `answer_alone` answers an `EXECUTE` of another session's statement itself; the short
+    /// path leaves it to the general one because the scanner never calls an `EXECUTE` a read
+    /// (the statement it runs may write), hint or not.
+    #[test]
+    fn an_execute_is_never_a_plain_read() {
+        for text in [
+            &b"EXECUTE s"[..],
+            b"execute s(1)",
+            b"  /* c */ EXECUTE s",
+            b"-- c\nEXECUTE s",
+            b"EXECUTE s /* sluice:reader */",
+            b"Execute \"S\"",
+        ] {
+            assert_eq!(classify(text).route, Route::Write, "{text:?}");
+        }
     }
 }

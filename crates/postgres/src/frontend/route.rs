@@ -342,7 +342,7 @@ pub(super) fn too_many_statements() -> String {
 }
 
 /// The statement name an SQL `EXECUTE name [(...)]` names (unquoted: as PostgreSQL folds it).
-pub(super) fn executed_name(sql: &[u8]) -> Option<String> {
+fn executed_name(sql: &[u8]) -> Option<String> {
     // Nearly every text starts with another word: no lexing for those (a comment, a quote or
     // anything else first is lexed).
     let first = sql
