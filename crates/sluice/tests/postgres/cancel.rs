@@ -98,6 +98,81 @@ async fn a_statement_cancelled_while_it_waits_for_a_connection_never_runs() {
     );
 }
 
+/// A plain read (a lone simple-query read from a session with nothing in play: sluice's short
+/// path) is cancelled as any statement: while it waits in line for a connection (it never
+/// runs, and the connection it waited for serves the next statement) and while it runs (the
+/// server cancels it). While it runs, the sessions view shows its text and its server; once
+/// it is over, neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_read_is_cancelled_in_line_and_running_and_shown_while_it_runs() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"20s\"\n",
+    )
+    .await;
+    let admin = env.admin().await;
+    let mut holder = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut r = Raw::connect(env.port, "app", "app", "postgres").await;
+    // (`tags`: what may come; in line, the error alone; running, after the row description
+    // if the server had sent it, as directly.)
+    let cancelled = |answer: &[raw::Msg], tags: &[&str]| {
+        let got: String = answer.iter().map(|m| m.tag as char).collect();
+        assert!(tags.contains(&got.as_str()), "{answer:?}");
+        let n = answer.len();
+        assert_eq!(answer[n - 2].sqlstate().as_deref(), Some("57014"));
+        assert_eq!(answer[n - 1].body, b"I");
+    };
+    // In line behind a transaction holding the writer's one connection (the hint sends the
+    // read there).
+    holder.try_simple("BEGIN").await.unwrap();
+    holder.try_simple("SELECT txid_current()").await.unwrap();
+    frontend::query("SELECT 1 /* sluice:writer */", &mut r.out).unwrap();
+    r.flush().await;
+    wait_in_line(admin.addr).await;
+    raw::cancel(env.port, r.key).await;
+    cancelled(&r.until_ready().await, &["EZ"]);
+    holder.try_simple("COMMIT").await.unwrap();
+    let rows = r.try_simple("SELECT 2 /* sluice:writer */").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["2"]);
+    // Running on the server.
+    let text = "SELECT pg_sleep(60) /* sluice:writer */";
+    frontend::query(text, &mut r.out).unwrap();
+    r.flush().await;
+    let id = r.key.0;
+    let shown = |want_running: bool| {
+        let all = env.process.runtime.sessions.all();
+        let s = all.iter().find(|s| s.key().id == id).expect("the session");
+        let now = s.current();
+        let statement = now
+            .statement
+            .map(|(sql, _)| String::from_utf8_lossy(&sql).into_owned());
+        let backend = now.backend.map(|(server, _)| server.address.to_string());
+        match want_running {
+            true => {
+                statement.as_deref() == Some(text) && backend == Some(env.topo.primary().addr())
+            }
+            false => statement.is_none() && backend.is_none(),
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !shown(true) {
+        assert!(
+            Instant::now() < deadline,
+            "the running read was never shown"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    raw::cancel(env.port, r.key).await;
+    cancelled(&r.until_ready().await, &["TEZ", "EZ"]);
+    // (Cleared once the answer is relayed: awaited, not raced.)
+    while !shown(false) {
+        assert!(Instant::now() < deadline, "still shown after it ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rows = r.try_simple("SELECT 3").await.unwrap();
+    assert_eq!(Raw::column(&rows), ["3"]);
+}
+
 /// Waits until one statement waits in line for the writer's connection (the admin API).
 async fn wait_in_line(admin: std::net::SocketAddr) {
     let deadline = Instant::now() + Duration::from_secs(30);
