@@ -142,8 +142,7 @@ impl Session {
                 return Err(Box::pin(self.relay_failed(lease, e, prior, &ran)).await);
             }
         };
-        let server = lease.server().clone();
-        self.count(&server, lease.hostgroup(), &ran, &relayed, started);
+        self.count(lease.server(), lease.hostgroup(), &ran, &relayed, started);
         if let Some(st) = relayed.status {
             self.status = st;
         }

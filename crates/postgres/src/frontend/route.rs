@@ -186,7 +186,7 @@ impl Session {
     pub(super) fn route(&self, unit: &Unit, defs: &Defs) -> Result<Decision, String> {
         let topo = &self.fe.topology;
         let mut route = Route::Read;
-        let mut first: Option<Arc<StmtDef>> = None;
+        let mut first: Option<&Arc<StmtDef>> = None;
         let mut hint = None;
         // A simple query's whole text, read from the client's buffer (its record keeps only
         // the first [`crate::backend::statements::QUERY_TEXT_KEPT`] bytes).
@@ -211,7 +211,7 @@ impl Session {
                 hint = def.info.hint.and_then(|(s, e)| {
                     std::str::from_utf8(sql.get(s..e)?).ok().map(str::to_string)
                 });
-                first = Some(def.clone());
+                first = Some(def);
             }
             any = true;
             // State that pins the session lives on the primary, where the session can

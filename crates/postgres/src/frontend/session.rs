@@ -370,8 +370,7 @@ impl Session {
             // Boxed: rare, and the session ends.
             Err(e) => return Err(Box::pin(self.relay_failed(lease, e, prior, &ran)).await),
         };
-        let server = lease.server().clone();
-        self.count(&server, lease.hostgroup(), &ran, &relayed, started);
+        self.count(lease.server(), lease.hostgroup(), &ran, &relayed, started);
         // Within STATEMENTS_PER_SESSION: forward() refused the Parse otherwise.
         for reg in std::mem::take(&mut relayed.registered) {
             if reg.provisional {
