@@ -6,6 +6,9 @@
 //! committed, rolled back, failed, local after all. Only names the scanner reads are asked for
 //! (see `Pins::SET_CONFIG_READ`); a call whose name it cannot read pins the session instead.
 //! A connection holding names not read back is never lent again ([`crate::backend::PgConn::usable`]).
+//! What is read back is bounded as the session's own `SET`s are (`state::MAX_MADE`,
+//! `MAX_MADE_BYTES`): a setting beyond them stays on its connection, which the session keeps
+//! (pinned, `set_config`).
 
 use super::session::{Session, SessionError};
 use super::startup::{quote_literal, set_config};
@@ -53,9 +56,13 @@ impl Session {
         // The value, and whether the session set it (`session`: a SET or set_config
         // that took; a call that failed — a parameter that cannot be changed now, or not by
         // this role — leaves the connection's own, which is not the session's to replay).
-        let mut sql = String::from(
-            "SELECT pg_catalog.lower(name), setting, source FROM pg_catalog.pg_settings \
-             WHERE pg_catalog.lower(name) IN (",
+        // A value longer than a session's own settings may be in all is not fetched (its
+        // row would be as long): such a setting cannot move, and pins the session.
+        let mut sql = format!(
+            "SELECT pg_catalog.lower(name), CASE WHEN pg_catalog.octet_length(setting) <= {} \
+             THEN setting END, source, pg_catalog.octet_length(setting) FROM \
+             pg_catalog.pg_settings WHERE pg_catalog.lower(name) IN (",
+            super::state::MAX_MADE_BYTES
         );
         for (i, name) in names.iter().enumerate() {
             if i > 0 {
@@ -77,7 +84,8 @@ impl Session {
                 .find(|r| r.first().and_then(|n| n.as_deref()) == Some(name.as_str()));
             let (value, source) = match row.map(|r| (r.get(1).cloned().flatten(), r.get(2))) {
                 Some((Some(value), Some(Some(source)))) => (value, source.as_str()),
-                // Not shown to this role: what it holds cannot be known, nor moved.
+                // Not shown to this role, or too long to fetch (see above): what it holds
+                // cannot be known, nor moved.
                 _ => {
                     self.pins |= pin::SET_CONFIG;
                     continue;
@@ -93,8 +101,18 @@ impl Session {
                 self.pins |= pin::NON_ASCII_SET;
                 continue;
             }
-            let stmt = set_config(&name, &value);
-            self.settings.apply(Change::Set(name, stmt));
+            let change = Change::Set(name.clone(), set_config(&name, &value));
+            if self
+                .settings
+                .over_bounds(std::iter::once(&change), false)
+                .is_some()
+            {
+                // More than a session's own settings may be (`state::MAX_MADE`,
+                // `MAX_MADE_BYTES`): kept on this connection, with the session.
+                self.pins |= pin::SET_CONFIG;
+                continue;
+            }
+            self.settings.apply(change);
         }
         if let Some(lease) = &mut self.lease {
             lease.conn().set_applied(self.settings.desired());

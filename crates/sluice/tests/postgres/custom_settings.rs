@@ -107,3 +107,58 @@ async fn a_sessions_own_settings_are_bounded() {
         ["1"]
     );
 }
+
+/// What `set_config(…, false)` sets is read back from the server and moves with the session
+/// as a `SET` does, within the same bounds: a value over 1 MiB is not even fetched, and a
+/// setting past 1,000 names is not kept either. Such a setting stays on the connection that
+/// has it, and the session keeps that connection (pinned: `set_config`), its value intact,
+/// until `DISCARD ALL`; no other client ever sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_set_config_made_past_the_bounds_keeps_its_session_on_its_connection() {
+    let env = start(0, ONE).await;
+    let sessions = || env.process.runtime.sessions.all();
+    let pinned = |id: u32| {
+        sessions()
+            .iter()
+            .any(|s| s.key().id == id && s.pin_reasons() == vec!["set_config(..., false)"])
+    };
+    let long = (1 << 20) + 1;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let big = format!("SELECT set_config('x.big', repeat('v', {long}), false) IS NOT NULL");
+    a.try_simple(&big).await.unwrap();
+    // (Pinned once the answer is relayed and the value read back: awaited, not raced.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pinned(a.key.0) {
+        assert!(std::time::Instant::now() < deadline, "not pinned");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let length = "SELECT octet_length(current_setting('x.big', true))";
+    assert_eq!(
+        Raw::column(&a.try_simple(length).await.unwrap()),
+        [long.to_string()]
+    );
+    // Released: the one connection serves the next client, without the setting.
+    a.try_simple("DISCARD ALL").await.unwrap();
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let seen = "SELECT coalesce(current_setting('x.big', true), '')";
+    assert_eq!(Raw::column(&b.try_simple(seen).await.unwrap()), [""]);
+    drop(b);
+    // Past 1,000 names.
+    let sets: String = (0..1000).map(|i| format!("SET x.k{i} = '{i}';")).collect();
+    a.try_simple(&sets).await.unwrap();
+    a.try_simple("SELECT set_config('x.more', 'm', false) IS NOT NULL")
+        .await
+        .unwrap();
+    while !pinned(a.key.0) {
+        assert!(std::time::Instant::now() < deadline, "not pinned");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        Raw::column(&a.try_simple("SHOW x.more").await.unwrap()),
+        ["m"]
+    );
+    assert_eq!(
+        Raw::column(&a.try_simple("SHOW x.k999").await.unwrap()),
+        ["999"]
+    );
+}
