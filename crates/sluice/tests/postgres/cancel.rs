@@ -162,6 +162,17 @@ async fn a_plain_read_is_cancelled_in_line_and_running_and_shown_while_it_runs()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Running on the server (a cancel that came before the query would find nothing to stop).
+    let active = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE query = '{text}' AND state = 'active'"
+    );
+    while env.topo.primary().sql(&active).unwrap().trim() != "1" {
+        assert!(
+            Instant::now() < deadline,
+            "the read never ran on the server"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     raw::cancel(env.port, r.key).await;
     cancelled(&r.until_ready().await, &["TEZ", "EZ"]);
     // (Cleared once the answer is relayed: awaited, not raced.)
