@@ -65,6 +65,23 @@ impl Session {
         Ok(())
     }
 
+    /// A cancel held while the unit's statement waited for its connection or its settings
+    /// (see `cancels_held`) means it does not run: true then (PostgreSQL's error follows, see
+    /// [`Session::refuse_cancelled`]; a transaction block not begun on the server yet fails,
+    /// see `refuse_unit`), and the connection just leased goes back unless the session is
+    /// pinned. In a block the server has, it runs: its failure could not be the server's.
+    #[inline(always)]
+    pub(super) fn cancelled_before_sending(&mut self) -> bool {
+        let open_block = self.status != ReadyStatus::Idle && self.deferred_begin.is_none();
+        if std::mem::take(&mut self.cancels_held) && self.handle.take_held_cancel() && !open_block {
+            if self.pins == 0 {
+                self.release();
+            }
+            return true;
+        }
+        false
+    }
+
     /// Leases a connection for `decision`.
     pub(super) async fn lease_for(
         &mut self,

@@ -13,7 +13,6 @@
 //! transaction at 16 clients (callgrind, `docs/benchmarks.md`, the twenty-fifth stop).
 
 use super::relay::{relay, RelayError};
-use super::sequences::Sequences;
 use super::session::{Session, SessionError};
 use super::unit::{Defs, End, Exp, Exps, Resp, Unit};
 use crate::wire::ReadyStatus;
@@ -74,26 +73,14 @@ impl Session {
             Ok(d) => d,
             Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
         };
-        match self.attach(&decision).await {
-            Ok(()) => (self.implicit_reads_only, self.implicit_suspended) = (true, false),
-            // The client was told (FATAL): the session is over.
-            Err(no) if no.code.is_empty() => return Err(SessionError::Refused(no.message)),
-            Err(no) => return self.refuse_unit_with(unit, &no).await,
+        if let Err(no) = self.attach(&decision).await {
+            return self.refuse_no_connection(unit, no).await;
         }
-        // Cancelled while it waited in line: it does not run, and the connection goes back.
-        if std::mem::take(&mut self.cancels_held) && self.handle.take_held_cancel() {
-            self.release();
-            return self
-                .refuse_unit(unit, "57014", "canceling statement due to user request")
-                .await;
+        (self.implicit_reads_only, self.implicit_suspended) = (true, false);
+        if self.cancelled_before_sending() {
+            return self.refuse_cancelled(unit).await;
         }
-        let discard_first = match &mut self.lease {
-            Some(lease) if self.sequences.must_discard(lease.conn_ref()) => {
-                Sequences::discarded(lease.conn());
-                true
-            }
-            _ => false,
-        };
+        let discard_first = self.take_sequence_discard();
         let Some(mut lease) = self.lease.take() else {
             return Err(SessionError::Refused("no connection".into()));
         };
@@ -152,17 +139,7 @@ impl Session {
         if self.read_back_due() {
             Box::pin(self.ask_after_unit(false, true)).await?;
         }
-        if self.status == ReadyStatus::Idle {
-            self.portals.empty();
-            if self.pins == 0 {
-                self.release();
-            }
-        }
-        if let Some(lease) = &self.lease {
-            // Kept (the server left a transaction open): the sessions view shows it.
-            let backend = (lease.server().clone(), lease.conn_ref().backend_key.0);
-            self.handle.set_backend(Some(backend));
-        }
+        self.end_unit(true);
         Ok(())
     }
 }

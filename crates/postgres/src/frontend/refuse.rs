@@ -5,12 +5,14 @@
 
 use super::client::Client;
 use super::lease::NoConnection;
+use super::relay::RelayError;
 use super::sequences::{self, Sequences};
 use super::session::{client_err, put_query, Session, SessionError};
 use super::unit::{Defs, End, Unit};
 use crate::backend::statements::StmtDef;
+use crate::backend::PgConn;
 use crate::wire::{ReadyStatus, Writer};
-use sluice_core::OverBudget;
+use sluice_core::{Lease, OverBudget};
 use std::sync::Arc;
 
 impl Session {
@@ -23,6 +25,59 @@ impl Session {
         msg: &str,
     ) -> Result<(), SessionError> {
         self.refuse_unit_fields(unit, code, msg, &[]).await
+    }
+
+    /// A unit got no connection (`no`): refused with its error, or, when the client was told
+    /// already (FATAL: no code), the session is over.
+    pub(super) async fn refuse_no_connection(
+        &mut self,
+        unit: &Unit,
+        no: Box<NoConnection>,
+    ) -> Result<(), SessionError> {
+        if no.code.is_empty() {
+            return Err(SessionError::Refused(no.message));
+        }
+        self.refuse_unit_with(unit, &no).await
+    }
+
+    /// Refuses a unit whose statement was cancelled before it was sent (see
+    /// [`Session::cancelled_before_sending`]), with PostgreSQL's error.
+    pub(super) async fn refuse_cancelled(&mut self, unit: &Unit) -> Result<(), SessionError> {
+        self.refuse_unit(unit, "57014", "canceling statement due to user request")
+            .await
+    }
+
+    /// The relay of a unit failed (`prior`: the status before it, `ran`: its statements): a
+    /// client gone mid-statement has the server told to stop it; a server lost (or silent
+    /// past `[pool] read_timeout`, its statement cancelled in case it still runs) is reported
+    /// to the client. The connection closes either way, and the session ends.
+    pub(super) async fn relay_failed(
+        &mut self,
+        mut lease: Lease<Box<PgConn>>,
+        e: RelayError,
+        prior: ReadyStatus,
+        ran: &[Arc<StmtDef>],
+    ) -> SessionError {
+        let e = match e {
+            RelayError::Client(e) => {
+                let (pid, secret) = lease.conn_ref().backend_key;
+                super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+                lease.discard();
+                return client_err(e);
+            }
+            RelayError::Server(e) => e,
+        };
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            let (pid, secret) = lease.conn_ref().backend_key;
+            super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+        }
+        lease.discard();
+        let (code, msg) = super::refuse::lost(prior, ran, lease.server(), &e);
+        // After the server's own FATAL, the end of the connection, as directly.
+        if !lease.conn_ref().told_fatal {
+            let _ = self.client.fatal(code, &msg).await;
+        }
+        SessionError::Refused(msg)
     }
 
     /// Refuses a unit because it got no connection: a server's refusal of the login goes to

@@ -189,12 +189,10 @@ impl Session {
                 Ok(d) => d,
                 Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
             };
-            match self.attach(&decision).await {
-                Ok(()) => (self.implicit_reads_only, self.implicit_suspended) = (true, false),
-                // The client was told (FATAL): the session is over.
-                Err(no) if no.code.is_empty() => return Err(SessionError::Refused(no.message)),
-                Err(no) => return self.refuse_unit_with(unit, &no).await,
+            if let Err(no) = self.attach(&decision).await {
+                return self.refuse_no_connection(unit, no).await;
             }
+            (self.implicit_reads_only, self.implicit_suspended) = (true, false);
         } else {
             if let Some(msg) = self.pins_on_a_replica(defs) {
                 return Box::pin(self.refuse_in_block(unit, "0A000", &msg)).await;
@@ -208,29 +206,10 @@ impl Session {
                 }
             }
         }
-        // Cancelled before it was sent: it does not run (PostgreSQL's error; a transaction
-        // block not begun on the server yet fails, see `refuse_unit`). In a block the server
-        // has, it runs: its failure could not be the server's.
-        let open_block = self.status != ReadyStatus::Idle && self.deferred_begin.is_none();
-        if std::mem::take(&mut self.cancels_held) && self.handle.take_held_cancel() && !open_block {
-            // No transaction on the server: the connection just leased goes back.
-            if self.pins == 0 {
-                self.release();
-            }
-            return self
-                .refuse_unit(unit, "57014", "canceling statement due to user request")
-                .await;
+        if self.cancelled_before_sending() {
+            return self.refuse_cancelled(unit).await;
         }
-        // Someone else's currval/lastval: discarded by a query sent ahead of the unit, in the
-        // same write (its answer read before the unit's is relayed: see `ahead`). Marked
-        // here: if it fails, the session ends and the connection with it.
-        let mut discard_first = match &mut self.lease {
-            Some(lease) if self.sequences.must_discard(lease.conn_ref()) => {
-                Sequences::discarded(lease.conn());
-                true
-            }
-            _ => false,
-        };
+        let mut discard_first = self.take_sequence_discard();
         // The deferred BEGIN goes in the same write as the unit when the server answers the
         // unit without waiting for more (see `ahead`); else in a round trip of its own, with
         // the discard in the same write.
@@ -403,54 +382,41 @@ impl Session {
             && self.status == ReadyStatus::Idle
             && self.pins == 0
             && (self.portals.is_empty() || self.only_unnamed_read_portal());
-        if self.status == ReadyStatus::Idle
-            && matches!(unit.end, End::Sync | End::Query | End::Function)
-        {
+        self.end_unit(matches!(unit.end, End::Sync | End::Query | End::Function));
+        Ok(())
+    }
+
+    /// After a unit: a transaction over (`ended`: the unit ended with a Sync, a Query or a
+    /// FunctionCall, and the server says idle) closes the portals and gives the connection
+    /// back unless something pins the session; a connection kept is shown in the sessions
+    /// view (nothing runs there to cancel).
+    #[inline(always)]
+    pub(super) fn end_unit(&mut self, ended: bool) {
+        if ended && self.status == ReadyStatus::Idle {
             self.portals.empty();
             if self.pins == 0 {
                 self.release();
             }
         }
         if let Some(lease) = &self.lease {
-            // Kept between statements (a transaction block, a pin): the sessions view shows
-            // it; nothing runs there to cancel.
             let backend = (lease.server().clone(), lease.conn_ref().backend_key.0);
             self.handle.set_backend(Some(backend));
         }
-        Ok(())
     }
 
-    /// The relay of a unit failed (`prior`: the status before it, `ran`: its statements): a
-    /// client gone mid-statement has the server told to stop it; a server lost (or silent
-    /// past `[pool] read_timeout`, its statement cancelled in case it still runs) is reported
-    /// to the client. The connection closes either way, and the session ends.
-    pub(super) async fn relay_failed(
-        &mut self,
-        mut lease: Lease<Box<PgConn>>,
-        e: RelayError,
-        prior: ReadyStatus,
-        ran: &[Arc<StmtDef>],
-    ) -> SessionError {
-        let e = match e {
-            RelayError::Client(e) => {
-                let (pid, secret) = lease.conn_ref().backend_key;
-                super::cancel::abandoned(lease.server().address.clone(), pid, secret);
-                lease.discard();
-                return client_err(e);
+    /// Someone else's currval/lastval on the connection just leased: marked discarded (a
+    /// query sent ahead of the unit, in the same write, discards it; its answer is read
+    /// before the unit's is relayed: see `ahead`). If that fails, the session ends and the
+    /// connection with it. True if it is to be sent.
+    #[inline(always)]
+    pub(super) fn take_sequence_discard(&mut self) -> bool {
+        match &mut self.lease {
+            Some(lease) if self.sequences.must_discard(lease.conn_ref()) => {
+                Sequences::discarded(lease.conn());
+                true
             }
-            RelayError::Server(e) => e,
-        };
-        if e.kind() == std::io::ErrorKind::TimedOut {
-            let (pid, secret) = lease.conn_ref().backend_key;
-            super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+            _ => false,
         }
-        lease.discard();
-        let (code, msg) = super::refuse::lost(prior, ran, lease.server(), &e);
-        // After the server's own FATAL, the end of the connection, as directly.
-        if !lease.conn_ref().told_fatal {
-            let _ = self.client.fatal(code, &msg).await;
-        }
-        SessionError::Refused(msg)
     }
 
     /// After a unit that ended with a Flush outside a transaction (no portal open, nothing
