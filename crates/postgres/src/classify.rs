@@ -1,6 +1,8 @@
 //! What the PostgreSQL scanner's findings mean for a session: where a statement text may run,
 //! the settings it changes, the state it pins or releases, and how it moves the transaction.
 
+mod characteristics;
+
 use crate::frontend::state::{pin, Change};
 use sluice_core::router::Route;
 use sluice_sqlscan::postgres::{self as scan, PgCommand, PgScan, Pins, Unpins};
@@ -129,7 +131,15 @@ impl Scanned {
     }
 
     fn add(&mut self, sql: &[u8], s: &PgScan) {
-        self.pins |= pin_bits(s.pins);
+        let mut pins = pin_bits(s.pins);
+        if s.pins.contains(Pins::SESSION_CHARACTERISTICS) {
+            // Read as the `SET`s it makes, it moves with the session's settings.
+            if let Some(changes) = characteristics::settings(sql) {
+                self.changes.extend(changes);
+                pins &= !pin::SESSION_CHARACTERISTICS;
+            }
+        }
+        self.pins |= pins;
         self.unpins |= unpin_bits(s.unpins);
         if s.unpins.contains(Unpins::DISCARD_ALL) {
             self.changes.push(Change::DiscardAll);
@@ -313,6 +323,18 @@ mod tests {
             assert_eq!(s.deallocate.as_deref(), Some("d1"), "{text:?}");
         }
         assert_eq!(classify(b"DEALLOCATE d1 d2").deallocate, None);
+        // `SET SESSION CHARACTERISTICS` moves, as the settings it makes.
+        let s = classify(b"SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY");
+        assert_eq!(s.pins, 0);
+        assert_eq!(
+            s.changes,
+            vec![Change::Set(
+                "default_transaction_read_only".into(),
+                "SET default_transaction_read_only = on".into()
+            )]
+        );
+        let s = classify(b"SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY READ");
+        assert_eq!((s.pins, s.changes.len()), (pin::SESSION_CHARACTERISTICS, 0));
         let s = classify(b"select pg_advisory_lock(1)");
         assert_eq!(s.pins, pin::ADVISORY_LOCK);
         let s = classify(b"SELECT Report_Total(1), app.\"Quoted\"()");

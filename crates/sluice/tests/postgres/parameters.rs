@@ -302,3 +302,74 @@ async fn what_a_client_was_told_at_login_holds_after_its_roles_defaults_change()
     let msgs = e.try_simple("SHOW search_path").await.unwrap();
     assert_eq!(Raw::column(&msgs), ["another"]);
 }
+
+/// `SET SESSION CHARACTERISTICS AS TRANSACTION …` moves with its session as the
+/// `default_transaction_*` settings it makes: replayed on the next connection, never seen by
+/// another client, undone by a rollback and by `DISCARD ALL` — and the session is not
+/// pinned for it. Serializable by default, its reads go to the primary (a standby refuses
+/// serializable transactions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_characteristics_move_with_their_session() {
+    let env = start(1, POOL).await;
+    env.topo.primary().sql("CREATE TABLE sc_t (x int)").unwrap();
+    const SHOWN: &str = "SELECT current_setting('default_transaction_read_only') || ' ' || \
+                         current_setting('default_transaction_isolation') || ' ' || \
+                         current_setting('default_transaction_deferrable')";
+    differential(
+        &env,
+        2,
+        &[
+            (0, "SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ DEFERRABLE"),
+            // Client 1 holds the connection client 0 used.
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, SHOWN),
+            (0, "INSERT INTO sc_t VALUES (1)"),
+            (1, SHOWN),
+            (1, "COMMIT"),
+            // Rolled back: as if never made.
+            (0, "BEGIN"),
+            (0, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE"),
+            (0, "ROLLBACK"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, SHOWN),
+            (1, "COMMIT"),
+            (0, "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE NOT DEFERRABLE"),
+            (0, "INSERT INTO sc_t VALUES (2)"),
+            (0, SHOWN),
+            (0, "DISCARD ALL"),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, SHOWN),
+            (1, "COMMIT"),
+        ],
+    )
+    .await;
+
+    // Not pinned, and serializable by default: the read runs on the primary, where it
+    // succeeds (a replica refuses it).
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+        .await
+        .unwrap();
+    let got = c
+        .try_simple(
+            "SELECT pg_is_in_recovery()::text || ' ' || current_setting('transaction_isolation')",
+        )
+        .await
+        .unwrap();
+    assert_eq!(Raw::column(&got), vec!["false serializable".to_string()]);
+    let mine: Vec<Vec<&str>> = env
+        .process
+        .runtime
+        .sessions
+        .all()
+        .iter()
+        .map(|s| s.pin_reasons())
+        .collect();
+    assert!(
+        !mine.is_empty() && mine.iter().all(|p| p.is_empty()),
+        "{mine:?}"
+    );
+}
