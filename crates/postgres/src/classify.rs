@@ -2,6 +2,9 @@
 //! the settings it changes, the state it pins or releases, and how it moves the transaction.
 
 mod characteristics;
+mod cursors;
+
+pub use cursors::CursorOp;
 
 use crate::frontend::state::{pin, Change};
 use sluice_core::router::Route;
@@ -52,6 +55,8 @@ pub struct Scanned {
     /// The parameters its `set_config` calls may set for the session, to be read back from
     /// the server once it ran (see [`Pins::SET_CONFIG_READ`]).
     pub read_back: Option<Box<[String]>>,
+    /// What it does to the session's `WITH HOLD` cursors, in order.
+    pub cursors: Vec<CursorOp>,
 }
 
 /// Classifies a statement text: from the thread's scans kept by shape when it has the text's
@@ -95,6 +100,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             .pins
             .contains(Pins::SET_CONFIG_READ)
             .then(|| scan::set_config_names(sql).into()),
+        cursors: Vec::new(),
     };
     if whole.statements <= 1 {
         out.add(sql, &whole);
@@ -140,6 +146,14 @@ impl Scanned {
             }
         }
         self.pins |= pins;
+        if s.pins.contains(Pins::WITH_HOLD) {
+            self.cursors.push(CursorOp::Hold(cursors::declared(sql)));
+        } else if s.command == PgCommand::Other {
+            // (`CLOSE` is among the other commands: the rest are not read again.)
+            if let Some(name) = cursors::closed(sql) {
+                self.cursors.push(CursorOp::Close(name));
+            }
+        }
         self.unpins |= unpin_bits(s.unpins);
         if s.unpins.contains(Unpins::DISCARD_ALL) {
             self.changes.push(Change::DiscardAll);

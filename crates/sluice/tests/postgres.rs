@@ -7,6 +7,8 @@
 mod budgets;
 #[path = "postgres/cancel.rs"]
 mod cancel;
+#[path = "postgres/cursors.rs"]
+mod cursors;
 #[path = "postgres/custom_settings.rs"]
 mod custom_settings;
 #[path = "postgres/edges.rs"]

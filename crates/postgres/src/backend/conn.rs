@@ -56,6 +56,10 @@ pub struct PgConn {
     /// transaction ended, to be read back when the next one does (the frontend's
     /// `read_back`): kept with the connection that ran them, not in every idle session.
     pub read_back: Vec<String>,
+    /// The names of the `WITH HOLD` cursors the session pinned to the connection declared
+    /// (see [`super::cursors`]): kept with the connection, which holds the cursors, not in
+    /// every idle session.
+    pub held_cursors: Option<Box<super::cursors::HeldCursors>>,
     /// Keeps cancel requests to this connection within the lease they were meant for, with
     /// the server's cancel key (set once logged in).
     pub gate: Arc<sluice_core::CancelGate>,
@@ -94,6 +98,7 @@ impl PgConn {
             unsynced: false,
             seq_mark: 0,
             read_back: Vec::new(),
+            held_cursors: None,
             gate: sluice_core::CancelGate::new(0),
             failed: None,
             timer: Default::default(),

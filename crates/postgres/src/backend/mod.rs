@@ -4,6 +4,7 @@
 
 pub mod conn;
 pub mod connect;
+pub mod cursors;
 pub mod epochs;
 pub mod statements;
 

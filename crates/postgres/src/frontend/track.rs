@@ -6,6 +6,7 @@ use super::session::Session;
 use super::state::{pin, Change};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
+use crate::classify::CursorOp;
 use crate::wire::ReadyStatus;
 use sluice_core::Lease;
 use std::sync::Arc;
@@ -51,6 +52,26 @@ impl Session {
             self.pins |= i.pins;
             self.pending_unpins &= !i.pins;
             unpins = (unpins | i.unpins) & !i.pins;
+            for op in &i.cursors {
+                match op {
+                    CursorOp::Hold(name) => {
+                        lease
+                            .conn()
+                            .held_cursors
+                            .get_or_insert_default()
+                            .declared(name.as_deref());
+                        unpins &= !pin::WITH_HOLD;
+                    }
+                    CursorOp::Close(name) if !failed => {
+                        if let Some(held) = lease.conn().held_cursors.as_mut() {
+                            if held.closed(name) {
+                                unpins |= pin::WITH_HOLD;
+                            }
+                        }
+                    }
+                    CursorOp::Close(_) => {}
+                }
+            }
             changes.extend(i.changes.iter().cloned());
             for c in &i.changes {
                 // Whatever becomes of the SET (a rollback, an error after it): statements
@@ -186,6 +207,10 @@ impl Session {
         } else if !in_block && self.block_settings != 0 {
             self.block_settings = 0;
             lease.conn().key_statements_by_applied();
+        }
+        if self.pins & pin::WITH_HOLD == 0 && lease.conn_ref().held_cursors.is_some() {
+            // Released (`CLOSE ALL`, `DISCARD ALL`, the last name closed): none is left.
+            lease.conn().held_cursors = None;
         }
         let in_transaction = match self.status {
             ReadyStatus::Idle => 0,
