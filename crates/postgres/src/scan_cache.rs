@@ -6,38 +6,117 @@
 //! an unknown function), so `SELECT ... WHERE aid = 12345` is scanned once and
 //! `... WHERE aid = 731` is not.
 //!
+//! In front of the table, the shapes found most recently are kept with a sample of their
+//! text ([`ShapeSample`]), by the text's first [`PREFIX`] bytes: a text that matches its
+//! sample takes the kept classification without its key being built (a comparison of the
+//! bytes between the literals, and a lexing of the literals only).
+//!
 //! Per thread: no lock on the hot path; each of the runtime's threads keeps at most
-//! [`SLOTS`](sluice_sqlscan::shapes::SLOTS) entries.
+//! [`SLOTS`](sluice_sqlscan::shapes::SLOTS) entries, and [`RECENT`] samples.
 
 use crate::classify::{scanned, Scanned};
-use sluice_sqlscan::postgres::{shape_key, ShapeKey};
+use sluice_sqlscan::postgres::{shape_key, ShapeKey, ShapeSample};
 use sluice_sqlscan::shapes::ShapeTable;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-/// A thread's table, and the key being looked up (built in place; boxed, off the stack).
+/// Samples kept (a power of two: a text's place is its prefix's hash's high bits).
+pub const RECENT: usize = 16;
+/// Bytes of a text that find its sample: a shape whose first literal comes earlier has none.
+pub const PREFIX: usize = 16;
+
+/// A kept classification, and a sample of a text of its shape (when one can be taken).
+#[derive(Clone)]
+struct Kept {
+    scanned: Arc<Scanned>,
+    sample: Option<Arc<ShapeSample>>,
+}
+
+/// A recent sample: its prefix's hash, the sample, its shape's classification.
+type Recent = (u64, Arc<ShapeSample>, Arc<Scanned>);
+
+/// A thread's table, its samples, and the key being looked up (built in place; boxed, off
+/// the stack).
 #[derive(Default)]
 struct Cache {
     key: Box<ShapeKey>,
-    table: ShapeTable<Arc<Scanned>>,
+    table: ShapeTable<Kept>,
+    /// By [`place`] of the sample's text: the prefix's hash, and what is kept for its shape.
+    recent: Vec<Option<Recent>>,
+    /// Texts classified from a sample.
+    sampled: u64,
 }
 
 thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// Classifies `sql` from the thread's table, or by scanning it, keeping what it may.
+/// The hash of a text's first [`PREFIX`] bytes, if it has that many.
+#[inline]
+fn place(sql: &[u8]) -> Option<u64> {
+    let (a, b) = sql.get(..PREFIX)?.split_at(8);
+    let a = u64::from_le_bytes(a.try_into().ok()?);
+    let b = u64::from_le_bytes(b.try_into().ok()?);
+    Some((a ^ b.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// The place of a prefix's hash among the samples.
+#[inline]
+fn slot_of(hash: u64) -> usize {
+    (hash >> (64 - RECENT.trailing_zeros())) as usize
+}
+
+/// Classifies `sql` from the thread's samples or table, or by scanning it, keeping what it
+/// may.
 pub(crate) fn classify(sql: &[u8]) -> Arc<Scanned> {
     CACHE.with(|cache| match cache.try_borrow_mut() {
         Ok(mut cache) => {
-            let Cache { key, table } = &mut *cache;
-            if !table.looking() || !shape_key(sql, key) {
+            let Cache {
+                key,
+                table,
+                recent,
+                sampled,
+            } = &mut *cache;
+            if !table.looking() {
                 return Arc::new(scanned(sql).0);
             }
-            table.get_or_scan(key.as_bytes(), || {
+            if let Some(h) = place(sql) {
+                if let Some(Some((hash, sample, scanned))) = recent.get(slot_of(h)) {
+                    if *hash == h && sample.same_shape(sql) {
+                        table.count_found();
+                        *sampled += 1;
+                        return scanned.clone();
+                    }
+                }
+            }
+            if !shape_key(sql, key) {
+                return Arc::new(scanned(sql).0);
+            }
+            let kept = table.get_or_scan(key.as_bytes(), || {
                 let (s, same_for_shape) = scanned(sql);
-                (Arc::new(s), same_for_shape)
-            })
+                let sample = same_for_shape
+                    .then(|| ShapeSample::of(sql))
+                    .flatten()
+                    .filter(|s| s.fixed_prefix() >= PREFIX)
+                    .map(Arc::new);
+                let kept = Kept {
+                    scanned: Arc::new(s),
+                    sample,
+                };
+                (kept, same_for_shape)
+            });
+            // Where the texts that match the sample will look for it.
+            if let Some(sample) = &kept.sample {
+                if let Some(h) = place(sample.text()) {
+                    if recent.is_empty() {
+                        recent.resize_with(RECENT, || None);
+                    }
+                    if let Some(r) = recent.get_mut(slot_of(h)) {
+                        *r = Some((h, sample.clone(), kept.scanned.clone()));
+                    }
+                }
+            }
+            kept.scanned
         }
         Err(_) => Arc::new(scanned(sql).0),
     })
@@ -82,6 +161,44 @@ mod tests {
             (1, 1)
         );
         assert_eq!(s.route, Route::Write);
+    }
+
+    /// Texts classified from the thread's samples.
+    fn thread_sampled() -> u64 {
+        CACHE.with(|cache| cache.borrow().sampled)
+    }
+
+    #[test]
+    fn a_text_that_matches_a_recent_sample_is_classified_without_its_key() {
+        let texts: [&[u8]; 4] = [
+            b"SELECT abalance FROM pgbench_accounts WHERE aid = 12345;",
+            b"SELECT abalance FROM pgbench_accounts WHERE aid = 7;",
+            b"SELECT abalance FROM pgbench_accounts WHERE aid = 99999999;",
+            b"SELECT abalance FROM pgbench_accounts WHERE aid = 5;",
+        ];
+        let before = thread_sampled();
+        let moved = counted(|| {
+            for t in texts {
+                assert_eq!(*classify(t), scanned(t).0);
+            }
+        });
+        // The first is scanned and sampled; the others match its sample.
+        assert_eq!(moved, (3, 4));
+        assert_eq!(thread_sampled() - before, 3);
+        // The same first bytes, another shape: its own classification.
+        let before = thread_sampled();
+        for t in [
+            &b"SELECT abalance FROM pgbench_accounts WHERE aid = 7 FOR UPDATE;"[..],
+            b"SELECT abalance FROM pgbench_accounts WHERE aid = nextval('s');",
+            b"SELECT abalance FROM pgbench_accounts WHERE aid = 7;  ",
+        ] {
+            assert_eq!(*classify(t), scanned(t).0);
+        }
+        assert_eq!(thread_sampled(), before);
+        assert_eq!(
+            classify(b"SELECT abalance FROM pgbench_accounts WHERE aid = 7 FOR UPDATE;").route,
+            Route::Write
+        );
     }
 
     #[test]

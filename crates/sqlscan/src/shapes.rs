@@ -107,6 +107,16 @@ impl<T: Clone> ShapeTable<T> {
         value
     }
 
+    /// Counts a lookup its owner answered without building the key, from a text that it knows
+    /// has a key found here (see [`crate::postgres::ShapeSample`]).
+    pub fn count_found(&mut self) {
+        self.found += 1;
+        self.total.0 += 1;
+        self.total.1 += 1;
+        LOOKED_UP.fetch_add(1, Relaxed);
+        FOUND.fetch_add(1, Relaxed);
+    }
+
     /// Keys found, and keys looked up, since the table was made.
     pub fn counts(&self) -> (u64, u64) {
         self.total

@@ -107,6 +107,13 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// Starts lexing at byte `pos` (a token boundary of the text: what a lexer from the
+    /// start would reach there).
+    pub(crate) fn at(mut self, pos: usize) -> Self {
+        self.pos = pos;
+        self
+    }
+
     /// Yields comments as [`Kind::Comment`] tokens instead of skipping them.
     pub fn comments(mut self, on: bool) -> Self {
         self.comments = on;

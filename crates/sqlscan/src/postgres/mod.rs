@@ -15,6 +15,7 @@ mod functions;
 mod keywords;
 pub mod lexer;
 mod packed;
+mod sample;
 mod shape;
 mod walk;
 
@@ -22,6 +23,7 @@ pub use crate::digest::MAX_TEXT;
 pub use crate::Route;
 pub use classify::scan;
 pub use digest::digest_text;
+pub use sample::ShapeSample;
 pub use shape::{shape_key, ShapeKey, MAX_SHAPE_KEY};
 pub use walk::set_config_names;
 

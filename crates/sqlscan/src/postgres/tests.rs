@@ -4,6 +4,7 @@ mod frozen;
 mod lexing;
 mod pins;
 mod routes;
+mod sample;
 mod settings;
 mod shape;
 
