@@ -100,6 +100,10 @@ pub struct Hostgroup<C> {
     me: Weak<Hostgroup<C>>,
     balance: Mutex<Balance>,
     settings: Mutex<PoolSettings>,
+    /// What a lease reads of `balance` and `settings`, without their locks (it runs for every
+    /// statement): `max_connecting`, and 1 << 32 for [`Balance::LeastOutstanding`]. Written
+    /// with them.
+    lend_params: AtomicU64,
     state: Mutex<State<C>>,
     /// When no server is usable, wait this long for one (a failover in progress) before
     /// failing.
@@ -113,6 +117,15 @@ pub struct Hostgroup<C> {
     pub latency: crate::stats::LatencyHistogram,
     /// Wakes the sweeper of deadlines early (a waiter due before its next wake joined).
     sweep_wake: Arc<tokio::sync::Notify>,
+}
+
+/// [`Hostgroup::lend_params`] of these settings and balance.
+fn lend_params(settings: &PoolSettings, balance: Balance) -> u64 {
+    let least = match balance {
+        Balance::Weighted => 0,
+        Balance::LeastOutstanding => 1 << 32,
+    };
+    u64::from(settings.max_connecting) | least
 }
 
 /// What [`Hostgroup::choose`] found.
@@ -139,9 +152,11 @@ impl<C> Hostgroup<C> {
         settings: PoolSettings,
     ) -> Arc<Self> {
         let members = servers.into_iter().map(Member::new).collect();
+        let lend_params = AtomicU64::new(lend_params(&settings, balance));
         Arc::new_cyclic(|me| Hostgroup {
             name: Arc::from(name),
             me: me.clone(),
+            lend_params,
             balance: Mutex::new(balance),
             settings: Mutex::new(settings),
             state: Mutex::new(State {
@@ -390,9 +405,8 @@ impl<C> Hostgroup<C> {
     /// connection opened), leaving the rest to `acquire`. A statement's future that awaits
     /// `acquire` only when this fails does not carry the waiting state.
     pub fn try_acquire(self: &Arc<Self>, key: &PoolKey) -> Option<Lease<C>> {
-        // (Only what `choose` reads: this runs for every statement.)
-        let max_connecting = self.settings.lock().max_connecting;
-        let policy = *self.balance.lock();
+        // (Only what `choose` reads, without a lock: this runs for every statement.)
+        let (max_connecting, policy) = self.lend_params();
         // No usable server leaves `choose` without candidates: nothing to lend.
         let (server, conn, key) =
             match Self::choose(&mut self.state.lock(), key, max_connecting, policy) {
@@ -400,6 +414,22 @@ impl<C> Hostgroup<C> {
                 Choice::OpenOn(_) => return None,
             };
         Some(self.lease(server, key, conn))
+    }
+
+    /// `max_connecting` and the balancing policy, as a lease reads them (see `lend_params`).
+    fn lend_params(&self) -> (u32, Balance) {
+        let p = self.lend_params.load(Relaxed);
+        let policy = match p >> 32 {
+            0 => Balance::Weighted,
+            _ => Balance::LeastOutstanding,
+        };
+        (p as u32, policy)
+    }
+
+    /// Publishes what a lease reads of `settings` and `balance` (called with them written).
+    fn note_lend_params(&self, settings: &PoolSettings, balance: Balance) {
+        self.lend_params
+            .store(lend_params(settings, balance), Relaxed);
     }
 
     fn no_server(&self, st: &State<C>, last_error: Option<&ConnectError>) -> AcquireError {

@@ -146,7 +146,9 @@ impl<C> Hostgroup<C> {
 
     /// Replaces the pool settings (a reload): waits and connects from now on use them.
     pub fn set_settings(&self, s: PoolSettings) {
-        *self.settings.lock() = s;
+        let mut settings = self.settings.lock();
+        *settings = s;
+        self.note_lend_params(&settings, *self.balance.lock());
     }
 
     /// The balancing policy.
@@ -156,7 +158,9 @@ impl<C> Hostgroup<C> {
 
     /// Changes the balancing policy.
     pub fn set_balance(&self, b: Balance) {
+        let settings = self.settings.lock();
         *self.balance.lock() = b;
+        self.note_lend_params(&settings, b);
     }
 
     /// Closes idle connections found idle longer than the idle timeout; returns how many. (A
