@@ -12,9 +12,9 @@
 //! Its first cut saved 668 of the 10,448 instructions sluice spent on a select-only
 //! transaction at 16 clients (callgrind, `docs/benchmarks.md`, the twenty-fifth stop).
 
-use super::relay::{relay, RelayError};
+use super::relay::{relay_simple, RelayError};
 use super::session::{Session, SessionError};
-use super::unit::{Defs, End, Exp, Exps, Resp, Unit};
+use super::unit::{Defs, End, Unit};
 use crate::wire::ReadyStatus;
 use sluice_core::router::Route;
 
@@ -96,8 +96,6 @@ impl Session {
         self.unnamed = None;
         self.lease_has_unnamed = false;
         self.portals.remove(b"");
-        let mut exps = Exps::default();
-        exps.push_back(Exp::pass(Resp::Query));
         let conn = lease.conn();
         let bytes = &self.client.buf[..unit.len];
         let sent = match discard_first {
@@ -108,14 +106,7 @@ impl Session {
         let relayed = match sent {
             Ok(()) => {
                 let own_pid = self.handle.id;
-                relay(
-                    conn,
-                    &mut self.client,
-                    &mut exps,
-                    &mut self.reported,
-                    own_pid,
-                )
-                .await
+                relay_simple(conn, &mut self.client, &mut self.reported, own_pid).await
             }
             Err(e) => Err(RelayError::Server(e)),
         };
