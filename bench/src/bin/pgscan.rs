@@ -5,9 +5,10 @@
 //!
 //! It also times the scanner's shape key (`postgres::shape_key`: the lexing pass that finds a
 //! text's shape) and the front end's classification (`sluice_postgres::classify::classify`)
-//! of a text whose shape its thread has seen: the key, the look-up and a copy of what was kept
-//! (for the statements that are not kept by shape, `begin` and `set` here, that column is the
-//! key and a scan: what a text that is never found costs).
+//! of a text whose shape its thread has seen: since the twenty-sixth stop, the match against
+//! the thread's sample of that shape (`postgres::ShapeSample`: no key built) and a copy of what
+//! was kept (for the statements that are not kept by shape, `begin` and `set` here, that column
+//! is the key and a scan: what a text that is never found costs).
 //!
 //! For comparison it also times `sluice_sqlscan::digest::normalize_into`, the digest the
 //! PostgreSQL front end computed before (with the MySQL lexer, in a pass of its own), alone and
