@@ -14,6 +14,7 @@ use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
 use std::collections::BTreeMap;
 use std::io;
+pub use walk::relay_simple;
 use walk::{affected, plain_query, walk_simple};
 
 /// Client output is written once this much is gathered.
@@ -165,61 +166,6 @@ pub async fn relay(
     let r = relay_into(conn, client, exps, reported, own_pid, &mut out).await;
     out.done();
     r
-}
-
-/// Relays the answer to a plain read (a client's lone simple query, its answer passed on as
-/// it is): its usual messages walked (see [`walk_simple`]) until its ReadyForQuery; anything
-/// else hands over to the relay that matches each message against what the unit expects.
-pub async fn relay_simple(
-    conn: &mut PgConn,
-    client: &mut Client,
-    reported: &mut std::sync::Arc<BTreeMap<String, String>>,
-    own_pid: u32,
-) -> Result<Relayed, RelayError> {
-    let mut out = Out::default();
-    let r = simple_into(conn, client, reported, own_pid, &mut out).await;
-    out.done();
-    r
-}
-
-async fn simple_into(
-    conn: &mut PgConn,
-    client: &mut Client,
-    reported: &mut std::sync::Arc<BTreeMap<String, String>>,
-    own_pid: u32,
-    out: &mut Out,
-) -> Result<Relayed, RelayError> {
-    let mut r = Relayed::default();
-    loop {
-        let (end, ready) = walk_simple(conn.buffered(), out.run, &mut r);
-        out.run = end;
-        if ready {
-            conn.unsynced = false;
-            out.flush(conn, client).await?;
-            return Ok(r);
-        }
-        if out.run >= FLUSH_AT {
-            out.flush(conn, client).await?;
-            continue;
-        }
-        if let Ok(None) = conn.peek_at(out.run) {
-            out.flush(conn, client).await?;
-            wait(conn, client, false).await?;
-            continue;
-        }
-        // An error, a ParameterStatus, a notification, COPY, a malformed message: from here
-        // on, the relay that matches each message against the unit's expectations (boxed:
-        // the plain read's future stays small).
-        let mut exps = Exps::default();
-        exps.push_back(super::unit::Exp::pass(Resp::Query));
-        let mut rest =
-            Box::pin(relay_into(conn, client, &mut exps, reported, own_pid, out)).await?;
-        // With what the walk counted before.
-        rest.rows += r.rows;
-        rest.affected += r.affected;
-        rest.dropped_statements |= r.dropped_statements;
-        return Ok(rest);
-    }
 }
 
 async fn relay_into(

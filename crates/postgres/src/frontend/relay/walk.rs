@@ -1,13 +1,72 @@
 //! The usual answer to a simple query, walked in one loop: row descriptions, rows, notices
 //! and command tags up to the ReadyForQuery, passed on as they are. The relay's
 //! message-by-message loop (which matches each message against the unit's expectations)
-//! takes over for anything else. Walking pgbench's select-only answer this way (and reading a
+//! takes over for anything else. A plain read's answer is relayed by such a loop alone
+//! ([`relay_simple`]) until something else comes. Walking pgbench's select-only answer this way (and reading a
 //! read's tag at its first byte) saved 191 of 9,431 instructions per transaction at 16 clients
 //! (callgrind, `docs/benchmarks.md`).
 
-use super::{Relayed, FLUSH_AT};
-use crate::frontend::unit::{Exp, Resp, Shared};
+use super::{relay_into, wait, Out, RelayError, Relayed, FLUSH_AT};
+use crate::backend::PgConn;
+use crate::frontend::client::Client;
+use crate::frontend::unit::{Exp, Exps, Resp, Shared};
 use crate::wire::ReadyStatus;
+use std::collections::BTreeMap;
+
+/// Relays the answer to a plain read (a client's lone simple query, its answer passed on as
+/// it is): its usual messages walked (see [`walk_simple`]) until its ReadyForQuery; anything
+/// else hands over to the relay that matches each message against what the unit expects.
+pub async fn relay_simple(
+    conn: &mut PgConn,
+    client: &mut Client,
+    reported: &mut std::sync::Arc<BTreeMap<String, String>>,
+    own_pid: u32,
+) -> Result<Relayed, RelayError> {
+    let mut out = Out::default();
+    let r = simple_into(conn, client, reported, own_pid, &mut out).await;
+    out.done();
+    r
+}
+
+async fn simple_into(
+    conn: &mut PgConn,
+    client: &mut Client,
+    reported: &mut std::sync::Arc<BTreeMap<String, String>>,
+    own_pid: u32,
+    out: &mut Out,
+) -> Result<Relayed, RelayError> {
+    let mut r = Relayed::default();
+    loop {
+        let (end, ready) = walk_simple(conn.buffered(), out.run, &mut r);
+        out.run = end;
+        if ready {
+            conn.unsynced = false;
+            out.flush(conn, client).await?;
+            return Ok(r);
+        }
+        if out.run >= FLUSH_AT {
+            out.flush(conn, client).await?;
+            continue;
+        }
+        if let Ok(None) = conn.peek_at(out.run) {
+            out.flush(conn, client).await?;
+            wait(conn, client, false).await?;
+            continue;
+        }
+        // An error, a ParameterStatus, a notification, COPY, a malformed message: from here
+        // on, the relay that matches each message against the unit's expectations (boxed:
+        // the plain read's future stays small).
+        let mut exps = Exps::default();
+        exps.push_back(Exp::pass(Resp::Query));
+        let mut rest =
+            Box::pin(relay_into(conn, client, &mut exps, reported, own_pid, out)).await?;
+        // With what the walk counted before.
+        rest.rows += r.rows;
+        rest.affected += r.affected;
+        rest.dropped_statements |= r.dropped_statements;
+        return Ok(rest);
+    }
+}
 
 /// A client's simple query, its answer passed on as it is.
 pub(super) fn plain_query(e: &Exp) -> bool {
