@@ -212,14 +212,7 @@ async fn pinned_state_keeps_the_connection_and_the_admin_view_says_why() {
     std::io::Write::flush(&mut script).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let reasons: Vec<Vec<&str>> = env
-            .process
-            .runtime
-            .sessions
-            .all()
-            .iter()
-            .map(|s| s.pin_reasons())
-            .collect();
+        let reasons = env.pin_reasons();
         if reasons.iter().any(|r| r == &vec!["temporary table"]) {
             break;
         }

@@ -301,6 +301,17 @@ pub async fn wait_view(
 }
 
 impl PgEnv {
+    /// Every session's pin reasons, as the admin API's sessions view shows them.
+    pub fn pin_reasons(&self) -> Vec<Vec<&'static str>> {
+        self.process
+            .runtime
+            .sessions
+            .all()
+            .iter()
+            .map(|s| s.pin_reasons())
+            .collect()
+    }
+
     /// Serves the admin API for this process on a free loopback port.
     pub async fn admin(&self) -> sluice_admin::Admin {
         sluice_admin::serve(

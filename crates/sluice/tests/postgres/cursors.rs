@@ -13,12 +13,7 @@ const HOLD: &str = "WITH HOLD cursor";
 /// was followed (a unit is followed before the next one starts).
 async fn held(env: &PgEnv, c: &mut Raw) -> bool {
     c.try_simple("SELECT 1").await.unwrap();
-    env.process
-        .runtime
-        .sessions
-        .all()
-        .iter()
-        .any(|s| s.pin_reasons().contains(&HOLD))
+    env.pin_reasons().iter().any(|r| r.contains(&HOLD))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -198,14 +198,7 @@ async fn a_setting_made_with_set_config_moves_with_its_session() {
     )
     .await;
     // Nothing pinned a session.
-    let pins: Vec<Vec<&str>> = env
-        .process
-        .runtime
-        .sessions
-        .all()
-        .iter()
-        .map(|s| s.pin_reasons())
-        .collect();
+    let pins = env.pin_reasons();
     assert!(pins.iter().all(|p| p.is_empty()), "{pins:?}");
 }
 
@@ -360,14 +353,7 @@ async fn session_characteristics_move_with_their_session() {
         .await
         .unwrap();
     assert_eq!(Raw::column(&got), vec!["false serializable".to_string()]);
-    let mine: Vec<Vec<&str>> = env
-        .process
-        .runtime
-        .sessions
-        .all()
-        .iter()
-        .map(|s| s.pin_reasons())
-        .collect();
+    let mine = env.pin_reasons();
     assert!(
         !mine.is_empty() && mine.iter().all(|p| p.is_empty()),
         "{mine:?}"

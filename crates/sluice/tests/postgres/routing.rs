@@ -12,14 +12,13 @@ use std::time::Duration;
 async fn wait_pinned(env: &PgEnv, reason: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let all = env.process.runtime.sessions.all();
-        if all.iter().any(|s| s.pin_reasons().contains(&reason)) {
+        let all = env.pin_reasons();
+        if all.iter().any(|r| r.contains(&reason)) {
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no session pinned for {reason:?}: {:?}",
-            all.iter().map(|s| s.pin_reasons()).collect::<Vec<_>>()
+            "no session pinned for {reason:?}: {all:?}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
