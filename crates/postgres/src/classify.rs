@@ -268,10 +268,15 @@ fn unpin_bits(u: Unpins) -> u32 {
 /// A called function's name token as PostgreSQL resolves it: a quoted name as it is, an
 /// unquoted one in lower case.
 fn function_name(token: &[u8]) -> String {
-    let text = String::from_utf8_lossy(token);
-    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+    folded_name(&String::from_utf8_lossy(token))
+}
+
+/// A name token as PostgreSQL folds it: a quoted one as it is (`""` is `"`), an unquoted one in
+/// lower case (ASCII only, as in UTF-8).
+fn folded_name(token: &str) -> String {
+    match token.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
         Some(quoted) => quoted.replace("\"\"", "\""),
-        None => text.to_ascii_lowercase(),
+        None => token.to_ascii_lowercase(),
     }
 }
 
@@ -288,13 +293,7 @@ fn deallocated_name(sql: &[u8]) -> Option<String> {
     if words.next().is_some() {
         return None;
     }
-    let name = std::str::from_utf8(name).ok()?;
-    Some(
-        match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
-            Some(quoted) => quoted.replace("\"\"", "\""),
-            None => name.to_ascii_lowercase(),
-        },
-    )
+    Some(folded_name(std::str::from_utf8(name).ok()?))
 }
 
 #[cfg(test)]

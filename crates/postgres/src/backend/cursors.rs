@@ -1,6 +1,6 @@
 //! The `WITH HOLD` cursors a connection holds for the session pinned to it, by name. A held
-//! cursor pins the session to its connection; closing the last one by name (`CLOSE name`) releases it, as `CLOSE ALL` and
-//! `DISCARD ALL` do.
+//! cursor pins the session to its connection; closing the last one by name (`CLOSE name`)
+//! releases it, as `CLOSE ALL` and `DISCARD ALL` do.
 //!
 //! The names are kept from the `DECLARE` on, whatever becomes of it: one that failed or was
 //! rolled back (its cursor never was) keeps the session pinned until `CLOSE ALL` or `DISCARD

@@ -1,6 +1,6 @@
 //! The names of the cursors `DECLARE … WITH HOLD` makes and `CLOSE name` closes: a session
 //! pinned for its held cursors is released when it closes the last of them by name (the
-//! front end's `cursors` keeps the names).
+//! connection keeps the names: `backend/cursors.rs`).
 
 /// What a statement does to the session's held cursors.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,18 +34,17 @@ pub(super) fn closed(sql: &[u8]) -> Option<String> {
     identifier(name)
 }
 
-/// An identifier token as PostgreSQL folds it: a quoted one as it is (`""` is `"`), an
-/// unquoted one in lower case (ASCII only, as in UTF-8); `None` for anything else
-/// (`U&"…"`, a keyword-like punctuation, a parameter).
+/// An identifier token as PostgreSQL folds it (see `folded_name`); `None` for anything else
+/// (`U&"…"`, punctuation, a parameter, an empty quoted name).
 fn identifier(token: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(token).ok()?;
-    if let Some(quoted) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        return (!quoted.is_empty()).then(|| quoted.replace("\"\"", "\""));
-    }
-    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
     let first = *token.first()?;
-    (token.iter().all(|&b| plain(b)) && !first.is_ascii_digit() && first != b'$')
-        .then(|| text.to_ascii_lowercase())
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+    let readable = match first {
+        b'"' => text.len() > 2 && text.ends_with('"'),
+        _ => token.iter().all(|&b| plain(b)) && !first.is_ascii_digit() && first != b'$',
+    };
+    readable.then(|| super::folded_name(text))
 }
 
 #[cfg(test)]
