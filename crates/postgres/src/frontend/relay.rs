@@ -50,6 +50,18 @@ impl Relayed {
         self.registered
             .extend(register.filter(|r| !r.provisional).map(|r| *r));
     }
+
+    /// A CommandComplete came with this tag (its body): the rows it wrote, and whether it
+    /// dropped the connection's prepared statements.
+    fn completed(&mut self, tag: &[u8]) {
+        self.affected += affected(tag);
+        self.dropped_statements |= tag == b"DISCARD ALL\0" || tag == b"DEALLOCATE ALL\0";
+    }
+
+    /// A ReadyForQuery came with this body: its status.
+    fn ready(&mut self, body: &[u8]) {
+        self.status = body.first().copied().and_then(ReadyStatus::from_byte);
+    }
 }
 
 /// Why relaying stopped early.
@@ -313,11 +325,7 @@ async fn relay_into(
             }
             b'Z' => {
                 conn.unsynced = false;
-                r.status = conn
-                    .buffered()
-                    .get(at + 5)
-                    .copied()
-                    .and_then(ReadyStatus::from_byte);
+                r.ready(&conn.buffered()[at + 5..at + len]);
                 if forward {
                     out.pass(conn, len);
                 } else {
@@ -379,12 +387,7 @@ async fn relay_into(
                 match tag {
                     b'D' => r.rows += 1,
                     b's' => r.suspended = true,
-                    b'C' => {
-                        let tag = &conn.buffered()[at + 5..at + len];
-                        r.affected += affected(tag);
-                        r.dropped_statements |=
-                            tag == b"DISCARD ALL\0" || tag == b"DEALLOCATE ALL\0";
-                    }
+                    b'C' => r.completed(&conn.buffered()[at + 5..at + len]),
                     _ => {}
                 }
                 if forward {

@@ -2,15 +2,16 @@
 //! and command tags up to the ReadyForQuery, passed on as they are. The relay's
 //! message-by-message loop (which matches each message against the unit's expectations)
 //! takes over for anything else. A plain read's answer is relayed by such a loop alone
-//! ([`relay_simple`]) until something else comes. Walking pgbench's select-only answer this way (and reading a
-//! read's tag at its first byte) saved 191 of 9,431 instructions per transaction at 16 clients
-//! (callgrind, `docs/benchmarks.md`).
+//! ([`relay_simple`]) until something else comes. Walking pgbench's select-only answer this
+//! way (and reading a read's tag at its first byte) saved 191 of 9,431 instructions per
+//! transaction at 16 clients (callgrind, `docs/benchmarks.md`).
 
 use super::{relay_into, wait, Out, RelayError, Relayed, FLUSH_AT};
+use crate::backend::conn::MAX_SERVER_MESSAGE;
 use crate::backend::PgConn;
 use crate::frontend::client::Client;
 use crate::frontend::unit::{Exp, Exps, Resp, Shared};
-use crate::wire::ReadyStatus;
+use crate::wire::read_message;
 use std::collections::BTreeMap;
 
 /// Relays the answer to a plain read (a client's lone simple query, its answer passed on as
@@ -85,30 +86,21 @@ pub(super) fn plain_query(e: &Exp) -> bool {
 /// bytes.
 pub(super) fn walk_simple(buf: &[u8], mut at: usize, r: &mut Relayed) -> (usize, bool) {
     while at < FLUSH_AT {
-        let Some(&[tag, a, b, c, d]) = buf.get(at..at + 5) else {
+        let rest = buf.get(at..).unwrap_or_default();
+        let Ok(Some((m, len))) = read_message(rest, MAX_SERVER_MESSAGE) else {
             break;
         };
-        let len = u32::from_be_bytes([a, b, c, d]) as usize;
-        if !(4..=crate::backend::conn::MAX_SERVER_MESSAGE).contains(&len) {
-            break;
-        }
-        let Some(body) = buf.get(at + 5..at + 1 + len) else {
-            break;
-        };
-        match tag {
+        match m.tag {
             b'D' => r.rows += 1,
             b'T' | b'N' => {}
-            b'C' => {
-                r.affected += affected(body);
-                r.dropped_statements |= body == b"DISCARD ALL\0" || body == b"DEALLOCATE ALL\0";
-            }
+            b'C' => r.completed(m.body),
             b'Z' => {
-                r.status = body.first().copied().and_then(ReadyStatus::from_byte);
-                return (at + 1 + len, true);
+                r.ready(m.body);
+                return (at + len, true);
             }
             _ => break,
         }
-        at += 1 + len;
+        at += len;
     }
     (at, false)
 }
@@ -133,6 +125,7 @@ pub(super) fn affected(tag: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ReadyStatus;
 
     #[test]
     fn written_rows_come_from_the_tags_that_report_them() {
