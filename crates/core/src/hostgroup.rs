@@ -98,11 +98,10 @@ pub struct Hostgroup<C> {
     /// Its name.
     pub name: Arc<str>,
     me: Weak<Hostgroup<C>>,
-    balance: Mutex<Balance>,
     settings: Mutex<PoolSettings>,
-    /// What a lease reads of `balance` and `settings`, without their locks (it runs for every
-    /// statement): `max_connecting`, and 1 << 32 for [`Balance::LeastOutstanding`]. Written
-    /// with them.
+    /// The balancing policy (1 << 32 for [`Balance::LeastOutstanding`]) and the settings'
+    /// `max_connecting`, read without a lock (a lease reads them for every statement); written
+    /// under the settings' lock.
     lend_params: AtomicU64,
     state: Mutex<State<C>>,
     /// When no server is usable, wait this long for one (a failover in progress) before
@@ -157,7 +156,6 @@ impl<C> Hostgroup<C> {
             name: Arc::from(name),
             me: me.clone(),
             lend_params,
-            balance: Mutex::new(balance),
             settings: Mutex::new(settings),
             state: Mutex::new(State {
                 members,
@@ -325,7 +323,7 @@ impl<C> Hostgroup<C> {
         K: Connector<C> + 'static,
         C: Send + 'static,
     {
-        let policy = *self.balance.lock();
+        let (_, policy) = self.lend_params();
         let mut closing: Vec<C> = Vec::new();
         let result = {
             let mut st = self.state.lock();
@@ -416,7 +414,7 @@ impl<C> Hostgroup<C> {
         Some(self.lease(server, key, conn))
     }
 
-    /// `max_connecting` and the balancing policy, as a lease reads them (see `lend_params`).
+    /// `max_connecting` and the balancing policy (see `lend_params`).
     fn lend_params(&self) -> (u32, Balance) {
         let p = self.lend_params.load(Relaxed);
         let policy = match p >> 32 {
@@ -426,7 +424,7 @@ impl<C> Hostgroup<C> {
         (p as u32, policy)
     }
 
-    /// Publishes what a lease reads of `settings` and `balance` (called with them written).
+    /// Sets the balancing policy and `max_connecting` (called under the settings' lock).
     fn note_lend_params(&self, settings: &PoolSettings, balance: Balance) {
         self.lend_params
             .store(lend_params(settings, balance), Relaxed);

@@ -148,18 +148,17 @@ impl<C> Hostgroup<C> {
     pub fn set_settings(&self, s: PoolSettings) {
         let mut settings = self.settings.lock();
         *settings = s;
-        self.note_lend_params(&settings, *self.balance.lock());
+        self.note_lend_params(&settings, self.balance());
     }
 
     /// The balancing policy.
     pub fn balance(&self) -> Balance {
-        *self.balance.lock()
+        self.lend_params().1
     }
 
     /// Changes the balancing policy.
     pub fn set_balance(&self, b: Balance) {
         let settings = self.settings.lock();
-        *self.balance.lock() = b;
         self.note_lend_params(&settings, b);
     }
 

@@ -90,8 +90,7 @@ impl<C> Hostgroup<C> {
             // The usual case, on every return: nothing to open.
             return;
         }
-        let max_connecting = self.settings.lock().max_connecting;
-        let policy = *self.balance.lock();
+        let (max_connecting, policy) = self.lend_params();
         loop {
             let connecting: usize = st.members.iter().map(|m| m.connecting as usize).sum();
             // Waiters that gave up count until they reach the front: at worst a connection
