@@ -105,14 +105,17 @@ pub(crate) fn classify(sql: &[u8]) -> Arc<Scanned> {
                 };
                 (kept, same_for_shape)
             });
-            // Where the texts that match the sample will look for it.
+            // Where the texts that match the sample will look for it (unless it is there: a
+            // text of its shape that does not match it, spaced otherwise, comes this way).
             if let Some(sample) = &kept.sample {
                 if let Some(h) = place(sample.text()) {
                     if recent.is_empty() {
                         recent.resize_with(RECENT, || None);
                     }
-                    if let Some(r) = recent.get_mut(slot_of(h)) {
-                        *r = Some((h, sample.clone(), kept.scanned.clone()));
+                    match recent.get_mut(slot_of(h)) {
+                        Some(Some((_, there, _))) if Arc::ptr_eq(there, sample) => {}
+                        Some(r) => *r = Some((h, sample.clone(), kept.scanned.clone())),
+                        None => {}
                     }
                 }
             }
