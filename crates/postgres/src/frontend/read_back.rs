@@ -60,8 +60,8 @@ impl Session {
         // row would be as long): such a setting cannot move, and pins the session.
         let mut sql = format!(
             "SELECT pg_catalog.lower(name), CASE WHEN pg_catalog.octet_length(setting) <= {} \
-             THEN setting END, source, pg_catalog.octet_length(setting) FROM \
-             pg_catalog.pg_settings WHERE pg_catalog.lower(name) IN (",
+             THEN setting END, source FROM pg_catalog.pg_settings \
+             WHERE pg_catalog.lower(name) IN (",
             super::state::MAX_MADE_BYTES
         );
         for (i, name) in names.iter().enumerate() {
