@@ -92,6 +92,11 @@ impl<C> Hostgroup<C> {
         }
         let (max_connecting, policy) = self.lend_params();
         loop {
+            // No server with room to open: the usual case of a line at a full pool, on every
+            // return and every statement that joins the line.
+            if !st.members.iter().any(|m| m.can_open(max_connecting)) {
+                return;
+            }
             let connecting: usize = st.members.iter().map(|m| m.connecting as usize).sum();
             // Waiters that gave up count until they reach the front: at worst a connection
             // is opened for a statement that left, and it stays idle for the next one.

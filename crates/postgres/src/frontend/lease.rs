@@ -93,6 +93,9 @@ impl Session {
         self.cancels_held = true;
         let handle = self.handle.clone();
         let waited = tokio::select! {
+            // The lease first (no random draw): a cancel kept meanwhile still stops the
+            // statement, at `cancelled_before_sending`.
+            biased;
             r = topo.lease_for(decision, &self.key, &self.fe.connector, |c| c.usable()) => r,
             // Cancelled in line: it ends the wait, as a cancel ends a wait on a lock.
             _ = handle.cancel_kept() => {
