@@ -273,7 +273,7 @@ fn function_name(token: &[u8]) -> String {
 
 /// A name token as PostgreSQL folds it: a quoted one as it is (`""` is `"`), an unquoted one in
 /// lower case (ASCII only, as in UTF-8).
-fn folded_name(token: &str) -> String {
+pub(crate) fn folded_name(token: &str) -> String {
     match token.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
         Some(quoted) => quoted.replace("\"\"", "\""),
         None => token.to_ascii_lowercase(),

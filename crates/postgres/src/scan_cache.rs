@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 /// Samples kept (a power of two: a text's place is its prefix's hash's high bits).
 pub const RECENT: usize = 16;
+const _: () = assert!(RECENT.is_power_of_two());
 /// Bytes of a text that find its sample: a shape whose first literal comes earlier has none.
 pub const PREFIX: usize = 16;
 
@@ -42,7 +43,7 @@ struct Cache {
     key: Box<ShapeKey>,
     table: ShapeTable<Kept>,
     /// By [`place`] of the sample's text: the prefix's hash, and what is kept for its shape.
-    recent: Vec<Option<Recent>>,
+    recent: [Option<Recent>; RECENT],
     /// Texts classified from a sample.
     sampled: u64,
 }
@@ -60,7 +61,7 @@ fn place(sql: &[u8]) -> Option<u64> {
     Some((a ^ b.rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-/// The place of a prefix's hash among the samples.
+/// The place of a prefix's hash among the samples (its high bits: below [`RECENT`]).
 #[inline]
 fn slot_of(hash: u64) -> usize {
     (hash >> (64 - RECENT.trailing_zeros())) as usize
@@ -81,7 +82,7 @@ pub(crate) fn classify(sql: &[u8]) -> Arc<Scanned> {
                 return Arc::new(scanned(sql).0);
             }
             if let Some(h) = place(sql) {
-                if let Some(Some((hash, sample, scanned))) = recent.get(slot_of(h)) {
+                if let Some((hash, sample, scanned)) = &recent[slot_of(h)] {
                     if *hash == h && sample.same_shape(sql) {
                         table.count_found();
                         *sampled += 1;
@@ -109,13 +110,9 @@ pub(crate) fn classify(sql: &[u8]) -> Arc<Scanned> {
             // text of its shape that does not match it, spaced otherwise, comes this way).
             if let Some(sample) = &kept.sample {
                 if let Some(h) = place(sample.text()) {
-                    if recent.is_empty() {
-                        recent.resize_with(RECENT, || None);
-                    }
-                    match recent.get_mut(slot_of(h)) {
-                        Some(Some((_, there, _))) if Arc::ptr_eq(there, sample) => {}
-                        Some(r) => *r = Some((h, sample.clone(), kept.scanned.clone())),
-                        None => {}
+                    match &mut recent[slot_of(h)] {
+                        Some((_, there, _)) if Arc::ptr_eq(there, sample) => {}
+                        r => *r = Some((h, sample.clone(), kept.scanned.clone())),
                     }
                 }
             }

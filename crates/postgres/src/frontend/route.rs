@@ -356,12 +356,7 @@ fn executed_name(sql: &[u8]) -> Option<String> {
         return None;
     }
     let name = std::str::from_utf8(tokens.next()?).ok()?;
-    Some(
-        match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
-            Some(quoted) => quoted.replace("\"\"", "\""),
-            None => name.to_ascii_lowercase(),
-        },
-    )
+    Some(crate::classify::folded_name(name))
 }
 
 #[cfg(test)]
