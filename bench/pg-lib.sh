@@ -1,5 +1,5 @@
 # Shared by the bench scripts that run sluice in front of a throwaway PostgreSQL 15
-# (run-pginstr.sh, run-pgab.sh); sourced after scripts/common.sh.
+# (run-pginstr.sh, run-pgab.sh, run-pgkernel.sh); sourced after scripts/common.sh.
 
 PGBIN=/usr/lib/postgresql/15/bin
 
@@ -60,4 +60,50 @@ enabled = false
 [log]
 level = "warn"
 CONF
+}
+
+# sluice_and_floor: sets SLUICE (unless given: the release build, built here) and FLOOR
+# (bench/src/bin/pgfloor.rs), building what is missing.
+sluice_and_floor() {
+    if [ -z "$SLUICE" ]; then
+        apt_install build-essential pkg-config cmake ca-certificates
+        ensure_rust
+        cargo build --release -p sluice --bin sluice -p sluice-bench --bin pgfloor
+        SLUICE="$ROOT/target/release/sluice"
+    fi
+    FLOOR="$ROOT/target/release/pgfloor"
+    if [ ! -x "$FLOOR" ]; then
+        ensure_rust
+        cargo build --release -p sluice-bench --bin pgfloor
+    fi
+}
+
+# pgbouncer_files DIR PGPORT PORT POOL: DIR/pgbouncer.ini, PgBouncer in transaction mode on
+# 127.0.0.1:PORT in front of pg_throwaway's server at PGPORT with POOL server connections
+# (its pid in DIR/pgbouncer.pid), and DIR/userlist.txt with role app's SCRAM secret from
+# pg_authid (so that a login derives no key); both owned by postgres, as PgBouncer runs.
+pgbouncer_files() {
+    local dir=$1 pgport=$2 port=$3 pool=$4 secret
+    secret=$(psql -qXAt -h "$dir" -p "$pgport" -U postgres \
+        -c "SELECT rolpassword FROM pg_authid WHERE rolname = 'app'" postgres)
+    printf '"app" "%s"\n' "$secret" > "$dir/userlist.txt"
+    cat > "$dir/pgbouncer.ini" <<CONF
+[databases]
+postgres = host=127.0.0.1 port=$pgport dbname=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = $pool
+max_db_connections = $pool
+log_connections = 0
+log_disconnections = 0
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+CONF
+    chown postgres "$dir/userlist.txt" "$dir/pgbouncer.ini"
 }

@@ -36,18 +36,8 @@ done
 
 apt_install valgrind postgresql-15 postgresql-client-15
 if [ -n "$PGBOUNCER" ]; then apt_install pgbouncer; fi
-if [ -z "$SLUICE" ]; then
-    apt_install build-essential pkg-config cmake ca-certificates
-    ensure_rust
-    cargo build --release -p sluice --bin sluice -p sluice-bench --bin pgfloor
-    SLUICE="$ROOT/target/release/sluice"
-fi
-FLOOR="$ROOT/target/release/pgfloor"
-if [ ! -x "$FLOOR" ]; then
-    ensure_rust
-    cargo build --release -p sluice-bench --bin pgfloor
-fi
 source "$ROOT/bench/pg-lib.sh"
+sluice_and_floor
 
 D=$(mktemp -d /tmp/sluice-pginstr.XXXXXX)
 chmod 755 "$D"
@@ -161,14 +151,7 @@ kill "$VPID" 2>/dev/null; wait "$VPID" 2>/dev/null || true; VPID=""
 # PgBouncer refuses to run as root: it runs as postgres, and so does callgrind_control (it
 # finds the process through that user's files). setpriv execs: $! is valgrind's own pid.
 BPORT=$(free_port 7490)
-SECRET=$(psql -qXAt -h "$D" -p "$PGPORT" -U postgres -c "SELECT rolpassword FROM pg_authid WHERE rolname = 'app'" postgres)
-printf '"app" "%s"\n' "$SECRET" > "$D/userlist.txt"
-printf '%s\n' "[databases]" "postgres = host=127.0.0.1 port=$PGPORT dbname=postgres" "[pgbouncer]" \
-    "listen_addr = 127.0.0.1" "listen_port = $BPORT" "unix_socket_dir =" "auth_type = scram-sha-256" \
-    "auth_file = $D/userlist.txt" "pool_mode = transaction" "max_client_conn = 1000" \
-    "default_pool_size = 100" "log_connections = 0" "log_disconnections = 0" \
-    "logfile = $D/pgbouncer.log" > "$D/pgbouncer.ini"
-chown postgres "$D/userlist.txt" "$D/pgbouncer.ini"
+pgbouncer_files "$D" "$PGPORT" "$BPORT" 100
 AS=(setpriv --reuid=postgres --regid=postgres --init-groups)
 "${AS[@]}" valgrind --tool=callgrind --callgrind-out-file="$D/pgb.out" pgbouncer "$D/pgbouncer.ini" > "$D/pgb.log" 2>&1 &
 BPID=$!

@@ -31,18 +31,8 @@ while [ $# -gt 0 ]; do
 done
 
 apt_install linux-perf iproute2 postgresql-15 postgresql-client-15 pgbouncer
-if [ -z "$SLUICE" ]; then
-    apt_install build-essential pkg-config cmake ca-certificates
-    ensure_rust
-    cargo build --release -p sluice --bin sluice -p sluice-bench --bin pgfloor
-    SLUICE="$ROOT/target/release/sluice"
-fi
-FLOOR="$ROOT/target/release/pgfloor"
-if [ ! -x "$FLOOR" ]; then
-    ensure_rust
-    cargo build --release -p sluice-bench --bin pgfloor
-fi
 source "$ROOT/bench/pg-lib.sh"
+sluice_and_floor
 
 D=$(mktemp -d /tmp/sluice-pgkernel.XXXXXX)
 chmod 755 "$D"
@@ -70,23 +60,7 @@ FPORT=$(free_port 7690)
 FPID=$!; PIDS+=("$FPID")
 
 BPORT=$(free_port 7700)
-echo '"app" "app"' > "$D/users.txt"
-cat > "$D/pgbouncer.ini" <<CONF
-[databases]
-postgres = host=127.0.0.1 port=$PGPORT dbname=postgres
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $BPORT
-unix_socket_dir =
-auth_type = scram-sha-256
-auth_file = $D/users.txt
-pool_mode = transaction
-max_client_conn = 2000
-default_pool_size = 300
-max_db_connections = 300
-logfile = $D/pgbouncer.log
-pidfile = $D/pgbouncer.pid
-CONF
+pgbouncer_files "$D" "$PGPORT" "$BPORT" 300
 chown -R postgres "$D"
 runuser -u postgres -- pgbouncer -d "$D/pgbouncer.ini"
 
