@@ -91,7 +91,7 @@ pub struct Names<'a> {
     /// The unnamed statement on the connection is the session's.
     pub conn_has_unnamed: &'a mut bool,
     /// Statements bound to portals (by portal name).
-    pub portals: &'a mut super::names::NameMap<Arc<StmtDef>>,
+    pub portals: &'a mut super::names::Portals<Arc<StmtDef>>,
     /// The session's transaction has failed: the server refuses every Parse (25P02).
     pub txn_failed: bool,
     /// The server stands at a Sync, outside a failed transaction: a statement whose client
@@ -495,7 +495,7 @@ fn bind(body: &[u8], whole: &[u8], conn: &mut PgConn, n: &mut Names<'_>, f: &mut
             }
             let mut e = Exp::pass(Resp::Bind);
             e.shared = on.shared();
-            n.portals.insert(portal.into(), on.def);
+            n.portals.insert(portal, on.def);
             f.f.exps.push_back(e);
         }
         // The connection's unnamed statement (if any) is not the client's, nor are the

@@ -84,9 +84,89 @@ impl<V> NameMap<V> {
     }
 }
 
+/// A session's portals: the unnamed one in a field of its own, the named ones in a
+/// [`NameMap`], both in a box allocated at the first Bind (as a [`NameMap`] is: an idle
+/// session's size is what thousands of idle clients cost). Most clients only ever bind the
+/// unnamed portal (pgbench, JDBC, pgx, psycopg), so the Bind, Execute and end of every
+/// transaction of theirs finds, replaces and drops it without hashing its name.
+#[derive(Debug)]
+pub struct Portals<V>(Option<Box<PortalRoom<V>>>);
+
+#[derive(Debug)]
+struct PortalRoom<V> {
+    unnamed: Option<V>,
+    named: NameMap<V>,
+}
+
+impl<V> Default for Portals<V> {
+    fn default() -> Self {
+        Portals(None)
+    }
+}
+
+impl<V> Portals<V> {
+    /// The portal named `name` (`""`: the unnamed one).
+    pub fn get(&self, name: &[u8]) -> Option<&V> {
+        let room = self.0.as_ref()?;
+        match name.is_empty() {
+            true => room.unnamed.as_ref(),
+            false => room.named.get(name),
+        }
+    }
+
+    /// Whether `name` is open.
+    pub fn contains_key(&self, name: &[u8]) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Opens `name`, returning the portal it replaces.
+    pub fn insert(&mut self, name: &[u8], value: V) -> Option<V> {
+        let room = self.0.get_or_insert_with(|| {
+            Box::new(PortalRoom {
+                unnamed: None,
+                named: NameMap::default(),
+            })
+        });
+        match name.is_empty() {
+            true => room.unnamed.replace(value),
+            false => room.named.insert(key(name).into(), value),
+        }
+    }
+
+    /// Closes `name`, returning it.
+    pub fn remove(&mut self, name: &[u8]) -> Option<V> {
+        let room = self.0.as_mut()?;
+        match name.is_empty() {
+            true => room.unnamed.take(),
+            false => room.named.remove(name),
+        }
+    }
+
+    /// Open portals.
+    pub fn len(&self) -> usize {
+        self.0
+            .as_ref()
+            .map_or(0, |r| usize::from(r.unnamed.is_some()) + r.named.len())
+    }
+
+    /// No portal is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes every portal, keeping the room for the next ones (portals are closed at the
+    /// end of every transaction: a client that binds once binds again).
+    pub fn empty(&mut self) {
+        if let Some(room) = &mut self.0 {
+            room.unnamed = None;
+            room.named.empty();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::NameMap;
+    use super::{NameMap, Portals};
 
     #[test]
     fn allocates_on_first_insert_and_frees_on_clear() {
@@ -127,5 +207,34 @@ mod tests {
         assert_eq!(m.get(&long("")[..62]), None);
         assert_eq!(m.remove(&long("Z")), Some(2));
         assert!(super::same(&long("x"), &long("y")) && !super::same(b"a", b"b"));
+    }
+
+    /// The unnamed portal and named ones, opened, replaced, counted and closed alike; the
+    /// unnamed one never hashed into the map, and nothing allocated until one is opened.
+    #[test]
+    fn portals_keep_the_unnamed_one_apart() {
+        let mut p: Portals<u32> = Portals::default();
+        assert!(p.is_empty() && p.get(b"").is_none() && p.remove(b"").is_none());
+        assert!(p.0.is_none(), "nothing allocated before the first portal");
+        assert_eq!(p.insert(b"", 1), None);
+        let room = p.0.as_ref().unwrap();
+        assert!(
+            room.named.0.is_none(),
+            "the unnamed portal hashes into no map"
+        );
+        assert_eq!(p.insert(b"", 2), Some(1));
+        assert_eq!(p.insert(b"c1", 3), None);
+        assert_eq!((p.get(b""), p.get(b"c1"), p.len()), (Some(&2), Some(&3), 2));
+        assert!(p.contains_key(b"c1") && !p.contains_key(b"c2"));
+        let long = format!("{}x", "n".repeat(63)).into_bytes();
+        p.insert(&long, 4);
+        assert_eq!(p.get(&long[..63]), Some(&4), "named portals keep 63 bytes");
+        assert_eq!(p.remove(b""), Some(2));
+        assert_eq!((p.get(b""), p.len()), (None, 2));
+        p.insert(b"", 5);
+        p.empty();
+        assert!(p.is_empty() && p.get(b"c1").is_none() && p.get(b"").is_none());
+        assert!(p.0.is_some(), "emptied, the room stays");
+        assert_eq!(std::mem::size_of::<Portals<u32>>(), 8);
     }
 }

@@ -35,7 +35,7 @@ pub struct Session {
     pub(super) pending_unpins: u32,
     pub(super) statements: NameMap<Arc<StmtDef>>,
     pub(super) unnamed: Option<Arc<StmtDef>>,
-    pub(super) portals: NameMap<Arc<StmtDef>>,
+    pub(super) portals: super::names::Portals<Arc<StmtDef>>,
     pub(super) lease: Option<Lease<Box<PgConn>>>,
     /// The settings generation the leased connection has.
     pub(super) lease_generation: u64,
