@@ -11,7 +11,13 @@
 # for the whole machine, TCP segments sent (nstat: pgbench's and the server's too, so a
 # proxy adds two per transaction to direct's two when it sends no ACK of its own).
 #
+# With --profile, the window is sampled instead (perf record -g, 4,999 Hz) and each proxy's
+# samples are split by what the kernel was doing for it (bench/kernel-split.py: waking the
+# peer a send wakes, the rest of a send, being preempted by that peer, sleeping in
+# epoll_wait, receiving...).
+#
 # Usage: bench/run-pgkernel.sh [--sluice BINARY] [--clients 16] [--rate 20000] [--time 8]
+#                              [--profile]
 # Installs what it needs when missing (perf, PostgreSQL 15 with pgbench, PgBouncer, Rust).
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
 
@@ -19,18 +25,20 @@ SLUICE=""
 CLIENTS=16
 RATE=20000
 TIME=8
-usage() { echo "usage: bench/run-pgkernel.sh [--sluice BINARY] [--clients N] [--rate TPS] [--time SECS]" >&2; exit 2; }
+PROFILE=""
+usage() { echo "usage: bench/run-pgkernel.sh [--sluice BINARY] [--clients N] [--rate TPS] [--time SECS] [--profile]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --sluice) SLUICE="$2"; shift 2 ;;
         --clients) CLIENTS="$2"; shift 2 ;;
         --rate) RATE="$2"; shift 2 ;;
         --time) TIME="$2"; shift 2 ;;
+        --profile) PROFILE=1; shift ;;
         *) usage ;;
     esac
 done
 
-apt_install linux-perf iproute2 postgresql-15 postgresql-client-15 pgbouncer
+apt_install linux-perf iproute2 python3 postgresql-15 postgresql-client-15 pgbouncer
 source "$ROOT/bench/pg-lib.sh"
 sluice_and_floor
 
@@ -80,10 +88,19 @@ HZ=$(getconf CLK_TCK)
 
 echo "clients $CLIENTS, rate $RATE tps, $TIME s each; $(nproc) cores, $(uname -r)"
 echo
-echo "| target | tps | CPU µs | user µs | kernel µs | system calls | context switches | TCP segments (machine) |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+if [ -n "$PROFILE" ]; then
+    echo "Share of each proxy's CPU samples (perf record -g, 4,999 Hz), by what it was doing:"
+    echo
+    echo "| target | samples | user space | waking the peer | TCP send, the rest | preempted | sleeping | TCP receive | epoll_wait | other kernel |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+else
+    echo "| target | tps | CPU µs | user µs | kernel µs | system calls | context switches | TCP segments (machine) |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+fi
 for t in "direct:$PGPORT:" "sluice:$PORT:$SPID" "PgBouncer:$BPORT:$BPID" "floor:$FPORT:$FPID"; do
     IFS=: read -r name port pid <<< "$t"
+    # (Nothing of direct's is sampled.)
+    [ -n "$PROFILE" ] && [ -z "$pid" ] && continue
     PGPASSWORD=app pgbench -h 127.0.0.1 -p "$port" -U app -n -S -M simple -c "$CLIENTS" \
         -j 2 -T 3 postgres > /dev/null 2>&1 || { echo "error: pgbench through $name failed" >&2; exit 1; }
     PGPASSWORD=app pgbench -h 127.0.0.1 -p "$port" -U app -n -S -M simple -c "$CLIENTS" \
@@ -91,6 +108,12 @@ for t in "direct:$PGPORT:" "sluice:$PORT:$SPID" "PgBouncer:$BPORT:$BPID" "floor:
     PB=$!
     sleep 1
     nstat -n > /dev/null
+    if [ -n "$PROFILE" ]; then
+        perf record -q -F 4999 -g -o "$D/perf.data" -p "$pid" -- sleep "$TIME" 2> "$D/perf.out"
+        wait "$PB" || { echo "error: pgbench through $name failed" >&2; cat "$D/pgbench.out" >&2; exit 1; }
+        perf script -i "$D/perf.data" -F ip,sym 2> /dev/null | python3 "$ROOT/bench/kernel-split.py" "$name"
+        continue
+    fi
     if [ -n "$pid" ]; then
         read -r u0 s0 <<< "$(ticks "$pid")"
         perf stat -x, -e task-clock,raw_syscalls:sys_enter,context-switches -p "$pid" \
