@@ -9,6 +9,8 @@ mod admin;
 mod budgets;
 #[path = "postgres/cancel.rs"]
 mod cancel;
+#[path = "postgres/copy_in.rs"]
+mod copy_in;
 #[path = "postgres/cursors.rs"]
 mod cursors;
 #[path = "postgres/custom_settings.rs"]
@@ -34,6 +36,8 @@ mod parameters;
 mod pg;
 #[path = "postgres/pins.rs"]
 mod pins;
+#[path = "postgres/pins_as_postgres.rs"]
+mod pins_as_postgres;
 #[path = "postgres/pipelines.rs"]
 mod pipelines;
 #[path = "postgres/result_changes.rs"]
