@@ -183,6 +183,16 @@ fn durations_accept_units() {
     assert!(err_of(&bad).field.starts_with("pool.queue_timeout"));
 }
 
+/// A pool opens one connection at a time per server unless told otherwise (the limit then
+/// doubles while none come back: `sluice_core::pool_growth`).
+#[test]
+fn pools_open_one_connection_at_a_time_by_default() {
+    let cfg = Config::from_toml(ISSUE_EXAMPLE).unwrap();
+    assert_eq!(cfg.pool.max_connecting, 1);
+    let text = format!("{ISSUE_EXAMPLE}\n[pool]\nmax_connecting = 4\n");
+    assert_eq!(Config::from_toml(&text).unwrap().pool.max_connecting, 4);
+}
+
 #[test]
 fn login_settings_have_defaults_and_are_validated() {
     let cfg = Config::from_toml(ISSUE_EXAMPLE).unwrap();

@@ -295,7 +295,9 @@ pub struct PoolConfig {
     /// Backend connections being opened at the same time per server while connections come
     /// back: a burst of short statements is served by returns rather than each opening one.
     /// While none come back (long statements), the limit doubles every connect round, up to
-    /// the server's `max_connections` (see `sluice_core::pool_growth`).
+    /// the server's `max_connections` (see `sluice_core::pool_growth`). One by default, as
+    /// PgBouncer opens one at a time per pool: more at once opened two to four times the
+    /// connections a burst needed, and made it wait longer (`bench/run-pgburst.sh`).
     #[serde(default = "default_max_connecting")]
     pub max_connecting: u32,
     /// Connect to the servers over TLS, verifying their certificates against `tls_ca`.
@@ -523,7 +525,7 @@ fn default_retry_after() -> HumanDuration {
     HumanDuration::from_millis(1_000)
 }
 fn default_max_connecting() -> u32 {
-    4
+    1
 }
 fn default_log_level() -> String {
     "info".into()
