@@ -296,7 +296,7 @@ pub struct PoolConfig {
     /// back: a burst of short statements is served by returns rather than each opening one.
     /// While none come back (long statements), the limit doubles every connect round, up to
     /// the server's `max_connections` (see `sluice_core::pool_growth`). One by default, as
-    /// PgBouncer opens one at a time per pool: more at once opened two to four times the
+    /// PgBouncer opens one at a time per pool: more at once opened two to six times the
     /// connections a burst needed, and made it wait longer (`bench/run-pgburst.sh`).
     #[serde(default = "default_max_connecting")]
     pub max_connecting: u32,
