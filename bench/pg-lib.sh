@@ -32,6 +32,15 @@ pg_throwaway() {
     PGPASSWORD=app pgbench -h 127.0.0.1 -p "$port" -U app -i -s "$scale" -q postgres >/dev/null 2>&1
 }
 
+# pg_teardown DIR: stops pg_throwaway's server in DIR and a PgBouncer whose pidfile is
+# DIR/pgbouncer.pid (pgbouncer_files), then removes DIR. For a cleanup on EXIT: every step
+# runs whatever the one before it returned.
+pg_teardown() {
+    [ -f "$1/pgbouncer.pid" ] && kill "$(cat "$1/pgbouncer.pid")" 2>/dev/null
+    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$1/pg" stop -m immediate >/dev/null 2>&1
+    rm -rf "$1"
+}
+
 # sluice_pg_config PORT PGPORT MAX: a sluice configuration with one worker thread, listening
 # on 127.0.0.1:PORT, user `app`, the server at PGPORT as writer and reader (MAX connections
 # each), monitor off.

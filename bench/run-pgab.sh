@@ -53,8 +53,7 @@ SPID=""
 cleanup() {
     set +e
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
-    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" stop -m immediate >/dev/null 2>&1 || true
-    rm -rf "$D"
+    pg_teardown "$D"
 }
 trap cleanup EXIT
 

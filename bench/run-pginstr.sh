@@ -48,8 +48,7 @@ cleanup() {
     set +e
     [ -n "$VPID" ] && kill "$VPID" 2>/dev/null && wait "$VPID" 2>/dev/null
     [ -n "$BPID" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null
-    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" stop -m immediate >/dev/null 2>&1 || true
-    rm -rf "$D"
+    pg_teardown "$D"
 }
 trap cleanup EXIT
 

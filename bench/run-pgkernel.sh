@@ -48,9 +48,7 @@ PIDS=()
 cleanup() {
     set +e
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
-    [ -f "$D/pgbouncer.pid" ] && kill "$(cat "$D/pgbouncer.pid")" 2>/dev/null
-    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$D/pg" stop -m immediate >/dev/null 2>&1 || true
-    rm -rf "$D"
+    pg_teardown "$D"
 }
 trap cleanup EXIT
 
