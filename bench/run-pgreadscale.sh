@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds sluice in release mode and measures PostgreSQL read scaling with replicas discovered
-# at runtime (bench/src/bin/pgreadscale.rs): a PostgreSQL 15 primary and three streaming
+# at runtime (bench/src/bin/pgreadscale/): a PostgreSQL 15 primary and three streaming
 # standbys, every PostgreSQL process of each server capped with a cgroup v1 CPU quota
 # (--db-cpu); pgbench select-only through sluice with the primary alone, then after one, two
 # and three standby addresses were written into the file sluice's [[discovery]] command prints.

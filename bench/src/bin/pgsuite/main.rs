@@ -41,6 +41,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod connect_runs;
+mod cpu_rounds;
 mod measure;
 mod opts;
 mod phases;
@@ -51,6 +53,8 @@ mod report;
 mod scale;
 mod server;
 mod targets;
+use connect_runs::*;
+use cpu_rounds::*;
 use measure::*;
 use opts::*;
 use phases::*;
