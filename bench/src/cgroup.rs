@@ -27,6 +27,15 @@ pub struct CpuStat {
     pub throttled_time_ns: u64,
 }
 
+impl CpuStat {
+    /// The share of the periods since `before` in which the group used up its quota (0 when
+    /// no period passed).
+    pub fn throttled_share_since(&self, before: &CpuStat) -> f64 {
+        let periods = self.nr_periods.saturating_sub(before.nr_periods);
+        self.nr_throttled.saturating_sub(before.nr_throttled) as f64 / periods.max(1) as f64
+    }
+}
+
 fn write(path: &Path, value: &str) -> Result<(), String> {
     std::fs::write(path, value)
         .map_err(|e| format!("cannot write {value:?} to {}: {e}", path.display()))
@@ -221,5 +230,16 @@ mod tests {
                 throttled_time_ns: 4016519022
             }
         );
+    }
+
+    #[test]
+    fn throttled_share_is_per_period_since() {
+        let at = |nr_periods, nr_throttled| CpuStat {
+            nr_periods,
+            nr_throttled,
+            throttled_time_ns: 0,
+        };
+        assert_eq!(at(140, 42).throttled_share_since(&at(120, 37)), 0.25);
+        assert_eq!(at(120, 37).throttled_share_since(&at(120, 37)), 0.0);
     }
 }

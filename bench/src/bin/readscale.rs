@@ -388,10 +388,7 @@ fn run(o: &Opts) -> Result<(), String> {
                 .throttle
                 .iter()
                 .zip(&before.throttle)
-                .map(|(a, b)| {
-                    let periods = a.nr_periods.saturating_sub(b.nr_periods);
-                    a.nr_throttled.saturating_sub(b.nr_throttled) as f64 / periods.max(1) as f64
-                })
+                .map(|(a, b)| a.throttled_share_since(b))
                 .collect(),
             idle: 1.0 - busy / total,
             r,
