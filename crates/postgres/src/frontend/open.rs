@@ -179,6 +179,7 @@ async fn open(
         deferred_begin: None,
         cancels_held: false,
         refused_to_sync: false,
+        parsed_setting_changes: false,
         analysis: (0, 0),
         block_settings: 0,
         held_by_flush: false,

@@ -135,8 +135,9 @@ impl Session {
     /// bounds ([`super::state::MAX_MADE`]), if they would.
     pub(super) fn settings_over_bounds(&self, unit: &Unit, defs: &Defs) -> Option<String> {
         // Nearly every unit: no statement of its own that changes settings, and no Bind of
-        // one prepared before.
-        let binds = unit.msgs.iter().any(|m| m.0 == b'B');
+        // one prepared before (none can be bound unless a Parse of the session carried one:
+        // a prepared read's Bind is not looked up again here, 700 instructions a unit).
+        let binds = self.parsed_setting_changes && unit.msgs.iter().any(|m| m.0 == b'B');
         if !binds && defs.iter().all(|(_, d)| d.info.changes.is_empty()) {
             return None;
         }

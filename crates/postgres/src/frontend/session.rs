@@ -83,6 +83,11 @@ pub struct Session {
     /// sluice refused a unit that did not end with a Sync: as PostgreSQL after an error in an
     /// extended batch, what the client sends up to its next Sync is skipped.
     pub(super) refused_to_sync: bool,
+    /// A Parse of the session's has carried a statement that changes settings (`SET`,
+    /// `RESET`, `set_config` …): only then can a Bind run one, and only then does
+    /// [`Session::settings_over_bounds`] look up what each Bind binds. Never cleared: a
+    /// `true` that is no longer needed costs that lookup, never a wrong answer.
+    pub(super) parsed_setting_changes: bool,
     /// The registry holds cancel requests for the session's statement (see
     /// [`sluice_runtime::SessionHandle::hold_cancels`]) until the unit checks for one.
     pub(super) cancels_held: bool,
@@ -148,6 +153,12 @@ impl Session {
 
     /// Runs one unit (its statements classified in `defs`).
     async fn unit(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
+        // (First: a Parse that is answered or refused below may be bound later all the same.)
+        if !self.parsed_setting_changes {
+            self.parsed_setting_changes = defs
+                .iter()
+                .any(|(i, d)| unit.msgs[*i].0 == b'P' && !d.info.changes.is_empty());
+        }
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();

@@ -5,6 +5,7 @@
 
 use super::pg::raw::{Msg, Raw};
 use super::pg::start;
+use postgres_protocol::message::frontend;
 
 /// One server connection: every client below is served by the same one.
 const ONE: &str = "\n[pool]\nmax_connections = 1\nqueue_timeout = \"10s\"\n";
@@ -61,12 +62,15 @@ async fn a_custom_setting_the_next_connection_refuses_is_removed_with_a_warning(
 
 /// A session's own settings are bounded (1,000 names, 1 MiB): one more `SET` is refused with
 /// 54000 before it runs (it is set nowhere), inside a block too (which then fails, as after
-/// an error), the session goes on, a name already made is still replaced, and `RESET ALL`
-/// makes room.
+/// an error), and so is a `SET` prepared earlier when it is bound; the session goes on, a
+/// name already made is still replaced, and `RESET ALL` makes room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_own_settings_are_bounded() {
     let env = start(1, "").await;
     let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::parse("over", "SET x.over = '1'", [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "1Z");
     let sets: String = (0..1000).map(|i| format!("SET x.k{i} = '{i}';")).collect();
     c.try_simple(&sets).await.unwrap();
     let e = c.try_simple("SET x.over = '1'").await.unwrap_err();
@@ -74,6 +78,18 @@ async fn a_sessions_own_settings_are_bounded() {
         e.starts_with("54000 ") && e.contains("at most 1000 settings"),
         "{e}"
     );
+    let e = c
+        .try_simple("SELECT current_setting('x.over')")
+        .await
+        .unwrap_err();
+    assert!(e.starts_with("42704 "), "never ran: {e}");
+    // A `SET` prepared before the bound was reached and bound after is refused alike, before
+    // it runs.
+    c.extended("over", None, &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("54000"));
     let e = c
         .try_simple("SELECT current_setting('x.over')")
         .await
