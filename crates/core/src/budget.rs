@@ -106,6 +106,14 @@ impl Charge {
         }
     }
 
+    /// A new, empty charge against the same budget.
+    pub fn sibling(&self) -> Charge {
+        Charge {
+            budget: self.budget.clone(),
+            bytes: 0,
+        }
+    }
+
     /// Bytes held by this charge.
     pub fn bytes(&self) -> usize {
         self.bytes

@@ -31,6 +31,8 @@ mod login_auth;
 mod logins;
 #[path = "postgres/notify.rs"]
 mod notify;
+#[path = "postgres/param_types.rs"]
+mod param_types;
 #[path = "postgres/parameters.rs"]
 mod parameters;
 mod pg;

@@ -8,6 +8,16 @@
 //! (the session changed them since) is keyed by both, for no one with other settings. Each
 //! connection holds at most a bounded number; the least recently used one is closed on the
 //! server to make room.
+//!
+//! The parameter types a statement's analysis infers (those its Parse leaves unspecified)
+//! depend on the tables when it is analysed. So a client's statement is first prepared
+//! under a name of its own, never shared, and analysed afresh, as a direct client's Parse
+//! is; sluice describes it there to learn the types that analysis fixed
+//! ([`StmtDef::resolve`]). From then on it is shared with the copies of the same text
+//! prepared with those very types, given explicitly: a copy prepared before a column's type
+//! changed has the old types, as the client that parsed it then keeps them directly
+//! (PostgreSQL analyses a prepared statement again with its parameter types fixed), and a
+//! client that parses after the change gets the new ones.
 
 use super::epochs::{self, bump_result_epoch, result_epoch};
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +62,27 @@ pub struct StmtDef {
     /// The shape of the result the client was given when it first described the statement
     /// ([`result_shape`]; 0: it never did, and holds no description to go wrong).
     described: std::sync::atomic::AtomicU64,
+    /// Its own number: its copy on the server connection where it is first analysed is
+    /// prepared under a name of its own ([`StmtDef::server_hash`]).
+    nonce: u64,
+    /// The parameter types its first analysis on a server fixed ([`StmtDef::resolve`]).
+    resolved: std::sync::OnceLock<Resolved>,
+}
+
+/// The parameter types a statement's analysis fixed, as a Parse message's type section
+/// (count and OIDs), and the hash its shared copies are named by.
+#[derive(Debug)]
+struct Resolved {
+    types: Box<[u8]>,
+    hash: u64,
+    /// Their bytes, charged as the statement's own.
+    _charge: sluice_core::Charge,
+}
+
+/// A number no other statement has (see [`StmtDef::nonce`]).
+fn next_nonce() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A pool's part in its statements' epoch key: its user and database.
@@ -118,7 +149,7 @@ impl Cached {
     pub fn of(def: &Arc<StmtDef>) -> Cached {
         Cached {
             def: Arc::downgrade(def),
-            check: check_hash(&def.sql, &def.types),
+            check: check_hash(&def.sql, def.prepared_types()),
             epoch_key: def.epoch_key,
             epoch: result_epoch(def.epoch_key),
         }
@@ -137,8 +168,8 @@ impl Cached {
             return true;
         }
         match self.def.upgrade() {
-            Some(held) => held.sql == def.sql && held.types == def.types,
-            None if self.check == check_hash(&def.sql, &def.types) => {
+            Some(held) => held.sql == def.sql && held.prepared_types() == def.prepared_types(),
+            None if self.check == check_hash(&def.sql, def.prepared_types()) => {
                 self.def = Arc::downgrade(def);
                 true
             }
@@ -199,6 +230,8 @@ impl StmtDef {
             info: crate::classify::classify(sql),
             charge: Ok(None),
             described: Default::default(),
+            nonce: next_nonce(),
+            resolved: Default::default(),
         }
     }
 
@@ -238,6 +271,8 @@ impl StmtDef {
             info: crate::classify::classify(sql),
             charge: Ok(None),
             described: Default::default(),
+            nonce: 0,
+            resolved: Default::default(),
         }
     }
 
@@ -281,17 +316,71 @@ impl StmtDef {
         );
     }
 
-    /// The Parse message that prepares it on a server under the name `key` gives.
+    /// The Parse message that prepares it on a server under the name `key` gives: with the
+    /// parameter types its first analysis fixed, once known.
     pub fn parse_message(&self, key: u64, out: &mut Vec<u8>) {
         let name = server_name(key);
-        let len = 4 + name.len() + 1 + self.sql.len() + 1 + self.types.len();
+        let types = self.prepared_types();
+        let len = 4 + name.len() + 1 + self.sql.len() + 1 + types.len();
         out.push(b'P');
         out.extend_from_slice(&(len as u32).to_be_bytes());
         out.extend_from_slice(&name);
         out.push(0);
         out.extend_from_slice(&self.sql);
         out.push(0);
-        out.extend_from_slice(&self.types);
+        out.extend_from_slice(types);
+    }
+
+    /// Its first analysis on a server fixed these parameter types (a ParameterDescription's
+    /// body: count and OIDs, as a Parse's type section). Kept once, charged as the
+    /// statement's text is; where the budget cannot hold them the statement stays
+    /// unresolved: each connection then analyses it afresh under a name of its own (never
+    /// shared).
+    pub fn resolve(&self, types: &[u8]) {
+        let Ok(Some(charge)) = &self.charge else {
+            return;
+        };
+        if self.resolved.get().is_some() || types.len() < 2 {
+            return;
+        }
+        let mut charge = charge.sibling();
+        if charge.grow(types.len()).is_err() {
+            return;
+        }
+        let _ = self.resolved.set(Resolved {
+            types: types.into(),
+            hash: text_hash(&self.sql, types),
+            _charge: charge,
+        });
+    }
+
+    /// Whether its first analysis fixed its parameter types yet ([`StmtDef::resolve`]).
+    pub fn is_resolved(&self) -> bool {
+        self.resolved.get().is_some()
+    }
+
+    /// The type section its copies are prepared with: the types its first analysis fixed,
+    /// else the client's.
+    pub fn prepared_types(&self) -> &[u8] {
+        match self.resolved.get() {
+            Some(r) => &r.types,
+            None => &self.types,
+        }
+    }
+
+    /// What names its copies (with the settings, see [`ServerStatements::key`]): its text
+    /// and the types its analysis fixed, shared with every statement alike; before that
+    /// analysis, a name of its own ([`StmtDef::own_hash`]).
+    fn server_hash(&self) -> u64 {
+        match self.resolved.get() {
+            Some(r) => r.hash,
+            None => self.own_hash(),
+        }
+    }
+
+    /// The name of its copy analysed afresh for it alone.
+    fn own_hash(&self) -> u64 {
+        mix(self.hash ^ 0x6a09_e667_f3bc_c908, self.nonce)
     }
 }
 
@@ -426,11 +515,34 @@ impl ServerStatements {
 
     /// `def`'s key under the settings of its Parse, and its key here now ([`Self::key`]).
     fn keys(&self, def: &StmtDef) -> (u64, u64) {
-        let own = mix(def.hash, def.settings);
-        match def.settings == self.settings {
+        self.keys_of(def.server_hash(), def.settings)
+    }
+
+    fn keys_of(&self, hash: u64, settings: u64) -> (u64, u64) {
+        let own = mix(hash, settings);
+        match settings == self.settings {
             true => (own, own),
             false => (own, mix(own, self.settings ^ 0x5bd1_e995)),
         }
+    }
+
+    /// Every key a copy of `def` may have here: of its copy analysed for it alone first
+    /// (where that analysis took place; its own, and at least as faithful as a shared one),
+    /// then its shared ones ([`Self::keys`]).
+    fn candidate_keys(&self, def: &StmtDef) -> smallvec::SmallVec<[u64; 4]> {
+        let mut keys = smallvec::SmallVec::new();
+        let mut add = |(own, key): (u64, u64)| {
+            for k in [own, key] {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        };
+        if def.is_resolved() {
+            add(self.keys_of(def.own_hash(), def.settings));
+        }
+        add(self.keys(def));
+        keys
     }
 
     /// Makes `def` count as held under its key now (the caller sends what [`Ensure`] says
@@ -469,8 +581,7 @@ impl ServerStatements {
     /// PostgreSQL keeps a statement's analysis, or makes it again itself when `search_path`
     /// changed); else the one under its settings now. Marked used at `tick`, if given.
     fn usable_key(&mut self, def: &Arc<StmtDef>, tick: Option<u64>) -> Option<u64> {
-        let (own, key) = self.keys(def);
-        let tried: &[u64] = if own == key { &[own] } else { &[own, key] };
+        let tried = self.candidate_keys(def);
         tried.iter().copied().find(|k| match self.held.get_mut(k) {
             Some((held, used, false)) if !held.outdated() => {
                 let usable = held.is(def);
@@ -506,9 +617,9 @@ impl ServerStatements {
 
     /// Every copy of `def` here is stale: prepared again before its next use.
     pub fn mark_stale_copies(&mut self, def: &Arc<StmtDef>) {
-        let (own, key) = self.keys(def);
-        self.mark_stale(own);
-        self.mark_stale(key);
+        for key in self.candidate_keys(def) {
+            self.mark_stale(key);
+        }
     }
 
     /// The server refused to run a statement as prepared because its result changed (0A000

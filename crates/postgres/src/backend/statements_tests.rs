@@ -25,6 +25,48 @@ fn statements_are_held_up_to_the_limit_and_the_least_recently_used_goes() {
     assert_eq!(s.len(), 1);
 }
 
+/// Copies are shared by the types a statement's analysis fixed: before its first analysis a
+/// statement has a copy of its own (analysed afresh, as a direct client's Parse is); after,
+/// it shares the copies prepared with the same types, given explicitly, and never one with
+/// other types; where it has its own copy still, that one.
+#[test]
+fn copies_are_shared_by_the_parameter_types_the_analysis_fixed() {
+    let budget = sluice_core::MemoryBudget::new(1 << 20);
+    let charged = |sql: &str| Arc::new(StmtDef::charged(sql.as_bytes(), &[0, 0], 0, 0, &budget));
+    let text = "select $1";
+    let (int4, int8) = (&[0, 1, 0, 0, 0, 23][..], &[0, 1, 0, 0, 0, 20][..]);
+    let mut s = ServerStatements::new(8);
+    let (a, b) = (charged(text), charged(text));
+    let (a_own, _) = s.ensure(&a);
+    assert!(
+        matches!(s.ensure(&b), (k, Ensure::Prepare { .. }) if k != a_own),
+        "not analysed yet: each its own copy"
+    );
+    a.resolve(int4);
+    a.resolve(int8);
+    assert_eq!(a.prepared_types(), int4, "the first analysis stays");
+    assert!(
+        matches!(s.ensure(&a), (k, Ensure::Held) if k == a_own),
+        "its own copy still"
+    );
+    let mut parse = Vec::new();
+    a.parse_message(s.key(&a), &mut parse);
+    assert!(parse.ends_with(b"select $1\0\0\x01\0\0\0\x17"), "{parse:?}");
+    // Elsewhere: the shared copy of the text with those types.
+    let mut t = ServerStatements::new(8);
+    let (shared, _) = t.ensure(&a);
+    assert_ne!(shared, a_own);
+    b.resolve(int4);
+    assert!(matches!(t.ensure(&b), (k, Ensure::Held) if k == shared));
+    let c = charged(text);
+    c.resolve(int8);
+    assert!(matches!(t.ensure(&c), (k, Ensure::Prepare { .. }) if k != shared));
+    // A simple query's record is never prepared, and never resolved.
+    let q = Arc::new(StmtDef::query(text.as_bytes()));
+    q.resolve(int4);
+    assert!(!q.is_resolved());
+}
+
 #[test]
 fn a_connection_holds_no_text_and_no_charge_and_still_knows_its_statements() {
     let budget = sluice_core::MemoryBudget::new(20);
@@ -32,14 +74,18 @@ fn a_connection_holds_no_text_and_no_charge_and_still_knows_its_statements() {
     let mut s = ServerStatements::new(4);
     let a = charged("select 1");
     assert_eq!(budget.used(), 10);
+    // The types its analysis fixed are charged as its own.
+    a.resolve(&[0, 0]);
+    assert_eq!(budget.used(), 12);
     assert!(
         charged("select 22").charge.is_err(),
-        "10 + 11 bytes are over 20"
+        "12 + 11 bytes are over 20"
     );
     s.ensure(&a);
     drop(a);
     assert_eq!(budget.used(), 0, "the connection's copy holds no charge");
     let again = charged("select 1");
+    again.resolve(&[0, 0]);
     assert!(
         matches!(s.ensure(&again).1, Ensure::Held),
         "known by its hashes"
@@ -50,6 +96,7 @@ fn a_connection_holds_no_text_and_no_charge_and_still_knows_its_statements() {
     let mut held = Cached::of(&again);
     drop(again);
     let third = charged("select 1");
+    third.resolve(&[0, 0]);
     assert!(held.is(&third) && std::ptr::eq(held.def.as_ptr(), Arc::as_ptr(&third)));
 }
 

@@ -129,6 +129,10 @@ pub enum Shared {
     /// sluice closes this statement (by key: to make room, or to prepare it afresh): held
     /// again if the server skips the Close, which leaves it there.
     Closes(u64, Box<Cached>),
+    /// sluice describes this statement after its first analysis on a server: the
+    /// ParameterDescription gives the parameter types that analysis fixed
+    /// ([`StmtDef::resolve`]).
+    Learns(Arc<StmtDef>),
 }
 
 impl Shared {
@@ -146,6 +150,7 @@ impl Shared {
                 Shared::Uses(_)
                 | Shared::Describes(..)
                 | Shared::DescribesPortal(_)
+                | Shared::Learns(_)
                 | Shared::None => {}
             }
         }

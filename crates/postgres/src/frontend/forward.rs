@@ -263,6 +263,20 @@ fn parse(
     e.register = register;
     e.shared = Shared::Prepares(key);
     f.f.exps.push_back(e);
+    learn_types(&def, key, f);
+}
+
+/// After the first analysis of `def` on a server (prepared under `key`, a name of its own):
+/// a Describe of it, swallowed, whose ParameterDescription gives the parameter types that
+/// analysis fixed (see `backend::statements`).
+fn learn_types(def: &Arc<StmtDef>, key: u64, f: &mut Build<'_>) {
+    if def.is_resolved() {
+        return;
+    }
+    put(f.out(), b'D', &[b"S", &server_name(key), b"\0"]);
+    let mut e = Exp::swallow(Resp::DescribeStatement);
+    e.shared = Shared::Learns(def.clone());
+    f.f.exps.push_back(e);
 }
 
 /// The server is made to fail in place of a message sluice refuses, so that it skips the
@@ -433,6 +447,8 @@ fn ensure(
             let mut e = Exp::swallow(Resp::Parse);
             e.shared = Shared::Prepares(key);
             f.f.exps.push_back(e);
+            // (A statement whose Parse sluice answered itself: this is its first analysis.)
+            learn_types(&def, key, f);
         }
     }
     Ok(Some(OnServer {

@@ -372,6 +372,9 @@ async fn relay_into(
                     Resp::Execute => matches!(tag, b'C' | b'I' | b's'),
                     Resp::Sync | Resp::Query => false,
                 };
+                if let (b't', super::unit::Shared::Learns(def)) = (tag, &head.shared) {
+                    def.resolve(&conn.buffered()[at + 5..at + len]);
+                }
                 if let (
                     true,
                     super::unit::Shared::Describes(_, def)

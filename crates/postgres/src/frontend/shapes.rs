@@ -105,6 +105,12 @@ pub async fn check(
             b'1' | b'3' => {
                 pending.pop_front();
             }
+            // (Its parameter types, where this is the statement's first analysis.)
+            b't' => {
+                if let Some(c) = checks.get(described) {
+                    c.def.resolve(&body);
+                }
+            }
             b'T' | b'n' => {
                 if let Some(c) = checks.get(described) {
                     if result_shape(tag, &body) != c.def.described() {
