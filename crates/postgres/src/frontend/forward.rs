@@ -407,7 +407,8 @@ fn ensure(
             return Ok(None);
         };
         if !*n.conn_has_unnamed {
-            if def.result_changed() {
+            // (In a failed transaction the server refuses the Bind first: 25P02.)
+            if def.result_changed() && !n.txn_failed {
                 return Err(result_changed());
             }
             // Parsed on another connection: parse it here again, unnamed.
@@ -421,7 +422,9 @@ fn ensure(
     let Some(def) = pending(name, f).or_else(|| n.statements.get(name).cloned()) else {
         return Ok(None);
     };
-    if def.result_changed() {
+    // (In a failed transaction block the server refuses whatever sluice sends for it with
+    // 25P02, as PostgreSQL refuses the Bind there before it looks at the statement.)
+    if def.result_changed() && !n.txn_failed {
         // Refused as PostgreSQL refuses it, unless its client holds a description to check
         // it against: then prepared afresh and checked (PostgreSQL checks a prepared
         // statement's result at each use: a change rolled back or undone gives rows again).

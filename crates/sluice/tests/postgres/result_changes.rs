@@ -351,3 +351,38 @@ async fn a_result_change_rolled_back_or_undone_gives_rows_again() {
     );
     assert_eq!(seen[1], seen[0], "through sluice as directly");
 }
+
+/// In a failed transaction block PostgreSQL refuses every Bind with 25P02 before it looks at
+/// the statement: also one whose result changed (its 0A000 comes only outside the failed
+/// block). Directly and through sluice alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_statement_in_a_failed_block_gets_25p02_as_directly() {
+    let env = start(0, ONE_CONNECTION).await;
+    env.psql("CREATE TABLE rcf (id int, a int); INSERT INTO rcf VALUES (1, 1)");
+    let direct = env.topo.primary().port;
+    let mut logs = Vec::new();
+    for port in [direct, env.port] {
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut log = parse_and_describe(&mut a, &[("s", "SELECT a FROM rcf")]).await;
+        log.push(run_named(&mut a, "s").await);
+        env.psql(if port == direct {
+            "ALTER TABLE rcf ALTER COLUMN a TYPE bigint"
+        } else {
+            "ALTER TABLE rcf ALTER COLUMN a TYPE int"
+        });
+        a.try_simple("BEGIN").await.unwrap();
+        // Fails the block (0A000), then 25P02 until its end, for every statement.
+        log.push(run_named(&mut a, "s").await);
+        log.push(run_named(&mut a, "s").await);
+        log.push(a.try_simple("SELECT 1").await.unwrap_err()[..5].to_string());
+        log.push(run_named(&mut a, "s").await);
+        a.try_simple("ROLLBACK").await.unwrap();
+        log.push(run_named(&mut a, "s").await);
+        logs.push(log);
+    }
+    assert_eq!(
+        logs[0],
+        ["1tTZ", "2DCZ 1", "EZ 0A000", "EZ 25P02", "25P02", "EZ 25P02", "EZ 0A000"]
+    );
+    assert_eq!(logs[1], logs[0]);
+}
