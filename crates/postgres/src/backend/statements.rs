@@ -526,23 +526,19 @@ impl ServerStatements {
         }
     }
 
-    /// Every key a copy of `def` may have here: of its copy analysed for it alone first
+    /// Every key a copy of `def` may have here, in the order they are tried (a key twice
+    /// where the settings are the connection's): of its copy analysed for it alone first
     /// (where that analysis took place; its own, and at least as faithful as a shared one),
-    /// then its shared ones ([`Self::keys`]).
-    fn candidate_keys(&self, def: &StmtDef) -> smallvec::SmallVec<[u64; 4]> {
-        let mut keys = smallvec::SmallVec::new();
-        let mut add = |(own, key): (u64, u64)| {
-            for k in [own, key] {
-                if !keys.contains(&k) {
-                    keys.push(k);
-                }
+    /// then its shared ones ([`Self::keys`]). (No list is built: this runs at every Bind.)
+    fn candidate_keys(&self, def: &StmtDef) -> [u64; 4] {
+        let (own, key) = self.keys(def);
+        match def.is_resolved() {
+            true => {
+                let (private, private_now) = self.keys_of(def.own_hash(), def.settings);
+                [private, private_now, own, key]
             }
-        };
-        if def.is_resolved() {
-            add(self.keys_of(def.own_hash(), def.settings));
+            false => [own, key, own, key],
         }
-        add(self.keys(def));
-        keys
     }
 
     /// Makes `def` count as held under its key now (the caller sends what [`Ensure`] says
@@ -582,16 +578,18 @@ impl ServerStatements {
     /// changed); else the one under its settings now. Marked used at `tick`, if given.
     fn usable_key(&mut self, def: &Arc<StmtDef>, tick: Option<u64>) -> Option<u64> {
         let tried = self.candidate_keys(def);
-        tried.iter().copied().find(|k| match self.held.get_mut(k) {
-            Some((held, used, false)) if !held.outdated() => {
-                let usable = held.is(def);
-                if usable {
-                    *used = tick.unwrap_or(*used);
-                }
-                usable
+        for (i, &k) in tried.iter().enumerate() {
+            if tried[..i].contains(&k) {
+                continue;
             }
-            _ => false,
-        })
+            if let Some((held, used, false)) = self.held.get_mut(&k) {
+                if !held.outdated() && held.is(def) {
+                    *used = tick.unwrap_or(*used);
+                    return Some(k);
+                }
+            }
+        }
+        None
     }
 
     /// Forgets a statement (by key) whose Parse failed.
