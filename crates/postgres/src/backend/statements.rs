@@ -427,23 +427,27 @@ pub fn server_name(key: u64) -> [u8; SERVER_NAME_LEN] {
     name
 }
 
-/// The settings a statement's analysis reads (names as sessions track them, lower case):
-/// which tables and functions its names resolve to and its parameters' inferred types
-/// (`search_path`, and the role its `$user` names), how its literals convert (`TimeZone`,
-/// `DateStyle`, `IntervalStyle`, `array_nulls`, the client's encoding) and how its text
-/// reads (`standard_conforming_strings`, `backslash_quote`, `transform_null_equals`).
-const ANALYSIS_SETTINGS: [&str; 11] = [
+/// The settings a statement's analysis reads (names as sessions track them, lower case;
+/// sorted): which tables and functions its names resolve to and its parameters' inferred
+/// types (`search_path`, and the role its `$user` names), how its literals convert
+/// (`TimeZone`, `timezone_abbreviations`, `DateStyle`, `IntervalStyle`, `lc_monetary`,
+/// `xmloption`, `array_nulls`, the client's encoding) and how its text reads
+/// (`standard_conforming_strings`, `backslash_quote`, `transform_null_equals`).
+const ANALYSIS_SETTINGS: [&str; 14] = [
     "array_nulls",
     "backslash_quote",
     "client_encoding",
     "datestyle",
     "intervalstyle",
+    "lc_monetary",
     "role",
     "search_path",
     "session_authorization",
     "standard_conforming_strings",
     "timezone",
+    "timezone_abbreviations",
     "transform_null_equals",
+    "xmloption",
 ];
 
 /// A fingerprint of the analysis settings among `applied` (a session's settings beyond the

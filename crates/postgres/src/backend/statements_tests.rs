@@ -100,6 +100,22 @@ fn a_connection_holds_no_text_and_no_charge_and_still_knows_its_statements() {
     assert!(held.is(&third) && std::ptr::eq(held.def.as_ptr(), Arc::as_ptr(&third)));
 }
 
+/// Every setting the analysis reads counts (the list is searched by halves: it must stay
+/// sorted), each with a fingerprint of its own.
+#[test]
+fn every_analysis_setting_changes_the_fingerprint() {
+    let mut sorted = ANALYSIS_SETTINGS;
+    sorted.sort_unstable();
+    assert_eq!(sorted, ANALYSIS_SETTINGS);
+    let mut seen = std::collections::HashSet::new();
+    for name in ANALYSIS_SETTINGS {
+        let applied = BTreeMap::from([(name.to_string(), format!("SET {name} = 'x'"))]);
+        let f = analysis_fingerprint(&applied);
+        assert_ne!(f, 0, "{name}");
+        assert!(seen.insert(f), "{name}");
+    }
+}
+
 #[test]
 fn a_text_is_a_statement_of_its_own_under_each_set_of_analysis_settings() {
     let set = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {

@@ -185,3 +185,56 @@ async fn a_statement_keeps_its_parameter_types_on_a_connection_it_never_ran_on()
     assert_eq!(logs[0][5], "[\"1\", \"2\", \"2\"]", "{:?}", logs[0]);
     assert_eq!(logs[1], logs[0]);
 }
+
+/// `timezone_abbreviations` decides what a literal's `IST` means when the statement is
+/// analysed. One client reads it as India's, the other as Israel's; both run their prepared
+/// statement on one server connection, then on the other (where neither ran it yet: the
+/// copies of the text there are shared): each still gets its own reading, as directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_copy_is_analysed_under_the_settings_of_its_clients_parse() {
+    let env = start(0, TWO).await;
+    let text = "SELECT ('2020-01-01 12:00 IST'::timestamptz AT TIME ZONE 'UTC')::text";
+    let mut logs = Vec::new();
+    for port in [direct_port(&env), env.port] {
+        let (mut a, mut b) = (connect(port).await, connect(port).await);
+        let (mut h1, mut h2) = (connect(port).await, connect(port).await);
+        sql(&mut a, "SET timezone_abbreviations = 'India'").await;
+        let mut log = vec![
+            prepare(&mut a, "q", text).await,
+            prepare(&mut b, "q", text).await,
+        ];
+        // h1 holds one connection: a and b run on the other.
+        sql(&mut h1, "BEGIN").await;
+        let unused = sql(&mut h1, "SELECT pg_backend_pid()").await;
+        log.push(run(&mut a, "q", &[]).await);
+        log.push(run(&mut b, "q", &[]).await);
+        sql(&mut h1, "COMMIT").await;
+        // Both held, then the one neither ran on is let go: a, then b, run there.
+        sql(&mut h1, "BEGIN").await;
+        let p1 = sql(&mut h1, "SELECT pg_backend_pid()").await;
+        sql(&mut h2, "BEGIN").await;
+        sql(&mut h2, "SELECT 1").await;
+        let (free, other) = if p1 == unused {
+            (&mut h1, &mut h2)
+        } else {
+            (&mut h2, &mut h1)
+        };
+        sql(free, "COMMIT").await;
+        log.push(run(&mut a, "q", &[]).await);
+        log.push(run(&mut b, "q", &[]).await);
+        sql(other, "COMMIT").await;
+        logs.push(log);
+    }
+    // Directly: India's IST is UTC+5:30, Israel's (the default list's) UTC+2.
+    let (india, israel) = (
+        "2DCZ [] [\"2020-01-01 06:30:00\"]",
+        "2DCZ [] [\"2020-01-01 10:00:00\"]",
+    );
+    assert_eq!(
+        logs[0][2..],
+        [india, israel, india, israel],
+        "{:?}",
+        logs[0]
+    );
+    assert_eq!(logs[1], logs[0]);
+}
