@@ -51,6 +51,23 @@ fn direct_port(env: &PgEnv) -> u16 {
     env.topo.primary().port
 }
 
+/// `h1` and `h2` each hold a server connection in a transaction block (through sluice: both
+/// of a pool of two); then `h1`'s is let go if `free_h1` holds for its backend's pid, else
+/// `h2`'s. The holder still in its block.
+async fn hold_both_free_one<'a>(
+    h1: &'a mut Raw,
+    h2: &'a mut Raw,
+    free_h1: impl Fn(&str) -> bool,
+) -> &'a mut Raw {
+    sql(h1, "BEGIN").await;
+    let p1 = sql(h1, "SELECT pg_backend_pid()").await;
+    sql(h2, "BEGIN").await;
+    sql(h2, "SELECT 1").await;
+    let (free, held) = if free_h1(&p1) { (h1, h2) } else { (h2, h1) };
+    sql(free, "COMMIT").await;
+    held
+}
+
 /// A column's type changes between one client's Parse and another's (`numeric` to `int`,
 /// `int` to `bigint`), and a column is added: the later client's statement is analysed
 /// afresh (its parameter is an `int`, a `bigint`; its rows have the new column), the
@@ -165,18 +182,9 @@ async fn a_statement_keeps_its_parameter_types_on_a_connection_it_never_ran_on()
             .await,
         );
         // Both connections held; the one x never ran on is let go: x runs there.
-        sql(&mut h1, "BEGIN").await;
-        let p1 = sql(&mut h1, "SELECT pg_backend_pid()").await;
-        sql(&mut h2, "BEGIN").await;
-        sql(&mut h2, "SELECT 1").await;
-        let (other, first) = if p1 == x_pid {
-            (&mut h2, &mut h1)
-        } else {
-            (&mut h1, &mut h2)
-        };
-        sql(other, "COMMIT").await;
+        let held = hold_both_free_one(&mut h1, &mut h2, |p| p != x_pid).await;
         log.push(run(&mut x, "ins", &[Some("1.6")]).await);
-        sql(first, "COMMIT").await;
+        sql(held, "COMMIT").await;
         log.push(run(&mut x, "ins", &[Some("2.4")]).await);
         log.push(sql(&mut admin, &format!("SELECT a FROM {n} ORDER BY a")).await);
         logs.push(log);
@@ -210,19 +218,10 @@ async fn a_shared_copy_is_analysed_under_the_settings_of_its_clients_parse() {
         log.push(run(&mut b, "q", &[]).await);
         sql(&mut h1, "COMMIT").await;
         // Both held, then the one neither ran on is let go: a, then b, run there.
-        sql(&mut h1, "BEGIN").await;
-        let p1 = sql(&mut h1, "SELECT pg_backend_pid()").await;
-        sql(&mut h2, "BEGIN").await;
-        sql(&mut h2, "SELECT 1").await;
-        let (free, other) = if p1 == unused {
-            (&mut h1, &mut h2)
-        } else {
-            (&mut h2, &mut h1)
-        };
-        sql(free, "COMMIT").await;
+        let held = hold_both_free_one(&mut h1, &mut h2, |p| p == unused).await;
         log.push(run(&mut a, "q", &[]).await);
         log.push(run(&mut b, "q", &[]).await);
-        sql(other, "COMMIT").await;
+        sql(held, "COMMIT").await;
         logs.push(log);
     }
     // Directly: India's IST is UTC+5:30, Israel's (the default list's) UTC+2.
