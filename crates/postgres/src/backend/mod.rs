@@ -6,6 +6,7 @@ pub mod conn;
 pub mod connect;
 pub mod cursors;
 pub mod epochs;
+pub mod server_statements;
 pub mod statements;
 
 pub use conn::PgConn;

@@ -19,8 +19,9 @@
 //! (PostgreSQL analyses a prepared statement again with its parameter types fixed), and a
 //! client that parses after the change gets the new ones.
 
-use super::epochs::{self, bump_result_epoch, result_epoch};
-use std::collections::{BTreeMap, HashMap};
+use super::epochs::result_epoch;
+pub use super::server_statements::{Ensure, ServerStatements};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
 /// A statement as a client prepared it (a Parse message's content), or a simple query's text.
@@ -138,7 +139,7 @@ pub struct Cached {
     def: Weak<StmtDef>,
     check: u64,
     /// Where the statement's result epoch is kept (epoch key).
-    epoch_key: u64,
+    pub(super) epoch_key: u64,
     /// The result epoch (`backend::epochs`) when it was prepared there: a copy prepared before a change of
     /// its text's result came to light is prepared again before it is used.
     epoch: u32,
@@ -156,14 +157,14 @@ impl Cached {
     }
 
     /// Prepared before a change of its text's result came to light.
-    fn outdated(&self) -> bool {
+    pub(super) fn outdated(&self) -> bool {
         self.epoch != result_epoch(self.epoch_key)
     }
 
     /// Whether it is `def`'s text and types. Once the session that prepared it is gone, the
     /// first `def` recognised by its hash stands for it (the next ones are recognised by
     /// their pointer, not hashed again).
-    fn is(&mut self, def: &Arc<StmtDef>) -> bool {
+    pub(super) fn is(&mut self, def: &Arc<StmtDef>) -> bool {
         if std::ptr::eq(self.def.as_ptr(), Arc::as_ptr(def)) {
             return true;
         }
@@ -186,7 +187,7 @@ pub fn unsettled_fingerprint() -> u64 {
 }
 
 /// `a` with `b` folded in (`a` itself for `b` = 0).
-fn mix(a: u64, b: u64) -> u64 {
+pub(super) fn mix(a: u64, b: u64) -> u64 {
     match b {
         0 => a,
         b => a ^ b.rotate_left(29).wrapping_mul(0x9e37_79b9_7f4a_7c15),
@@ -371,7 +372,7 @@ impl StmtDef {
     /// What names its copies (with the settings, see [`ServerStatements::key`]): its text
     /// and the types its analysis fixed, shared with every statement alike; before that
     /// analysis, a name of its own ([`StmtDef::own_hash`]).
-    fn server_hash(&self) -> u64 {
+    pub(super) fn server_hash(&self) -> u64 {
         match self.resolved.get() {
             Some(r) => r.hash,
             None => self.own_hash(),
@@ -379,7 +380,7 @@ impl StmtDef {
     }
 
     /// The name of its copy analysed afresh for it alone.
-    fn own_hash(&self) -> u64 {
+    pub(super) fn own_hash(&self) -> u64 {
         mix(self.hash ^ 0x6a09_e667_f3bc_c908, self.nonce)
     }
 }
@@ -466,197 +467,6 @@ pub fn analysis_fingerprint(applied: &BTreeMap<String, String>) -> u64 {
         }
     }
     h.map_or(0, |h| h.finish())
-}
-
-/// The statements one server connection holds, least recently used first out.
-#[derive(Debug)]
-pub struct ServerStatements {
-    limit: usize,
-    tick: u64,
-    /// The fingerprint of the connection's analysis settings now (see
-    /// [`analysis_fingerprint`]): part of the key of a statement whose own differs.
-    settings: u64,
-    /// By key: the statement, when it was last used, and whether it is stale (the server
-    /// refused to run it as prepared: it is closed and prepared again at its next use).
-    held: HashMap<u64, (Cached, u64, bool), foldhash::fast::RandomState>,
-}
-
-/// What making room for a statement requires.
-#[derive(Debug)]
-pub enum Ensure {
-    /// Already there.
-    Held,
-    /// Must be prepared; `evict` names a statement to close first to stay in bounds.
-    Prepare {
-        /// The statement to close (its key, for its server name) first, if the connection
-        /// is full.
-        evict: Option<(u64, Cached)>,
-    },
-}
-
-impl ServerStatements {
-    /// Holding at most `limit` statements (at least 1).
-    pub fn new(limit: usize) -> ServerStatements {
-        ServerStatements {
-            limit: limit.max(1),
-            tick: 0,
-            settings: 0,
-            held: HashMap::default(),
-        }
-    }
-
-    /// The connection's analysis settings changed (see [`analysis_fingerprint`]).
-    pub fn set_settings(&mut self, fingerprint: u64) {
-        self.settings = fingerprint;
-    }
-
-    /// The key `def` has on this connection: its text, types and settings; and the
-    /// connection's settings too when they are not the ones `def` was parsed under (such a
-    /// copy is analysed under the connection's).
-    pub fn key(&self, def: &StmtDef) -> u64 {
-        self.keys(def).1
-    }
-
-    /// `def`'s key under the settings of its Parse, and its key here now ([`Self::key`]).
-    fn keys(&self, def: &StmtDef) -> (u64, u64) {
-        self.keys_of(def.server_hash(), def.settings)
-    }
-
-    fn keys_of(&self, hash: u64, settings: u64) -> (u64, u64) {
-        let own = mix(hash, settings);
-        match settings == self.settings {
-            true => (own, own),
-            false => (own, mix(own, self.settings ^ 0x5bd1_e995)),
-        }
-    }
-
-    /// Every key a copy of `def` may have here, in the order they are tried (a key twice
-    /// where the settings are the connection's): of its copy analysed for it alone first
-    /// (where that analysis took place; its own, and at least as faithful as a shared one),
-    /// then its shared ones ([`Self::keys`]). (No list is built: this runs at every Bind.)
-    fn candidate_keys(&self, def: &StmtDef) -> [u64; 4] {
-        let (own, key) = self.keys(def);
-        match def.is_resolved() {
-            true => {
-                let (private, private_now) = self.keys_of(def.own_hash(), def.settings);
-                [private, private_now, own, key]
-            }
-            false => [own, key, own, key],
-        }
-    }
-
-    /// Makes `def` count as held under its key now (the caller sends what [`Ensure`] says
-    /// under that key's name).
-    pub fn ensure(&mut self, def: &Arc<StmtDef>) -> (u64, Ensure) {
-        self.tick += 1;
-        if let Some(k) = self.usable_key(def, Some(self.tick)) {
-            return (k, Ensure::Held);
-        }
-        let key = self.key(def);
-        // A stale one, or a different text under the same key (never seen in practice), is
-        // replaced: the old one is closed first.
-        let mut evict = self.held.remove(&key).map(|(d, ..)| (key, d));
-        if evict.is_none() && self.held.len() >= self.limit {
-            let oldest = self
-                .held
-                .iter()
-                .min_by_key(|(_, (_, used, _))| *used)
-                .map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                evict = self.held.remove(&k).map(|(d, ..)| (k, d));
-            }
-        }
-        self.held.insert(key, (Cached::of(def), self.tick, false));
-        (key, Ensure::Prepare { evict })
-    }
-
-    /// Whether `def` is held here as [`ServerStatements::ensure`] would use it (nothing to
-    /// prepare).
-    pub fn holds(&mut self, def: &Arc<StmtDef>) -> bool {
-        self.usable_key(def, None).is_some()
-    }
-
-    /// The key of the copy of `def` fit to use here: the one analysed under the settings of
-    /// the client's Parse, if the connection has it, whatever its settings now (as
-    /// PostgreSQL keeps a statement's analysis, or makes it again itself when `search_path`
-    /// changed); else the one under its settings now. Marked used at `tick`, if given.
-    fn usable_key(&mut self, def: &Arc<StmtDef>, tick: Option<u64>) -> Option<u64> {
-        let tried = self.candidate_keys(def);
-        for (i, &k) in tried.iter().enumerate() {
-            if tried[..i].contains(&k) {
-                continue;
-            }
-            if let Some((held, used, false)) = self.held.get_mut(&k) {
-                if !held.outdated() && held.is(def) {
-                    *used = tick.unwrap_or(*used);
-                    return Some(k);
-                }
-            }
-        }
-        None
-    }
-
-    /// Forgets a statement (by key) whose Parse failed.
-    pub fn forget(&mut self, key: u64) {
-        self.held.remove(&key);
-    }
-
-    /// Holds again a statement whose Close the server skipped (it is still there).
-    pub fn restore(&mut self, key: u64, def: Cached) {
-        self.tick += 1;
-        self.held.insert(key, (def, self.tick, false));
-    }
-
-    /// The server refused to run a statement as it was prepared (0A000 `cached plan must not
-    /// change result type`, after DDL or under another `search_path`): it is closed and
-    /// prepared afresh where it is next used, so that the error is not every later
-    /// session's.
-    pub fn mark_stale(&mut self, key: u64) {
-        if let Some((.., stale)) = self.held.get_mut(&key) {
-            *stale = true;
-        }
-    }
-
-    /// Every copy of `def` here is stale: prepared again before its next use.
-    pub fn mark_stale_copies(&mut self, def: &Arc<StmtDef>) {
-        for key in self.candidate_keys(def) {
-            self.mark_stale(key);
-        }
-    }
-
-    /// The server refused to run a statement as prepared because its result changed (0A000
-    /// `cached plan must not change result type`, from `RevalidateCachedQuery`): stale here
-    /// (see [`ServerStatements::mark_stale`]), and, unless the change was known already, its
-    /// text's result epoch (`backend::epochs`) moves on, so that every copy elsewhere is prepared again
-    /// before its next use and every client that parsed the statement before gets the
-    /// same error, as each would from PostgreSQL directly (a copy prepared again would
-    /// give them rows of the new shape under the description they hold).
-    pub fn result_changed(&mut self, key: u64, line: Option<&str>) {
-        if let Some(line) = line.and_then(|l| l.parse().ok()) {
-            epochs::note_line(line);
-        }
-        if let Some((held, _, stale)) = self.held.get_mut(&key) {
-            *stale = true;
-            if !held.outdated() {
-                bump_result_epoch(held.epoch_key);
-            }
-        }
-    }
-
-    /// How many it holds.
-    pub fn len(&self) -> usize {
-        self.held.len()
-    }
-
-    /// True if it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
-    /// Forgets everything (after `DISCARD ALL` or `DEALLOCATE ALL` ran on it).
-    pub fn clear(&mut self) {
-        self.held.clear();
-    }
 }
 
 #[cfg(test)]

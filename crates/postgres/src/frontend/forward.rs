@@ -250,9 +250,9 @@ fn parse(
         def: def.clone(),
         provisional: false,
     }));
-    // Prepared afresh on this connection even where it holds the text already: the server
-    // analyses it now, as it would a direct client's Parse (a copy prepared before DDL
-    // changed the statement's result would fail with 0A000).
+    // A new statement has a name of its own (see `backend::statements`): the server analyses
+    // it now, as it would a direct client's Parse. (Were that name held, by a hash
+    // collision, the copy there is closed and prepared afresh.)
     let (key, evict) = match conn.statements.ensure(&def) {
         (key, Ensure::Held) => (key, Some((key, Cached::of(&def)))),
         (key, Ensure::Prepare { evict }) => (key, evict),

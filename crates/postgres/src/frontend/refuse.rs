@@ -131,6 +131,16 @@ impl Session {
         self.refuse_unit(unit, code, msg).await
     }
 
+    /// Notes whether a Parse of `unit` carries a statement that changes settings (see
+    /// [`Session::parsed_setting_changes`]).
+    pub(super) fn note_parsed_setting_changes(&mut self, unit: &Unit, defs: &Defs) {
+        if !self.parsed_setting_changes {
+            self.parsed_setting_changes = defs
+                .iter()
+                .any(|(i, d)| unit.msgs[*i].0 == b'P' && !d.info.changes.is_empty());
+        }
+    }
+
     /// Why the `SET`s a unit runs would take the settings the session made past their
     /// bounds ([`super::state::MAX_MADE`]), if they would.
     pub(super) fn settings_over_bounds(&self, unit: &Unit, defs: &Defs) -> Option<String> {

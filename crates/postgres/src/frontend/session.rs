@@ -154,11 +154,7 @@ impl Session {
     /// Runs one unit (its statements classified in `defs`).
     async fn unit(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
         // (First: a Parse that is answered or refused below may be bound later all the same.)
-        if !self.parsed_setting_changes {
-            self.parsed_setting_changes = defs
-                .iter()
-                .any(|(i, d)| unit.msgs[*i].0 == b'P' && !d.info.changes.is_empty());
-        }
+        self.note_parsed_setting_changes(unit, defs);
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();
