@@ -31,6 +31,8 @@ mod login_auth;
 mod logins;
 #[path = "postgres/notify.rs"]
 mod notify;
+#[path = "postgres/own_statements.rs"]
+mod own_statements;
 #[path = "postgres/param_types.rs"]
 mod param_types;
 #[path = "postgres/parameters.rs"]

@@ -2,7 +2,7 @@
 //! waiting in line), brought to the session's settings, and given back when ReadyForQuery
 //! says the transaction is over and nothing pins the session.
 
-use super::session::{put_query, Session, SessionError};
+use super::session::{put_own, put_query, Session, SessionError};
 use super::state;
 use crate::backend::PgConn;
 use crate::wire::{ReadyStatus, Writer};
@@ -272,11 +272,33 @@ impl Session {
     }
 
     /// Inside a transaction block, sets startup parameters a `RESET` there returned to the
-    /// server's defaults back to their startup values (`sql`, see
+    /// server's defaults back to their startup values (`stmts`, see
     /// [`super::state::Settings::take_block_resets`]): the block's later statements run with
-    /// them, as they would directly, and they commit or roll back with the `RESET`.
-    pub(super) async fn restore_startup_values(&mut self, sql: &str) -> Result<(), SessionError> {
-        let why = match self.replay(sql).await {
+    /// them, as they would directly, and they commit or roll back with the `RESET`. They run
+    /// as statements of sluice's own: the block's unnamed statement and portal stay.
+    pub(super) async fn restore_startup_values(
+        &mut self,
+        stmts: &[Box<str>],
+    ) -> Result<(), SessionError> {
+        let Some(lease) = &mut self.lease else {
+            return Ok(());
+        };
+        if stmts.is_empty() {
+            return Ok(());
+        }
+        let mut q = Vec::new();
+        for sql in stmts.iter().flat_map(|s| super::startup::one_by_one(s)) {
+            put_own(&mut q, sql.as_bytes());
+        }
+        super::forward::put(&mut q, b'S', &[]);
+        self.handle.hold_cancels();
+        self.cancels_held = true;
+        let conn = lease.conn();
+        let ran = match conn.send(&q).await {
+            Ok(()) => hidden_answers(conn, 1).await,
+            Err(e) => Err(HiddenError::lost(e)),
+        };
+        let why = match ran {
             Ok(ReadyStatus::InTransaction) => {
                 self.report_parameters();
                 return Ok(());
@@ -300,6 +322,9 @@ impl Session {
         put_query(&mut q, sql.as_bytes());
         self.handle.hold_cancels();
         self.cancels_held = true;
+        // A simple query: the connection's unnamed statement is gone (parsed again where
+        // the client names it next).
+        self.lease_has_unnamed = false;
         run_hidden(lease.conn(), &q).await
     }
 

@@ -71,6 +71,9 @@ impl Session {
             sql.push_str(&quote_literal(name));
         }
         sql.push(')');
+        // A simple query: the connection's unnamed statement is gone (parsed again where
+        // the client names it next; outside a block, no portal is left to lose).
+        self.lease_has_unnamed = false;
         let rows = match crate::agent::connection::rows(lease.conn(), &sql).await {
             Ok(rows) => rows,
             Err(e) => {

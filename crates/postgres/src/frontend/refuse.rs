@@ -252,6 +252,9 @@ impl Session {
     /// the session ends (FATAL, `what`).
     async fn fail_on_server(&mut self, mut q: Vec<u8>, what: &str) -> Result<(), SessionError> {
         put_query(&mut q, b"SELECT 1/0");
+        // (Simple queries: the connection's unnamed statement is gone, and the client's
+        // Bind of it gets 25P02 from its Parse again, as directly from the Bind.)
+        self.lease_has_unnamed = false;
         let outcome = match &mut self.lease {
             Some(lease) => super::lease::run_hidden(lease.conn(), &q).await,
             None => Ok(self.status),

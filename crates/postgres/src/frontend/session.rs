@@ -207,9 +207,9 @@ impl Session {
             if self.settings.generation() != self.lease_generation {
                 self.sync_settings().await?;
             }
-            if let Some(sql) = self.settings.take_block_resets() {
+            if let Some(stmts) = self.settings.take_block_resets() {
                 if self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none() {
-                    Box::pin(self.restore_startup_values(&sql)).await?;
+                    Box::pin(self.restore_startup_values(&stmts)).await?;
                 }
             }
         }
@@ -569,9 +569,51 @@ pub(super) fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
     out.push(0);
 }
 
+/// The name of the statement and the portal sluice's own statements run under on a
+/// connection a session holds ([`put_own`]).
+const OWN: &[u8] = b"sluice_own";
+
+/// Puts `sql`, one statement, as a statement and a portal of sluice's own, run and closed
+/// again, without a Sync. A simple query drops the unnamed statement and the unnamed portal;
+/// this leaves the client's as they were (a suspended portal inside its transaction block
+/// goes on where it stopped). Answered by ParseComplete, BindComplete, the statement's
+/// answers and two CloseCompletes; after an error the server skips to the next Sync.
+pub(super) fn put_own(out: &mut Vec<u8>, sql: &[u8]) {
+    use super::forward::put;
+    // (No parameter types; no formats, no parameters, no result formats; no row limit.)
+    put(out, b'P', &[OWN, b"\0", sql, b"\0\0\0"]);
+    put(out, b'B', &[OWN, b"\0", OWN, b"\0\0\0\0\0\0\0"]);
+    put(out, b'E', &[OWN, b"\0\0\0\0\0"]);
+    put(out, b'C', &[b"P", OWN, b"\0"]);
+    put(out, b'C', &[b"S", OWN, b"\0"]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Session, Unit};
+
+    #[test]
+    fn own_statements_are_well_formed_and_name_no_unnamed_one() {
+        let mut out = Vec::new();
+        super::put_own(&mut out, b"SAVEPOINT s");
+        let mut at = 0;
+        let mut seen = Vec::new();
+        while let Some((m, len)) = crate::wire::read_message(&out[at..], 1 << 10).unwrap() {
+            seen.push((m.tag, m.body.to_vec()));
+            at += len;
+        }
+        assert_eq!(at, out.len());
+        assert_eq!(
+            seen,
+            [
+                (b'P', b"sluice_own\0SAVEPOINT s\0\0\0".to_vec()),
+                (b'B', b"sluice_own\0sluice_own\0\0\0\0\0\0\0".to_vec()),
+                (b'E', b"sluice_own\0\0\0\0\0".to_vec()),
+                (b'C', b"Psluice_own\0".to_vec()),
+                (b'C', b"Ssluice_own\0".to_vec()),
+            ]
+        );
+    }
 
     fn future_size<F, Fut>(_: F) -> usize
     where

@@ -25,17 +25,20 @@
 use super::client::Client;
 use super::exps::Replacement;
 use super::forward::put;
-use super::lease::{hidden_answers, run_hidden};
+use super::lease::hidden_answers;
+use super::session::put_own;
 use super::unit::{Exps, Shared};
 use crate::backend::statements::{result_shape, server_name, Cached, StmtDef};
 use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
 use std::sync::Arc;
 
-/// The savepoint the round trip runs under inside a transaction block.
+/// The savepoint the round trip runs under inside a transaction block (statements of
+/// sluice's own, not simple queries: those would drop the client's unnamed statement and
+/// portal, which the unit may go on with).
 const SAVEPOINT: &[u8] = b"SAVEPOINT sluice_shape";
 const RELEASE: &[u8] = b"RELEASE SAVEPOINT sluice_shape";
-const UNDO: &[u8] = b"ROLLBACK TO SAVEPOINT sluice_shape; RELEASE SAVEPOINT sluice_shape";
+const ROLLBACK_TO: &[u8] = b"ROLLBACK TO SAVEPOINT sluice_shape";
 
 /// A statement the connection must prepare for a unit, whose client described it: held in
 /// the connection's record under `key` already (and `evict` out of it), but prepared only
@@ -71,7 +74,8 @@ pub async fn check(
     let in_block = in_block && !flushed;
     let mut out = Vec::new();
     if in_block {
-        super::session::put_query(&mut out, SAVEPOINT);
+        put_own(&mut out, SAVEPOINT);
+        put(&mut out, b'S', &[]);
     }
     // What each message does to the connection's record, in order.
     let mut pending: std::collections::VecDeque<Shared> = Default::default();
@@ -86,15 +90,16 @@ pub async fn check(
     }
     put(&mut out, if flushed { b'H' } else { b'S' }, &[]);
     if in_block {
-        super::session::put_query(&mut out, RELEASE);
+        put_own(&mut out, RELEASE);
+        put(&mut out, b'S', &[]);
     }
     conn.send(&out).await?;
-    // ReadyForQuery owed; after a Flush, descriptions (an error ends the answers).
-    let mut owed = if flushed {
-        checks.len()
-    } else {
-        1 + 2 * usize::from(in_block)
-    };
+    if in_block && hidden_answers(conn, 1).await.map_err(lost)? != ReadyStatus::InTransaction {
+        return Err(std::io::Error::other("the savepoint could not be made"));
+    }
+    // The checks' ReadyForQuery owed; after a Flush, descriptions (an error ends the
+    // answers).
+    let mut owed = if flushed { checks.len() } else { 1 };
     // The checks described so far, and the first error.
     let mut described = 0;
     let mut changed = Vec::new();
@@ -132,7 +137,7 @@ pub async fn check(
                     owed -= 1;
                 }
             }
-            b'E' if flushed || (failed.is_none() && owed == 1 + usize::from(in_block)) => {
+            b'E' if failed.is_none() => {
                 let parts = crate::wire::error_parts(&body).unwrap_or_default();
                 let code = parts.code.unwrap_or_else(|| "XX000".into());
                 failed = Some((code.into(), parts.message.unwrap_or_default(), parts.rest));
@@ -157,6 +162,13 @@ pub async fn check(
             _ => {}
         }
     }
+    if in_block {
+        // (After a failure the block is failed, and the RELEASE with it.)
+        let released = hidden_answers(conn, 1).await;
+        if failed.is_none() {
+            released.map_err(lost)?;
+        }
+    }
     if let Some(error) = failed {
         if flushed {
             // The server skips to the client's Sync: what is left of the check, and the unit.
@@ -170,8 +182,11 @@ pub async fn check(
         if in_block {
             // The block as it was before the savepoint.
             let mut undo = Vec::new();
-            super::session::put_query(&mut undo, UNDO);
-            let status = run_hidden(conn, &undo).await.map_err(lost)?;
+            put_own(&mut undo, ROLLBACK_TO);
+            put_own(&mut undo, RELEASE);
+            put(&mut undo, b'S', &[]);
+            conn.send(&undo).await?;
+            let status = hidden_answers(conn, 1).await.map_err(lost)?;
             if status != ReadyStatus::InTransaction {
                 return Err(std::io::Error::other(
                     "the savepoint could not be rolled back",

@@ -68,7 +68,7 @@ pub(super) fn startup_statements<'a>(
                 // the value in force: on a login, the server's default; on a pooled
                 // connection, whatever another session left. Reset first, it is the
                 // login's.
-                stmt.insert_str(0, "RESET datestyle;");
+                stmt.insert_str(0, RESET_DATESTYLE);
             }
             (name.into(), stmt.into())
         })
@@ -79,6 +79,21 @@ pub(super) fn startup_statements<'a>(
     startup.sort_by(|a, b| a.0.cmp(&b.0));
     startup.dedup_by(|a, b| a.0 == b.0);
     startup
+}
+
+/// What a startup `DateStyle`'s statement starts with (see [`startup_statements`]).
+const RESET_DATESTYLE: &str = "RESET datestyle;";
+
+/// The statements of a startup parameter's statement ([`startup_statements`]: its literals
+/// are `'…'` with `''` for a quote), one by one.
+pub(super) fn one_by_one(stmt: &str) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    stmt.split(move |c| {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        c == ';' && !quoted
+    })
 }
 
 /// `SELECT set_config(...)`: sets a parameter from a startup-packet value (parsed as the

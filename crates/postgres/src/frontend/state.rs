@@ -330,17 +330,18 @@ impl Settings {
     /// The statements that set the startup parameters a `RESET` in the open block returned
     /// to the server's defaults back to their startup values (once: the list is emptied).
     /// Run inside the block, they commit or roll back with the `RESET`.
-    pub fn take_block_resets(&mut self) -> Option<String> {
+    pub fn take_block_resets(&mut self) -> Option<Vec<Box<str>>> {
         let names = match &mut self.block {
             Some(block) if !block.resets.is_empty() => std::mem::take(&mut block.resets),
             _ => return None,
         };
-        let sql: Vec<&str> = names
-            .iter()
-            .filter_map(|n| self.startup.iter().find(|(s, _)| s == n))
-            .map(|(_, stmt)| &**stmt)
-            .collect();
-        Some(sql.join(";"))
+        Some(
+            names
+                .iter()
+                .filter_map(|n| self.startup.iter().find(|(s, _)| s == n))
+                .map(|(_, stmt)| stmt.clone())
+                .collect(),
+        )
     }
 
     /// True if changes wait for the transaction block to end.

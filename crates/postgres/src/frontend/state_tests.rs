@@ -225,14 +225,14 @@ fn a_reset_in_a_block_sets_startup_values_again_unless_a_later_set_wins() {
     assert_eq!(s.take_block_resets(), None);
     s.defer(Change::Reset("datestyle".into()));
     assert_eq!(
-        s.take_block_resets().as_deref(),
+        s.take_block_resets().map(|v| v.join(";")).as_deref(),
         Some("RESET datestyle;SELECT pg_catalog.set_config('DateStyle', 'SQL, MDY', false)")
     );
     assert_eq!(s.take_block_resets(), None, "once");
     s.defer(Change::ResetAll);
     s.defer(set("timezone"));
     assert_eq!(
-        s.take_block_resets().as_deref(),
+        s.take_block_resets().map(|v| v.join(";")).as_deref(),
         Some("RESET datestyle;SELECT pg_catalog.set_config('DateStyle', 'SQL, MDY', false)")
     );
     // The block ended before another statement: nothing is owed.
@@ -266,7 +266,7 @@ fn a_set_local_after_a_reset_wins_for_its_block_and_a_chain_owes_the_reset() {
     s.defer(Change::Reset("datestyle".into()));
     s.chain_transaction(true);
     assert_eq!(
-        s.take_block_resets().as_deref(),
+        s.take_block_resets().map(|v| v.join(";")).as_deref(),
         Some("RESET datestyle;SELECT pg_catalog.set_config('DateStyle', 'SQL, MDY', false)")
     );
     assert!(s.take_startup_reset());

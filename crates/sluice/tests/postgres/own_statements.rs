@@ -1,0 +1,209 @@
+//! What sluice runs on a connection a session keeps, between the client's own messages
+//! (reading back what `set_config` set, setting a startup value again after a `RESET` in a
+//! block, the savepoint a changed statement is checked under), leaves the client's unnamed
+//! statement and unnamed portal as they were. Each test runs the same steps through sluice and
+//! directly and compares what every step gave, and what it should give.
+//!
+//! The pool has two connections (`pins::POOL`), and idle ones are reused most recent first:
+//! a client that holds a connection makes the next one run on the other.
+
+use super::pg::raw::{Msg, Raw};
+use super::pg::start;
+use super::pins::POOL;
+use postgres_protocol::message::frontend;
+
+/// What a round gave: each message's type byte, an error's SQLSTATE, a DataRow's first
+/// column, a CommandComplete's tag, ReadyForQuery's status.
+fn shown(msgs: &[Msg]) -> String {
+    let text = |b: &[u8]| String::from_utf8_lossy(b.strip_suffix(b"\0").unwrap_or(b)).into_owned();
+    let shown: Vec<String> = msgs
+        .iter()
+        .map(|m| match m.tag {
+            b'E' => format!("E({})", m.sqlstate().unwrap_or_default()),
+            b'C' => format!("C({})", text(&m.body)),
+            b'D' => format!("D({})", Raw::column(std::slice::from_ref(m)).concat()),
+            b'Z' => format!("Z({})", m.body[0] as char),
+            t => (t as char).to_string(),
+        })
+        .collect();
+    shown.join(" ")
+}
+
+/// Sends what `c.out` holds and shows the answers up to one ReadyForQuery.
+async fn round(c: &mut Raw) -> String {
+    let (_, msgs) = c.round(1).await;
+    shown(&msgs)
+}
+
+/// Runs `sql` as a simple query and shows its answers.
+async fn simple(c: &mut Raw, sql: &str) -> String {
+    frontend::query(sql, &mut c.out).unwrap();
+    round(c).await
+}
+
+fn parse(c: &mut Raw, name: &str, sql: &str) {
+    frontend::parse(name, sql, [], &mut c.out).unwrap();
+}
+
+fn bind(c: &mut Raw, portal: &str, statement: &str) {
+    let none: [Option<&str>; 0] = [];
+    frontend::bind(
+        portal,
+        statement,
+        [0i16],
+        none.iter(),
+        |_: &Option<&str>, _| Ok(postgres_protocol::IsNull::Yes),
+        [0i16],
+        &mut c.out,
+    )
+    .map_err(|_| "bind")
+    .unwrap();
+}
+
+fn execute(c: &mut Raw, portal: &str, rows: i32) {
+    frontend::execute(portal, rows, &mut c.out).unwrap();
+}
+
+fn sync(c: &mut Raw) {
+    frontend::sync(&mut c.out);
+}
+
+/// sluice reads back what `set_config(…, false)` set with a query of its own on the
+/// connection a pinned session keeps; a simple query there dropped the client's unnamed
+/// statement, and its next Bind of it got 26000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unnamed_statement_outlives_a_read_back() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = vec![simple(&mut c, "CREATE TEMP TABLE own_t (x int)").await];
+        parse(&mut c, "", "SELECT set_config('work_mem', '8MB', false)");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        steps.push(simple(&mut c, "SHOW work_mem").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "C(CREATE TABLE) Z(I)",
+            "1 2 D(8MB) C(SELECT 1) Z(I)",
+            "2 D(8MB) C(SELECT 1) Z(I)",
+            "T D(8MB) C(SHOW) Z(I)",
+        ]
+    );
+}
+
+/// After a `RESET` of a startup parameter inside a block, sluice sets the startup value
+/// again before the block's next statement; as a simple query that dropped the unnamed
+/// statement and the suspended unnamed portal (26000, 34000, and the block failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unnamed_portal_outlives_a_startup_value_set_again_in_a_block() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let params = [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("application_name", "own_app"),
+        ];
+        let mut c = Raw::connect_with(port, "app", &params).await.unwrap();
+        let mut steps = vec![simple(&mut c, "BEGIN").await];
+        parse(&mut c, "", "SELECT g FROM generate_series(1, 3) g");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 1);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        parse(&mut c, "r", "RESET application_name");
+        bind(&mut c, "x", "r");
+        execute(&mut c, "x", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        execute(&mut c, "", 1);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        steps.push(simple(&mut c, "SHOW application_name").await);
+        steps.push(simple(&mut c, "COMMIT").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "C(BEGIN) Z(T)",
+            "1 2 D(1) s Z(T)",
+            "1 2 C(RESET) Z(T)",
+            "D(2) s Z(T)",
+            "2 D(1) D(2) D(3) C(SELECT 3) Z(T)",
+            "T D(own_app) C(SHOW) Z(T)",
+            "C(COMMIT) Z(I)",
+        ]
+    );
+}
+
+/// A described statement used inside a block on a connection that never had it is checked
+/// under a savepoint first (`shapes`); as simple queries, the savepoint's statements dropped
+/// the unnamed statement and portal the same unit went on with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unnamed_statement_and_portal_outlive_a_statement_checked_in_a_block() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        parse(&mut a, "n1", "SELECT 1 AS x");
+        frontend::describe(b'S', "n1", &mut a.out).unwrap();
+        sync(&mut a);
+        let mut steps = vec![round(&mut a).await];
+        // b holds the connection n1 was prepared on: a's block runs on the other one.
+        steps.push(simple(&mut b, "BEGIN").await);
+        steps.push(simple(&mut b, "SELECT 1").await);
+        steps.push(simple(&mut a, "BEGIN").await);
+        parse(&mut a, "", "SELECT g FROM generate_series(40, 43) g");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 1);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        steps.push(simple(&mut b, "COMMIT").await);
+        bind(&mut a, "p", "n1");
+        execute(&mut a, "p", 0);
+        execute(&mut a, "", 1);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        bind(&mut a, "q", "n1");
+        execute(&mut a, "q", 0);
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        steps.push(simple(&mut a, "COMMIT").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "1 t T Z(I)",
+            "C(BEGIN) Z(T)",
+            "T D(1) C(SELECT 1) Z(T)",
+            "C(BEGIN) Z(T)",
+            "1 2 D(40) s Z(T)",
+            "C(COMMIT) Z(I)",
+            "2 D(1) C(SELECT 1) D(41) s Z(T)",
+            "2 D(1) C(SELECT 1) 2 D(40) D(41) D(42) D(43) C(SELECT 4) Z(T)",
+            "C(COMMIT) Z(I)",
+        ]
+    );
+}
