@@ -3,7 +3,8 @@
 //! session itself ([`session`]): units of client messages ([`mod@unit`]) routed, forwarded
 //! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], starting from what the startup
 //! packet asks for: [`startup`]; [`sequences`]; settings the scanner cannot read under:
-//! [`unreadable`]; what `set_config` set, read back: [`mod@read_back`]), with what sluice
+//! [`unreadable`]; what `set_config` set, read back: [`mod@read_back`]; functions called
+//! by OID: [`calls`]), with what sluice
 //! sends ahead of them
 //! ([`ahead`]), what it answers in their place ([`refuse`]) and what a batch without its end
 //! owes ([`owed`]), the
@@ -11,6 +12,7 @@
 //! ([`shapes`]), and what logins alike were told ([`welcomes`]).
 
 mod ahead;
+mod calls;
 pub mod cancel;
 pub mod client;
 mod count;

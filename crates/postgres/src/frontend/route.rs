@@ -313,7 +313,7 @@ impl Session {
     /// replica serves: why it is refused (pinned there, the session could never write
     /// again). `None` for any other unit, and on a listener bound to a hostgroup (its
     /// sessions go nowhere else).
-    pub(super) fn pins_on_a_replica(&self, defs: &Defs) -> Option<String> {
+    pub(super) fn pins_on_a_replica(&self, unit: &Unit, defs: &Defs) -> Option<String> {
         let lease = self.lease.as_ref()?;
         if self.listener.hostgroup.is_some()
             || self.status != ReadyStatus::InTransaction
@@ -322,9 +322,12 @@ impl Session {
         {
             return None;
         }
-        let pins = defs.iter().fold(0, |p, (_, d)| {
+        let mut pins = defs.iter().fold(0, |p, (_, d)| {
             p | (d.info.pins & !state::pin::SCANNER_DOUBTS)
         });
+        if super::calls::makes_state(unit, &self.client.buf) {
+            pins |= state::pin::UNREAD_CALL;
+        }
         (pins != 0).then(|| {
             format!(
                 "sluice: a read-only transaction on a replica cannot make state that keeps the session on its connection ({}): the session could never write again; make it outside the read-only transaction",

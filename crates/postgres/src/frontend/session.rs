@@ -201,7 +201,7 @@ impl Session {
             }
             (self.implicit_reads_only, self.implicit_suspended) = (true, false);
         } else {
-            if let Some(msg) = self.pins_on_a_replica(defs) {
+            if let Some(msg) = self.pins_on_a_replica(unit, defs) {
                 return Box::pin(self.refuse_in_block(unit, "0A000", &msg)).await;
             }
             if self.settings.generation() != self.lease_generation {
@@ -273,6 +273,10 @@ impl Session {
             }
         }
         let calls = unit.msgs.iter().any(|m| m.0 == b'F');
+        if calls && super::calls::makes_state(unit, &self.client.buf) {
+            // Whatever became of the call: the connection holds the truth.
+            self.pins |= super::state::pin::UNREAD_CALL;
+        }
         self.sequences.forwarded(conn, &ran, calls);
         if unit.end == End::Partial {
             // The rest of the batch may name what this part parses before the server answers.

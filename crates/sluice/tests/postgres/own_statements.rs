@@ -1,7 +1,8 @@
 //! What sluice runs on a connection a session keeps, between the client's own messages
 //! (reading back what `set_config` set, setting a startup value again after a `RESET` in a
 //! block, the savepoint a changed statement is checked under), leaves the client's unnamed
-//! statement and unnamed portal as they were. Each test runs the same steps through sluice and
+//! statement and unnamed portal as they were; and a FunctionCall of a function that may make
+//! session state pins the session. Each test runs the same steps through sluice and
 //! directly and compares what every step gave, and what it should give.
 //!
 //! The pool has two connections (`pins::POOL`), and idle ones are reused most recent first:
@@ -66,6 +67,99 @@ fn execute(c: &mut Raw, portal: &str, rows: i32) {
 
 fn sync(c: &mut Raw) {
     frontend::sync(&mut c.out);
+}
+
+/// A FunctionCall of the function `oid` with text arguments, a text result.
+fn function_call(c: &mut Raw, oid: u32, args: &[&str]) {
+    let mut body = Vec::new();
+    body.extend_from_slice(&oid.to_be_bytes());
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.extend_from_slice(&0i16.to_be_bytes());
+    body.extend_from_slice(&(args.len() as i16).to_be_bytes());
+    for a in args {
+        body.extend_from_slice(&(a.len() as i32).to_be_bytes());
+        body.extend_from_slice(a.as_bytes());
+    }
+    body.extend_from_slice(&0i16.to_be_bytes());
+    c.out.extend_from_slice(b"F");
+    c.out
+        .extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    c.out.extend_from_slice(&body);
+}
+
+/// `set_config(text, text, boolean)` and `pg_advisory_lock(bigint)` (pg_proc.dat), and
+/// `lo_creat(integer)`, a large-object function.
+const SET_CONFIG: u32 = 2078;
+const ADVISORY_LOCK: u32 = 2880;
+const LO_CREAT: u32 = 957;
+
+/// What another client sees on the connection it is given: the custom setting, and its
+/// session advisory locks.
+const SEEN: &str = "SELECT coalesce(current_setting('app.tenant', true), 'none') || ',' || (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())";
+
+/// A FunctionCall of `set_config(…, false)` or `pg_advisory_lock` made state on its server
+/// connection, which was lent to the next client: it saw the first client's setting and
+/// held its lock, and the first client, on another connection, lost both. Such a call pins
+/// the session; a call of a large-object function does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_call_that_may_make_state_pins_the_session() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        function_call(&mut a, SET_CONFIG, &["app.tenant", "42", "false"]);
+        function_call(&mut a, ADVISORY_LOCK, &["4242"]);
+        steps.push(round(&mut a).await);
+        steps.push(round(&mut a).await);
+        // The other client, on the connection it is given.
+        steps.push(simple(&mut b, SEEN).await);
+        steps.push(simple(&mut a, SEEN).await);
+        steps.push(simple(&mut a, "SELECT pg_advisory_unlock(4242)").await);
+        if port == env.port {
+            let reasons = env.pin_reasons();
+            assert!(
+                reasons
+                    .iter()
+                    .any(|r| r.contains(&"call of a function sluice cannot name")),
+                "{reasons:?}"
+            );
+        }
+        // A large object's functions make no state beyond their transaction.
+        let mut lo = Raw::connect(port, "app", "app", "postgres").await;
+        steps.push(simple(&mut lo, "BEGIN").await);
+        function_call(&mut lo, LO_CREAT, &["-1"]);
+        steps.push(
+            round(&mut lo)
+                .await
+                .replace(|c: char| c.is_ascii_digit(), ""),
+        );
+        steps.push(simple(&mut lo, "ROLLBACK").await);
+        if port == env.port {
+            let reasons = env.pin_reasons();
+            assert_eq!(
+                reasons.iter().filter(|r| !r.is_empty()).count(),
+                1,
+                "only the first client is pinned: {reasons:?}"
+            );
+        }
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "V Z(I)",
+            "V Z(I)",
+            "T D(none,0) C(SELECT 1) Z(I)",
+            "T D(42,1) C(SELECT 1) Z(I)",
+            "T D(t) C(SELECT 1) Z(I)",
+            "C(BEGIN) Z(T)",
+            "V Z(T)",
+            "C(ROLLBACK) Z(I)",
+        ]
+    );
 }
 
 /// sluice reads back what `set_config(…, false)` set with a query of its own on the

@@ -38,8 +38,9 @@ pub const TEXT_TRANSACTION: u32 = 1 << 12;
 /// `setseed()` or `SET seed`: the session's `random()` sequence (kept by `DISCARD ALL`
 /// too).
 pub const SETSEED: u32 = 1 << 13;
-/// A call of a name the scanner cannot read (`U&"..."`): it may be any function that
-/// makes session state.
+/// A call of a name the scanner cannot read (`U&"..."`), or a FunctionCall message of a
+/// function other than the large-object ones (`frontend::calls`): it may be any function
+/// that makes session state.
 pub const UNREAD_CALL: u32 = 1 << 14;
 /// `SET search_path` naming `pg_temp`: unqualified `CREATE`s make temporary objects.
 pub const TEMP_SEARCH_PATH: u32 = 1 << 15;
@@ -79,7 +80,7 @@ const NAMES: [&str; 19] = [
     "standard_conforming_strings off",
     "SET or release in a text or pipeline with its own COMMIT/ROLLBACK",
     "setseed() or SET seed",
-    "call of a name sluice cannot read",
+    "call of a function sluice cannot name",
     "search_path naming pg_temp",
     "client_encoding sluice cannot scan",
     "SET of a non-ASCII value in a client_encoding other than UTF8",
