@@ -59,20 +59,29 @@ pub fn startup_options(options: &str) -> Result<Vec<(String, String)>, String> {
 pub(super) fn startup_statements<'a>(
     params: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Vec<(Box<str>, Box<str>)> {
+    // A DateStyle of one part (`ISO`, as PgJDBC sends it) keeps the other from the value in
+    // force: on a login, the server's default, or the part an earlier DateStyle of the
+    // packet set (`options` first: `-c DateStyle=DMY`, then `DateStyle=ISO` is `ISO, DMY`);
+    // on a pooled connection, whatever another session left. So the statement resets it
+    // first, as a login starts from the default, then sets each of the packet's in order.
+    let mut datestyle: Option<String> = None;
     let mut startup: Vec<(Box<str>, Box<str>)> = params
-        .map(|(n, v)| {
+        .filter_map(|(n, v)| {
             let name = n.to_ascii_lowercase();
-            let mut stmt = set_config(n, v);
             if name == "datestyle" {
-                // A DateStyle of one part (`ISO`, as PgJDBC sends it) keeps the other from
-                // the value in force: on a login, the server's default; on a pooled
-                // connection, whatever another session left. Reset first, it is the
-                // login's.
-                stmt.insert_str(0, RESET_DATESTYLE);
+                let stmt = datestyle.get_or_insert_with(|| RESET_DATESTYLE.to_string());
+                if !stmt.ends_with(';') {
+                    stmt.push(';');
+                }
+                stmt.push_str(&set_config(n, v));
+                return None;
             }
-            (name.into(), stmt.into())
+            Some((name.into(), set_config(n, v).into()))
         })
         .collect();
+    if let Some(stmt) = datestyle {
+        startup.push(("datestyle".into(), stmt.into()));
+    }
     // A name given twice takes its last value, as PostgreSQL applies the packet's options in
     // order: reversed, the stable sort puts the last one first, and dedup keeps the first.
     startup.reverse();
@@ -153,5 +162,43 @@ pub fn quote_ident(s: &str) -> String {
         s.to_string()
     } else {
         format!("\"{}\"", s.replace('"', "\"\""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{one_by_one, startup_statements};
+
+    #[test]
+    fn a_packets_datestyles_are_set_in_order_after_a_reset() {
+        let params = [
+            ("DateStyle", "DMY"),
+            ("application_name", "a;b'c;"),
+            ("datestyle", "ISO"),
+            ("application_name", "x"),
+        ];
+        let s = startup_statements(params.into_iter());
+        let names: Vec<&str> = s.iter().map(|(n, _)| &**n).collect();
+        assert_eq!(names, ["application_name", "datestyle"]);
+        assert_eq!(
+            &*s[1].1,
+            "RESET datestyle;SELECT pg_catalog.set_config('DateStyle', 'DMY', false);\
+             SELECT pg_catalog.set_config('datestyle', 'ISO', false)"
+        );
+        assert_eq!(
+            one_by_one(&s[1].1).collect::<Vec<_>>(),
+            [
+                "RESET datestyle",
+                "SELECT pg_catalog.set_config('DateStyle', 'DMY', false)",
+                "SELECT pg_catalog.set_config('datestyle', 'ISO', false)"
+            ]
+        );
+        // The last value of another name, its literal whole.
+        assert_eq!(
+            &*s[0].1,
+            "SELECT pg_catalog.set_config('application_name', 'x', false)"
+        );
+        let quoted = startup_statements([("application_name", "a;b'c;")].into_iter());
+        assert_eq!(one_by_one(&quoted[0].1).count(), 1);
     }
 }

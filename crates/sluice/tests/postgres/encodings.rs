@@ -111,3 +111,49 @@ async fn a_client_encoding_the_scanner_cannot_read_pins_the_session() {
         ["\"$user\", public"]
     );
 }
+
+/// A `DateStyle` in `options` and another among the startup parameters (PgJDBC always sends
+/// `DateStyle=ISO`): PostgreSQL applies `options` first, and the second, of one part, keeps
+/// the first's order (`ISO, DMY`). sluice kept only the last, reset: `ISO, MDY`, and read
+/// `01/02/2024` as 2 January.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datestyle_in_options_keeps_its_part_beside_a_startup_datestyle() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let params = [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("options", "-c DateStyle=DMY"),
+            ("DateStyle", "ISO"),
+        ];
+        let mut a = Raw::connect_with(port, "app", &params).await.unwrap();
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let told: Vec<String> = a
+            .params
+            .iter()
+            .filter(|(k, _)| k == "DateStyle")
+            .map(|(_, v)| v.clone())
+            .collect();
+        let mut steps = vec![told.join(",")];
+        let shown = "SELECT current_setting('DateStyle') || ' ' || '01/02/2024'::date::text";
+        let one = |msgs: Vec<super::pg::raw::Msg>| Raw::column(&msgs).join(",");
+        steps.push(one(a.try_simple(shown).await.unwrap()));
+        // Another session leaves its own order on the connection a is given next.
+        b.try_simple("SET DateStyle = 'SQL, YMD'").await.unwrap();
+        b.try_simple("SELECT 1").await.unwrap();
+        steps.push(one(a.try_simple(shown).await.unwrap()));
+        steps.push(one(b.try_simple("SHOW DateStyle").await.unwrap()));
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "ISO, DMY",
+            "ISO, DMY 2024-02-01",
+            "ISO, DMY 2024-02-01",
+            "SQL, YMD"
+        ]
+    );
+}
