@@ -33,6 +33,9 @@ impl Session {
         position: bool,
         read_back: bool,
     ) -> Result<(), SessionError> {
+        // Simple queries: the connection's unnamed statement is gone (parsed again where the
+        // client names it next; outside a block, no portal is left to lose).
+        self.lease_has_unnamed = false;
         if position {
             self.ryw_read_position().await?;
         }
@@ -71,9 +74,6 @@ impl Session {
             sql.push_str(&quote_literal(name));
         }
         sql.push(')');
-        // A simple query: the connection's unnamed statement is gone (parsed again where
-        // the client names it next; outside a block, no portal is left to lose).
-        self.lease_has_unnamed = false;
         let rows = match crate::agent::connection::rows(lease.conn(), &sql).await {
             Ok(rows) => rows,
             Err(e) => {

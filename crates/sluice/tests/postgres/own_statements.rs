@@ -162,9 +162,10 @@ async fn a_function_call_that_may_make_state_pins_the_session() {
     );
 }
 
-/// sluice reads back what `set_config(…, false)` set with a query of its own on the
-/// connection a pinned session keeps; a simple query there dropped the client's unnamed
-/// statement, and its next Bind of it got 26000.
+/// sluice reads back what `set_config(…, false)` set, and where the primary's WAL is after a
+/// write for a session that reads its own writes, with queries of its own on the connection
+/// a pinned session keeps; a simple query there dropped the client's unnamed statement, and
+/// its next Bind of it got 26000.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unnamed_statement_outlives_a_read_back() {
     let env = start(0, POOL).await;
@@ -182,6 +183,16 @@ async fn the_unnamed_statement_outlives_a_read_back() {
         sync(&mut c);
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "SHOW work_mem").await);
+        steps.push(simple(&mut c, "SET sluice.read_your_writes = on").await);
+        parse(&mut c, "", "INSERT INTO own_t VALUES (1)");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
         transcripts.push(steps);
     }
     assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
@@ -192,6 +203,9 @@ async fn the_unnamed_statement_outlives_a_read_back() {
             "1 2 D(8MB) C(SELECT 1) Z(I)",
             "2 D(8MB) C(SELECT 1) Z(I)",
             "T D(8MB) C(SHOW) Z(I)",
+            "C(SET) Z(I)",
+            "1 2 C(INSERT 0 1) Z(I)",
+            "2 C(INSERT 0 1) Z(I)",
         ]
     );
 }
