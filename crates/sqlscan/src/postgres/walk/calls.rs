@@ -38,6 +38,13 @@ impl Walk {
         if self.with_header && self.depth == 0 && c.before == Kind::Punct(b',') {
             return true;
         }
+        // `FROM generate_series(1, 3) g(x)`, `(VALUES (1)) v(a)`: right after a closing
+        // parenthesis a plain name before `(` is an alias and its column list (no call
+        // stands there in PostgreSQL's grammar).
+        if c.before == Kind::Punct(b')') && k == Kw::None && matches!(c.qualifier, Qualifier::None)
+        {
+            return true;
+        }
         (c.before == Kind::Punct(b')') && matches!(k, Kw::Over | Kw::Filter | Kw::Repeatable))
             || (p == Kw::Not && k == Kw::Materialized)
             || (p == Kw::Grouping && k == Kw::Sets)
