@@ -221,6 +221,8 @@ fn parse(
         // this one.
         f.keep(whole);
         f.f.exps.push_back(Exp::pass(Resp::Parse));
+        // Analysed now (see below).
+        def.result_confirmed();
         *names.unnamed = Some(def);
         *names.conn_has_unnamed = true;
         return;
@@ -259,6 +261,9 @@ fn parse(
     };
     close_on_server(evict, f);
     def.parse_message(key, f.out());
+    // Its result is what the server's analysis now finds: a change that came to light since
+    // sluice read the Parse (it may have waited for this connection) is one the server sees.
+    def.result_confirmed();
     let mut e = Exp::pass(Resp::Parse);
     e.register = register;
     e.shared = Shared::Prepares(key);

@@ -386,3 +386,62 @@ async fn a_changed_statement_in_a_failed_block_gets_25p02_as_directly() {
     );
     assert_eq!(logs[1], logs[0]);
 }
+
+/// A statement parsed after DDL changed its text's result, whose Parse waited for a server
+/// connection while another client's older statement of that text showed the change (0A000):
+/// the server analyses the new one only when it is sent, under the new table, as PostgreSQL
+/// analyses a direct client's Parse that arrives after the change. sluice took its result
+/// epoch when it read the Parse and refused it with 0A000, and node-postgres, which parses a
+/// named query once, kept failing (a differential review with asyncpg and node-postgres).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_parsed_while_a_change_came_to_light_is_not_refused() {
+    let env = start(0, ONE_CONNECTION).await;
+    env.psql("CREATE TABLE rw (id int, v int); INSERT INTO rw VALUES (1, 10)");
+    const TEXT: &str = "SELECT * FROM rw";
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let mut holder = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = parse_and_describe(&mut a, &[("sa", TEXT)]).await;
+        env.topo
+            .primary()
+            .sql("ALTER TABLE rw ADD COLUMN w int DEFAULT 7")
+            .unwrap();
+        // The one server connection is busy: a's Bind, then b's Parse, wait for it.
+        holder.try_simple("BEGIN").await.unwrap();
+        holder.try_simple("SELECT 1").await.unwrap();
+        a.extended("sa", None, &[]);
+        frontend::sync(&mut a.out);
+        a.flush().await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        frontend::parse("sb", TEXT, [], &mut b.out).unwrap();
+        frontend::describe(b'S', "sb", &mut b.out).unwrap();
+        frontend::sync(&mut b.out);
+        b.flush().await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        holder.try_simple("COMMIT").await.unwrap();
+        let a_got = a.until_ready().await;
+        let error = a_got.iter().find(|m| m.tag == b'E');
+        steps.push(error.and_then(|e| e.sqlstate()).unwrap_or_default());
+        steps.push(
+            b.until_ready()
+                .await
+                .iter()
+                .map(|m| m.tag as char)
+                .collect(),
+        );
+        steps.push(run_named(&mut b, "sb").await);
+        steps.push(run_named(&mut b, "sb").await);
+        transcripts.push(steps);
+        env.topo
+            .primary()
+            .sql("ALTER TABLE rw DROP COLUMN w")
+            .unwrap();
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        ["1tTZ", "0A000", "1tTZ", "2DCZ 1", "2DCZ 1"]
+    );
+}
