@@ -30,6 +30,10 @@ pub struct Scanned {
     pub rolls_back: bool,
     /// `ROLLBACK TO SAVEPOINT`.
     pub to_savepoint: bool,
+    /// `CALL` or `DO`: a procedure or a `DO` block may `COMMIT` or `ROLLBACK` the
+    /// transaction it runs in (where PostgreSQL lets it: an extended-protocol statement
+    /// outside a block, which ends the implicit transaction of the statements before it).
+    pub may_end_transaction: bool,
     /// `COMMIT AND CHAIN` (true) or `ROLLBACK AND CHAIN` (false): the transaction ends and
     /// the next one is open at once.
     pub chains: Option<bool>,
@@ -82,6 +86,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         commits: false,
         rolls_back: false,
         to_savepoint: false,
+        may_end_transaction: false,
         chains: None,
         begin: None,
         read_only_txn: false,
@@ -170,6 +175,7 @@ impl Scanned {
             PgCommand::CommitAndChain => self.chains = Some(true),
             PgCommand::RollbackAndChain => self.chains = Some(false),
             PgCommand::RollbackToSavepoint => self.to_savepoint = true,
+            PgCommand::Call | PgCommand::Do => self.may_end_transaction = true,
             PgCommand::Begin {
                 read_only,
                 serializable,

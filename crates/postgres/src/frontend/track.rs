@@ -221,7 +221,8 @@ impl Session {
 
     /// True for a unit of several statements (a pipeline up to its Sync) that ends or rolls
     /// back a transaction among them — `COMMIT`, `ROLLBACK`, `AND CHAIN`, `ROLLBACK TO
-    /// SAVEPOINT`, or `DISCARD ALL`, which commits at once — while settings or released state
+    /// SAVEPOINT`, `DISCARD ALL`, which commits at once, or a `CALL` or `DO` whose procedure
+    /// may commit or roll back (read as one that rolls back) — while settings or released state
     /// are in play (its own, or its block's): which of them took effect depends on where each
     /// stands against that end and on where the unit failed, and sluice does not follow the
     /// answers statement by statement. A unit that failed nowhere, rolled nothing back and
@@ -242,8 +243,10 @@ impl Session {
                 || i.rolls_back
                 || i.chains.is_some()
                 || i.to_savepoint
+                || i.may_end_transaction
                 || i.changes.contains(&Change::DiscardAll);
-            undoes |= i.rolls_back || i.chains.is_some() || i.to_savepoint;
+            // (What a procedure did is not known: it may have rolled back.)
+            undoes |= i.rolls_back || i.chains.is_some() || i.to_savepoint || i.may_end_transaction;
             in_play |= i.changes_session() || i.unpins != 0;
         }
         let whole = !failed && !undoes && self.status == ReadyStatus::Idle;

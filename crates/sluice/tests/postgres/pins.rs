@@ -425,3 +425,36 @@ async fn a_listener_bound_to_the_replicas_pins_there() {
     c.try_simple("COMMIT").await.unwrap();
     assert_eq!(one(c.try_simple("FETCH rp_c").await.unwrap()), "42");
 }
+
+/// A procedure (or a `DO` block) may `COMMIT` or `ROLLBACK` the implicit transaction of an
+/// extended-protocol pipeline it is part of (PgJDBC sends a batch so): the `SET` or
+/// `UNLISTEN *` before it then did not take effect, or took effect although the pipeline
+/// failed after it. sluice followed the pipeline as one transaction: it replayed a `SET` the
+/// procedure rolled back, lost one it committed before a later error, and let the session's
+/// `LISTEN` go. Such a pipeline pins the session, as one with its own `COMMIT` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_procedure_that_ends_the_pipelines_transaction_pins_the_session() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE PROCEDURE rp_rollback() LANGUAGE plpgsql AS $$ BEGIN ROLLBACK; END $$")
+        .unwrap();
+    // Client 1 holds the connection client 0 used: client 0 runs on the other one.
+    let moved = |show: &'static str| [(1, "BEGIN"), (1, "SELECT 1"), (0, show), (1, "COMMIT")];
+    let mut steps = vec![(0, "X:SET work_mem = '2MB' ;; CALL rp_rollback()")];
+    steps.extend(moved("SHOW work_mem"));
+    steps.push((
+        0,
+        "X:SET work_mem = '3MB' ;; DO $$ BEGIN COMMIT; END $$ ;; SELECT 1/0",
+    ));
+    steps.extend(moved("SHOW work_mem"));
+    steps.push((1, "SHOW work_mem"));
+    steps.extend([
+        (0, "DISCARD ALL"),
+        (0, "LISTEN rp_ch"),
+        (0, "X:UNLISTEN * ;; CALL rp_rollback()"),
+        (1, "NOTIFY rp_ch"),
+        (0, "SELECT count(*) FROM pg_listening_channels()"),
+    ]);
+    differential(&env, 2, &steps).await;
+}
