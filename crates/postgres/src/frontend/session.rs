@@ -204,12 +204,19 @@ impl Session {
             if let Some(msg) = self.pins_on_a_replica(unit, defs) {
                 return Box::pin(self.refuse_in_block(unit, "0A000", &msg)).await;
             }
-            if self.settings.generation() != self.lease_generation {
-                self.sync_settings().await?;
-            }
-            if let Some(stmts) = self.settings.take_block_resets() {
-                if self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none() {
-                    Box::pin(self.restore_startup_values(&stmts)).await?;
+            // Only where the server stands at a Sync with all of the client's answers read:
+            // inside a batch (after a Flush, or a part of one sent ahead of its end) what
+            // sluice runs would run inside the client's implicit transaction (a simple query
+            // commits it) and its answers would be taken for the batch's. The batch's later
+            // statements run with the server's defaults, as after a `RESET` in one text.
+            if self.server_settled() {
+                if self.settings.generation() != self.lease_generation {
+                    self.sync_settings().await?;
+                }
+                if let Some(stmts) = self.settings.take_block_resets() {
+                    if self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none() {
+                        Box::pin(self.restore_startup_values(&stmts)).await?;
+                    }
                 }
             }
         }
@@ -571,6 +578,16 @@ pub(super) fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
     out.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
     out.extend_from_slice(sql);
     out.push(0);
+}
+
+impl Session {
+    /// The server stands at a Sync on the session's connection, every answer the client is
+    /// owed read, nothing skipped: a round trip of sluice's own may run there.
+    fn server_settled(&self) -> bool {
+        self.owed.is_none()
+            && !self.skipping
+            && self.lease.as_ref().is_some_and(|l| !l.conn_ref().unsynced)
+    }
 }
 
 /// The name of the statement and the portal sluice's own statements run under on a

@@ -181,8 +181,16 @@ impl Session {
         // What the client ran on this connection is its state now (only settings changes
         // move the generation: most statements leave both as they are; the startup values a
         // `COMMIT AND CHAIN` committed a `RESET` of are known at the chained block's end).
-        if !in_block
-            && (self.settings.generation() != self.lease_generation
+        // After `COMMIT AND CHAIN` (or `ROLLBACK AND CHAIN`) the chained block starts from
+        // the settings the connection committed: known now, unless a `RESET` of a startup
+        // value was among them (set again inside the chained block, see `take_block_resets`).
+        let chained = in_block && chains.is_some() && !self.settings.startup_reset_pending();
+        // (Generation 0: startup values a `RESET` returned to the server's defaults are owed
+        // to the connection, not set again yet — the unit ran inside a batch, where nothing
+        // of sluice's own runs: they stay owed.)
+        let owed = self.lease_generation == 0;
+        if (!in_block || chained)
+            && ((!owed && self.settings.generation() != self.lease_generation)
                 || self.settings.startup_reset_pending())
         {
             let mut applied = self.settings.desired();

@@ -315,3 +315,145 @@ async fn the_unnamed_statement_and_portal_outlive_a_statement_checked_in_a_block
         ]
     );
 }
+
+/// The messages up to and including the first of type `tag` (after a Flush: no
+/// ReadyForQuery ends them), shown as [`shown`] shows them.
+async fn until(c: &mut Raw, tag: u8) -> String {
+    c.flush().await;
+    let mut got = Vec::new();
+    loop {
+        let m = c.next().await;
+        let done = m.tag == tag;
+        if !matches!(m.tag, b'S' | b'N') {
+            got.push(m);
+        }
+        if done {
+            return shown(&got);
+        }
+    }
+}
+
+/// Inside a batch the client ended with a Flush, the server has not reached a Sync: what
+/// sluice runs of its own there (settings set again after a `RESET` of a startup value, the
+/// startup value set again inside a block) ran inside the client's implicit transaction. As
+/// a simple query it committed the batch's INSERT although the batch then failed, and
+/// dropped its suspended portal; in a block whose batch failed, it ended the session. It
+/// now waits for the batch's Sync (the batch's later statements run with the server's
+/// default, as after a `RESET` in one text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_of_sluices_own_runs_inside_a_flushed_batch() {
+    let env = start(0, POOL).await;
+    env.psql("CREATE TABLE own_w (x int)");
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let params = [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("application_name", "own_app"),
+        ];
+        let mut c = Raw::connect_with(port, "app", &params).await.unwrap();
+        let mut steps = Vec::new();
+        // A suspended portal after a RESET, in a batch ended with a Flush.
+        parse(&mut c, "", "RESET application_name");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        parse(&mut c, "", "SELECT g FROM generate_series(1, 3) g");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 1);
+        frontend::flush(&mut c.out);
+        steps.push(until(&mut c, b's').await);
+        execute(&mut c, "", 1);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        steps.push(simple(&mut c, "SHOW application_name").await);
+        // A write, a RESET, Flush; then a failure before the Sync: the write rolls back.
+        parse(&mut c, "", "INSERT INTO own_w VALUES (99)");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        parse(&mut c, "", "RESET application_name");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        frontend::flush(&mut c.out);
+        steps.push(until(&mut c, b'C').await + " " + &until(&mut c, b'C').await);
+        parse(&mut c, "", "SELECT 1/0");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        steps.push(simple(&mut c, "SELECT count(*) FROM own_w").await);
+        steps.push(simple(&mut c, "SHOW application_name").await);
+        // In a block: a RESET and a failure, Flush, then the Sync.
+        steps.push(simple(&mut c, "BEGIN").await);
+        parse(&mut c, "", "RESET application_name");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        parse(&mut c, "", "SELECT 1/0");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        frontend::flush(&mut c.out);
+        steps.push(until(&mut c, b'E').await);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        steps.push(simple(&mut c, "ROLLBACK").await);
+        steps.push(simple(&mut c, "SHOW application_name").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "1 2 C(RESET) 1 2 D(1) s",
+            "D(2) s Z(I)",
+            "T D(own_app) C(SHOW) Z(I)",
+            "1 2 C(INSERT 0 1) 1 2 C(RESET)",
+            "1 E(22012) Z(I)",
+            "T D(0) C(SELECT 1) Z(I)",
+            "T D(own_app) C(SHOW) Z(I)",
+            "C(BEGIN) Z(T)",
+            "1 2 C(RESET) 1 E(22012)",
+            "Z(E)",
+            "C(ROLLBACK) Z(I)",
+            "T D(own_app) C(SHOW) Z(I)",
+        ]
+    );
+}
+
+/// `COMMIT AND CHAIN` commits the block's settings, which the connection already holds:
+/// sluice set them again inside the chained block with a simple query, which dropped the
+/// unnamed portal the same batch opened there (34000, and the block failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chained_block_keeps_its_unnamed_portal() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = vec![simple(&mut c, "BEGIN").await];
+        steps.push(simple(&mut c, "SET work_mem = '8MB'").await);
+        parse(&mut c, "", "COMMIT AND CHAIN");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 0);
+        parse(&mut c, "", "SELECT g FROM generate_series(1, 3) g");
+        bind(&mut c, "", "");
+        execute(&mut c, "", 1);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        execute(&mut c, "", 1);
+        sync(&mut c);
+        steps.push(round(&mut c).await);
+        steps.push(simple(&mut c, "COMMIT").await);
+        steps.push(simple(&mut c, "SHOW work_mem").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "C(BEGIN) Z(T)",
+            "C(SET) Z(T)",
+            "1 2 C(COMMIT) 1 2 D(1) s Z(T)",
+            "D(2) s Z(T)",
+            "C(COMMIT) Z(I)",
+            "T D(8MB) C(SHOW) Z(I)",
+        ]
+    );
+}
