@@ -127,29 +127,46 @@ pub(super) fn set_config_value(stmt: &str, name: &str) -> Option<String> {
     push_literal(&mut head, name);
     head.push_str(", ");
     let literal = stmt.strip_prefix(&head)?.strip_suffix(", false)")?;
+    let (escape, literal) = match literal.strip_prefix('E') {
+        Some(rest) => (true, rest),
+        None => (false, literal),
+    };
     let inner = literal.strip_prefix('\'')?.strip_suffix('\'')?;
     // (A name without quotes, nearly every one, is copied as it is: no search for pairs.)
-    Some(match inner.contains('\'') {
+    let value = match inner.contains('\'') {
         true => inner.replace("''", "'"),
         false => inner.to_string(),
+    };
+    Some(match escape {
+        true => value.replace("\\\\", "\\"),
+        false => value,
     })
 }
 
 /// Appends `s` as a string literal (see [`quote_literal`]).
 fn push_literal(out: &mut String, s: &str) {
+    // With a backslash, an escape string: `'C:\dir\'` means something else (or does not
+    // end) where standard_conforming_strings is off; `E'…'` reads alike either way.
+    let escape = s.contains('\\');
+    if escape {
+        out.push('E');
+    }
     out.push('\'');
-    for (i, part) in s.split('\'').enumerate() {
-        if i > 0 {
-            out.push_str("''");
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' if escape => out.push_str("\\\\"),
+            c => out.push(c),
         }
-        out.push_str(part);
     }
     out.push('\'');
 }
 
-/// A string literal.
+/// A string literal (`'…'`, or `E'…'` for a text with a backslash).
 pub fn quote_literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
+    let mut out = String::with_capacity(s.len() + 3);
+    push_literal(&mut out, s);
+    out
 }
 
 /// An identifier, quoted when it is not a plain lower-case name.
@@ -200,5 +217,21 @@ mod tests {
         );
         let quoted = startup_statements([("application_name", "a;b'c;")].into_iter());
         assert_eq!(one_by_one(&quoted[0].1).count(), 1);
+    }
+
+    #[test]
+    fn a_value_with_a_backslash_is_an_escape_string_read_back_whole() {
+        let stmt = super::set_config("application_name", "C:\\dir\\ it's;");
+        assert_eq!(
+            stmt,
+            "SELECT pg_catalog.set_config('application_name', E'C:\\\\dir\\\\ it''s;', false)"
+        );
+        assert_eq!(one_by_one(&stmt).count(), 1);
+        assert_eq!(
+            super::set_config_value(&stmt, "application_name").as_deref(),
+            Some("C:\\dir\\ it's;")
+        );
+        assert_eq!(super::quote_literal("a'b"), "'a''b'");
+        assert_eq!(super::quote_literal("a\\b"), "E'a\\\\b'");
     }
 }

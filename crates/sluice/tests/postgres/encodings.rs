@@ -157,3 +157,43 @@ async fn a_datestyle_in_options_keeps_its_part_beside_a_startup_datestyle() {
         ]
     );
 }
+
+/// A startup value with a backslash, on a connection whose standard_conforming_strings is
+/// off (the session's own startup parameter): sluice's `'C:\dir\'` literal read `\'` as a
+/// quote there, so setting the value again after a `RESET` in a block did not parse and the
+/// session ended. Its literals are escape strings (`E'…'`), read alike either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_startup_value_with_a_backslash_is_set_again_without_conforming_strings() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let params = [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("application_name", "C:\\dir\\"),
+            ("standard_conforming_strings", "off"),
+        ];
+        let mut c = Raw::connect_with(port, "app", &params).await.unwrap();
+        let mut steps = Vec::new();
+        for sql in [
+            "SHOW application_name",
+            "BEGIN",
+            "RESET application_name",
+            "SHOW application_name",
+            "COMMIT",
+            "SHOW application_name",
+        ] {
+            let shown = match c.try_simple(sql).await {
+                Ok(msgs) => Raw::column(&msgs).join(","),
+                Err(e) => format!("ERR {e}"),
+            };
+            steps.push(shown);
+        }
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        ["C:\\dir\\", "", "", "C:\\dir\\", "", "C:\\dir\\"]
+    );
+}
