@@ -209,8 +209,14 @@ impl Session {
             // sluice runs would run inside the client's implicit transaction (a simple query
             // commits it) and its answers would be taken for the batch's. The batch's later
             // statements run with the server's defaults, as after a `RESET` in one text.
+            // And as simple queries, settings are replayed only outside a transaction block
+            // (inside one they would drop its unnamed portal, or fail in a failed one): a
+            // block the batch opened meanwhile runs with what the connection has, until it
+            // ends.
             if self.server_settled() {
-                if self.settings.generation() != self.lease_generation {
+                if self.status == ReadyStatus::Idle
+                    && self.settings.generation() != self.lease_generation
+                {
                     self.sync_settings().await?;
                 }
                 if let Some(stmts) = self.settings.take_block_resets() {

@@ -187,14 +187,15 @@ impl Session {
         let chained = in_block && chains.is_some() && !self.settings.startup_reset_pending();
         // (Generation 0: startup values a `RESET` returned to the server's defaults are owed
         // to the connection, not set again yet — the unit ran inside a batch, where nothing
-        // of sluice's own runs: they stay owed.)
+        // of sluice's own runs: they stay owed, and the record says so, with whatever else
+        // the unit set.)
         let owed = self.lease_generation == 0;
         if (!in_block || chained)
-            && ((!owed && self.settings.generation() != self.lease_generation)
+            && (self.settings.generation() != self.lease_generation
                 || self.settings.startup_reset_pending())
         {
             let mut applied = self.settings.desired();
-            if self.settings.take_startup_reset() {
+            if self.settings.take_startup_reset() || owed {
                 // The server holds its own defaults for the startup parameters reset: they
                 // are set again before the session's next statement (or by the next session).
                 for name in self.settings.startup_names() {
@@ -247,14 +248,16 @@ impl Session {
         let mut in_play = prior != ReadyStatus::Idle && pending_before;
         for def in ran {
             let i = &def.info;
+            // (What a procedure did is not known: it may have committed or rolled back; not
+            // inside a block the client opened before the unit, where PostgreSQL refuses it.)
+            let procedure = i.may_end_transaction && prior == ReadyStatus::Idle;
             ends |= i.commits
                 || i.rolls_back
                 || i.chains.is_some()
                 || i.to_savepoint
-                || i.may_end_transaction
+                || procedure
                 || i.changes.contains(&Change::DiscardAll);
-            // (What a procedure did is not known: it may have rolled back.)
-            undoes |= i.rolls_back || i.chains.is_some() || i.to_savepoint || i.may_end_transaction;
+            undoes |= i.rolls_back || i.chains.is_some() || i.to_savepoint || procedure;
             in_play |= i.changes_session() || i.unpins != 0;
         }
         let whole = !failed && !undoes && self.status == ReadyStatus::Idle;

@@ -457,3 +457,74 @@ async fn a_chained_block_keeps_its_unnamed_portal() {
         ]
     );
 }
+
+/// Startup values a `RESET` in a flushed batch returned to the server's defaults are owed to
+/// the connection until the server stands at a Sync outside a block. Meanwhile the batch may
+/// `SET` more (recorded with the connection, so that the next session on it resets it: it
+/// ran with the first session's `work_mem`) or open a block (where the owed values were set
+/// again with a simple query, which dropped the block's suspended portal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let params = [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("application_name", "own_app"),
+        ];
+        let mut a = Raw::connect_with(port, "app", &params).await.unwrap();
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        parse(&mut a, "", "RESET application_name");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        frontend::flush(&mut a.out);
+        steps.push(until(&mut a, b'C').await);
+        parse(&mut a, "", "SET work_mem = '1MB'");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        // b is given the connection a gave back.
+        steps.push(simple(&mut b, "SHOW work_mem").await);
+        steps.push(simple(&mut a, "SHOW work_mem").await);
+        steps.push(simple(&mut a, "SHOW application_name").await);
+        // A block the batch opens after the RESET keeps its portal.
+        parse(&mut a, "", "RESET application_name");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        frontend::flush(&mut a.out);
+        steps.push(until(&mut a, b'C').await);
+        parse(&mut a, "", "BEGIN");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        parse(&mut a, "", "SELECT g FROM generate_series(1, 3) g");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 1);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        execute(&mut a, "", 1);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        steps.push(simple(&mut a, "COMMIT").await);
+        steps.push(simple(&mut a, "SHOW application_name").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "1 2 C(RESET)",
+            "1 2 C(SET) Z(I)",
+            "T D(4MB) C(SHOW) Z(I)",
+            "T D(1MB) C(SHOW) Z(I)",
+            "T D(own_app) C(SHOW) Z(I)",
+            "1 2 C(RESET)",
+            "1 2 C(BEGIN) 1 2 D(1) s Z(T)",
+            "D(2) s Z(T)",
+            "C(COMMIT) Z(I)",
+            "T D(own_app) C(SHOW) Z(I)",
+        ]
+    );
+}
