@@ -458,3 +458,26 @@ async fn a_procedure_that_ends_the_pipelines_transaction_pins_the_session() {
     ]);
     differential(&env, 2, &steps).await;
 }
+
+/// Inside a block the client opened, a procedure cannot end the transaction (PostgreSQL
+/// refuses with 2D000): a pipeline of `CALL`s there, with the block's `SET` in play, does not
+/// pin the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_inside_a_block_pin_nothing() {
+    let env = start(0, POOL).await;
+    env.topo
+        .primary()
+        .sql("CREATE PROCEDURE rp_noop() LANGUAGE plpgsql AS $$ BEGIN END $$")
+        .unwrap();
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("SET work_mem = '5MB'").await.unwrap();
+    assert_eq!(
+        pipeline(&mut c, "CALL rp_noop() ;; CALL rp_noop()").await,
+        "1 2 C(CALL) 1 2 C(CALL) Z(T)"
+    );
+    c.try_simple("COMMIT").await.unwrap();
+    assert_eq!(env.pin_reasons(), [Vec::<&str>::new()]);
+    let shown = c.try_simple("SHOW work_mem").await.unwrap();
+    assert_eq!(Raw::column(&shown), ["5MB"]);
+}
