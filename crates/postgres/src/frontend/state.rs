@@ -45,14 +45,21 @@ pub struct Settings {
     block: Option<Box<BlockChanges>>,
     /// Bumped on every change (a connection synced at this generation needs nothing).
     generation: u64,
-    /// A change reset startup parameters on the server: there they are the server's
+    /// The startup parameters a change reset on the server, a bit per entry of `startup`
+    /// (all bits: all of them, also those past the 32nd): there they are the server's
     /// defaults now (its connections start without the client's startup parameters), not
-    /// the startup values PostgreSQL would return to directly.
-    startup_reset: bool,
+    /// the startup values PostgreSQL would return to directly. (A word beside `traits`:
+    /// every idle session carries it.)
+    startup_reset: u32,
     /// What the settings in force say that routing must know (`SERIALIZABLE`,
     /// `BACKSLASH_QUOTES`): found when they change, not on every statement.
     traits: u8,
 }
+
+/// What a connection's record of settings holds for a startup parameter a `RESET` returned
+/// to the server's default there: no statement's text, so that the session (and any other)
+/// sets the parameter again, or resets it, as it wants it.
+pub const SERVER_DEFAULT: &str = "-- the server's default";
 
 /// What an open transaction block changed.
 #[derive(Debug, Default)]
@@ -139,18 +146,26 @@ impl Settings {
                 if self.startup.iter().any(|(n, _)| **n == *name) {
                     // PostgreSQL resets a startup parameter to its startup value.
                     self.made.remove(&name);
-                    self.startup_reset = true;
+                    self.startup_reset |= match self.startup.iter().position(|(n, _)| **n == *name)
+                    {
+                        Some(i) if i < 32 => 1 << i,
+                        _ => u32::MAX,
+                    };
                 } else {
                     self.made.insert(name, None);
                 }
             }
             Change::ResetAll => {
                 self.made.retain(|name, _| name == "role");
-                self.startup_reset |= !self.startup.is_empty();
+                if !self.startup.is_empty() {
+                    self.startup_reset = u32::MAX;
+                }
             }
             Change::DiscardAll => {
                 self.made.clear();
-                self.startup_reset |= !self.startup.is_empty();
+                if !self.startup.is_empty() {
+                    self.startup_reset = u32::MAX;
+                }
             }
         }
         self.generation += 1;
@@ -232,13 +247,34 @@ impl Settings {
     /// True if applied changes reset startup parameters on the server, not yet taken (a
     /// `COMMIT AND CHAIN` keeps it for the end of the chained block).
     pub fn startup_reset_pending(&self) -> bool {
-        self.startup_reset
+        self.startup_reset != 0
     }
 
     /// True (once) if applied changes reset startup parameters on the server (see
-    /// [`Settings::startup_names`]: they are to be set again there).
+    /// [`Settings::take_startup_resets`]).
     pub fn take_startup_reset(&mut self) -> bool {
-        std::mem::take(&mut self.startup_reset)
+        !self.take_startup_resets().is_empty()
+    }
+
+    /// The startup parameters applied changes reset on the server (once): they are to be
+    /// set again there.
+    pub fn take_startup_resets(&mut self) -> Vec<Box<str>> {
+        let bits = std::mem::take(&mut self.startup_reset);
+        self.startup
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| bits == u32::MAX || (*i < 32 && bits & (1 << i) != 0))
+            .map(|(_, (n, _))| n.clone())
+            .collect()
+    }
+
+    /// The statement that sets the startup parameter `name` (lower case), if the startup
+    /// packet gave it.
+    pub fn startup_statement(&self, name: &str) -> Option<&str> {
+        self.startup
+            .iter()
+            .find(|(n, _)| **n == *name)
+            .map(|(_, s)| &**s)
     }
 
     /// The names of the startup parameters.

@@ -3,7 +3,7 @@
 //! connection holds, and what the connection is known to have.
 
 use super::session::Session;
-use super::state::{pin, Change};
+use super::state::{pin, Change, SERVER_DEFAULT};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
 use crate::classify::CursorOp;
@@ -195,15 +195,34 @@ impl Session {
                 || self.settings.startup_reset_pending())
         {
             let mut applied = self.settings.desired();
-            if self.settings.take_startup_reset() || owed {
-                // The server holds its own defaults for the startup parameters reset: they
-                // are set again before the session's next statement (or by the next session).
-                for name in self.settings.startup_names() {
-                    applied.remove(name);
+            // The server holds its own defaults for the startup parameters reset (and still
+            // for those owed since an earlier unit, unless the session set them since): the
+            // record says so, only of them (the others are as the session set them), and they
+            // are set again before the session's next statement (or by the next session,
+            // as it wants them).
+            let mut defaults: Vec<String> = self
+                .settings
+                .take_startup_resets()
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
+            if owed {
+                for (name, stmt) in lease.conn_ref().applied() {
+                    if stmt == SERVER_DEFAULT
+                        && applied.get(name).map(String::as_str)
+                            == self.settings.startup_statement(name)
+                    {
+                        defaults.push(name.clone());
+                    }
+                }
+            }
+            if defaults.is_empty() {
+                self.lease_generation = self.settings.generation();
+            } else {
+                for name in defaults {
+                    applied.insert(name, SERVER_DEFAULT.to_string());
                 }
                 self.lease_generation = 0;
-            } else {
-                self.lease_generation = self.settings.generation();
             }
             lease.conn().set_applied(applied);
         }

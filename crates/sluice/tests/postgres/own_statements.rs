@@ -528,3 +528,61 @@ async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() 
         ]
     );
 }
+
+/// A `RESET` of one startup value returns it to the server's default on the connection,
+/// which sluice sets again before the session's next statement; the session's other startup
+/// values stay there. The connection's record said the session had set none of them: given
+/// back before the session's next statement, the next session on it kept the first one's
+/// `statement_timeout`. Likewise when the value was still owed after a flushed batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_given_back_after_a_reset_keeps_no_other_startup_value() {
+    let env = start(0, POOL).await;
+    let mut transcripts = Vec::new();
+    for port in [env.topo.primary().port, env.port] {
+        let params = [
+            ("user", "app"),
+            ("database", "postgres"),
+            ("application_name", "own_app"),
+            ("options", "-c statement_timeout=5s"),
+        ];
+        let mut a = Raw::connect_with(port, "app", &params).await.unwrap();
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = vec![simple(&mut a, "SHOW statement_timeout").await];
+        steps.push(simple(&mut a, "RESET application_name").await);
+        // b is given the connection a gave back.
+        steps.push(simple(&mut b, "SHOW statement_timeout").await);
+        steps.push(simple(&mut a, "SHOW statement_timeout").await);
+        // Owed across a flushed batch and the batch after it.
+        parse(&mut a, "", "RESET application_name");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        frontend::flush(&mut a.out);
+        steps.push(until(&mut a, b'C').await);
+        parse(&mut a, "", "SET work_mem = '1MB'");
+        bind(&mut a, "", "");
+        execute(&mut a, "", 0);
+        sync(&mut a);
+        steps.push(round(&mut a).await);
+        steps.push(simple(&mut b, "SHOW statement_timeout").await);
+        steps.push(simple(&mut b, "SHOW work_mem").await);
+        steps.push(simple(&mut a, "SHOW statement_timeout").await);
+        steps.push(simple(&mut a, "SHOW application_name").await);
+        transcripts.push(steps);
+    }
+    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+    assert_eq!(
+        transcripts[0],
+        [
+            "T D(5s) C(SHOW) Z(I)",
+            "C(RESET) Z(I)",
+            "T D(0) C(SHOW) Z(I)",
+            "T D(5s) C(SHOW) Z(I)",
+            "1 2 C(RESET)",
+            "1 2 C(SET) Z(I)",
+            "T D(0) C(SHOW) Z(I)",
+            "T D(4MB) C(SHOW) Z(I)",
+            "T D(5s) C(SHOW) Z(I)",
+            "T D(own_app) C(SHOW) Z(I)",
+        ]
+    );
+}
