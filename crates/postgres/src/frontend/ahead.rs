@@ -135,15 +135,8 @@ mod tests {
         let mut w = crate::wire::Writer::new();
         super::put_begin(&mut w, &q);
         let out = w.into_bytes();
-        let mut at = 0;
-        let mut seen = Vec::new();
-        while let Some((m, len)) = crate::wire::read_message(&out[at..], 1 << 10).unwrap() {
-            seen.push((m.tag, m.body.to_vec()));
-            at += len;
-        }
-        assert_eq!(at, out.len());
         assert_eq!(
-            seen,
+            crate::wire::message::split_messages(&out),
             [
                 (b'P', b"\0BEGIN READ ONLY\0\0\0".to_vec()),
                 (b'B', vec![0; 8]),

@@ -2,7 +2,7 @@
 //! waiting in line), brought to the session's settings, and given back when ReadyForQuery
 //! says the transaction is over and nothing pins the session.
 
-use super::session::{put_own, put_query, Session, SessionError};
+use super::session::{put_query, Session, SessionError};
 use super::state;
 use crate::backend::PgConn;
 use crate::wire::{ReadyStatus, Writer};
@@ -481,4 +481,74 @@ fn queries(mut bytes: &[u8]) -> usize {
         bytes = &bytes[len..];
     }
     n
+}
+
+impl Session {
+    /// The server stands at a Sync on the session's connection, every answer the client is
+    /// owed read, nothing skipped: a round trip of sluice's own may run there. Inside a
+    /// batch (after a Flush, or a part of one sent ahead of its end) it would run inside
+    /// the client's implicit transaction (a simple query commits it), and its answers would
+    /// be taken for the batch's: the batch's later statements run with the server's
+    /// defaults, as after a `RESET` in one text.
+    pub(super) fn server_settled(&self) -> bool {
+        self.owed.is_none()
+            && !self.skipping
+            && self.lease.as_ref().is_some_and(|l| !l.conn_ref().unsynced)
+    }
+
+    /// Before a unit on the connection the session holds (the server settled): its
+    /// settings replayed where they changed, as simple queries only outside a transaction
+    /// block (inside one they would drop its unnamed portal, or fail in a failed one: a
+    /// block a batch opened meanwhile runs with what the connection has, until it ends);
+    /// and startup values a `RESET` in the open block returned to the server's defaults set
+    /// again there, as statements of sluice's own.
+    pub(super) async fn settle_held_settings(&mut self) -> Result<(), SessionError> {
+        if self.status == ReadyStatus::Idle && self.settings.generation() != self.lease_generation {
+            self.sync_settings().await?;
+        }
+        if let Some(stmts) = self.settings.take_block_resets() {
+            if self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none() {
+                Box::pin(self.restore_startup_values(&stmts)).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The name of the statement and the portal sluice's own statements run under on a
+/// connection a session holds ([`put_own`]).
+const OWN: &[u8] = b"sluice_own";
+
+/// Puts `sql`, one statement, as a statement and a portal of sluice's own, run and closed
+/// again, without a Sync. A simple query drops the unnamed statement and the unnamed portal;
+/// this leaves the client's as they were (a suspended portal inside its transaction block
+/// goes on where it stopped). Answered by ParseComplete, BindComplete, the statement's
+/// answers and two CloseCompletes; after an error the server skips to the next Sync.
+pub(super) fn put_own(out: &mut Vec<u8>, sql: &[u8]) {
+    use super::forward::put;
+    // (No parameter types; no formats, no parameters, no result formats; no row limit.)
+    put(out, b'P', &[OWN, b"\0", sql, b"\0\0\0"]);
+    put(out, b'B', &[OWN, b"\0", OWN, b"\0\0\0\0\0\0\0"]);
+    put(out, b'E', &[OWN, b"\0\0\0\0\0"]);
+    put(out, b'C', &[b"P", OWN, b"\0"]);
+    put(out, b'C', &[b"S", OWN, b"\0"]);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn own_statements_are_well_formed_and_name_no_unnamed_one() {
+        let mut out = Vec::new();
+        super::put_own(&mut out, b"SAVEPOINT s");
+        assert_eq!(
+            crate::wire::message::split_messages(&out),
+            [
+                (b'P', b"sluice_own\0SAVEPOINT s\0\0\0".to_vec()),
+                (b'B', b"sluice_own\0sluice_own\0\0\0\0\0\0\0".to_vec()),
+                (b'E', b"sluice_own\0\0\0\0\0".to_vec()),
+                (b'C', b"Psluice_own\0".to_vec()),
+                (b'C', b"Ssluice_own\0".to_vec()),
+            ]
+        );
+    }
 }

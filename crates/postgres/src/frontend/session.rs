@@ -204,26 +204,8 @@ impl Session {
             if let Some(msg) = self.pins_on_a_replica(unit, defs) {
                 return Box::pin(self.refuse_in_block(unit, "0A000", &msg)).await;
             }
-            // Only where the server stands at a Sync with all of the client's answers read:
-            // inside a batch (after a Flush, or a part of one sent ahead of its end) what
-            // sluice runs would run inside the client's implicit transaction (a simple query
-            // commits it) and its answers would be taken for the batch's. The batch's later
-            // statements run with the server's defaults, as after a `RESET` in one text.
-            // And as simple queries, settings are replayed only outside a transaction block
-            // (inside one they would drop its unnamed portal, or fail in a failed one): a
-            // block the batch opened meanwhile runs with what the connection has, until it
-            // ends.
             if self.server_settled() {
-                if self.status == ReadyStatus::Idle
-                    && self.settings.generation() != self.lease_generation
-                {
-                    self.sync_settings().await?;
-                }
-                if let Some(stmts) = self.settings.take_block_resets() {
-                    if self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none() {
-                        Box::pin(self.restore_startup_values(&stmts)).await?;
-                    }
-                }
+                self.settle_held_settings().await?;
             }
         }
         if self.cancelled_before_sending() {
@@ -586,61 +568,9 @@ pub(super) fn put_query(out: &mut Vec<u8>, sql: &[u8]) {
     out.push(0);
 }
 
-impl Session {
-    /// The server stands at a Sync on the session's connection, every answer the client is
-    /// owed read, nothing skipped: a round trip of sluice's own may run there.
-    fn server_settled(&self) -> bool {
-        self.owed.is_none()
-            && !self.skipping
-            && self.lease.as_ref().is_some_and(|l| !l.conn_ref().unsynced)
-    }
-}
-
-/// The name of the statement and the portal sluice's own statements run under on a
-/// connection a session holds ([`put_own`]).
-const OWN: &[u8] = b"sluice_own";
-
-/// Puts `sql`, one statement, as a statement and a portal of sluice's own, run and closed
-/// again, without a Sync. A simple query drops the unnamed statement and the unnamed portal;
-/// this leaves the client's as they were (a suspended portal inside its transaction block
-/// goes on where it stopped). Answered by ParseComplete, BindComplete, the statement's
-/// answers and two CloseCompletes; after an error the server skips to the next Sync.
-pub(super) fn put_own(out: &mut Vec<u8>, sql: &[u8]) {
-    use super::forward::put;
-    // (No parameter types; no formats, no parameters, no result formats; no row limit.)
-    put(out, b'P', &[OWN, b"\0", sql, b"\0\0\0"]);
-    put(out, b'B', &[OWN, b"\0", OWN, b"\0\0\0\0\0\0\0"]);
-    put(out, b'E', &[OWN, b"\0\0\0\0\0"]);
-    put(out, b'C', &[b"P", OWN, b"\0"]);
-    put(out, b'C', &[b"S", OWN, b"\0"]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::{Session, Unit};
-
-    #[test]
-    fn own_statements_are_well_formed_and_name_no_unnamed_one() {
-        let mut out = Vec::new();
-        super::put_own(&mut out, b"SAVEPOINT s");
-        let mut at = 0;
-        let mut seen = Vec::new();
-        while let Some((m, len)) = crate::wire::read_message(&out[at..], 1 << 10).unwrap() {
-            seen.push((m.tag, m.body.to_vec()));
-            at += len;
-        }
-        assert_eq!(at, out.len());
-        assert_eq!(
-            seen,
-            [
-                (b'P', b"sluice_own\0SAVEPOINT s\0\0\0".to_vec()),
-                (b'B', b"sluice_own\0sluice_own\0\0\0\0\0\0\0".to_vec()),
-                (b'E', b"sluice_own\0\0\0\0\0".to_vec()),
-                (b'C', b"Psluice_own\0".to_vec()),
-                (b'C', b"Ssluice_own\0".to_vec()),
-            ]
-        );
-    }
 
     fn future_size<F, Fut>(_: F) -> usize
     where

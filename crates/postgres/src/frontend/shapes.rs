@@ -26,7 +26,7 @@ use super::client::Client;
 use super::exps::Replacement;
 use super::forward::put;
 use super::lease::hidden_answers;
-use super::session::put_own;
+use super::lease::put_own;
 use super::unit::{Exps, Shared};
 use crate::backend::statements::{result_shape, server_name, Cached, StmtDef};
 use crate::backend::PgConn;

@@ -250,12 +250,6 @@ impl Settings {
         self.startup_reset != 0
     }
 
-    /// True (once) if applied changes reset startup parameters on the server (see
-    /// [`Settings::take_startup_resets`]).
-    pub fn take_startup_reset(&mut self) -> bool {
-        !self.take_startup_resets().is_empty()
-    }
-
     /// The startup parameters applied changes reset on the server (once): they are to be
     /// set again there.
     pub fn take_startup_resets(&mut self) -> Vec<Box<str>> {
@@ -275,11 +269,6 @@ impl Settings {
             .iter()
             .find(|(n, _)| **n == *name)
             .map(|(_, s)| &**s)
-    }
-
-    /// The names of the startup parameters.
-    pub fn startup_names(&self) -> impl Iterator<Item = &str> {
-        self.startup.iter().map(|(n, _)| &**n)
     }
 
     /// Why `changes` (a unit's, in order) would take the settings the session made past

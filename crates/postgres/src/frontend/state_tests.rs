@@ -163,16 +163,15 @@ fn settings_move_as_differences() {
         "application_name".into(),
         "SET application_name = x".into(),
     ));
-    assert!(!s.take_startup_reset());
+    assert!(s.take_startup_resets().is_empty());
     s.apply(Change::Reset("application_name".into()));
     assert_eq!(
         difference(&synced, &s.desired()).unwrap(),
         "RESET timezone;"
     );
     // On the server it went to the server's default: it is set again there.
-    assert!(s.take_startup_reset());
-    assert!(!s.take_startup_reset());
-    assert_eq!(s.startup_names().collect::<Vec<_>>(), ["application_name"]);
+    assert_eq!(s.take_startup_resets(), [Box::from("application_name")]);
+    assert!(s.take_startup_resets().is_empty());
     // A SET ending in a comment ends its line: what follows is not commented out.
     let mut t = Settings::default();
     t.apply(Change::Set("a".into(), "SET a = 1 -- why".into()));
@@ -259,7 +258,7 @@ fn a_set_local_after_a_reset_wins_for_its_block_and_a_chain_owes_the_reset() {
     );
     s.end_transaction(true);
     assert!(
-        s.take_startup_reset(),
+        !s.take_startup_resets().is_empty(),
         "the committed RESET is set again after the block"
     );
     // COMMIT AND CHAIN of a text with the RESET: owed in the chained block.
@@ -269,12 +268,12 @@ fn a_set_local_after_a_reset_wins_for_its_block_and_a_chain_owes_the_reset() {
         s.take_block_resets().map(|v| v.join(";")).as_deref(),
         Some("RESET datestyle;SELECT pg_catalog.set_config('DateStyle', 'SQL, MDY', false)")
     );
-    assert!(s.take_startup_reset());
+    assert!(!s.take_startup_resets().is_empty());
     // ROLLBACK AND CHAIN: the RESET is undone, nothing is owed.
     s.defer(Change::Reset("datestyle".into()));
     s.chain_transaction(false);
     assert_eq!(s.take_block_resets(), None);
-    assert!(!s.take_startup_reset());
+    assert!(s.take_startup_resets().is_empty());
     // A SET LOCAL of standard_conforming_strings = off is read as the SET is.
     assert!(turns_conforming_strings_off(&Change::SetLocal(
         "standard_conforming_strings".into(),

@@ -297,6 +297,19 @@ impl Writer {
     }
 }
 
+/// The messages `bytes` holds, whole (type byte, body): for tests of what sluice writes.
+#[cfg(test)]
+pub fn split_messages(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut at = 0;
+    let mut seen = Vec::new();
+    while let Some((m, len)) = read_message(&bytes[at..], 1 << 20).unwrap() {
+        seen.push((m.tag, m.body.to_vec()));
+        at += len;
+    }
+    assert_eq!(at, bytes.len(), "a message cut short");
+    seen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
