@@ -4,7 +4,7 @@
 
 use super::pg::raw::Raw;
 use super::pg::start;
-use super::pins::{differential, POOL};
+use super::pins::{connect_with_startup, differential, direct_then_sluice, POOL};
 
 /// Client 1 holds the connection client 0 gave back; client 0 looks at what it set, on the
 /// other connection; then client 1 looks at what it was given.
@@ -119,15 +119,12 @@ async fn a_client_encoding_the_scanner_cannot_read_pins_the_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datestyle_in_options_keeps_its_part_beside_a_startup_datestyle() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
-        let params = [
-            ("user", "app"),
-            ("database", "postgres"),
-            ("options", "-c DateStyle=DMY"),
-            ("DateStyle", "ISO"),
-        ];
-        let mut a = Raw::connect_with(port, "app", &params).await.unwrap();
+    let direct = direct_then_sluice(&env, async |port| {
+        let mut a = connect_with_startup(
+            port,
+            &[("options", "-c DateStyle=DMY"), ("DateStyle", "ISO")],
+        )
+        .await;
         let mut b = Raw::connect(port, "app", "app", "postgres").await;
         let told: Vec<String> = a
             .params
@@ -144,11 +141,11 @@ async fn a_datestyle_in_options_keeps_its_part_beside_a_startup_datestyle() {
         b.try_simple("SELECT 1").await.unwrap();
         steps.push(one(a.try_simple(shown).await.unwrap()));
         steps.push(one(b.try_simple("SHOW DateStyle").await.unwrap()));
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "ISO, DMY",
             "ISO, DMY 2024-02-01",
@@ -165,15 +162,15 @@ async fn a_datestyle_in_options_keeps_its_part_beside_a_startup_datestyle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_startup_value_with_a_backslash_is_set_again_without_conforming_strings() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
-        let params = [
-            ("user", "app"),
-            ("database", "postgres"),
-            ("application_name", "C:\\dir\\"),
-            ("standard_conforming_strings", "off"),
-        ];
-        let mut c = Raw::connect_with(port, "app", &params).await.unwrap();
+    let direct = direct_then_sluice(&env, async |port| {
+        let mut c = connect_with_startup(
+            port,
+            &[
+                ("application_name", "C:\\dir\\"),
+                ("standard_conforming_strings", "off"),
+            ],
+        )
+        .await;
         let mut steps = Vec::new();
         for sql in [
             "SHOW application_name",
@@ -189,11 +186,8 @@ async fn a_startup_value_with_a_backslash_is_set_again_without_conforming_string
             };
             steps.push(shown);
         }
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
-    assert_eq!(
-        transcripts[0],
-        ["C:\\dir\\", "", "", "C:\\dir\\", "", "C:\\dir\\"]
-    );
+        steps
+    })
+    .await;
+    assert_eq!(direct, ["C:\\dir\\", "", "", "C:\\dir\\", "", "C:\\dir\\"]);
 }

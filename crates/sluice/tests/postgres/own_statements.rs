@@ -8,32 +8,15 @@
 //! The pool has two connections (`pins::POOL`), and idle ones are reused most recent first:
 //! a client that holds a connection makes the next one run on the other.
 
-use super::pg::raw::{Msg, Raw};
+use super::pg::raw::Raw;
 use super::pg::start;
-use super::pins::POOL;
+use super::pins::{connect_with_startup, direct_then_sluice, protocol_shown, POOL};
 use postgres_protocol::message::frontend;
-
-/// What a round gave: each message's type byte, an error's SQLSTATE, a DataRow's first
-/// column, a CommandComplete's tag, ReadyForQuery's status.
-fn shown(msgs: &[Msg]) -> String {
-    let text = |b: &[u8]| String::from_utf8_lossy(b.strip_suffix(b"\0").unwrap_or(b)).into_owned();
-    let shown: Vec<String> = msgs
-        .iter()
-        .map(|m| match m.tag {
-            b'E' => format!("E({})", m.sqlstate().unwrap_or_default()),
-            b'C' => format!("C({})", text(&m.body)),
-            b'D' => format!("D({})", Raw::column(std::slice::from_ref(m)).concat()),
-            b'Z' => format!("Z({})", m.body[0] as char),
-            t => (t as char).to_string(),
-        })
-        .collect();
-    shown.join(" ")
-}
 
 /// Sends what `c.out` holds and shows the answers up to one ReadyForQuery.
 async fn round(c: &mut Raw) -> String {
     let (_, msgs) = c.round(1).await;
-    shown(&msgs)
+    protocol_shown(&msgs)
 }
 
 /// Runs `sql` as a simple query and shows its answers.
@@ -63,6 +46,13 @@ fn bind(c: &mut Raw, portal: &str, statement: &str) {
 
 fn execute(c: &mut Raw, portal: &str, rows: i32) {
     frontend::execute(portal, rows, &mut c.out).unwrap();
+}
+
+/// Parse, Bind and Execute (at most `rows` rows) of `sql` as the unnamed statement and portal.
+fn unnamed(c: &mut Raw, sql: &str, rows: i32) {
+    parse(c, "", sql);
+    bind(c, "", "");
+    execute(c, "", rows);
 }
 
 fn sync(c: &mut Raw) {
@@ -104,8 +94,7 @@ const SEEN: &str = "SELECT coalesce(current_setting('app.tenant', true), 'none')
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_function_call_that_may_make_state_pins_the_session() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
+    let direct = direct_then_sluice(&env, async |port| {
         let mut a = Raw::connect(port, "app", "app", "postgres").await;
         let mut b = Raw::connect(port, "app", "app", "postgres").await;
         let mut steps = Vec::new();
@@ -144,11 +133,11 @@ async fn a_function_call_that_may_make_state_pins_the_session() {
                 "only the first client is pinned: {reasons:?}"
             );
         }
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "V Z(I)",
             "V Z(I)",
@@ -169,13 +158,10 @@ async fn a_function_call_that_may_make_state_pins_the_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unnamed_statement_outlives_a_read_back() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
+    let direct = direct_then_sluice(&env, async |port| {
         let mut c = Raw::connect(port, "app", "app", "postgres").await;
         let mut steps = vec![simple(&mut c, "CREATE TEMP TABLE own_t (x int)").await];
-        parse(&mut c, "", "SELECT set_config('work_mem', '8MB', false)");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
+        unnamed(&mut c, "SELECT set_config('work_mem', '8MB', false)", 0);
         sync(&mut c);
         steps.push(round(&mut c).await);
         bind(&mut c, "", "");
@@ -184,20 +170,18 @@ async fn the_unnamed_statement_outlives_a_read_back() {
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "SHOW work_mem").await);
         steps.push(simple(&mut c, "SET sluice.read_your_writes = on").await);
-        parse(&mut c, "", "INSERT INTO own_t VALUES (1)");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
+        unnamed(&mut c, "INSERT INTO own_t VALUES (1)", 0);
         sync(&mut c);
         steps.push(round(&mut c).await);
         bind(&mut c, "", "");
         execute(&mut c, "", 0);
         sync(&mut c);
         steps.push(round(&mut c).await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "C(CREATE TABLE) Z(I)",
             "1 2 D(8MB) C(SELECT 1) Z(I)",
@@ -216,18 +200,10 @@ async fn the_unnamed_statement_outlives_a_read_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unnamed_portal_outlives_a_startup_value_set_again_in_a_block() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
-        let params = [
-            ("user", "app"),
-            ("database", "postgres"),
-            ("application_name", "own_app"),
-        ];
-        let mut c = Raw::connect_with(port, "app", &params).await.unwrap();
+    let direct = direct_then_sluice(&env, async |port| {
+        let mut c = connect_with_startup(port, &[("application_name", "own_app")]).await;
         let mut steps = vec![simple(&mut c, "BEGIN").await];
-        parse(&mut c, "", "SELECT g FROM generate_series(1, 3) g");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 1);
+        unnamed(&mut c, "SELECT g FROM generate_series(1, 3) g", 1);
         sync(&mut c);
         steps.push(round(&mut c).await);
         parse(&mut c, "r", "RESET application_name");
@@ -244,11 +220,11 @@ async fn the_unnamed_portal_outlives_a_startup_value_set_again_in_a_block() {
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "SHOW application_name").await);
         steps.push(simple(&mut c, "COMMIT").await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "C(BEGIN) Z(T)",
             "1 2 D(1) s Z(T)",
@@ -267,8 +243,7 @@ async fn the_unnamed_portal_outlives_a_startup_value_set_again_in_a_block() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unnamed_statement_and_portal_outlive_a_statement_checked_in_a_block() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
+    let direct = direct_then_sluice(&env, async |port| {
         let mut a = Raw::connect(port, "app", "app", "postgres").await;
         let mut b = Raw::connect(port, "app", "app", "postgres").await;
         parse(&mut a, "n1", "SELECT 1 AS x");
@@ -279,9 +254,7 @@ async fn the_unnamed_statement_and_portal_outlive_a_statement_checked_in_a_block
         steps.push(simple(&mut b, "BEGIN").await);
         steps.push(simple(&mut b, "SELECT 1").await);
         steps.push(simple(&mut a, "BEGIN").await);
-        parse(&mut a, "", "SELECT g FROM generate_series(40, 43) g");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 1);
+        unnamed(&mut a, "SELECT g FROM generate_series(40, 43) g", 1);
         sync(&mut a);
         steps.push(round(&mut a).await);
         steps.push(simple(&mut b, "COMMIT").await);
@@ -297,11 +270,11 @@ async fn the_unnamed_statement_and_portal_outlive_a_statement_checked_in_a_block
         sync(&mut a);
         steps.push(round(&mut a).await);
         steps.push(simple(&mut a, "COMMIT").await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "1 t T Z(I)",
             "C(BEGIN) Z(T)",
@@ -328,7 +301,7 @@ async fn until(c: &mut Raw, tag: u8) -> String {
             got.push(m);
         }
         if done {
-            return shown(&got);
+            return protocol_shown(&got);
         }
     }
 }
@@ -344,22 +317,12 @@ async fn until(c: &mut Raw, tag: u8) -> String {
 async fn nothing_of_sluices_own_runs_inside_a_flushed_batch() {
     let env = start(0, POOL).await;
     env.psql("CREATE TABLE own_w (x int)");
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
-        let params = [
-            ("user", "app"),
-            ("database", "postgres"),
-            ("application_name", "own_app"),
-        ];
-        let mut c = Raw::connect_with(port, "app", &params).await.unwrap();
+    let direct = direct_then_sluice(&env, async |port| {
+        let mut c = connect_with_startup(port, &[("application_name", "own_app")]).await;
         let mut steps = Vec::new();
         // A suspended portal after a RESET, in a batch ended with a Flush.
-        parse(&mut c, "", "RESET application_name");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
-        parse(&mut c, "", "SELECT g FROM generate_series(1, 3) g");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 1);
+        unnamed(&mut c, "RESET application_name", 0);
+        unnamed(&mut c, "SELECT g FROM generate_series(1, 3) g", 1);
         frontend::flush(&mut c.out);
         steps.push(until(&mut c, b's').await);
         execute(&mut c, "", 1);
@@ -367,40 +330,30 @@ async fn nothing_of_sluices_own_runs_inside_a_flushed_batch() {
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "SHOW application_name").await);
         // A write, a RESET, Flush; then a failure before the Sync: the write rolls back.
-        parse(&mut c, "", "INSERT INTO own_w VALUES (99)");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
-        parse(&mut c, "", "RESET application_name");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
+        unnamed(&mut c, "INSERT INTO own_w VALUES (99)", 0);
+        unnamed(&mut c, "RESET application_name", 0);
         frontend::flush(&mut c.out);
         steps.push(until(&mut c, b'C').await + " " + &until(&mut c, b'C').await);
-        parse(&mut c, "", "SELECT 1/0");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
+        unnamed(&mut c, "SELECT 1/0", 0);
         sync(&mut c);
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "SELECT count(*) FROM own_w").await);
         steps.push(simple(&mut c, "SHOW application_name").await);
         // In a block: a RESET and a failure, Flush, then the Sync.
         steps.push(simple(&mut c, "BEGIN").await);
-        parse(&mut c, "", "RESET application_name");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
-        parse(&mut c, "", "SELECT 1/0");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
+        unnamed(&mut c, "RESET application_name", 0);
+        unnamed(&mut c, "SELECT 1/0", 0);
         frontend::flush(&mut c.out);
         steps.push(until(&mut c, b'E').await);
         sync(&mut c);
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "ROLLBACK").await);
         steps.push(simple(&mut c, "SHOW application_name").await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "1 2 C(RESET) 1 2 D(1) s",
             "D(2) s Z(I)",
@@ -424,17 +377,12 @@ async fn nothing_of_sluices_own_runs_inside_a_flushed_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chained_block_keeps_its_unnamed_portal() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
+    let direct = direct_then_sluice(&env, async |port| {
         let mut c = Raw::connect(port, "app", "app", "postgres").await;
         let mut steps = vec![simple(&mut c, "BEGIN").await];
         steps.push(simple(&mut c, "SET work_mem = '8MB'").await);
-        parse(&mut c, "", "COMMIT AND CHAIN");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 0);
-        parse(&mut c, "", "SELECT g FROM generate_series(1, 3) g");
-        bind(&mut c, "", "");
-        execute(&mut c, "", 1);
+        unnamed(&mut c, "COMMIT AND CHAIN", 0);
+        unnamed(&mut c, "SELECT g FROM generate_series(1, 3) g", 1);
         sync(&mut c);
         steps.push(round(&mut c).await);
         execute(&mut c, "", 1);
@@ -442,11 +390,11 @@ async fn a_chained_block_keeps_its_unnamed_portal() {
         steps.push(round(&mut c).await);
         steps.push(simple(&mut c, "COMMIT").await);
         steps.push(simple(&mut c, "SHOW work_mem").await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "C(BEGIN) Z(T)",
             "C(SET) Z(T)",
@@ -466,24 +414,14 @@ async fn a_chained_block_keeps_its_unnamed_portal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
-        let params = [
-            ("user", "app"),
-            ("database", "postgres"),
-            ("application_name", "own_app"),
-        ];
-        let mut a = Raw::connect_with(port, "app", &params).await.unwrap();
+    let direct = direct_then_sluice(&env, async |port| {
+        let mut a = connect_with_startup(port, &[("application_name", "own_app")]).await;
         let mut b = Raw::connect(port, "app", "app", "postgres").await;
         let mut steps = Vec::new();
-        parse(&mut a, "", "RESET application_name");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 0);
+        unnamed(&mut a, "RESET application_name", 0);
         frontend::flush(&mut a.out);
         steps.push(until(&mut a, b'C').await);
-        parse(&mut a, "", "SET work_mem = '1MB'");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 0);
+        unnamed(&mut a, "SET work_mem = '1MB'", 0);
         sync(&mut a);
         steps.push(round(&mut a).await);
         // b is given the connection a gave back.
@@ -491,17 +429,11 @@ async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() 
         steps.push(simple(&mut a, "SHOW work_mem").await);
         steps.push(simple(&mut a, "SHOW application_name").await);
         // A block the batch opens after the RESET keeps its portal.
-        parse(&mut a, "", "RESET application_name");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 0);
+        unnamed(&mut a, "RESET application_name", 0);
         frontend::flush(&mut a.out);
         steps.push(until(&mut a, b'C').await);
-        parse(&mut a, "", "BEGIN");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 0);
-        parse(&mut a, "", "SELECT g FROM generate_series(1, 3) g");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 1);
+        unnamed(&mut a, "BEGIN", 0);
+        unnamed(&mut a, "SELECT g FROM generate_series(1, 3) g", 1);
         sync(&mut a);
         steps.push(round(&mut a).await);
         execute(&mut a, "", 1);
@@ -509,11 +441,11 @@ async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() 
         steps.push(round(&mut a).await);
         steps.push(simple(&mut a, "COMMIT").await);
         steps.push(simple(&mut a, "SHOW application_name").await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "1 2 C(RESET)",
             "1 2 C(SET) Z(I)",
@@ -537,15 +469,15 @@ async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_given_back_after_a_reset_keeps_no_other_startup_value() {
     let env = start(0, POOL).await;
-    let mut transcripts = Vec::new();
-    for port in [env.topo.primary().port, env.port] {
-        let params = [
-            ("user", "app"),
-            ("database", "postgres"),
-            ("application_name", "own_app"),
-            ("options", "-c statement_timeout=5s"),
-        ];
-        let mut a = Raw::connect_with(port, "app", &params).await.unwrap();
+    let direct = direct_then_sluice(&env, async |port| {
+        let mut a = connect_with_startup(
+            port,
+            &[
+                ("application_name", "own_app"),
+                ("options", "-c statement_timeout=5s"),
+            ],
+        )
+        .await;
         let mut b = Raw::connect(port, "app", "app", "postgres").await;
         let mut steps = vec![simple(&mut a, "SHOW statement_timeout").await];
         steps.push(simple(&mut a, "RESET application_name").await);
@@ -553,25 +485,21 @@ async fn a_connection_given_back_after_a_reset_keeps_no_other_startup_value() {
         steps.push(simple(&mut b, "SHOW statement_timeout").await);
         steps.push(simple(&mut a, "SHOW statement_timeout").await);
         // Owed across a flushed batch and the batch after it.
-        parse(&mut a, "", "RESET application_name");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 0);
+        unnamed(&mut a, "RESET application_name", 0);
         frontend::flush(&mut a.out);
         steps.push(until(&mut a, b'C').await);
-        parse(&mut a, "", "SET work_mem = '1MB'");
-        bind(&mut a, "", "");
-        execute(&mut a, "", 0);
+        unnamed(&mut a, "SET work_mem = '1MB'", 0);
         sync(&mut a);
         steps.push(round(&mut a).await);
         steps.push(simple(&mut b, "SHOW statement_timeout").await);
         steps.push(simple(&mut b, "SHOW work_mem").await);
         steps.push(simple(&mut a, "SHOW statement_timeout").await);
         steps.push(simple(&mut a, "SHOW application_name").await);
-        transcripts.push(steps);
-    }
-    assert_eq!(transcripts[1], transcripts[0], "through sluice as directly");
+        steps
+    })
+    .await;
     assert_eq!(
-        transcripts[0],
+        direct,
         [
             "T D(5s) C(SHOW) Z(I)",
             "C(RESET) Z(I)",

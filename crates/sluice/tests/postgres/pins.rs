@@ -62,6 +62,12 @@ async fn pipeline(c: &mut Raw, spec: &str) -> String {
     }
     postgres_protocol::message::frontend::sync(&mut c.out);
     let (_, msgs) = c.round(1).await;
+    protocol_shown(&msgs)
+}
+
+/// Messages as a line: each one's type byte, an error's SQLSTATE, a CommandComplete's tag,
+/// a DataRow's first column, ReadyForQuery's status.
+pub(super) fn protocol_shown(msgs: &[Msg]) -> String {
     let text = |b: &[u8]| String::from_utf8_lossy(b.strip_suffix(b"\0").unwrap_or(b)).into_owned();
     let shown: Vec<String> = msgs
         .iter()
@@ -74,6 +80,26 @@ async fn pipeline(c: &mut Raw, spec: &str) -> String {
         })
         .collect();
     shown.join(" ")
+}
+
+/// Runs `steps` against PostgreSQL directly, then through sluice (each run gets the port to
+/// connect to and gives a transcript); asserts the two transcripts are equal and gives the
+/// direct one.
+pub(super) async fn direct_then_sluice(
+    env: &PgEnv,
+    steps: impl AsyncFn(u16) -> Vec<String>,
+) -> Vec<String> {
+    let direct = steps(env.topo.primary().port).await;
+    let via = steps(env.port).await;
+    assert_eq!(via, direct, "through sluice as directly");
+    direct
+}
+
+/// Logs in as `app` to `postgres` with these startup parameters besides.
+pub(super) async fn connect_with_startup(port: u16, params: &[(&str, &str)]) -> Raw {
+    let mut all = vec![("user", "app"), ("database", "postgres")];
+    all.extend_from_slice(params);
+    Raw::connect_with(port, "app", &all).await.unwrap()
 }
 
 /// Runs `steps` (client index, SQL; `!quit` closes the client; `X:` then statements separated
