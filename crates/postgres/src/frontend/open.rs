@@ -185,6 +185,8 @@ async fn open(
         held_by_flush: false,
         implicit_reads_only: true,
         implicit_suspended: false,
+        implicit_open: false,
+        implicit_failed: false,
         pending_unpins: 0,
         skipping: false,
         owed: Default::default(),

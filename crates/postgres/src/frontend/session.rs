@@ -58,6 +58,12 @@ pub struct Session {
     pub(super) implicit_reads_only: bool,
     /// A portal was suspended in that implicit transaction (see [`Self::leave_flushed`]).
     pub(super) implicit_suspended: bool,
+    /// The last unit left the server inside its implicit transaction (it ended with a
+    /// Flush, or was sent ahead of its end, outside a block): what the batch changes commits
+    /// at its Sync, or not at all, and waits for it as a block's changes do (see `track`).
+    pub(super) implicit_open: bool,
+    /// Something in that implicit transaction failed: the server rolls it back at the Sync.
+    pub(super) implicit_failed: bool,
     /// An error came before a Sync (the unit ended with a Flush): the server skips every
     /// message up to the next Sync, so their answers are not awaited.
     pub(super) skipping: bool,
@@ -439,10 +445,11 @@ impl Session {
         match self.route(unit, defs) {
             Ok(d) if d.hostgroup != held => {
                 let status = self.hidden(crate::wire::SYNC).await?;
+                // What the batch changed committed with it (or is the block's, below).
+                self.implicit_synced(status);
                 if status != ReadyStatus::Idle {
                     // The batch opened a transaction block itself: the session is in it, on
                     // this connection, wherever its next statement would go.
-                    self.status = status;
                     return Ok(());
                 }
                 // The Sync committed what the batch wrote: read-your-writes reads where the

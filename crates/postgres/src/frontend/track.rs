@@ -32,6 +32,16 @@ impl Session {
         lease: &mut Lease<Box<PgConn>>,
     ) {
         let failed = relayed.failed;
+        // A unit that left the server inside its implicit transaction (a batch ended with a
+        // Flush, or sent ahead of its end, outside a block): what the batch runs commits at
+        // its Sync unless something in it fails (or a `ROLLBACK` aborts it), so its changes
+        // wait for that as a block's do. The unit that brings the ReadyForQuery ends it.
+        let flushed = relayed.status.is_none()
+            && self.status == ReadyStatus::Idle
+            && lease.conn_ref().unsynced;
+        let implicit_before = std::mem::replace(&mut self.implicit_open, flushed);
+        let implicit_failed = std::mem::take(&mut self.implicit_failed) || failed;
+        self.implicit_failed = flushed && implicit_failed;
         let held_temp = self.pins & pin::TEMP != 0;
         let mut changes: Vec<Change> = Vec::new();
         let (mut commits, mut rolls_back) = (false, false);
@@ -98,7 +108,12 @@ impl Session {
                 }
             }
         }
-        if ran.len() > 1 && self.unit_is_unfollowable(ran, prior, failed, pending_before) {
+        // (Also a unit of one statement inside a batch's implicit transaction: the batch's
+        // earlier units ran in it.)
+        let in_play = (prior != ReadyStatus::Idle || implicit_before) && pending_before;
+        if (ran.len() > 1 || flushed || implicit_before)
+            && self.unit_is_unfollowable(ran, prior, failed, in_play, flushed)
+        {
             // As for one text (`pin::TEXT_TRANSACTION`): the connection has it right, the
             // session keeps it, and nothing is released.
             self.pins |= pin::TEXT_TRANSACTION;
@@ -119,10 +134,14 @@ impl Session {
             self.lease_has_unnamed = false;
             self.statements.clear();
         }
-        let in_block = self.status != ReadyStatus::Idle;
-        let was_in_block = prior != ReadyStatus::Idle;
-        // A COMMIT of a failed transaction rolls it back.
-        let committed = !failed && commits && prior != ReadyStatus::Failed;
+        let in_block = self.status != ReadyStatus::Idle || flushed;
+        let was_in_block = prior != ReadyStatus::Idle || implicit_before;
+        let committed = match prior {
+            // A batch's implicit transaction commits at its Sync, unless it failed.
+            ReadyStatus::Idle => !implicit_failed && !rolls_back,
+            // A COMMIT of a failed transaction rolls it back.
+            _ => !failed && commits && prior != ReadyStatus::Failed,
+        };
         // Pins are released only by what ran, and inside a block only once it commits
         // (a release that failed, or was rolled back, left the state in place).
         if in_block {
@@ -247,6 +266,22 @@ impl Session {
         self.handle.set_pins(self.pins | in_transaction);
     }
 
+    /// The Sync sluice sent after a batch the client ended with a Flush ended its implicit
+    /// transaction (`status`: the server's answer, a block the batch opened, or none): what
+    /// the batch changed took effect with it (or is now the block's), as after a unit that
+    /// brought that ReadyForQuery.
+    pub(super) fn implicit_synced(&mut self, status: ReadyStatus) {
+        self.status = status;
+        if let Some(mut lease) = self.lease.take() {
+            let relayed = super::relay::Relayed {
+                status: Some(status),
+                ..Default::default()
+            };
+            self.track(&[], ReadyStatus::Idle, &relayed, &mut lease);
+            self.lease = Some(lease);
+        }
+    }
+
     /// True for a unit of several statements (a pipeline up to its Sync) that ends or rolls
     /// back a transaction among them — `COMMIT`, `ROLLBACK`, `AND CHAIN`, `ROLLBACK TO
     /// SAVEPOINT`, `DISCARD ALL`, which commits at once, or a `CALL` or `DO` whose procedure
@@ -255,16 +290,21 @@ impl Session {
     /// stands against that end and on where the unit failed, and sluice does not follow the
     /// answers statement by statement. A unit that failed nowhere, rolled nothing back and
     /// left no block open is followed as it is: all its changes took effect, in order.
+    ///
+    /// `in_play`: the open transaction (a block, or a batch's implicit transaction) has
+    /// settings or released state already; `flushed`: the unit leaves the batch's implicit
+    /// transaction open, so that what an end among its statements committed could yet be
+    /// taken for rolled back with the rest.
     fn unit_is_unfollowable(
         &self,
         ran: &[Arc<StmtDef>],
         prior: ReadyStatus,
         failed: bool,
-        pending_before: bool,
+        mut in_play: bool,
+        flushed: bool,
     ) -> bool {
         let mut ends = false;
         let mut undoes = false;
-        let mut in_play = prior != ReadyStatus::Idle && pending_before;
         for def in ran {
             let i = &def.info;
             // (What a procedure did is not known: it may have committed or rolled back; not
@@ -279,7 +319,7 @@ impl Session {
             undoes |= i.rolls_back || i.chains.is_some() || i.to_savepoint || procedure;
             in_play |= i.changes_session() || i.unpins != 0;
         }
-        let whole = !failed && !undoes && self.status == ReadyStatus::Idle;
+        let whole = !failed && !undoes && self.status == ReadyStatus::Idle && !flushed;
         ends && in_play && !whole
     }
 }

@@ -4,8 +4,25 @@
 
 use super::pg::raw::Raw;
 use super::pg::{start, wait_replayed};
+use super::pins::{direct_then_sluice, POOL};
 use super::routing::run;
 use postgres_protocol::message::frontend;
+
+/// Sends a Flush, and reads until the type bytes end with `last` (ParameterStatus and
+/// notices left out): the type bytes, and the first column of the rows.
+async fn flushed(c: &mut Raw, last: &str) -> (String, Vec<String>) {
+    frontend::flush(&mut c.out);
+    c.flush().await;
+    let (mut tags, mut msgs) = (String::new(), Vec::new());
+    while !tags.ends_with(last) {
+        let m = c.next().await;
+        if !matches!(m.tag, b'S' | b'N') {
+            tags.push(m.tag as char);
+            msgs.push(m);
+        }
+    }
+    (tags, Raw::column(&msgs))
+}
 
 /// A batch that opens a transaction block itself and ends with a Flush: when its next
 /// statement belongs elsewhere, the Sync sluice sends finds the block open, and the session
@@ -64,23 +81,9 @@ async fn a_write_after_a_read_fetched_with_a_flush_goes_to_the_primary() {
     run(&mut setup, &["CREATE TABLE fl (x int)"]).await.unwrap();
     wait_replayed(&env.topo).await;
     let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
-    // Until the answer to a batch ended by a Flush has come: the type bytes.
-    async fn flushed(c: &mut Raw, last: char) -> (String, Vec<String>) {
-        frontend::flush(&mut c.out);
-        c.flush().await;
-        let (mut tags, mut msgs) = (String::new(), Vec::new());
-        while !tags.ends_with(last) {
-            let m = c.next().await;
-            if !matches!(m.tag, b'S' | b'N') {
-                tags.push(m.tag as char);
-                msgs.push(m);
-            }
-        }
-        (tags, Raw::column(&msgs))
-    }
     for round in 0..2 {
         c.extended("", Some("SELECT pg_is_in_recovery()"), &[]);
-        let got = flushed(&mut c, 'C').await;
+        let got = flushed(&mut c, "C").await;
         assert_eq!(got, ("12DC".into(), vec!["t".into()]), "round {round}");
         let sql = format!("INSERT INTO fl VALUES ({round}) RETURNING pg_is_in_recovery()");
         c.extended("", Some(&sql), &[]);
@@ -117,11 +120,11 @@ async fn a_write_after_a_read_fetched_with_a_flush_goes_to_the_primary() {
     bind(&mut c, "");
     frontend::execute("", 1, &mut c.out).unwrap();
     assert_eq!(
-        flushed(&mut c, 's').await,
+        flushed(&mut c, "s").await,
         ("12Ds".into(), vec!["t".into()])
     );
     frontend::execute("", 1, &mut c.out).unwrap();
-    assert_eq!(flushed(&mut c, 's').await, ("Ds".into(), vec!["t".into()]));
+    assert_eq!(flushed(&mut c, "s").await, ("Ds".into(), vec!["t".into()]));
     // A write that leaves it alone stays in its implicit transaction, on the replica.
     frontend::parse("", "INSERT INTO fl VALUES (9)", [], &mut c.out).unwrap();
     bind(&mut c, "w");
@@ -147,7 +150,7 @@ async fn a_write_after_a_read_fetched_with_a_flush_goes_to_the_primary() {
     .unwrap();
     c.extended("", Some("SELECT pg_is_in_recovery()"), &[]);
     assert_eq!(
-        flushed(&mut c, 'C').await,
+        flushed(&mut c, "C").await,
         ("12DC".into(), vec!["t".into()])
     );
     c.extended("", Some("INSERT INTO fl VALUES (3)"), &[]);
@@ -155,4 +158,94 @@ async fn a_write_after_a_read_fetched_with_a_flush_goes_to_the_primary() {
     let (tags, msgs) = c.round(1).await;
     assert_eq!(tags, "12EZ", "{msgs:?}");
     assert_eq!(msgs[2].sqlstate().as_deref(), Some("25006"));
+}
+
+/// A `SET` in a batch ended by a Flush runs in the batch's implicit transaction: an error
+/// later in the batch, before its Sync, rolls it back, and the session does not have it.
+/// sluice took it when the Flush was answered and set it again on the next connection the
+/// session was given (another client held the one it had run on). A batch that ends without
+/// an error keeps it, also on another connection; and so does a batch too long to be one
+/// unit (sent on in parts, ahead of its Sync) only if nothing in it fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_in_a_flushed_batch_counts_only_once_its_batch_commits() {
+    let env = start(0, POOL).await;
+    direct_then_sluice(&env, async |port| {
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        for (value, then, long) in [
+            ("7MB", "SELECT 1/0", false),
+            ("9MB", "SELECT 1", false),
+            ("5MB", "SELECT 1/0", true),
+            ("6MB", "SELECT 1", true),
+        ] {
+            a.extended("", Some(&format!("SET work_mem = '{value}'")), &[]);
+            if long {
+                // 1,200 more messages: more than a unit holds.
+                a.extended("", Some("SELECT 2"), &[]);
+                for _ in 0..599 {
+                    a.extended("", None, &[]);
+                }
+            } else {
+                steps.push(flushed(&mut a, "C").await.0);
+            }
+            a.extended("", Some(then), &[]);
+            frontend::sync(&mut a.out);
+            let (tags, msgs) = a.round(1).await;
+            let state = msgs.iter().find_map(|m| m.sqlstate()).unwrap_or_default();
+            // (The end of a long batch's answers.)
+            steps.push(format!("{} {state}", &tags[tags.len().saturating_sub(4)..]));
+            // The other client takes the connection `a` ran on; `a` is given the other one.
+            run(&mut b, &["BEGIN", "SELECT 1"]).await.unwrap();
+            steps.push(run(&mut a, &["SHOW work_mem"]).await.unwrap().join(","));
+            run(&mut b, &["COMMIT"]).await.unwrap();
+        }
+        assert_eq!(
+            steps,
+            [
+                "12C",
+                "1EZ 22012",
+                "4MB",
+                "12C",
+                "2DCZ ",
+                "9MB",
+                "C1EZ 22012",
+                "9MB",
+                "2DCZ ",
+                "6MB"
+            ]
+        );
+        steps
+    })
+    .await;
+}
+
+/// A `SET` in a batch ended by a Flush (its portal closed), then a read: sluice ends the
+/// primary's implicit transaction with a Sync of its own, where the `SET` commits, and sends
+/// the read to a replica. The session has the setting from then on, wherever it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_flushed_before_a_read_elsewhere_stays_with_the_session() {
+    let env = start(1, "").await;
+    direct_then_sluice(&env, async |port| {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        c.extended("", Some("SET work_mem = '7MB'"), &[]);
+        frontend::close(b'P', "", &mut c.out).unwrap();
+        steps.push(flushed(&mut c, "3").await.0);
+        let read = "SELECT current_setting('work_mem')";
+        c.extended("", Some(read), &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        steps.push(format!("{tags} {}", Raw::column(&msgs).join(",")));
+        // Again, on the primary, and on a replica's connection other than the one it ran on.
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        run(&mut b, &["BEGIN READ ONLY", "SELECT 1"]).await.unwrap();
+        for sql in ["SHOW work_mem", "BEGIN; SHOW work_mem; COMMIT"] {
+            steps.push(run(&mut c, &[sql]).await.unwrap().join(","));
+        }
+        run(&mut b, &["COMMIT"]).await.unwrap();
+        assert_eq!(steps, ["12C3", "12DCZ 7MB", "7MB", "7MB"]);
+        steps
+    })
+    .await;
 }
