@@ -328,13 +328,46 @@ impl Session {
         if super::calls::makes_state(unit, &self.client.buf) {
             pins |= state::pin::UNREAD_CALL;
         }
-        (pins != 0).then(|| {
-            format!(
+        if pins != 0 {
+            return Some(format!(
                 "sluice: a read-only transaction on a replica cannot make state that keeps the session on its connection ({}): the session could never write again; make it outside the read-only transaction",
                 state::pin::labels(pins).join(", ")
-            )
+            ));
+        }
+        self.locks_the_primary(unit, defs).then(|| {
+            "sluice: a read-only transaction on a replica cannot take or release a lock the primary's sessions must see (LOCK, advisory locks): on the replica it would hold nothing there; take it as the transaction's first statement, or outside a read-only transaction".to_string()
         })
     }
+
+    /// The unit takes or releases locks that only mean something on the primary, which a
+    /// standby grants all the same: `LOCK` (a standby takes `ACCESS SHARE`, `ROW SHARE` and
+    /// `ROW EXCLUSIVE`) and the advisory lock functions (transaction-level ones, unlocks).
+    /// Run on a replica they would exclude no one, silently.
+    fn locks_the_primary(&self, unit: &Unit, defs: &Defs) -> bool {
+        let mut parsed = Parsed::new();
+        (0..unit.msgs.len()).any(|i| {
+            self.statement_of(unit, defs, i, &mut parsed)
+                .is_some_and(|d| takes_primary_locks(d))
+        })
+    }
+}
+
+/// A statement is (or a text holds) a `LOCK`, or calls an advisory lock function.
+fn takes_primary_locks(def: &StmtDef) -> bool {
+    if def.info.route != Route::Write {
+        return false;
+    }
+    let advisory = |f: &String| f.starts_with("pg_advisory") || f.starts_with("pg_try_advisory");
+    if def.info.user_calls.iter().flatten().any(advisory) {
+        return true;
+    }
+    let lock = |span: (usize, usize)| {
+        def.sql
+            .get(span.0..span.1)
+            .and_then(sluice_sqlscan::postgres::first_token)
+            .is_some_and(|t| t.eq_ignore_ascii_case(b"lock"))
+    };
+    sluice_sqlscan::postgres::statements(&def.sql).any(lock)
 }
 
 /// The error for a session that prepares more statements than sluice keeps for one.
