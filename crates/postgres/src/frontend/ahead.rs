@@ -53,14 +53,28 @@ pub async fn send(
     Ok(())
 }
 
-/// Parse, Bind and Execute of the simple query `begin`'s text (`Q`, length, text, NUL): the
-/// unnamed statement and portal, no parameters.
+/// The statements of the simple query `begin` (`Q`, length, text, NUL): the `BEGIN`, and the
+/// `SET TRANSACTION`s sluice answered after it (see `route::DeferredBegin`).
+fn statements(begin: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let text = begin
+        .get(5..begin.len().saturating_sub(1))
+        .unwrap_or_default();
+    sluice_sqlscan::postgres::statements(text).map(move |(s, e)| &text[s..e])
+}
+
+/// Parse, Bind and Execute of each statement of the simple query `begin`: the unnamed
+/// statement and portal, no parameters.
 fn put_begin(w: &mut Writer, begin: &[u8]) {
-    // The text with its NUL, as the query message carries it.
-    let text = begin.get(5..).unwrap_or_default();
+    for text in statements(begin) {
+        put_statement(w, text);
+    }
+}
+
+fn put_statement(w: &mut Writer, text: &[u8]) {
     w.begin(b'P');
     w.cstr("");
     w.bytes(text);
+    w.bytes(b"\0");
     w.i16(0);
     w.end();
     w.begin(b'B');
@@ -83,9 +97,15 @@ fn put_begin(w: &mut Writer, begin: &[u8]) {
 /// meanwhile: they come only with the unit's first (a long statement's, when it ends), and a
 /// client that leaves before then ends the wait (its statement is then cancelled). An error
 /// if the connection failed, the client left, or the `BEGIN` failed (the unit never ran).
-pub async fn begun(conn: &mut PgConn, client: &mut Client, end: End) -> Result<(), RelayError> {
+pub async fn begun(
+    conn: &mut PgConn,
+    client: &mut Client,
+    end: End,
+    begin: &[u8],
+) -> Result<(), RelayError> {
     let failed = |e: String| RelayError::Server(io::Error::other(e));
-    for want in [b'1', b'2', b'C'] {
+    let answers = statements(begin).count() * 3;
+    for want in [b'1', b'2', b'C'].into_iter().cycle().take(answers) {
         let (tag, body) = loop {
             let (tag, body) = next_watching(conn, client).await?;
             match tag {
@@ -141,6 +161,30 @@ mod tests {
                 (b'P', b"\0BEGIN READ ONLY\0\0\0".to_vec()),
                 (b'B', vec![0; 8]),
                 (b'E', vec![0; 5]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_begin_and_its_set_transaction_go_as_two_statements() {
+        let mut q = Vec::new();
+        crate::frontend::session::put_query(
+            &mut q,
+            b"BEGIN -- ; a comment\n;SET TRANSACTION READ ONLY;",
+        );
+        let mut w = crate::wire::Writer::new();
+        super::put_begin(&mut w, &q);
+        let out = w.into_bytes();
+        let parses: Vec<Vec<u8>> = crate::wire::message::split_messages(&out)
+            .into_iter()
+            .filter(|(t, _)| *t == b'P')
+            .map(|(_, body)| body)
+            .collect();
+        assert_eq!(
+            parses,
+            [
+                b"\0BEGIN\0\0\0".to_vec(),
+                b"\0SET TRANSACTION READ ONLY\0\0\0".to_vec()
             ]
         );
     }

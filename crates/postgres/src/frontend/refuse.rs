@@ -230,10 +230,11 @@ impl Session {
                 return Ok(true);
             }
         }
-        let (Some((begin, _)), Some(lease)) = (self.deferred_begin.take(), self.lease.as_mut())
+        let (Some(deferred), Some(lease)) = (self.deferred_begin.take(), self.lease.as_mut())
         else {
             return Ok(false);
         };
+        let begin = deferred.query;
         // Someone else's currval/lastval go first, outside the block (as ahead of a unit).
         let q = match self.sequences.must_discard(lease.conn_ref()) {
             true => {

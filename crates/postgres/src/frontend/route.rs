@@ -48,12 +48,26 @@ impl Session {
                     Some(w) if w.eq_ignore_ascii_case(b"start") => "START TRANSACTION",
                     _ => "BEGIN",
                 };
-                self.deferred_begin = Some((bytes, read_only && !serializable));
+                self.deferred_begin = Some(DeferredBegin {
+                    query: bytes,
+                    read_only: read_only && !serializable,
+                    serializable,
+                });
                 command_complete(&mut w, tag);
                 self.status = ReadyStatus::InTransaction;
             } else {
                 return Ok(false);
             }
+        } else if let Some(deferred) = self
+            .deferred_begin
+            .as_mut()
+            .filter(|d| info.read_only_txn && !d.serializable && info.hint.is_none())
+        {
+            // `BEGIN` then `SET TRANSACTION READ ONLY`: the transaction is read-only by its
+            // modes, and its first statement proper chooses where it runs (the `SET` goes
+            // with the `BEGIN`, as a statement of the same text).
+            deferred.also(&self.client.buf[at + 5..at + len]);
+            command_complete(&mut w, "SET");
         } else if self.deferred_begin.is_some() && (info.commits || info.rolls_back) {
             self.deferred_begin = None;
             // (A COMMIT of a failed block rolls it back.)
@@ -232,14 +246,14 @@ impl Session {
         // need the primary, read-only transaction or not), unless that statement makes it
         // read-write or serializable (still allowed then); any other one goes to the
         // primary, whatever it starts with.
+        // (Not one serializable by its `BEGIN`: a standby refuses it.)
         let starts_primary = first.as_ref().is_some_and(|d| d.info.primary_txn);
-        match self.deferred_begin {
-            Some((_, true)) if starts_primary => route = Route::Write,
-            Some((_, true)) => {}
-            Some((_, false)) if first.as_ref().is_some_and(|d| d.info.read_only_txn) => {
-                route = Route::Read
-            }
-            Some((_, false)) => route = Route::Write,
+        let starts_read_only = first.as_ref().is_some_and(|d| d.info.read_only_txn);
+        match &self.deferred_begin {
+            Some(d) if d.read_only && starts_primary => route = Route::Write,
+            Some(d) if d.read_only => {}
+            Some(d) if starts_read_only && !d.serializable => route = Route::Read,
+            Some(_) => route = Route::Write,
             None => {}
         }
         // A session whose transactions are serializable by default: a standby refuses them
@@ -368,6 +382,34 @@ fn takes_primary_locks(def: &StmtDef) -> bool {
             .is_some_and(|t| t.eq_ignore_ascii_case(b"lock"))
     };
     sluice_sqlscan::postgres::statements(&def.sql).any(lock)
+}
+
+/// A `BEGIN` sluice answered and holds back until the transaction's first statement (see
+/// [`Session::answer_alone`]).
+pub(super) struct DeferredBegin {
+    /// The simple query to send (its `SET TRANSACTION`s after it, as one text).
+    pub(super) query: Box<[u8]>,
+    /// Read-only (and not serializable): it may run on a replica.
+    pub(super) read_only: bool,
+    /// Serializable by its `BEGIN`: never on a replica.
+    pub(super) serializable: bool,
+}
+
+impl DeferredBegin {
+    /// A `SET TRANSACTION READ ONLY` (`text`, with its NUL) after the `BEGIN`: sent as the
+    /// next statement of its text (after a line break, so that a `--` comment ending the
+    /// `BEGIN` ends there), and the transaction is read-only.
+    fn also(&mut self, text: &[u8]) {
+        let begin = self
+            .query
+            .get(5..self.query.len().saturating_sub(1))
+            .unwrap_or_default();
+        let set = text.strip_suffix(b"\0").unwrap_or(text);
+        let mut q = Vec::with_capacity(begin.len() + set.len() + 8);
+        super::session::put_query(&mut q, &[begin, b"\n;", set].concat());
+        self.query = q.into();
+        self.read_only = true;
+    }
 }
 
 /// The error for a session that prepares more statements than sluice keeps for one.

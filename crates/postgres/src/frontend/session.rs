@@ -48,7 +48,7 @@ pub struct Session {
     /// ParameterStatus values the client has seen.
     pub(super) reported: Arc<BTreeMap<String, String>>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
-    pub(super) deferred_begin: Option<(Box<[u8]>, bool)>,
+    pub(super) deferred_begin: Option<super::route::DeferredBegin>,
     /// The connection is held only because the last unit ended with a Flush outside a
     /// transaction (asyncpg prepares with Parse, Describe, Flush): the next unit may need
     /// another one.
@@ -222,7 +222,7 @@ impl Session {
         // unit without waiting for more (see `ahead`); else in a round trip of its own, with
         // the discard in the same write.
         let mut begin_ahead = None;
-        if let Some((begin, _)) = self.deferred_begin.take() {
+        if let Some(super::route::DeferredBegin { query: begin, .. }) = self.deferred_begin.take() {
             if ahead::takes_begin(unit.end) && !self.skipping {
                 begin_ahead = Some(begin);
             } else {
@@ -320,7 +320,8 @@ impl Session {
         }
         let sent = match sent {
             Ok(()) if begin_ahead.is_some() => {
-                Box::pin(ahead::begun(conn, &mut self.client, unit.end)).await
+                let begin = begin_ahead.as_deref().unwrap_or_default();
+                Box::pin(ahead::begun(conn, &mut self.client, unit.end, begin)).await
             }
             Ok(()) => Ok(()),
             Err(e) => Err(RelayError::Server(e)),

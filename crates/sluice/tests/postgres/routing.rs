@@ -225,6 +225,66 @@ async fn what_the_scanner_cannot_see_and_what_a_replica_refuses_go_to_the_primar
     );
 }
 
+/// `BEGIN` then `SET TRANSACTION READ ONLY`, each a simple query (as psql sends them): the
+/// transaction's first statement proper chooses where it runs, as after `BEGIN READ ONLY`. The
+/// `SET TRANSACTION` was taken for that statement and sent the transaction to a replica, where
+/// `txid_current()`, `NOTIFY` and `SET TRANSACTION READ WRITE` failed (25006, 0A000); and after
+/// a serializable `BEGIN` the standby refused the transaction (the session ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_transaction_read_only_waits_for_the_first_statement() {
+    let env = start(1, "").await;
+    env.topo
+        .primary()
+        .sql("CREATE TABLE sr (x int); INSERT INTO sr VALUES (1)")
+        .unwrap();
+    wait_replayed(&env.topo).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    for (begin, first, want) in [
+        ("BEGIN", "SELECT pg_is_in_recovery()", "t"),
+        (
+            "START TRANSACTION -- a comment",
+            "SELECT pg_is_in_recovery()",
+            "t",
+        ),
+        ("BEGIN", "SELECT txid_current() > 0", "t"),
+        (
+            "BEGIN ISOLATION LEVEL REPEATABLE READ",
+            "SELECT pg_is_in_recovery()",
+            "t",
+        ),
+        (
+            "BEGIN",
+            "SET TRANSACTION READ WRITE; SELECT pg_is_in_recovery()",
+            "f",
+        ),
+        (
+            "BEGIN",
+            "NOTIFY sr_channel; SELECT pg_is_in_recovery()",
+            "f",
+        ),
+        (
+            "BEGIN ISOLATION LEVEL SERIALIZABLE",
+            "SELECT pg_is_in_recovery()",
+            "f",
+        ),
+    ] {
+        let got = run(&mut c, &[begin, "SET TRANSACTION READ ONLY", first]).await;
+        assert_eq!(got, Ok(vec![want.to_string()]), "{begin}; {first}");
+        // Read-only all the same, wherever it runs (unless made read-write).
+        let write = c.try_simple("INSERT INTO sr VALUES (2)").await;
+        match first.contains("READ WRITE") {
+            true => assert!(write.is_ok(), "{begin}; {first}: {write:?}"),
+            false => assert!(
+                write.as_ref().is_err_and(|e| e.starts_with("25006")),
+                "{begin}; {first}: {write:?}"
+            ),
+        }
+        run(&mut c, &["ROLLBACK"]).await.unwrap();
+    }
+    let rows = run(&mut c, &["SELECT count(*) FROM sr"]).await;
+    assert_eq!(rows, Ok(vec!["1".to_string()]));
+}
+
 /// Texts of several statements with their own COMMIT or ROLLBACK: what they release or set
 /// may have been undone (or done after the transaction ended), which sluice does not follow;
 /// the session keeps its connection, where the server has it right (found by a differential
