@@ -514,3 +514,38 @@ async fn a_connection_given_back_after_a_reset_keeps_no_other_startup_value() {
         ]
     );
 }
+
+/// What `set_config(…, false)` set is read back on the connection that ran it, under the
+/// settings the session just made there: a `statement_timeout` it set cancelled the read
+/// back when that took longer (here: a superuser holds a lock on `pg_settings` for a while),
+/// and sluice ended the session (08006). The read back runs without a statement timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_back_is_not_stopped_by_the_sessions_own_timeout() {
+    let env = start(0, POOL).await;
+    let direct = direct_then_sluice(&env, async |port| {
+        let primary = env.topo.primary().port;
+        let mut su = Raw::connect(primary, "postgres", "", "postgres").await;
+        simple(&mut su, "BEGIN").await;
+        simple(&mut su, "LOCK pg_catalog.pg_settings IN ACCESS EXCLUSIVE MODE").await;
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        let set = "SELECT set_config('statement_timeout', '200', false)";
+        let mut steps = vec![simple(&mut c, set).await];
+        let release = async {
+            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            simple(&mut su, "COMMIT").await
+        };
+        let (_, shown) = tokio::join!(release, simple(&mut c, "SHOW statement_timeout"));
+        steps.push(shown);
+        steps.push(simple(&mut c, "SELECT 1").await);
+        steps
+    })
+    .await;
+    assert_eq!(
+        direct,
+        [
+            "T D(200ms) C(SELECT 1) Z(I)",
+            "T D(200ms) C(SHOW) Z(I)",
+            "T D(1) C(SELECT 1) Z(I)",
+        ]
+    );
+}
