@@ -526,7 +526,11 @@ async fn a_read_back_is_not_stopped_by_the_sessions_own_timeout() {
         let primary = env.topo.primary().port;
         let mut su = Raw::connect(primary, "postgres", "", "postgres").await;
         simple(&mut su, "BEGIN").await;
-        simple(&mut su, "LOCK pg_catalog.pg_settings IN ACCESS EXCLUSIVE MODE").await;
+        simple(
+            &mut su,
+            "LOCK pg_catalog.pg_settings IN ACCESS EXCLUSIVE MODE",
+        )
+        .await;
         let mut c = Raw::connect(port, "app", "app", "postgres").await;
         let set = "SELECT set_config('statement_timeout', '200', false)";
         let mut steps = vec![simple(&mut c, set).await];

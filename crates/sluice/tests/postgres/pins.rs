@@ -218,6 +218,35 @@ async fn setseed_pins_the_session() {
     .await;
 }
 
+/// What an `EXECUTE` of a statement prepared with SQL `PREPARE` makes (a setting by
+/// `set_config`, a session advisory lock) stays with the session after `DEALLOCATE ALL`: it
+/// released the `PREPARE`'s pin, and the session lost both on its next connection while the
+/// next client was given them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_execute_made_outlives_deallocate_all() {
+    let env = start(0, POOL).await;
+    let seen = "SELECT current_setting('work_mem') || ',' || (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())";
+    differential(
+        &env,
+        2,
+        &[
+            (
+                0,
+                "PREPARE ps AS SELECT set_config('work_mem', '9MB', false), pg_advisory_lock(5)",
+            ),
+            (0, "EXECUTE ps"),
+            (0, "DEALLOCATE ALL"),
+            // The other client, on the connection it is given.
+            (1, seen),
+            (0, seen),
+            (0, "SELECT pg_advisory_unlock_all()"),
+            (1, seen),
+            (0, seen),
+        ],
+    )
+    .await;
+}
+
 /// A text with `set_config` has no shape key, so an `is_local` given as a string literal is read
 /// every time, also after the same shape with `'true'` was seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

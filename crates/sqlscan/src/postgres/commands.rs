@@ -417,6 +417,28 @@ fn push_ident(out: &mut String, src: &[u8], t: &Token) -> Option<()> {
     Some(())
 }
 
+/// What an `EXECUTE` of a statement `PREPARE name [(types)] AS body` prepares may make: the
+/// body's pins, taken at the `PREPARE` (sluice does not follow what an `EXECUTE` runs, and a
+/// `DEALLOCATE ALL` must not release the state an `EXECUTE` made). What its `set_config`
+/// calls set cannot be read back then: they pin as calls whose names cannot be read. What
+/// the body would release is not taken: it has not run.
+fn prepared_body_pins(cur: &mut Cursor<'_>) -> Pins {
+    let mut depth = 0u32;
+    while let Some(t) = cur.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ if depth == 0 && t.is(Kw::As) => break,
+            _ => {}
+        }
+    }
+    let body = super::walk::rest_of(cur, Stmt::new(PgCommand::Other, Route::Write)).pins;
+    match body.contains(Pins::SET_CONFIG_READ) {
+        true => Pins(body.0 & !Pins::SET_CONFIG_READ.0) | Pins::SET_CONFIG,
+        false => body,
+    }
+}
+
 /// The session statements and everything not recognised (a write).
 pub(super) fn session(cur: &mut Cursor<'_>, first: Token) -> Stmt {
     use PgCommand as C;
@@ -443,6 +465,7 @@ pub(super) fn session(cur: &mut Cursor<'_>, first: Token) -> Stmt {
         if !two_phase {
             st.command = C::Prepare;
             st.pins |= Pins::PREPARE;
+            st.pins |= prepared_body_pins(cur);
         }
         return st;
     } else if w(Kw::Execute) {

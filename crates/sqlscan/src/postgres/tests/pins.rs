@@ -45,6 +45,21 @@ fn pins_and_unpins() {
             Pins::WITH_HOLD,
         ),
         ("PREPARE s AS SELECT 1", Pins::PREPARE),
+        // What an EXECUTE of it will make pins at the PREPARE.
+        (
+            "PREPARE s AS SELECT pg_advisory_lock(5)",
+            Pins::PREPARE | Pins::ADVISORY_LOCK,
+        ),
+        (
+            "PREPARE s (text) AS SELECT set_config('role', $1, false)",
+            Pins::PREPARE | Pins::SET_CONFIG,
+        ),
+        (
+            "prepare s(int) as select setseed(0.5)",
+            Pins::PREPARE | Pins::SETSEED,
+        ),
+        // Its name and parameter types are not calls.
+        ("PREPARE set_config(text) AS SELECT $1", Pins::PREPARE),
         ("LOAD 'auto_explain'", Pins::LOAD),
         ("SET SESSION AUTHORIZATION bob", Pins::SESSION_AUTHORIZATION),
         (
@@ -175,6 +190,11 @@ fn pins_and_unpins() {
         ),
         ("DEALLOCATE ALL", Unpins::DEALLOCATE_ALL),
         ("DEALLOCATE PREPARE ALL", Unpins::DEALLOCATE_ALL),
+        // Prepared, not run.
+        (
+            "PREPARE s AS SELECT pg_advisory_unlock_all()",
+            Unpins::default(),
+        ),
         ("DISCARD ALL", Unpins::DISCARD_ALL),
         ("DISCARD TEMP", Unpins::DISCARD_TEMP),
         ("DISCARD TEMPORARY", Unpins::DISCARD_TEMP),
