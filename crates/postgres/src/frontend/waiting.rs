@@ -81,14 +81,11 @@ impl Session {
             Err(_) => true,
         };
         if lost {
-            let _ = self
-                .client
-                .fatal(
-                    "08006",
-                    "sluice: the server closed the session's connection",
-                )
-                .await;
-            return Err(SessionError::Refused("server connection lost".into()));
+            // As under a statement: inside a transaction block, that it was rolled back.
+            let closed = std::io::Error::other("the server closed it");
+            let (code, msg) = super::refuse::lost(self.status, &[], lease.server(), &closed);
+            let _ = self.client.fatal(code, &msg).await;
+            return Err(SessionError::Refused(msg));
         }
         let mut out = Vec::new();
         while let Ok(Some((m, len))) = conn.peek() {

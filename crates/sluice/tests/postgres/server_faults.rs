@@ -283,3 +283,23 @@ async fn a_server_reporting_ever_new_parameters_is_passed_on_and_the_session_goe
         ["next"]
     );
 }
+
+/// A server connection that closes without a word (its backend killed) while its session sits
+/// inside a transaction between statements: the client is told its transaction was rolled
+/// back (40001), as when the connection is lost under a statement (it was told 08006).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_whose_connection_dies_between_statements_is_told_it_rolled_back() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("BEGIN").await.unwrap();
+    let pid = Raw::column(&c.try_simple("SELECT pg_backend_pid()").await.unwrap()).concat();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -KILL {pid}");
+    let m = c.next().await;
+    assert_eq!(m.tag, b'E', "{m:?}");
+    assert_eq!(m.sqlstate().as_deref(), Some("40001"), "{}", m.text());
+    assert!(m.text().contains("restart the transaction"), "{}", m.text());
+}
