@@ -12,6 +12,7 @@
 //! ([`shapes`]), and what logins alike were told ([`welcomes`]).
 
 mod ahead;
+mod begin;
 mod calls;
 pub mod cancel;
 pub mod client;

@@ -2,6 +2,7 @@
 //! (its connection is chosen by the first statement after it), the `COMMIT`/`ROLLBACK` of a
 //! transaction that never ran a statement, `DEALLOCATE` of a statement only sluice holds.
 
+use super::begin::DeferredBegin;
 use super::session::{client_err, command_complete, Session, SessionError};
 use super::state;
 use super::unit::{self, Defs, End, Unit};
@@ -36,11 +37,7 @@ impl Session {
         if let Some((read_only, serializable)) = info.begin {
             // A second BEGIN goes to the server behind the first (its warning, and the
             // first one's modes, as directly).
-            if self.lease.is_none()
-                && self.listener.hostgroup.is_none()
-                && self.pins == 0
-                && self.deferred_begin.is_none()
-            {
+            if self.may_defer_begin() {
                 let bytes: Box<[u8]> = self.client.buf[at..at + len].into();
                 // PostgreSQL's tag names the statement as the client spelt it.
                 let text = bytes.get(5..).unwrap_or_default();
@@ -48,11 +45,7 @@ impl Session {
                     Some(w) if w.eq_ignore_ascii_case(b"start") => "START TRANSACTION",
                     _ => "BEGIN",
                 };
-                self.deferred_begin = Some(DeferredBegin {
-                    query: bytes,
-                    read_only: read_only && !serializable,
-                    serializable,
-                });
+                self.deferred_begin = Some(DeferredBegin::new(bytes, read_only, serializable));
                 command_complete(&mut w, tag);
                 self.status = ReadyStatus::InTransaction;
             } else {
@@ -382,34 +375,6 @@ fn takes_primary_locks(def: &StmtDef) -> bool {
             .is_some_and(|t| t.eq_ignore_ascii_case(b"lock"))
     };
     sluice_sqlscan::postgres::statements(&def.sql).any(lock)
-}
-
-/// A `BEGIN` sluice answered and holds back until the transaction's first statement (see
-/// [`Session::answer_alone`]).
-pub(super) struct DeferredBegin {
-    /// The simple query to send (its `SET TRANSACTION`s after it, as one text).
-    pub(super) query: Box<[u8]>,
-    /// Read-only (and not serializable): it may run on a replica.
-    pub(super) read_only: bool,
-    /// Serializable by its `BEGIN`: never on a replica.
-    pub(super) serializable: bool,
-}
-
-impl DeferredBegin {
-    /// A `SET TRANSACTION READ ONLY` (`text`, with its NUL) after the `BEGIN`: sent as the
-    /// next statement of its text (after a line break, so that a `--` comment ending the
-    /// `BEGIN` ends there), and the transaction is read-only.
-    fn also(&mut self, text: &[u8]) {
-        let begin = self
-            .query
-            .get(5..self.query.len().saturating_sub(1))
-            .unwrap_or_default();
-        let set = text.strip_suffix(b"\0").unwrap_or(text);
-        let mut q = Vec::with_capacity(begin.len() + set.len() + 8);
-        super::session::put_query(&mut q, &[begin, b"\n;", set].concat());
-        self.query = q.into();
-        self.read_only = true;
-    }
 }
 
 /// The error for a session that prepares more statements than sluice keeps for one.

@@ -48,7 +48,7 @@ pub struct Session {
     /// ParameterStatus values the client has seen.
     pub(super) reported: Arc<BTreeMap<String, String>>,
     /// A `BEGIN` not sent yet: the connection is chosen by the first statement after it.
-    pub(super) deferred_begin: Option<super::route::DeferredBegin>,
+    pub(super) deferred_begin: Option<super::begin::DeferredBegin>,
     /// The connection is held only because the last unit ended with a Flush outside a
     /// transaction (asyncpg prepares with Parse, Describe, Flush): the next unit may need
     /// another one.
@@ -178,7 +178,9 @@ impl Session {
             End::Query if self.status != ReadyStatus::Failed || self.lease.is_none() => {
                 self.answer_alone(unit, defs).await?
             }
-            End::Sync if self.lease.is_none() => self.answer_parses(unit, defs).await?,
+            End::Sync if self.lease.is_none() => {
+                self.answer_parses(unit, defs).await? || self.answer_begin(unit, defs).await?
+            }
             // A Flush alone asks the server for nothing when the session holds none.
             End::Flush if self.lease.is_none() && unit.msgs.len() == 1 => {
                 self.client.consume(unit.len);
@@ -222,7 +224,7 @@ impl Session {
         // unit without waiting for more (see `ahead`); else in a round trip of its own, with
         // the discard in the same write.
         let mut begin_ahead = None;
-        if let Some(super::route::DeferredBegin { query: begin, .. }) = self.deferred_begin.take() {
+        if let Some(super::begin::DeferredBegin { query: begin, .. }) = self.deferred_begin.take() {
             if ahead::takes_begin(unit.end) && !self.skipping {
                 begin_ahead = Some(begin);
             } else {

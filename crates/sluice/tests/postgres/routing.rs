@@ -285,6 +285,76 @@ async fn set_transaction_read_only_waits_for_the_first_statement() {
     assert_eq!(rows, Ok(vec!["1".to_string()]));
 }
 
+/// An extended-protocol `BEGIN READ ONLY` sent alone up to its Sync (psycopg's pipeline mode;
+/// a statement prepared once and bound again) waits for the transaction's first statement, as
+/// a simple-query one does: it went to a replica by itself, where `txid_current()` failed
+/// (25006). Answered as PostgreSQL answers it, described or not, named or unnamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_begin_read_only_waits_for_the_first_statement() {
+    let env = start(1, "").await;
+    wait_replayed(&env.topo).await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    async fn first(c: &mut Raw, sql: &str) -> (String, Vec<String>) {
+        c.extended("", Some(sql), &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        (tags, Raw::column(&msgs))
+    }
+    let ro = "BEGIN READ ONLY";
+    // Parse, Bind, Execute; then Parse, Bind, Describe, Execute of a named statement; then
+    // that statement bound again.
+    for (round, query) in ["SELECT txid_current() > 0", "SELECT pg_is_in_recovery()"]
+        .iter()
+        .enumerate()
+    {
+        c.extended("", Some(ro), &[]);
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        assert_eq!(tags, "12CZ", "{msgs:?}");
+        assert_eq!(msgs.last().unwrap().body, b"T");
+        let want = if round == 0 { "f" } else { "t" };
+        let got = first(&mut c, &format!("{query}, pg_is_in_recovery()")).await;
+        assert_eq!(got.0, "12DCZ", "{got:?}");
+        let got = Raw::column(&c.try_simple("SELECT pg_is_in_recovery()").await.unwrap());
+        assert_eq!(got, [want], "{query}");
+        run(&mut c, &["COMMIT"]).await.unwrap();
+
+        let name = format!("b{round}");
+        frontend::parse(&name, ro, [], &mut c.out).unwrap();
+        for bound in [true, false] {
+            if !bound {
+                frontend::parse("", "SELECT 1", [], &mut c.out).unwrap();
+                frontend::sync(&mut c.out);
+                c.round(1).await;
+            }
+            frontend::bind(
+                "",
+                &name,
+                [],
+                [None::<&str>; 0].iter(),
+                |_, _| Ok(postgres_protocol::IsNull::Yes),
+                [],
+                &mut c.out,
+            )
+            .map_err(|_| "bind")
+            .unwrap();
+            frontend::describe(b'P', "", &mut c.out).unwrap();
+            frontend::execute("", 0, &mut c.out).unwrap();
+            frontend::sync(&mut c.out);
+            let (tags, _) = c.round(1).await;
+            assert_eq!(tags, if bound { "12nCZ" } else { "2nCZ" });
+            let got = first(&mut c, query).await;
+            assert_eq!(got, ("12DCZ".to_string(), vec!["t".to_string()]), "{query}");
+            let got = Raw::column(&c.try_simple("SELECT pg_is_in_recovery()").await.unwrap());
+            assert_eq!(got, [want], "{query}");
+            // Read-only all the same.
+            let write = c.try_simple("CREATE TABLE x (a int)").await.unwrap_err();
+            assert!(write.starts_with("25006"), "{write}");
+            run(&mut c, &["ROLLBACK"]).await.unwrap();
+        }
+    }
+}
+
 /// Texts of several statements with their own COMMIT or ROLLBACK: what they release or set
 /// may have been undone (or done after the transaction ended), which sluice does not follow;
 /// the session keeps its connection, where the server has it right (found by a differential
