@@ -113,10 +113,12 @@ impl Session {
         {
             return Ok(false);
         }
+        if parsed && def.charge.is_err() {
+            return Ok(false);
+        }
         if parsed && !statement.is_empty() {
             if self.statements.contains_key(statement)
                 || self.statements.len() >= STATEMENTS_PER_SESSION
-                || def.charge.is_err()
             {
                 return Ok(false);
             }
