@@ -61,12 +61,11 @@ impl Session {
         // this role — leaves the connection's own, which is not the session's to replay).
         // A value longer than a session's own settings may be in all is not fetched (its
         // row would be as long): such a setting cannot move, and pins the session.
-        // Under no statement timeout: the session may have just set a short one here (the
-        // `SET LOCAL` ends with the text's implicit transaction; PostgreSQL times each
-        // statement of a text apart).
+        // (Under the session's own settings, a `statement_timeout` it just set too: a
+        // `SET LOCAL` of it first would be what `pg_settings` shows. A read back that times
+        // out pins the session, below.)
         let mut sql = format!(
-            "SET LOCAL statement_timeout = 0; \
-             SELECT pg_catalog.lower(name), CASE WHEN pg_catalog.octet_length(setting) <= {} \
+            "SELECT pg_catalog.lower(name), CASE WHEN pg_catalog.octet_length(setting) <= {} \
              THEN setting END, source FROM pg_catalog.pg_settings \
              WHERE pg_catalog.lower(name) IN (",
             super::state::MAX_MADE_BYTES
@@ -84,9 +83,9 @@ impl Session {
                 let msg = format!("sluice: cannot read back the session's settings: {e}");
                 return Err(self.end_over_connection("08006", msg).await);
             }
-            // The server refused (a cancel, a lock it waited for too long): what the calls
-            // set is not known, and stays with the session on this connection, which is
-            // closed when it comes back.
+            // The server refused (the session's own `statement_timeout` ran out, a lock
+            // waited for too long): what the calls set is not known, and stays with the
+            // session on this connection, which is closed when it comes back.
             Err(e) => {
                 tracing::warn!(session = self.handle.id, error = %e, "set_config values not read back; the session keeps its connection");
                 self.pins |= pin::SET_CONFIG;

@@ -518,9 +518,11 @@ async fn a_connection_given_back_after_a_reset_keeps_no_other_startup_value() {
 /// What `set_config(…, false)` set is read back on the connection that ran it, under the
 /// settings the session just made there: a `statement_timeout` it set cancelled the read
 /// back when that took longer (here: a superuser holds a lock on `pg_settings` for a while),
-/// and sluice ended the session (08006). The read back runs without a statement timeout.
+/// and sluice ended the session (08006). Such a session now keeps its connection, with what
+/// the server has; and one whose read back succeeds has the value it set on its next
+/// connection (another client holds the one it ran on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_back_is_not_stopped_by_the_sessions_own_timeout() {
+async fn a_read_back_stopped_by_the_sessions_own_timeout_keeps_the_session() {
     let env = start(0, POOL).await;
     let direct = direct_then_sluice(&env, async |port| {
         let primary = env.topo.primary().port;
@@ -541,6 +543,17 @@ async fn a_read_back_is_not_stopped_by_the_sessions_own_timeout() {
         let (_, shown) = tokio::join!(release, simple(&mut c, "SHOW statement_timeout"));
         steps.push(shown);
         steps.push(simple(&mut c, "SELECT 1").await);
+        // (Its connection, which it keeps, is closed with it.)
+        drop(c);
+        // Read back: the value the session set, wherever it runs next.
+        let mut d = Raw::connect(port, "app", "app", "postgres").await;
+        let mut other = Raw::connect(port, "app", "app", "postgres").await;
+        let set = "SELECT set_config('statement_timeout', '1500', false)";
+        steps.push(simple(&mut d, set).await);
+        simple(&mut other, "BEGIN").await;
+        simple(&mut other, "SELECT 1").await;
+        steps.push(simple(&mut d, "SHOW statement_timeout").await);
+        simple(&mut other, "COMMIT").await;
         steps
     })
     .await;
@@ -550,6 +563,8 @@ async fn a_read_back_is_not_stopped_by_the_sessions_own_timeout() {
             "T D(200ms) C(SELECT 1) Z(I)",
             "T D(200ms) C(SHOW) Z(I)",
             "T D(1) C(SELECT 1) Z(I)",
+            "T D(1500ms) C(SELECT 1) Z(I)",
+            "T D(1500ms) C(SHOW) Z(I)",
         ]
     );
 }
