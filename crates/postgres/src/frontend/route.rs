@@ -113,8 +113,11 @@ impl Session {
         defs: &Defs,
     ) -> Result<bool, SessionError> {
         let n = unit.msgs.len();
-        if self.deferred_begin.is_some()
-            || self.status != ReadyStatus::Idle
+        // (Also inside a block whose `BEGIN` waits for its first statement: pgbench's
+        // `-M prepared` prepares a statement there, and waits for the answer.)
+        let no_block = self.status == ReadyStatus::Idle && self.deferred_begin.is_none();
+        let held_block = self.status == ReadyStatus::InTransaction && self.deferred_begin.is_some();
+        if !(no_block || held_block)
             || unit.end != End::Sync
             || unit.msgs[..n - 1]
                 .iter()

@@ -355,6 +355,45 @@ async fn an_extended_begin_read_only_waits_for_the_first_statement() {
     }
 }
 
+/// A statement prepared (Parse, Sync) inside a transaction whose `BEGIN` sluice holds back is
+/// answered without a connection, as outside one: pgbench `-M prepared` prepares each
+/// statement of its script there and waits for the answer, and with its other clients
+/// holding the pool's connections it waited for the queue timeout (its clients aborted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_prepared_in_a_held_block_waits_for_no_connection() {
+    let env = start(0, super::pins::POOL).await;
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut h = Raw::connect(env.port, "app", "app", "postgres").await;
+        run(&mut h, &["BEGIN", "SELECT 1"]).await.unwrap();
+        holders.push(h);
+    }
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    for begin in ["BEGIN", "EXTENDED"] {
+        match begin {
+            "BEGIN" => drop(c.try_simple(begin).await.unwrap()),
+            _ => {
+                c.extended("", Some("BEGIN"), &[]);
+                frontend::sync(&mut c.out);
+                assert_eq!(c.round(1).await.0, "12CZ");
+            }
+        }
+        frontend::parse("p1", "SELECT 1", [], &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        // (Waiting for a connection, it got the queue timeout's error.)
+        let (tags, msgs) = c.round(1).await;
+        assert_eq!(tags, "1Z", "{msgs:?}");
+        assert_eq!(msgs.last().unwrap().body, b"T");
+        frontend::close(b'S', "p1", &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        assert_eq!(c.round(1).await.0, "3Z");
+        drop(c.try_simple("ROLLBACK").await.unwrap());
+    }
+    for mut h in holders {
+        run(&mut h, &["COMMIT"]).await.unwrap();
+    }
+}
+
 /// Texts of several statements with their own COMMIT or ROLLBACK: what they release or set
 /// may have been undone (or done after the transaction ended), which sluice does not follow;
 /// the session keeps its connection, where the server has it right (found by a differential
