@@ -102,7 +102,11 @@ impl Session {
                 None => return Ok(false),
             },
         };
-        let Some((read_only, serializable)) = def.info.begin.filter(|_| def.info.statements == 1)
+        // (A Parse that declares parameter types fails at a Bind without them, as directly.)
+        let Some((read_only, serializable)) = def
+            .info
+            .begin
+            .filter(|_| def.info.statements == 1 && def.types.iter().all(|&b| b == 0))
         else {
             return Ok(false);
         };

@@ -353,6 +353,26 @@ async fn an_extended_begin_read_only_waits_for_the_first_statement() {
             run(&mut c, &["ROLLBACK"]).await.unwrap();
         }
     }
+    // A BEGIN parsed with a parameter type, bound without a parameter: the server's error,
+    // and no transaction, as directly.
+    frontend::parse("", ro, [23], &mut c.out).unwrap();
+    frontend::bind(
+        "",
+        "",
+        [],
+        [None::<&str>; 0].iter(),
+        |_, _| Ok(postgres_protocol::IsNull::Yes),
+        [],
+        &mut c.out,
+    )
+    .map_err(|_| "bind")
+    .unwrap();
+    frontend::execute("", 0, &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "1EZ", "{msgs:?}");
+    assert_eq!(msgs[1].sqlstate().as_deref(), Some("08P01"));
+    assert_eq!(msgs.last().unwrap().body, b"I");
 }
 
 /// A statement prepared (Parse, Sync) inside a transaction whose `BEGIN` sluice holds back is
