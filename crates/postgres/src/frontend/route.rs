@@ -344,7 +344,13 @@ impl Session {
                 state::pin::labels(pins).join(", ")
             ));
         }
-        self.locks_the_primary(unit, defs).then(|| {
+        // (A reader hostgroup may hold the primary itself: there they lock as directly.)
+        let standby = lease
+            .conn_ref()
+            .params
+            .get("in_hot_standby")
+            .is_none_or(|v| v == "on");
+        (standby && self.locks_the_primary(unit, defs)).then(|| {
             "sluice: a read-only transaction on a replica cannot take or release a lock the primary's sessions must see (LOCK, advisory locks): on the replica it would hold nothing there; take it as the transaction's first statement, or outside a read-only transaction".to_string()
         })
     }

@@ -533,6 +533,33 @@ async fn primary_locks_are_never_taken_on_a_replica() {
     c.try_simple("COMMIT").await.unwrap();
 }
 
+/// Where the readers' hostgroup holds the primary itself, a read-only transaction there takes
+/// its locks as directly (they were refused as on a replica).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_in_a_read_only_transaction_on_a_primary_reader_are_taken() {
+    let env = super::pg::start_with(0, |topo| {
+        let reader = format!(
+            "[[servers]]\naddress = \"{}\"\nprotocol = \"postgres\"\nhostgroup = \"reader\"\n",
+            topo.primary().addr()
+        );
+        super::pg::config(topo, POOL).replacen("\n[monitor]", &format!("{reader}\n[monitor]"), 1)
+    })
+    .await;
+    env.topo.primary().sql("CREATE TABLE rp_p (x int)").unwrap();
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let one = |msgs: Vec<Msg>| Raw::column(&msgs).concat();
+    for lock in [
+        "SELECT pg_try_advisory_xact_lock(42)",
+        "LOCK rp_p IN ACCESS SHARE MODE",
+    ] {
+        c.try_simple("BEGIN READ ONLY").await.unwrap();
+        c.try_simple("SELECT 1").await.unwrap();
+        let got = c.try_simple(lock).await.map(one);
+        assert!(got.is_ok(), "{lock}: {got:?}");
+        c.try_simple("COMMIT").await.unwrap();
+    }
+}
+
 /// On a listener bound to the replicas' hostgroup the session goes nowhere else: state that
 /// pins it is made there, inside a read-only transaction too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
