@@ -88,8 +88,12 @@ impl Session {
             return Err(SessionError::Refused(msg));
         }
         let mut out = Vec::new();
+        // The server's own FATAL (57P01 after `pg_terminate_backend`): the client hears it,
+        // then the end of the connection, as directly, without a word of sluice's after it.
+        let mut told_fatal = false;
         while let Ok(Some((m, len))) = conn.peek() {
             let tag = m.tag;
+            told_fatal |= tag == b'E' && crate::wire::message::ends_session(m.body);
             if tag == b'S' {
                 // The client sees it, and the connection has it (for the next session).
                 let kv = crate::backend::conn::parameter_status(m.body)
@@ -113,6 +117,11 @@ impl Session {
             }
             conn.consume(len);
         }
-        self.client.send(&out).await.map_err(client_err)
+        self.client.send(&out).await.map_err(client_err)?;
+        if told_fatal {
+            lease.discard();
+            return Err(SessionError::Refused("the server ended the session".into()));
+        }
+        Ok(())
     }
 }

@@ -303,3 +303,23 @@ async fn a_transaction_whose_connection_dies_between_statements_is_told_it_rolle
     assert_eq!(m.sqlstate().as_deref(), Some("40001"), "{}", m.text());
     assert!(m.text().contains("restart the transaction"), "{}", m.text());
 }
+
+/// A server that ends a connection a session holds between statements with a FATAL of its
+/// own (`pg_terminate_backend`: 57P01): the client hears that FATAL and then the end of the
+/// connection, as directly (sluice added a FATAL of its own after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_fatal_between_statements_is_the_last_word() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    c.try_simple("BEGIN").await.unwrap();
+    let pid = Raw::column(&c.try_simple("SELECT pg_backend_pid()").await.unwrap()).concat();
+    env.topo
+        .primary()
+        .sql(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    let m = c.next().await;
+    assert_eq!(m.tag, b'E', "{m:?}");
+    assert_eq!(m.sqlstate().as_deref(), Some("57P01"), "{}", m.text());
+    let rest = c.until_closed().await;
+    assert!(rest.is_empty(), "{rest:?}");
+}
