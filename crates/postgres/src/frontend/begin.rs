@@ -73,12 +73,21 @@ impl Session {
         if unit.end != End::Sync || self.status != ReadyStatus::Idle || !self.may_defer_begin() {
             return Ok(false);
         }
-        let tags: Vec<u8> = unit.msgs.iter().map(|m| m.0).collect();
-        let parsed = tags.first() == Some(&b'P');
-        let rest = &tags[usize::from(parsed)..];
-        let described = match rest {
-            [b'B', b'E', b'S'] => false,
-            [b'B', b'D', b'E', b'S'] => true,
+        // Nearly every unit is no BEGIN: told apart before anything is read or looked up (a
+        // prepared statement's Bind, the most common unit, only when a BEGIN was ever
+        // parsed).
+        let parsed = unit.msgs[0].0 == b'P';
+        let begins = match parsed {
+            true => unit::def_at(defs, 0).is_some_and(|d| d.info.begin.is_some()),
+            false => self.parsed_begin,
+        };
+        if !begins {
+            return Ok(false);
+        }
+        let tags = || unit.msgs[usize::from(parsed)..].iter().map(|m| m.0);
+        let described = match tags().len() {
+            3 if tags().eq(*b"BES") => false,
+            4 if tags().eq(*b"BDES") => true,
             _ => return Ok(false),
         };
         let body = |i: usize| {

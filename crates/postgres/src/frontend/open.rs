@@ -180,6 +180,7 @@ async fn open(
         cancels_held: false,
         refused_to_sync: false,
         parsed_setting_changes: false,
+        parsed_begin: false,
         analysis: (0, 0),
         block_settings: 0,
         held_by_flush: false,

@@ -132,12 +132,16 @@ impl Session {
     }
 
     /// Notes whether a Parse of `unit` carries a statement that changes settings (see
-    /// [`Session::parsed_setting_changes`]).
-    pub(super) fn note_parsed_setting_changes(&mut self, unit: &Unit, defs: &Defs) {
-        if !self.parsed_setting_changes {
-            self.parsed_setting_changes = defs
-                .iter()
-                .any(|(i, d)| unit.msgs[*i].0 == b'P' && !d.info.changes.is_empty());
+    /// [`Session::parsed_setting_changes`]), or a `BEGIN` ([`Session::parsed_begin`]).
+    pub(super) fn note_parses(&mut self, unit: &Unit, defs: &Defs) {
+        if self.parsed_setting_changes && self.parsed_begin {
+            return;
+        }
+        for (i, d) in defs.iter() {
+            if unit.msgs[*i].0 == b'P' {
+                self.parsed_setting_changes |= !d.info.changes.is_empty();
+                self.parsed_begin |= d.info.begin.is_some();
+            }
         }
     }
 

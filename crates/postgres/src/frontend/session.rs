@@ -94,6 +94,9 @@ pub struct Session {
     /// [`Session::settings_over_bounds`] look up what each Bind binds. Never cleared: a
     /// `true` that is no longer needed costs that lookup, never a wrong answer.
     pub(super) parsed_setting_changes: bool,
+    /// A Parse of the session's has carried a `BEGIN`: only then can a Bind without a Parse
+    /// be one sluice answers itself (see [`Session::answer_begin`]). Never cleared, as above.
+    pub(super) parsed_begin: bool,
     /// The registry holds cancel requests for the session's statement (see
     /// [`sluice_runtime::SessionHandle::hold_cancels`]) until the unit checks for one.
     pub(super) cancels_held: bool,
@@ -160,7 +163,7 @@ impl Session {
     /// Runs one unit (its statements classified in `defs`).
     async fn unit(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
         // (First: a Parse that is answered or refused below may be bound later all the same.)
-        self.note_parsed_setting_changes(unit, defs);
+        self.note_parses(unit, defs);
         if std::mem::take(&mut self.cancels_held) {
             // Held for an earlier unit that ended before its check (refused): not this one's.
             self.handle.take_held_cancel();
