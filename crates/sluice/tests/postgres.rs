@@ -25,6 +25,8 @@ mod extended;
 mod faults;
 #[path = "postgres/flushes.rs"]
 mod flushes;
+#[path = "postgres/held_begins.rs"]
+mod held_begins;
 #[path = "postgres/login_auth.rs"]
 mod login_auth;
 #[path = "postgres/logins.rs"]
@@ -44,6 +46,8 @@ mod pins;
 mod pins_as_postgres;
 #[path = "postgres/pipelines.rs"]
 mod pipelines;
+#[path = "postgres/replica_locks.rs"]
+mod replica_locks;
 #[path = "postgres/result_changes.rs"]
 mod result_changes;
 #[path = "postgres/routing.rs"]

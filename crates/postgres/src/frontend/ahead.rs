@@ -11,6 +11,7 @@
 //! with the unit's first ones, so only a unit after which the server answers without waiting
 //! for more (a simple query, a batch ended by Sync or Flush) takes the `BEGIN` ahead.
 
+use super::begin::DeferredBegin;
 use super::client::Client;
 use super::relay::RelayError;
 use super::unit::End;
@@ -23,13 +24,13 @@ pub fn takes_begin(end: End) -> bool {
     matches!(end, End::Query | End::Sync | End::Flush)
 }
 
-/// Sends, in one write, `DISCARD SEQUENCES` if `discard`, the `BEGIN` of the simple query
-/// `begin` if given, then `unit`; reads the discard's answer (the `BEGIN`'s come with the
-/// unit's: [`begun`] reads them). An error if the connection failed or the discard did.
+/// Sends, in one write, `DISCARD SEQUENCES` if `discard`, the held `BEGIN` if given, then
+/// `unit`; reads the discard's answer (the `BEGIN`'s come with the unit's: [`begun`] reads
+/// them). An error if the connection failed or the discard did.
 pub async fn send(
     conn: &mut PgConn,
     discard: bool,
-    begin: Option<&[u8]>,
+    begin: Option<&DeferredBegin>,
     unit: &[u8],
 ) -> io::Result<()> {
     // A buffer from the process's shelf, given back once sent.
@@ -53,20 +54,15 @@ pub async fn send(
     Ok(())
 }
 
-/// The statements of the simple query `begin` (`Q`, length, text, NUL): the `BEGIN`, and the
-/// `SET TRANSACTION`s sluice answered after it (see `route::DeferredBegin`).
-fn statements(begin: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let text = begin
-        .get(5..begin.len().saturating_sub(1))
-        .unwrap_or_default();
-    sluice_sqlscan::postgres::statements(text).map(move |(s, e)| &text[s..e])
-}
-
-/// Parse, Bind and Execute of each statement of the simple query `begin`: the unnamed
-/// statement and portal, no parameters.
-fn put_begin(w: &mut Writer, begin: &[u8]) {
-    for text in statements(begin) {
-        put_statement(w, text);
+/// Parse, Bind and Execute of each statement of the held `BEGIN` (the `BEGIN`, and the `SET
+/// TRANSACTION`s sluice answered after it): the unnamed statement and portal, no parameters.
+fn put_begin(w: &mut Writer, begin: &DeferredBegin) {
+    let text = begin.text();
+    if begin.statements == 1 {
+        return put_statement(w, text);
+    }
+    for (s, e) in sluice_sqlscan::postgres::statements(text) {
+        put_statement(w, &text[s..e]);
     }
 }
 
@@ -101,10 +97,10 @@ pub async fn begun(
     conn: &mut PgConn,
     client: &mut Client,
     end: End,
-    begin: &[u8],
+    begin: &DeferredBegin,
 ) -> Result<(), RelayError> {
     let failed = |e: String| RelayError::Server(io::Error::other(e));
-    let answers = statements(begin).count() * 3;
+    let answers = usize::from(begin.statements) * 3;
     for want in [b'1', b'2', b'C'].into_iter().cycle().take(answers) {
         let (tag, body) = loop {
             let (tag, body) = next_watching(conn, client).await?;
@@ -148,12 +144,19 @@ async fn next_watching(
 
 #[cfg(test)]
 mod tests {
+    use crate::frontend::begin::DeferredBegin;
+
+    /// A held `BEGIN` of the simple query `sql`.
+    fn held(sql: &[u8]) -> DeferredBegin {
+        let mut q = Vec::new();
+        crate::frontend::session::put_query(&mut q, sql);
+        DeferredBegin::new(q.into(), false, false)
+    }
+
     #[test]
     fn the_begin_goes_as_parse_bind_execute() {
-        let mut q = Vec::new();
-        crate::frontend::session::put_query(&mut q, b"BEGIN READ ONLY");
         let mut w = crate::wire::Writer::new();
-        super::put_begin(&mut w, &q);
+        super::put_begin(&mut w, &held(b"BEGIN READ ONLY"));
         let out = w.into_bytes();
         assert_eq!(
             crate::wire::message::split_messages(&out),
@@ -167,13 +170,14 @@ mod tests {
 
     #[test]
     fn a_begin_and_its_set_transaction_go_as_two_statements() {
-        let mut q = Vec::new();
-        crate::frontend::session::put_query(
-            &mut q,
-            b"BEGIN -- ; a comment\n;SET TRANSACTION READ ONLY;",
+        let mut begin = held(b"BEGIN -- ; a comment");
+        begin.also(b"SET TRANSACTION READ ONLY;\0");
+        assert_eq!(
+            begin.text(),
+            b"BEGIN -- ; a comment\n;SET TRANSACTION READ ONLY;"
         );
         let mut w = crate::wire::Writer::new();
-        super::put_begin(&mut w, &q);
+        super::put_begin(&mut w, &begin);
         let out = w.into_bytes();
         let parses: Vec<Vec<u8>> = crate::wire::message::split_messages(&out)
             .into_iter()

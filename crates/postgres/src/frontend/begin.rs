@@ -20,6 +20,9 @@ pub(super) struct DeferredBegin {
     pub(super) read_only: bool,
     /// Serializable by its `BEGIN`: never on a replica.
     pub(super) serializable: bool,
+    /// Statements in `query`: the `BEGIN` and the `SET TRANSACTION`s after it (one for
+    /// nearly every transaction: its text goes ahead as it is, without being lexed).
+    pub(super) statements: u8,
 }
 
 impl DeferredBegin {
@@ -29,22 +32,27 @@ impl DeferredBegin {
             query,
             read_only: read_only && !serializable,
             serializable,
+            statements: 1,
         }
+    }
+
+    /// The text of `query`, without its message header and NUL.
+    pub(super) fn text(&self) -> &[u8] {
+        self.query
+            .get(5..self.query.len().saturating_sub(1))
+            .unwrap_or_default()
     }
 
     /// A `SET TRANSACTION READ ONLY` (`text`, with its NUL) after the `BEGIN`: sent as the
     /// next statement of its text (after a line break, so that a `--` comment ending the
     /// `BEGIN` ends there), and the transaction is read-only.
     pub(super) fn also(&mut self, text: &[u8]) {
-        let begin = self
-            .query
-            .get(5..self.query.len().saturating_sub(1))
-            .unwrap_or_default();
         let set = text.strip_suffix(b"\0").unwrap_or(text);
-        let mut q = Vec::with_capacity(begin.len() + set.len() + 8);
-        put_query(&mut q, &[begin, b"\n;", set].concat());
+        let mut q = Vec::with_capacity(self.query.len() + set.len() + 8);
+        put_query(&mut q, &[self.text(), b"\n;", set].concat());
         self.query = q.into();
         self.read_only = true;
+        self.statements = self.statements.saturating_add(1);
     }
 }
 
@@ -121,9 +129,12 @@ impl Session {
         };
         let last = unit.msgs.len() - 2;
         let portal_named = |b: &[u8]| unit::cstr(b).is_some_and(|(p, _)| p == portal);
-        if (described && body(last - 1).split_first() != Some((&b'P', &[portal, b"\0"].concat())))
-            || !portal_named(body(last))
-        {
+        let describes_portal = || {
+            body(last - 1)
+                .split_first()
+                .is_some_and(|(kind, name)| *kind == b'P' && portal_named(name))
+        };
+        if (described && !describes_portal()) || !portal_named(body(last)) {
             return Ok(false);
         }
         if parsed && def.charge.is_err() {

@@ -18,6 +18,7 @@ pub mod cancel;
 pub mod client;
 mod count;
 mod exps;
+mod flushed;
 mod forward;
 mod lease;
 pub mod login;

@@ -227,13 +227,13 @@ impl Session {
         // unit without waiting for more (see `ahead`); else in a round trip of its own, with
         // the discard in the same write.
         let mut begin_ahead = None;
-        if let Some(super::begin::DeferredBegin { query: begin, .. }) = self.deferred_begin.take() {
+        if let Some(begin) = self.deferred_begin.take() {
             if ahead::takes_begin(unit.end) && !self.skipping {
                 begin_ahead = Some(begin);
             } else {
                 let begin = match std::mem::take(&mut discard_first) {
-                    true => sequences::discard_then(&begin),
-                    false => begin.into_vec(),
+                    true => sequences::discard_then(&begin.query),
+                    false => begin.query.into_vec(),
                 };
                 Box::pin(self.hidden(&begin)).await?;
             }
@@ -302,7 +302,7 @@ impl Session {
         let sent = match out {
             _ if discard_first || begin_ahead.is_some() => {
                 let unit_bytes = out.as_deref().unwrap_or(&self.client.buf[..unit.len]);
-                let begin = begin_ahead.as_deref();
+                let begin = begin_ahead.as_ref();
                 let sent = Box::pin(ahead::send(conn, discard_first, begin, unit_bytes)).await;
                 if let Some(out) = out {
                     sluice_runtime::buffers::give_write(out);
@@ -324,11 +324,12 @@ impl Session {
             self.copies_open = 0;
         }
         let sent = match sent {
-            Ok(()) if begin_ahead.is_some() => {
-                let begin = begin_ahead.as_deref().unwrap_or_default();
-                Box::pin(ahead::begun(conn, &mut self.client, unit.end, begin)).await
-            }
-            Ok(()) => Ok(()),
+            Ok(()) => match &begin_ahead {
+                Some(begin) => {
+                    Box::pin(ahead::begun(conn, &mut self.client, unit.end, begin)).await
+                }
+                None => Ok(()),
+            },
             Err(e) => Err(RelayError::Server(e)),
         };
         let relayed = match sent {
@@ -434,71 +435,6 @@ impl Session {
                 true
             }
             _ => false,
-        }
-    }
-
-    /// After a unit that ended with a Flush outside a transaction (no portal open, nothing
-    /// pinned): if the next unit belongs elsewhere (a write after a prepared read), the
-    /// connection's implicit transaction is ended with a Sync and the connection goes back,
-    /// so that the unit is routed afresh.
-    async fn leave_flushed(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
-        let Some(held) = self.lease.as_ref().map(|l| l.hostgroup().clone()) else {
-            return Ok(());
-        };
-        if !self.portals.is_empty() && !self.portal_may_go(unit, &held) {
-            return Ok(());
-        }
-        match self.route(unit, defs) {
-            Ok(d) if d.hostgroup != held => {
-                let status = self.hidden(crate::wire::SYNC).await?;
-                // What the batch changed committed with it (or is the block's, below).
-                self.implicit_synced(status);
-                if status != ReadyStatus::Idle {
-                    // The batch opened a transaction block itself: the session is in it, on
-                    // this connection, wherever its next statement would go.
-                    return Ok(());
-                }
-                // The Sync committed what the batch wrote: read-your-writes reads where the
-                // primary's WAL is now, before the connection goes back; and what its
-                // `set_config` calls set is read back.
-                self.ryw_after(&[], true).await?;
-                if self.read_back_due() {
-                    self.ask_after_unit(false, true).await?;
-                }
-                // The Sync closed the implicit transaction's portals.
-                self.portals.empty();
-                self.release();
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// After a Flush-ended batch: the only portal open is the unnamed one, and everything
-    /// the implicit transaction ran is a read (psycopg's pipeline mode fetches a query's rows
-    /// with a Flush, before the Sync): leaving it takes nothing that has to commit. (Not
-    /// where the session's transactions keep one snapshot: the read and what follows it
-    /// would see two.)
-    fn only_unnamed_read_portal(&self) -> bool {
-        self.implicit_reads_only
-            && self.portals.len() == 1
-            && self.portals.get(b"").is_some()
-            && !self.settings.one_snapshot_by_default()
-    }
-
-    /// Whether the next unit may go elsewhere although the unnamed portal is open on the
-    /// connection held since a Flush (see [`Session::only_unnamed_read_portal`]): not from
-    /// the writer's hostgroup (there the unit runs in the same implicit transaction, as
-    /// directly), not when the unit goes on with the portal, and not when the portal is
-    /// suspended unless the unit replaces it (a later unit could take more rows).
-    fn portal_may_go(&self, unit: &Unit, held: &str) -> bool {
-        if *held == *self.fe.topology.router.writer {
-            return false;
-        }
-        match unit::unnamed_portal_use(&self.client.buf, unit) {
-            unit::PortalUse::Continues => false,
-            unit::PortalUse::Rebinds => true,
-            unit::PortalUse::Untouched => !self.implicit_suspended,
         }
     }
 }

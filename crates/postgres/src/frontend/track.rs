@@ -266,22 +266,6 @@ impl Session {
         self.handle.set_pins(self.pins | in_transaction);
     }
 
-    /// The Sync sluice sent after a batch the client ended with a Flush ended its implicit
-    /// transaction (`status`: the server's answer, a block the batch opened, or none): what
-    /// the batch changed took effect with it (or is now the block's), as after a unit that
-    /// brought that ReadyForQuery.
-    pub(super) fn implicit_synced(&mut self, status: ReadyStatus) {
-        self.status = status;
-        if let Some(mut lease) = self.lease.take() {
-            let relayed = super::relay::Relayed {
-                status: Some(status),
-                ..Default::default()
-            };
-            self.track(&[], ReadyStatus::Idle, &relayed, &mut lease);
-            self.lease = Some(lease);
-        }
-    }
-
     /// True for a unit of several statements (a pipeline up to its Sync) that ends or rolls
     /// back a transaction among them — `COMMIT`, `ROLLBACK`, `AND CHAIN`, `ROLLBACK TO
     /// SAVEPOINT`, `DISCARD ALL`, which commits at once, or a `CALL` or `DO` whose procedure
