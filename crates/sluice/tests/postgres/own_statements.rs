@@ -534,10 +534,10 @@ async fn a_read_back_stopped_by_the_sessions_own_timeout_keeps_the_session() {
         )
         .await;
         let mut c = Raw::connect(port, "app", "app", "postgres").await;
-        let set = "SELECT set_config('statement_timeout', '200', false)";
+        let set = "SELECT set_config('statement_timeout', '1000', false)";
         let mut steps = vec![simple(&mut c, set).await];
         let release = async {
-            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
             simple(&mut su, "COMMIT").await
         };
         let (_, shown) = tokio::join!(release, simple(&mut c, "SHOW statement_timeout"));
@@ -560,8 +560,8 @@ async fn a_read_back_stopped_by_the_sessions_own_timeout_keeps_the_session() {
     assert_eq!(
         direct,
         [
-            "T D(200ms) C(SELECT 1) Z(I)",
-            "T D(200ms) C(SHOW) Z(I)",
+            "T D(1s) C(SELECT 1) Z(I)",
+            "T D(1s) C(SHOW) Z(I)",
             "T D(1) C(SELECT 1) Z(I)",
             "T D(1500ms) C(SELECT 1) Z(I)",
             "T D(1500ms) C(SHOW) Z(I)",
