@@ -50,6 +50,29 @@ impl Session {
         Ok(())
     }
 
+    /// A unit sluice refuses (see [`Session::refuse_unit`]) while the connection it holds
+    /// since a Flush has the batch's implicit transaction open: the client is told of an
+    /// error before its Sync, and directly that error rolls the batch back (or fails the
+    /// block the batch opened). The server is given an error of its own (answers not
+    /// relayed), so that it does the same; what the batch changed is forgotten as after any
+    /// failed batch, and an idle connection goes back. (Else the batch's writes would commit
+    /// at the next Sync sent there: the client was told they failed.)
+    pub(super) async fn fail_flushed_batch(&mut self) -> Result<(), SessionError> {
+        let status = self
+            .fail_on_server(Vec::new(), "cannot roll back the batch on the server")
+            .await?;
+        self.implicit_failed = true;
+        self.implicit_synced(status);
+        if status == ReadyStatus::Idle {
+            // The rollback closed the implicit transaction's portals.
+            self.portals.empty();
+            if self.pins == 0 {
+                self.release();
+            }
+        }
+        Ok(())
+    }
+
     /// After a Flush-ended batch: the only portal open is the unnamed one, and everything
     /// the implicit transaction ran is a read (psycopg's pipeline mode fetches a query's rows
     /// with a Flush, before the Sync): leaving it takes nothing that has to commit. (Not

@@ -416,6 +416,8 @@ pub(super) struct HiddenError {
     pub(super) code: String,
     pub(super) message: String,
     pub(super) fields: Vec<(u8, String)>,
+    /// The status the ReadyForQuery after the error gave (none if the connection was lost).
+    pub(super) status: Option<ReadyStatus>,
 }
 
 impl std::fmt::Display for HiddenError {
@@ -430,6 +432,7 @@ impl HiddenError {
             code: "08006".into(),
             message: e.to_string(),
             fields: Vec::new(),
+            status: None,
         }
     }
 }
@@ -459,13 +462,17 @@ pub(super) async fn hidden_answers(
                     code: parts.code.unwrap_or_else(|| "08006".into()),
                     message: parts.message.unwrap_or_default(),
                     fields: parts.rest,
+                    status: None,
                 });
             }
             b'Z' => {
                 owed = owed.saturating_sub(1);
                 if owed == 0 {
                     let status = body.first().copied().and_then(ReadyStatus::from_byte);
-                    return error.map_or(Ok(status.unwrap_or(ReadyStatus::Idle)), Err);
+                    return match error {
+                        Some(e) => Err(HiddenError { status, ..e }),
+                        None => Ok(status.unwrap_or(ReadyStatus::Idle)),
+                    };
                 }
             }
             _ => {}

@@ -98,6 +98,11 @@ impl Session {
         msg: &str,
         more: &[(u8, String)],
     ) -> Result<(), SessionError> {
+        if self.status == ReadyStatus::Idle
+            && self.lease.as_ref().is_some_and(|l| l.conn_ref().unsynced)
+        {
+            Box::pin(self.fail_flushed_batch()).await?;
+        }
         self.client.consume(unit.len);
         let mut w = Writer::new();
         w.error_with("ERROR", code, msg, more);
@@ -253,9 +258,14 @@ impl Session {
     }
 
     /// Runs `q` and a statement that fails on the leased connection, their answers not
-    /// relayed, leaving the transaction block there failed; if it does not fail as it should,
-    /// the session ends (FATAL, `what`).
-    async fn fail_on_server(&mut self, mut q: Vec<u8>, what: &str) -> Result<(), SessionError> {
+    /// relayed, leaving the transaction block there failed (or the implicit transaction
+    /// rolled back): the server's status after it; if it does not fail as it should, the
+    /// session ends (FATAL, `what`).
+    pub(super) async fn fail_on_server(
+        &mut self,
+        mut q: Vec<u8>,
+        what: &str,
+    ) -> Result<ReadyStatus, SessionError> {
         put_query(&mut q, b"SELECT 1/0");
         // (Simple queries: the connection's unnamed statement is gone, and the client's
         // Bind of it gets 25P02 from its Parse again, as directly from the Bind.)
@@ -265,7 +275,7 @@ impl Session {
             None => Ok(self.status),
         };
         match outcome {
-            Err(e) if e.code == "22012" => Ok(()),
+            Err(e) if e.code == "22012" => Ok(e.status.unwrap_or(ReadyStatus::Failed)),
             other => {
                 let msg = format!("sluice: {what}: {other:?}");
                 Err(self.end_over_connection("08006", msg).await)

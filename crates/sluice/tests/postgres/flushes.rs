@@ -249,3 +249,60 @@ async fn a_set_flushed_before_a_read_elsewhere_stays_with_the_session() {
     })
     .await;
 }
+
+/// A statement sluice refuses itself (here a `SET` past the session's bound of 1,000
+/// settings, 54000) after a write a Flush left in the server's implicit transaction: the
+/// client is told of an error before the Sync, so the batch rolls back, as it does after any
+/// error there; the write is not committed behind the client's back. The session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_after_a_flushed_write_rolls_its_batch_back() {
+    let env = start(0, "").await;
+    let mut setup = Raw::connect(env.topo.primary().port, "app", "app", "postgres").await;
+    run(&mut setup, &["CREATE TABLE rf (x int)"]).await.unwrap();
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    let sets: String = (0..1000).map(|i| format!("SET x.k{i} = '{i}';")).collect();
+    c.try_simple(&sets).await.unwrap();
+    c.extended("", Some("INSERT INTO rf VALUES (1)"), &[]);
+    assert_eq!(flushed(&mut c, "C").await.0, "12C");
+    c.extended("", Some("SET x.over = '1'"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ", "{msgs:?}");
+    assert_eq!(msgs[0].sqlstate().as_deref(), Some("54000"));
+    assert_eq!(msgs[1].body, b"I");
+    let rows = run(&mut setup, &["SELECT count(*) FROM rf"]).await;
+    assert_eq!(rows, Ok(vec!["0".into()]), "the flushed write rolled back");
+    // The session goes on, with its settings, and its next write commits.
+    run(&mut c, &["INSERT INTO rf VALUES (2)"]).await.unwrap();
+    assert_eq!(run(&mut c, &["SHOW x.k999"]).await, Ok(vec!["999".into()]));
+    let rows = run(&mut setup, &["SELECT string_agg(x::text, ',') FROM rf"]).await;
+    assert_eq!(rows, Ok(vec!["2".into()]));
+    // Refused in a unit of its own (ended by a Flush): the error at once, ReadyForQuery at
+    // the Sync; a `SET` the batch made before rolls back with it.
+    c.extended("", Some("SET x.k5 = 'five'"), &[]);
+    c.extended("", Some("INSERT INTO rf VALUES (3)"), &[]);
+    assert_eq!(flushed(&mut c, "C").await.0, "12C");
+    assert_eq!(flushed(&mut c, "C").await.0, "12C");
+    c.extended("", Some("SET x.over = '1'"), &[]);
+    let (tags, _) = flushed(&mut c, "E").await;
+    assert_eq!(tags, "E");
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!((tags.as_str(), &msgs[0].body[..]), ("Z", &b"I"[..]));
+    assert_eq!(run(&mut c, &["SHOW x.k5"]).await, Ok(vec!["5".into()]));
+    // In a block the batch opened: the block fails, as after an error of the server's.
+    c.extended("", Some("BEGIN"), &[]);
+    c.extended("", Some("INSERT INTO rf VALUES (4)"), &[]);
+    assert_eq!(flushed(&mut c, "C").await.0, "12C");
+    assert_eq!(flushed(&mut c, "C").await.0, "12C");
+    c.extended("", Some("SET x.over = '1'"), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ", "{msgs:?}");
+    assert_eq!(msgs[1].body, b"E");
+    let e = c.try_simple("SELECT 1").await.unwrap_err();
+    assert!(e.starts_with("25P02 "), "{e}");
+    run(&mut c, &["ROLLBACK"]).await.unwrap();
+    let rows = run(&mut setup, &["SELECT string_agg(x::text, ',') FROM rf"]).await;
+    assert_eq!(rows, Ok(vec!["2".into()]), "neither 3 nor 4 committed");
+}
