@@ -296,6 +296,7 @@ impl<C> Hostgroup<C> {
             key,
             conn: Some(conn),
             reusable: true,
+            lost: false,
         }
     }
 
@@ -490,7 +491,7 @@ impl<C> Hostgroup<C> {
         Ok(rx)
     }
 
-    fn release(&self, server: &Arc<Server>, key: PoolKey, conn: Option<C>) {
+    fn release(&self, server: &Arc<Server>, key: PoolKey, conn: Option<C>, lost: bool) {
         let mut closing: Vec<C> = Vec::new();
         {
             let mut st = self.state.lock();
@@ -502,6 +503,11 @@ impl<C> Hostgroup<C> {
             };
             let m = &mut st.members[i];
             m.lent = m.lent.saturating_sub(1);
+            if lost {
+                // Its server's other idle connections go too (see `Lease::lost`).
+                m.open -= m.idle.len() as u32;
+                closing.extend(m.idle.drain(..).map(|idle| idle.conn));
+            }
             let keep = m.open <= m.server.max_connections() && m.server.is_usable();
             match conn {
                 Some(c) if keep => {

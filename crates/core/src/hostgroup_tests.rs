@@ -222,6 +222,44 @@ async fn discarded_leases_free_their_slot_for_waiters() {
     );
 }
 
+/// A connection lost under a statement closes, and so do the idle connections to its
+/// server (of any user): a dead server's connections close one by one as its process is torn
+/// down, and one still open when lent would take the next statement with it. A connection
+/// lent at the time comes back as usual; another server's idle ones stay.
+#[tokio::test(start_paused = true)]
+async fn a_lost_connection_closes_its_servers_idle_ones() {
+    let hg = hostgroup(&[("a:1", 10)], settings(1_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    let mut leases = Vec::new();
+    for user in ["u", "u", "v", "u"] {
+        leases.push(hg.acquire(&key(user), &c).await.unwrap());
+    }
+    let busy = leases.pop().unwrap();
+    let mut lost = leases.pop().unwrap();
+    drop(leases);
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (2, 2, 4));
+    lost.lost();
+    drop(lost);
+    let st = &hg.pool_stats()[0];
+    assert_eq!(
+        (st.idle, st.in_use, st.open),
+        (0, 1, 1),
+        "the idle ones closed"
+    );
+    drop(busy);
+    let st = &hg.pool_stats()[0];
+    assert_eq!(
+        (st.idle, st.in_use, st.open),
+        (1, 0, 1),
+        "a lent one comes back"
+    );
+    // The one that came back is lent again; another user's statement gets a fresh one.
+    assert_eq!(hg.acquire(&key("u"), &c).await.unwrap().conn_ref().0, 3);
+    let fresh = hg.acquire(&key("v"), &c).await.unwrap();
+    assert_eq!(fresh.conn_ref().0, 4, "a fresh connection");
+}
+
 /// A session task that panics while it holds a lease (tokio catches the panic; the task's
 /// state is dropped as the panic unwinds): its connection is closed, not lent to the next
 /// session in whatever state the panic left it.

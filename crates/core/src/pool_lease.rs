@@ -15,6 +15,7 @@ pub struct Lease<C> {
     pub(super) key: PoolKey,
     pub(super) conn: Option<C>,
     pub(super) reusable: bool,
+    pub(super) lost: bool,
 }
 
 // `conn` is `None` only inside `Drop`, which takes it: a lease in use always holds one.
@@ -52,6 +53,18 @@ impl<C> Lease<C> {
     pub fn discard(&mut self) {
         self.reusable = false;
     }
+    /// The connection was lost under a statement (its server closed or reset it): closed
+    /// instead of returned, and so are the idle connections to the same server in its
+    /// hostgroup. When a server dies, its connections end one by one as its process is torn
+    /// down; one still open when its end is checked before it is lent would take the next
+    /// statement with it, an outcome unknown to its client. Fresh connections find a dead
+    /// server refusing them instead, and their statements wait for a usable one (a failover
+    /// in progress) or fail with why. A server that closed one connection only (a `KILL`)
+    /// costs its pool new connections, nothing more.
+    pub fn lost(&mut self) {
+        self.reusable = false;
+        self.lost = true;
+    }
     /// True unless [`Lease::discard`] was called.
     pub fn is_reusable(&self) -> bool {
         self.reusable
@@ -64,6 +77,7 @@ impl<C> Drop for Lease<C> {
             .conn
             .take()
             .filter(|_| self.reusable && !std::thread::panicking());
-        self.hostgroup.release(&self.server, self.key.clone(), conn);
+        self.hostgroup
+            .release(&self.server, self.key.clone(), conn, self.lost);
     }
 }

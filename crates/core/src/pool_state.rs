@@ -84,7 +84,7 @@ impl<C> Grant<C> {
 impl<C> Drop for Grant<C> {
     fn drop(&mut self) {
         if let (Some(c), Some(hg)) = (self.conn.take(), self.hostgroup.upgrade()) {
-            hg.release(&self.server, self.key.clone(), Some(c));
+            hg.release(&self.server, self.key.clone(), Some(c), false);
         }
     }
 }

@@ -316,6 +316,54 @@ async fn a_result_cut_in_the_middle_ends_with_an_error_packet() {
     );
 }
 
+/// A connection lost under a statement takes the idle connections to its server with it:
+/// when a server dies its connections end one by one as its process is torn down, and one
+/// still open when lent would fail the next statement with an unknown outcome. Here one
+/// connection is cut; the two idle ones sluice held to that server are closed, and the next
+/// statement gets a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
+    let s = setup("").await;
+    // (Counted on the server: sluice gives each client an id of its own.)
+    let backends = || {
+        s.topo
+            .primary()
+            .sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'app'")
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut h = conn(s.port).await;
+        h.query_drop("BEGIN").await.unwrap();
+        h.query_drop("SELECT 1").await.unwrap();
+        holders.push(h);
+    }
+    let mut c = conn(s.port).await;
+    c.query_drop("BEGIN").await.unwrap();
+    c.query_drop("SELECT 1").await.unwrap();
+    for h in &mut holders {
+        h.query_drop("COMMIT").await.unwrap();
+    }
+    assert_eq!(backends(), "3", "two idle, one in a transaction");
+    s.relay.arm(Fault::CutAfter(300_007));
+    let (_, r) = stream_rows(&mut c, "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_5000").await;
+    server_error(r, 1213, "40001");
+    let deadline = std::time::Instant::now() + HANG;
+    while backends() != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle connections were not closed: {} left",
+            backends()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let one: u32 = holders[0].query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1, "served by a fresh connection");
+    assert_eq!(backends(), "1");
+}
+
 /// A server that stops sending in the middle of a result (SIGSTOP) is given up after
 /// `[pool] read_timeout`: the client gets an error naming the server and the timeout, and its
 /// session goes on once the server is back. A statement that is only slow — silent for less

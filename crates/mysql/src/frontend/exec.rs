@@ -189,6 +189,9 @@ impl Session {
                         // A server that hangs or talks nonsense: its connection is closed.
                         tracing::warn!(session = self.id, server = %server.name, error = %failure.error, partial, "backend connection closed");
                     } else {
+                        // Its server's idle connections close too: if it died, they are
+                        // dead, though their end may not have arrived yet.
+                        att.lease.lost();
                         tracing::debug!(session = self.id, server = %server.name, error = %failure.error, partial, "backend connection lost");
                     }
                 }

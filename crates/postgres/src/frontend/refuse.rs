@@ -70,8 +70,12 @@ impl Session {
         if e.kind() == std::io::ErrorKind::TimedOut {
             let (pid, secret) = lease.conn_ref().backend_key;
             super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+            lease.discard();
+        } else {
+            // Its server's idle connections close too: if it died, they are dead, though
+            // their end may not have arrived yet.
+            lease.lost();
         }
-        lease.discard();
         let (code, msg) = super::refuse::lost(prior, ran, lease.server(), &e);
         // After the server's own FATAL, the end of the connection, as directly.
         if !lease.conn_ref().told_fatal {

@@ -146,6 +146,64 @@ async fn a_servers_fatal_reaches_the_client_alone() {
     assert_eq!(env.psql("SELECT /* sluice:writer */ 7").trim(), "7");
 }
 
+/// A connection lost under a statement takes the idle connections to its server with it
+/// (when a server dies, they die one by one as its process is torn down, and one still open
+/// when lent would fail the next statement with an unknown outcome): here the server lives,
+/// one backend is terminated, and the two idle ones sluice held there are closed; the next
+/// statement gets a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
+    let env = start(0, "").await;
+    let primary = env.topo.primary();
+    let mut idle_pids = Vec::new();
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+        c.simple_all("BEGIN").await;
+        let pid = Raw::column(&c.simple_all("SELECT pg_backend_pid()").await);
+        idle_pids.push(pid[0].clone());
+        holders.push(c);
+    }
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query("SELECT /* sluice:writer */ pg_sleep(60)", &mut a.out).unwrap();
+    a.flush().await;
+    let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        let pid = primary.sql(find).unwrap().trim().to_string();
+        if !pid.is_empty() {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statement never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for c in &mut holders {
+        c.simple_all("COMMIT").await;
+    }
+    let alive = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid IN ({})",
+        idle_pids.join(",")
+    );
+    assert_eq!(primary.sql(&alive).unwrap().trim(), "2", "idle in the pool");
+    primary
+        .sql(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    a.until_closed().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while primary.sql(&alive).unwrap().trim() != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle connections {idle_pids:?} were not closed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = Raw::column(&holders[0].simple_all("SELECT pg_backend_pid()").await);
+    assert!(!idle_pids.contains(&pid[0]), "a fresh connection");
+}
+
 /// Resumes a stopped server process when dropped (also when the test fails).
 struct Stopped(u32);
 
