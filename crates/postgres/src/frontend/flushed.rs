@@ -25,29 +25,32 @@ impl Session {
             return Ok(());
         }
         match self.route(unit, defs) {
-            Ok(d) if d.hostgroup != held => {
-                let status = self.hidden(crate::wire::SYNC).await?;
-                // What the batch changed committed with it (or is the block's, below).
-                self.implicit_synced(status);
-                if status != ReadyStatus::Idle {
-                    // The batch opened a transaction block itself: the session is in it, on
-                    // this connection, wherever its next statement would go.
-                    return Ok(());
-                }
-                // The Sync committed what the batch wrote: read-your-writes reads where the
-                // primary's WAL is now, before the connection goes back; and what its
-                // `set_config` calls set is read back.
-                self.ryw_after(&[], true).await?;
-                if self.read_back_due() {
-                    self.ask_after_unit(false, true).await?;
-                }
-                // The Sync closed the implicit transaction's portals.
-                self.portals.empty();
+            // (Else the batch opened a transaction block itself: the session is in it, on
+            // this connection, wherever its next statement would go.)
+            Ok(d) if d.hostgroup != held && self.sync_flushed().await? == ReadyStatus::Idle => {
                 self.release();
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Ends the implicit transaction a batch the client ended with a Flush left open on the
+    /// leased connection, with a Sync of sluice's own: what the batch changed takes effect
+    /// with it (or is the block's the batch opened, whose status is returned); outside a
+    /// block, read-your-writes reads where the primary's WAL is now, what its `set_config`
+    /// calls set is read back, and its portals are gone.
+    pub(super) async fn sync_flushed(&mut self) -> Result<ReadyStatus, SessionError> {
+        let status = self.hidden(crate::wire::SYNC).await?;
+        self.implicit_synced(status);
+        if status == ReadyStatus::Idle {
+            self.ryw_after(&[], true).await?;
+            if self.read_back_due() {
+                self.ask_after_unit(false, true).await?;
+            }
+            self.portals.empty();
+        }
+        Ok(status)
     }
 
     /// A unit sluice refuses (see [`Session::refuse_unit`]) while the connection it holds

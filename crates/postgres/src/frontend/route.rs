@@ -72,6 +72,15 @@ impl Session {
             .clone()
             .filter(|n| self.statements.contains_key(n.as_bytes()))
         {
+            // As a simple query, it ends an implicit transaction a Flush-ended batch left
+            // open (committing what the batch wrote) before it is answered.
+            if self.status == ReadyStatus::Idle
+                && self.lease.as_ref().is_some_and(|l| l.conn_ref().unsynced)
+                && Box::pin(self.sync_flushed()).await? == ReadyStatus::Idle
+                && self.pins == 0
+            {
+                self.release();
+            }
             self.statements.remove(name.as_bytes());
             command_complete(&mut w, "DEALLOCATE");
         } else if let Some(name) = info

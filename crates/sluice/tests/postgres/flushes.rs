@@ -306,3 +306,33 @@ async fn a_refusal_after_a_flushed_write_rolls_its_batch_back() {
     let rows = run(&mut setup, &["SELECT string_agg(x::text, ',') FROM rf"]).await;
     assert_eq!(rows, Ok(vec!["2".into()]), "neither 3 nor 4 committed");
 }
+
+/// A `DEALLOCATE` sluice answers itself (of a statement prepared only in sluice so far) after
+/// a write a Flush left in the server's implicit transaction: as a simple query it ends that
+/// transaction directly, committing the write; through sluice too, before the client hears
+/// `DEALLOCATE` (it was left open on the server, and rolled back when the client then left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deallocate_sluice_answers_after_a_flushed_write_commits_it() {
+    let env = start(0, "").await;
+    let primary = env.topo.primary().port;
+    let mut setup = Raw::connect(primary, "app", "app", "postgres").await;
+    run(&mut setup, &["CREATE TABLE fd (x int)"]).await.unwrap();
+    direct_then_sluice(&env, async |port| {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        frontend::parse("s", "SELECT 1", [], &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        let mut steps = vec![c.round(1).await.0];
+        c.extended("", Some("INSERT INTO fd VALUES (1)"), &[]);
+        steps.push(flushed(&mut c, "C").await.0);
+        frontend::query("DEALLOCATE s", &mut c.out).unwrap();
+        let (tags, msgs) = c.round(1).await;
+        steps.push(format!("{tags} {}", String::from_utf8_lossy(&msgs[1].body)));
+        drop(c);
+        let mut check = Raw::connect(primary, "app", "app", "postgres").await;
+        let rows = run(&mut check, &["SELECT count(*) FROM fd"]).await.unwrap();
+        steps.push(rows.join(","));
+        run(&mut check, &["TRUNCATE fd"]).await.unwrap();
+        steps
+    })
+    .await;
+}
