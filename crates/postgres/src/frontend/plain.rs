@@ -12,7 +12,7 @@
 //! Its first cut saved 668 of the 10,448 instructions sluice spent on a select-only
 //! transaction at 16 clients (callgrind, `docs/benchmarks.md`, the twenty-fifth stop).
 
-use super::relay::{relay_simple, RelayError};
+use super::relay::{relay_simple, RelayError, SimpleFailed};
 use super::session::{Session, SessionError};
 use super::unit::{Defs, End, Unit};
 use crate::wire::ReadyStatus;
@@ -64,6 +64,10 @@ impl Session {
     }
 
     /// Runs a plain read ([`Session::is_plain_read`]); its statement is taken from `defs`.
+    /// A read whose connection is lost before any of its answer reached the client (the
+    /// server died or closed it, not a `read_timeout`) runs once more, routed afresh, on
+    /// another connection: the session goes on, where a statement that may have written
+    /// ends it (its outcome unknown).
     pub(super) async fn plain_read(
         &mut self,
         unit: &Unit,
@@ -73,53 +77,78 @@ impl Session {
             Ok(d) => d,
             Err(msg) => return self.refuse_unit(unit, "42704", &msg).await,
         };
-        if let Err(no) = self.attach(&decision).await {
-            return self.refuse_no_connection(unit, no).await;
-        }
-        (self.implicit_reads_only, self.implicit_suspended) = (true, false);
-        if self.cancelled_before_sending() {
-            return self.refuse_cancelled(unit).await;
-        }
-        let discard_first = self.take_sequence_discard();
-        let Some(mut lease) = self.lease.take() else {
-            return Err(SessionError::Refused("no connection".into()));
-        };
         let Some((_, def)) = defs.pop() else {
             return Err(SessionError::Refused("no statement".into()));
         };
         let started = std::time::Instant::now();
-        let target = (lease.server().clone(), lease.conn_ref().backend_key.0);
-        let ticket = lease.conn_ref().gate.ticket();
-        self.handle
-            .begin_statement(target, ticket, Some((def.sql.clone(), started)));
-        // As any simple query, it destroys the unnamed statement and portal.
-        self.unnamed = None;
-        self.lease_has_unnamed = false;
-        self.portals.remove(b"");
-        let conn = lease.conn();
-        let bytes = &self.client.buf[..unit.len];
-        let sent = match discard_first {
-            true => Box::pin(super::ahead::send(conn, true, None, bytes)).await,
-            false => conn.send(bytes).await,
-        };
-        self.client.consume(unit.len);
-        let relayed = match sent {
-            Ok(()) => {
-                let own_pid = self.handle.id;
-                relay_simple(conn, &mut self.client, &mut self.reported, own_pid).await
+        let mut again = true;
+        let (mut lease, relayed) = loop {
+            if let Err(no) = self.attach(&decision).await {
+                return self.refuse_no_connection(unit, no).await;
             }
-            Err(e) => Err(RelayError::Server(e)),
+            (self.implicit_reads_only, self.implicit_suspended) = (true, false);
+            if self.cancelled_before_sending() {
+                return self.refuse_cancelled(unit).await;
+            }
+            let discard_first = self.take_sequence_discard();
+            let Some(mut lease) = self.lease.take() else {
+                return Err(SessionError::Refused("no connection".into()));
+            };
+            let target = (lease.server().clone(), lease.conn_ref().backend_key.0);
+            let ticket = lease.conn_ref().gate.ticket();
+            self.handle
+                .begin_statement(target, ticket, Some((def.sql.clone(), started)));
+            // As any simple query, it destroys the unnamed statement and portal.
+            self.unnamed = None;
+            self.lease_has_unnamed = false;
+            self.portals.remove(b"");
+            let conn = lease.conn();
+            let bytes = &self.client.buf[..unit.len];
+            let sent = match discard_first {
+                true => Box::pin(super::ahead::send(conn, true, None, bytes)).await,
+                false => conn.send(bytes).await,
+            };
+            // (The query stays in the client's buffer until the answer is through.)
+            let mut pending = unit.len;
+            let relayed = match sent {
+                Ok(()) => {
+                    let own_pid = self.handle.id;
+                    let reported = &mut self.reported;
+                    relay_simple(conn, &mut self.client, reported, own_pid, &mut pending).await
+                }
+                Err(e) => Err(SimpleFailed {
+                    error: RelayError::Server(e),
+                    untouched: true,
+                }),
+            };
+            self.handle.end_statement(true);
+            self.owed_charge = None;
+            match relayed {
+                Ok(r) => {
+                    self.client.consume(pending);
+                    break (lease, r);
+                }
+                Err(SimpleFailed {
+                    error: RelayError::Server(e),
+                    untouched: true,
+                }) if std::mem::take(&mut again) && e.kind() != std::io::ErrorKind::TimedOut => {
+                    tracing::debug!(session = self.handle.id, server = %lease.server().name, error = %e, "connection lost under a read before it answered: the read runs again");
+                    lease.lost();
+                }
+                Err(f) => {
+                    self.client.consume(pending);
+                    let ran = [def];
+                    return Err(Box::pin(self.relay_failed(
+                        lease,
+                        f.error,
+                        ReadyStatus::Idle,
+                        &ran,
+                    ))
+                    .await);
+                }
+            }
         };
-        self.handle.end_statement(true);
-        self.owed_charge = None;
         let ran = [def];
-        let relayed = match relayed {
-            Ok(r) => r,
-            Err(e) => {
-                let prior = ReadyStatus::Idle;
-                return Err(Box::pin(self.relay_failed(lease, e, prior, &ran)).await);
-            }
-        };
         self.count(lease.server(), lease.hostgroup(), &ran, &relayed, started);
         if let Some(st) = relayed.status {
             self.status = st;

@@ -14,8 +14,8 @@ use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
 use std::collections::BTreeMap;
 use std::io;
-pub use walk::relay_simple;
 use walk::{affected, plain_query, walk_simple};
+pub use walk::{relay_simple, SimpleFailed};
 
 /// Client output is written once this much is gathered.
 const FLUSH_AT: usize = 64 * 1024;
@@ -85,6 +85,8 @@ struct Out {
     run: usize,
     /// What follows them (empty until needed; then from the process's shelf).
     built: Vec<u8>,
+    /// Something went to the client.
+    sent: bool,
 }
 
 impl Out {
@@ -129,6 +131,7 @@ impl Out {
     /// Sends what is gathered.
     async fn flush(&mut self, conn: &mut PgConn, client: &mut Client) -> Result<(), RelayError> {
         if self.run > 0 {
+            self.sent = true;
             client
                 .send(&conn.buffered()[..self.run])
                 .await
@@ -137,6 +140,7 @@ impl Out {
             self.run = 0;
         }
         if !self.built.is_empty() {
+            self.sent = true;
             client.send(&self.built).await.map_err(RelayError::Client)?;
             self.built.clear();
         }

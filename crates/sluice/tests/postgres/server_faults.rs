@@ -204,6 +204,52 @@ async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
     assert!(!idle_pids.contains(&pid[0]), "a fresh connection");
 }
 
+/// A plain read whose server connection dies under it before any of its answer came (its
+/// server process killed: the standby then restarts all of its processes) runs again,
+/// routed afresh, on another connection, and the session goes on; a read that had sent rows
+/// ends its session as before, and so does any statement that may write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_whose_connection_dies_before_it_answers_runs_again() {
+    let env = start(1, "").await;
+    let replica = &env.topo.replicas()[0];
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    assert_eq!(Raw::column(&a.simple_all("SELECT 1").await), ["1"]);
+    // (Asleep on a standby only: run again on the primary, it answers at once.)
+    let read = "SELECT 7 FROM pg_sleep(CASE WHEN pg_is_in_recovery() THEN 60 ELSE 0 END)";
+    frontend::query(read, &mut a.out).unwrap();
+    a.flush().await;
+    let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT 7 FROM pg_sleep%'";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        let pid = replica.sql(find).unwrap().trim().to_string();
+        if !pid.is_empty() {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the read never ran on the replica"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // It runs again: on the primary (the standby refuses connections while it restarts), or
+    // on the standby once it is back (asleep another 60 s).
+    let (tags, msgs) = tokio::time::timeout(Duration::from_secs(120), a.round(1))
+        .await
+        .expect("answered");
+    assert_eq!(tags, "TDCZ", "{msgs:?}");
+    assert_eq!(Raw::column(&msgs), ["7"]);
+    assert_eq!(
+        Raw::column(&a.simple_all("SELECT 8").await),
+        ["8"],
+        "the session goes on"
+    );
+}
+
 /// Resumes a stopped server process when dropped (also when the test fails).
 struct Stopped(u32);
 

@@ -17,16 +17,31 @@ use std::collections::BTreeMap;
 /// Relays the answer to a plain read (a client's lone simple query, its answer passed on as
 /// it is): its usual messages walked (see [`walk_simple`]) until its ReadyForQuery; anything
 /// else hands over to the relay that matches each message against what the unit expects.
+/// `unit` is the length of the query, still at the front of the client's buffer: consumed
+/// before that relay takes over (it may read the client's next messages: COPY), else left
+/// for the caller, who may send it again.
 pub async fn relay_simple(
     conn: &mut PgConn,
     client: &mut Client,
     reported: &mut std::sync::Arc<BTreeMap<String, String>>,
     own_pid: u32,
-) -> Result<Relayed, RelayError> {
+    unit: &mut usize,
+) -> Result<Relayed, SimpleFailed> {
     let mut out = Out::default();
-    let r = simple_into(conn, client, reported, own_pid, &mut out).await;
+    let r = simple_into(conn, client, reported, own_pid, unit, &mut out).await;
+    let untouched = !out.sent && *unit > 0;
     out.done();
-    r
+    r.map_err(|error| SimpleFailed { error, untouched })
+}
+
+/// Why a plain read's relay stopped early, and whether its client was sent none of the
+/// answer and its query is still in the client's buffer (so that it may run elsewhere).
+#[derive(Debug)]
+pub struct SimpleFailed {
+    /// Why.
+    pub error: RelayError,
+    /// None of the answer went to the client, and the query is still in its buffer.
+    pub untouched: bool,
 }
 
 async fn simple_into(
@@ -34,6 +49,7 @@ async fn simple_into(
     client: &mut Client,
     reported: &mut std::sync::Arc<BTreeMap<String, String>>,
     own_pid: u32,
+    unit: &mut usize,
     out: &mut Out,
 ) -> Result<Relayed, RelayError> {
     let mut r = Relayed::default();
@@ -50,10 +66,16 @@ async fn simple_into(
             continue;
         }
         if let Ok(None) = conn.peek_at(out.run) {
-            out.flush(conn, client).await?;
+            // Before its first row, what came (a RowDescription) waits for the rest: if the
+            // connection is lost meanwhile, the read may run again elsewhere, its client
+            // none the wiser (see `Session::plain_read`).
+            if r.rows > 0 {
+                out.flush(conn, client).await?;
+            }
             wait(conn, client, false).await?;
             continue;
         }
+        client.consume(std::mem::take(unit));
         // An error, a ParameterStatus, a notification, COPY, a malformed message: from here
         // on, the relay that matches each message against the unit's expectations (boxed:
         // the plain read's future stays small).
