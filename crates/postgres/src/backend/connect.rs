@@ -281,14 +281,15 @@ async fn login(
 }
 
 /// A login error that says the server as a whole cannot take a connection now (it is
-/// starting up, or all its connection slots are taken), not that it refuses this user or
+/// starting up, shutting down, restarting after a crash of one of its processes — 57P01 and
+/// 57P02 end a login then — or all its connection slots are taken), not that it refuses this user or
 /// database: the pool then tries the hostgroup's other servers and leaves this one for a
 /// while. A role's or a database's `CONNECTION LIMIT` (53300 too, `too many connections for
 /// role "…"` / `for database "…"`) refuses one pool only: its clients get the server's error,
 /// and the server stays in use for every other pool. (A server whose messages are translated
 /// says neither in English: its 53300s refuse the one pool, which is the safer reading.)
 fn server_unavailable(code: &str, message: &str) -> bool {
-    code == "57P03"
+    matches!(code, "57P01" | "57P02" | "57P03")
         || (code == "53300"
             && (message.starts_with("sorry, too many clients")
                 || message.starts_with("remaining connection slots are reserved")))
@@ -311,6 +312,10 @@ mod tests {
         assert!(server_unavailable(
             "57P03",
             "the database system is starting up"
+        ));
+        assert!(server_unavailable(
+            "57P02",
+            "terminating connection because of crash of another server process"
         ));
         assert!(!server_unavailable(
             "53300",
