@@ -159,6 +159,7 @@ impl Session {
             }
         }
         let mut w = Writer::new();
+        let mut failed = false;
         for (name, def, what) in parsed {
             let Some(def) = def else {
                 match what {
@@ -180,20 +181,27 @@ impl Session {
                     String::from_utf8_lossy(&name)
                 );
                 w.error("ERROR", "42P05", &msg);
+                failed = true;
                 break;
             }
             if self.statements.len() >= STATEMENTS_PER_SESSION {
                 w.error("ERROR", "54000", &too_many_statements());
+                failed = true;
                 break;
             }
             if let Err(over) = &def.charge {
                 let (code, msg) = crate::backend::statements::over_budget(over);
                 w.error("ERROR", code, &msg);
+                failed = true;
                 break;
             }
             self.statements.insert(name, def);
             w.begin(b'1');
             w.end();
+        }
+        if failed && self.status == ReadyStatus::InTransaction {
+            // The held block fails with the Parse, as on the server (25P02 until it ends).
+            self.status = ReadyStatus::Failed;
         }
         w.ready_for_query(self.status);
         self.client.consume(unit.len);

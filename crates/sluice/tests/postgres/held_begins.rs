@@ -196,3 +196,53 @@ async fn a_statement_prepared_in_a_held_block_waits_for_no_connection() {
         run(&mut h, &["COMMIT"]).await.unwrap();
     }
 }
+
+/// A Parse sluice refuses itself inside a held block (a name the session has, 42P05) fails
+/// the block, as the server's refusal fails it: 25P02 until it ends, and a `COMMIT` that rolls
+/// back. The block went on and committed what followed, as if nothing had failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parse_refused_in_a_held_block_fails_it() {
+    let env = start(0, "").await;
+    let primary = env.topo.primary().port;
+    let mut setup = Raw::connect(primary, "app", "app", "postgres").await;
+    run(&mut setup, &["CREATE TABLE hp (x int)"]).await.unwrap();
+    super::pins::direct_then_sluice(&env, async |port| {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        for extended_begin in [false, true] {
+            frontend::parse("s1", "SELECT 1", [], &mut c.out).unwrap();
+            frontend::sync(&mut c.out);
+            steps.push(c.round(1).await.0);
+            if extended_begin {
+                c.extended("", Some("BEGIN"), &[]);
+                frontend::sync(&mut c.out);
+            } else {
+                frontend::query("BEGIN", &mut c.out).unwrap();
+            }
+            steps.push(c.round(1).await.0);
+            frontend::parse("s1", "SELECT 2", [], &mut c.out).unwrap();
+            frontend::sync(&mut c.out);
+            let (tags, msgs) = c.round(1).await;
+            let code = msgs[0].sqlstate().unwrap_or_default();
+            let status = String::from_utf8_lossy(&msgs[1].body).into_owned();
+            steps.push(format!("{tags} {code} {status}"));
+            for sql in ["INSERT INTO hp VALUES (1)", "COMMIT"] {
+                frontend::query(sql, &mut c.out).unwrap();
+                let (tags, msgs) = c.round(1).await;
+                let first = &msgs[0];
+                let what = match first.sqlstate() {
+                    Some(code) => code,
+                    None => String::from_utf8_lossy(&first.body).into_owned(),
+                };
+                steps.push(format!("{tags} {what}"));
+            }
+            frontend::close(b'S', "s1", &mut c.out).unwrap();
+            frontend::sync(&mut c.out);
+            steps.push(c.round(1).await.0);
+        }
+        let mut check = Raw::connect(primary, "app", "app", "postgres").await;
+        steps.extend(run(&mut check, &["SELECT count(*) FROM hp"]).await.unwrap());
+        steps
+    })
+    .await;
+}
