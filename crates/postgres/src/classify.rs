@@ -28,6 +28,9 @@ pub struct Scanned {
     pub commits: bool,
     /// It rolls one back (`ROLLBACK`, `ABORT`).
     pub rolls_back: bool,
+    /// `PREPARE TRANSACTION`: ends the block, which keeps its settings as a commit does
+    /// (its work waits, prepared).
+    pub prepares: bool,
     /// `ROLLBACK TO SAVEPOINT`.
     pub to_savepoint: bool,
     /// `CALL` or `DO`: a procedure or a `DO` block may `COMMIT` or `ROLLBACK` the
@@ -85,6 +88,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
         unpins: 0,
         commits: false,
         rolls_back: false,
+        prepares: false,
         to_savepoint: false,
         may_end_transaction: false,
         chains: None,
@@ -115,6 +119,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             out.add(&sql[s..e], &one);
         }
         let controls = out.commits
+            || out.prepares
             || out.rolls_back
             || out.chains.is_some()
             || out.begin.is_some()
@@ -171,6 +176,7 @@ impl Scanned {
         }
         match s.command {
             PgCommand::Commit => self.commits = true,
+            PgCommand::PrepareTransaction => self.prepares = true,
             PgCommand::Rollback => self.rolls_back = true,
             PgCommand::CommitAndChain => self.chains = Some(true),
             PgCommand::RollbackAndChain => self.chains = Some(false),

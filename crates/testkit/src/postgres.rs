@@ -477,6 +477,8 @@ fn settings(dir: &Path, port: u16) -> Vec<String> {
         "hot_standby=on".into(),
         "max_connections=200".into(),
         "shared_buffers=32MB".into(),
+        // Two-phase commit (PREPARE TRANSACTION) is exercised through sluice.
+        "max_prepared_transactions=4".into(),
     ]
 }
 

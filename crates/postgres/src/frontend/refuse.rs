@@ -322,7 +322,7 @@ pub(super) fn lost(
         server.name,
         server.failure_note()
     );
-    let commits = ran.iter().any(|d| d.info.commits);
+    let commits = ran.iter().any(|d| d.info.commits || d.info.prepares);
     let writes = ran
         .iter()
         .any(|d| d.info.route == sluice_core::router::Route::Write);

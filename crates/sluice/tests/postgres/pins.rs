@@ -536,3 +536,40 @@ async fn calls_inside_a_block_pin_nothing() {
     let shown = c.try_simple("SHOW work_mem").await.unwrap();
     assert_eq!(Raw::column(&shown), ["5MB"]);
 }
+
+/// `PREPARE TRANSACTION` keeps what the block set for the session, as a commit does (its work
+/// waits, prepared): the settings and the role stay the session's, wherever it runs next, and
+/// no other client gets them. They were taken for rolled back: the session lost them, and the
+/// next client on that connection ran as its role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_transaction_keeps_the_blocks_settings() {
+    let env = start(0, POOL).await;
+    env.topo.primary().sql("CREATE ROLE r2").unwrap();
+    let who = "SELECT current_user || '/' || current_setting('work_mem')";
+    differential(
+        &env,
+        2,
+        &[
+            (0, "BEGIN"),
+            (0, "SET work_mem = '7MB'"),
+            (0, "SET ROLE r2"),
+            (0, "SELECT 1"),
+            (0, "PREPARE TRANSACTION 'pt1'"),
+            (1, who),
+            (1, "BEGIN"),
+            (1, "SELECT 1"),
+            (0, who),
+            (1, "COMMIT"),
+            (0, "BEGIN"),
+            (0, "RESET ROLE"),
+            (0, "RESET work_mem"),
+            (0, "PREPARE TRANSACTION 'pt2'"),
+            (0, who),
+            (1, who),
+            (0, "COMMIT PREPARED 'pt1'"),
+            (0, "COMMIT PREPARED 'pt2'"),
+            (0, who),
+        ],
+    )
+    .await;
+}

@@ -462,7 +462,9 @@ pub(super) fn session(cur: &mut Cursor<'_>, first: Token) -> Stmt {
     } else if w(Kw::Prepare) {
         // PREPARE TRANSACTION 'gid' is two-phase commit; nothing of a prepared statement runs.
         let two_phase = cur.eat(Kw::Transaction) && cur.peek().is_some_and(|t| t.kind == Kind::Str);
-        if !two_phase {
+        if two_phase {
+            st.command = C::PrepareTransaction;
+        } else {
             st.command = C::Prepare;
             st.pins |= Pins::PREPARE;
             st.pins |= prepared_body_pins(cur);

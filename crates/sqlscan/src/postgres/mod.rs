@@ -131,8 +131,11 @@ pub enum PgCommand {
         /// `DEALLOCATE ALL`.
         all: bool,
     },
-    /// SQL `PREPARE name AS ...` (not `PREPARE TRANSACTION`, which is [`PgCommand::Other`]).
+    /// SQL `PREPARE name AS ...` (not `PREPARE TRANSACTION`).
     Prepare,
+    /// `PREPARE TRANSACTION 'gid'`: the transaction block ends, its work prepared for a
+    /// two-phase commit; what it did to the session (its `SET`s) stays, as after a commit.
+    PrepareTransaction,
     /// SQL `EXECUTE name`.
     Execute,
     /// `LISTEN`.

@@ -281,7 +281,7 @@ fn commands() {
         ("END", C::Commit),
         ("COMMIT AND NO CHAIN", C::Commit),
         ("COMMIT PREPARED 'x'", C::Other),
-        ("PREPARE TRANSACTION 'x'", C::Other),
+        ("PREPARE TRANSACTION 'x'", C::PrepareTransaction),
         ("ROLLBACK", C::Rollback),
         ("ABORT", C::Rollback),
         ("ROLLBACK WORK AND NO CHAIN", C::Rollback),
