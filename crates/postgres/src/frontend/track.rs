@@ -96,7 +96,8 @@ impl Session {
                     self.pins |= pin::NON_ASCII_SET;
                 }
             }
-            commits |= i.commits;
+            // (A `PREPARE TRANSACTION` keeps the block's settings, as a commit does.)
+            commits |= i.commits || i.prepares;
             rolls_back |= i.rolls_back;
             chains = i.chains.or(chains);
             if i.to_savepoint {
@@ -111,7 +112,9 @@ impl Session {
         // (Also a unit of one statement inside a batch's implicit transaction: the batch's
         // earlier units ran in it.)
         let in_play = (prior != ReadyStatus::Idle || implicit_before) && pending_before;
-        if (ran.len() > 1 || flushed || implicit_before)
+        // (And a unit without its ReadyForQuery, a Flush-ended one: a `COMMIT` in it ended
+        // the block, and what comes with the ReadyForQuery does not say so.)
+        if (ran.len() > 1 || flushed || implicit_before || relayed.status.is_none())
             && self.unit_is_unfollowable(ran, prior, failed, in_play, flushed)
         {
             // As for one text (`pin::TEXT_TRANSACTION`): the connection has it right, the
@@ -295,6 +298,7 @@ impl Session {
             // inside a block the client opened before the unit, where PostgreSQL refuses it.)
             let procedure = i.may_end_transaction && prior == ReadyStatus::Idle;
             ends |= i.commits
+                || i.prepares
                 || i.rolls_back
                 || i.chains.is_some()
                 || i.to_savepoint

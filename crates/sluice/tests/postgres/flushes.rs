@@ -336,3 +336,40 @@ async fn a_deallocate_sluice_answers_after_a_flushed_write_commits_it() {
     })
     .await;
 }
+
+/// A `COMMIT` sent through the extended protocol in a batch ended by a Flush ends the block
+/// there and then: what the block set stays the session's (and the role it took), wherever it
+/// runs next, and never reaches another client. The ReadyForQuery that came with the next
+/// batch was taken for the end of a block that never committed: the session lost its
+/// settings, and the next client on that connection ran as its role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_in_a_flushed_batch_keeps_the_blocks_settings() {
+    let env = start(0, POOL).await;
+    env.topo.primary().sql("CREATE ROLE r3").unwrap();
+    let who = "SELECT current_user || '/' || current_setting('work_mem')";
+    direct_then_sluice(&env, async |port| {
+        let mut a = Raw::connect(port, "app", "app", "postgres").await;
+        let mut b = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        for commit in ["COMMIT", "END"] {
+            run(&mut a, &["BEGIN", "SET work_mem = '7MB'", "SET ROLE r3"])
+                .await
+                .unwrap();
+            a.extended("", Some(commit), &[]);
+            steps.push(flushed(&mut a, "C").await.0);
+            frontend::sync(&mut a.out);
+            steps.push(a.round(1).await.0);
+            // The other client takes the connection `a` ran on (or the other one).
+            run(&mut b, &["BEGIN"]).await.unwrap();
+            steps.extend(run(&mut b, &[who]).await.unwrap());
+            steps.extend(run(&mut a, &[who]).await.unwrap());
+            run(&mut b, &["COMMIT"]).await.unwrap();
+            steps.extend(run(&mut a, &[who]).await.unwrap());
+            run(&mut a, &["RESET ROLE", "RESET work_mem"])
+                .await
+                .unwrap();
+        }
+        steps
+    })
+    .await;
+}
