@@ -192,6 +192,11 @@ impl Exps {
         Some(std::mem::replace(slot, Exp::pass(Resp::Close)))
     }
 
+    /// Keeps the first `n` of those left, drops the rest.
+    pub fn truncate(&mut self, n: usize) {
+        self.items.truncate(self.head as usize + n);
+    }
+
     /// Adds one at the end.
     pub fn push_back(&mut self, e: Exp) {
         if self.head as usize == self.items.len() && self.head > 0 {

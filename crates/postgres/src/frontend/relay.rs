@@ -238,6 +238,20 @@ async fn relay_into(
                             continue;
                         }
                         Some(_) => continue,
+                        None if copy_followed_by_other(client, exps) => {
+                            // Something else follows the CopyDone (a Query): the Sync the
+                            // batch sent with its COPY was ignored by the server in copy-in
+                            // mode, and what follows runs in the COPY's transaction, as
+                            // directly. A Flush of sluice's own has the server send the COPY's
+                            // CommandComplete; the batch then ends without a ReadyForQuery,
+                            // its connection kept for what follows.
+                            conn.send(crate::wire::FLUSH)
+                                .await
+                                .map_err(RelayError::Server)?;
+                            exps.truncate(1);
+                            extended_copy_done = false;
+                            continue;
+                        }
                         None => {}
                     }
                 }
@@ -481,6 +495,16 @@ async fn forward_sync(conn: &mut PgConn, client: &mut Client) -> Result<Option<u
         conn.send(&bytes).await.map_err(RelayError::Server)?;
     }
     Ok(last)
+}
+
+/// After an extended COPY's CopyDone: the client's next message is whole and neither COPY
+/// data, a Sync nor a Flush, and what the unit still waits for is the COPY's CommandComplete
+/// and the Sync the server ignored during the COPY.
+fn copy_followed_by_other(client: &Client, exps: &Exps) -> bool {
+    let other = matches!(client.message_at(0), Ok(Some((m, _))) if !matches!(m.tag, b'd' | b'c' | b'f' | b'H' | b'S'));
+    other
+        && exps.front().is_some_and(|e| e.resp == Resp::Execute)
+        && exps.iter().skip(1).all(|e| e.resp == Resp::Sync)
 }
 
 /// Pumps CopyData from the client to the server until CopyDone or CopyFail, or until the

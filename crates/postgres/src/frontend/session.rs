@@ -384,8 +384,11 @@ impl Session {
         self.implicit_suspended |= relayed.suspended;
         self.track(&ran, prior, &relayed, &mut lease);
         self.lease = Some(lease);
-        let ended = matches!(unit.end, End::Sync | End::Query | End::Function);
-        let position = self.ryw_note(&ran, ended && relayed.status.is_some());
+        // (A Sync the server ignored, sent with an extended COPY that something else than a
+        // Sync followed: the unit did not end there, see `relay`.)
+        let ended =
+            matches!(unit.end, End::Sync | End::Query | End::Function) && relayed.status.is_some();
+        let position = self.ryw_note(&ran, ended);
         let read_back = ended && self.read_back_due();
         if position || read_back {
             // Boxed: most units need neither, and every unit's future would carry them.
@@ -401,7 +404,7 @@ impl Session {
             && self.status == ReadyStatus::Idle
             && self.pins == 0
             && (self.portals.is_empty() || self.only_unnamed_read_portal());
-        self.end_unit(matches!(unit.end, End::Sync | End::Query | End::Function));
+        self.end_unit(ended);
         Ok(())
     }
 

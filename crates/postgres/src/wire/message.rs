@@ -76,6 +76,8 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 
 /// Sync, the message that ends an extended-protocol batch.
 pub const SYNC: &[u8] = b"S\0\0\0\x04";
+/// A Flush message.
+pub const FLUSH: &[u8] = b"H\0\0\0\x04";
 
 /// The fields of an ErrorResponse or NoticeResponse: (field type, value) in order, every
 /// field kept (they are passed through to clients as the server sent them).

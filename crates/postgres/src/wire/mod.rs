@@ -5,6 +5,6 @@ pub mod startup;
 
 pub use message::{
     ends_session, error_fields, error_message, error_parts, read_message, ErrorParts, Message,
-    ReadyStatus, Writer, SYNC,
+    ReadyStatus, Writer, FLUSH, SYNC,
 };
 pub use startup::{read_startup, startup_message, Startup, StartupParams, WireError};

@@ -119,3 +119,38 @@ async fn copy_from_stdin_is_answered_as_postgres_answers_it() {
     let n = c.try_simple("SELECT count(*) FROM cp").await.unwrap();
     assert_eq!(Raw::column(&n), ["1509"]);
 }
+
+/// An extended COPY FROM STDIN sent with its Sync (ignored by the server in copy-in mode), its
+/// data and CopyDone, then a simple query instead of a second Sync: the query runs in the
+/// COPY's transaction, as directly (the COPY's CommandComplete, then the query's answer and
+/// one ReadyForQuery; a query that fails rolls the COPY back with it). sluice waited for a
+/// Sync that never came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extended_copy_followed_by_a_query_runs_it_in_the_copys_transaction() {
+    let env = start(0, "").await;
+    let primary = env.topo.primary().port;
+    let mut setup = Raw::connect(primary, "app", "app", "postgres").await;
+    setup.try_simple("CREATE TABLE cq (id int)").await.unwrap();
+    let got = super::pins::direct_then_sluice(&env, async |port| {
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
+        let mut steps = Vec::new();
+        for (i, then) in ["SELECT 1", "SELECT 1/0", "SELECT 2"].into_iter().enumerate() {
+            c.extended("", Some("COPY cq FROM STDIN"), &[]);
+            frontend::sync(&mut c.out);
+            c.flush().await;
+            steps.push(tags(&mut c, 3).await);
+            c.out.extend_from_slice(&message(b'd', format!("{i}\n").as_bytes()));
+            c.out.extend_from_slice(&message(b'c', b""));
+            frontend::query(then, &mut c.out).unwrap();
+            let (got, msgs) = c.round(1).await;
+            steps.push(super::pins::protocol_shown(&msgs));
+            steps.push(got);
+        }
+        let n = c.try_simple("SELECT string_agg(id::text, ',' ORDER BY id) FROM cq").await;
+        steps.push(Raw::column(&n.unwrap()).concat());
+        c.try_simple("TRUNCATE cq").await.unwrap();
+        steps
+    })
+    .await;
+    assert_eq!(got.last().map(String::as_str), Some("0,2"), "{got:?}");
+}
