@@ -37,8 +37,30 @@ impl NoConnection {
 }
 
 impl Session {
-    /// Leases a connection for `decision` and brings it to the session's settings.
+    /// Leases a connection for `decision` and brings it to the session's settings. A
+    /// connection lost while its settings are replayed (its server died or closed it since
+    /// it was found open) is given up for another one, once: nothing of the session's
+    /// statement went there.
     pub(super) async fn attach(
+        &mut self,
+        decision: &sluice_core::router::Decision,
+    ) -> Result<(), Box<NoConnection>> {
+        let mut again = true;
+        loop {
+            self.attach_once(decision).await?;
+            // (Its FATAL already went to the client: the code says the session is over.)
+            self.sync_settings_of(std::mem::take(&mut again))
+                .await
+                .map_err(|e| NoConnection::new("", e.to_string()))?;
+            if self.lease.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Leases a connection for `decision` (the primary's when the one chosen has not
+    /// replayed the session's last write).
+    async fn attach_once(
         &mut self,
         decision: &sluice_core::router::Decision,
     ) -> Result<(), Box<NoConnection>> {
@@ -58,10 +80,6 @@ impl Session {
                 Box::pin(self.lease_for(&writer)).await?;
             }
         }
-        // (Its FATAL already went to the client: the code says the session is over.)
-        self.sync_settings()
-            .await
-            .map_err(|e| NoConnection::new("", e.to_string()))?;
         Ok(())
     }
 
@@ -159,6 +177,12 @@ impl Session {
     /// differ), then queues ParameterStatus for parameters that differ from what the client
     /// saw.
     pub(super) async fn sync_settings(&mut self) -> Result<(), SessionError> {
+        self.sync_settings_of(false).await
+    }
+
+    /// As [`Session::sync_settings`]; `fresh`: the connection was just leased for a
+    /// statement, and is given back if it is lost meanwhile (the session then holds none).
+    async fn sync_settings_of(&mut self, fresh: bool) -> Result<(), SessionError> {
         let Some(lease) = &mut self.lease else {
             return Ok(());
         };
@@ -170,7 +194,7 @@ impl Session {
         if !matched {
             // Boxed: the usual lease needs no round trip, and every statement's future would
             // otherwise carry this one's state.
-            Box::pin(self.apply_settings()).await?;
+            Box::pin(self.apply_settings(fresh)).await?;
         }
         // With the session's settings, the connection reports what its own defaults give:
         // what the client was told and relies on stays (see `state::kept_reports`).
@@ -180,7 +204,7 @@ impl Session {
                 let kept = state::kept_reports(&self.reported, &conn.params, &self.settings);
                 if !kept.is_empty() {
                     kept.into_iter().for_each(|k| self.settings.apply(k));
-                    Box::pin(self.apply_settings()).await?;
+                    Box::pin(self.apply_settings(fresh)).await?;
                 }
             }
         }
@@ -189,8 +213,9 @@ impl Session {
         Ok(())
     }
 
-    /// Brings the leased connection to the session's settings (a hidden round trip).
-    pub(super) async fn apply_settings(&mut self) -> Result<(), SessionError> {
+    /// Brings the leased connection to the session's settings (a hidden round trip); a
+    /// `fresh` lease lost meanwhile is given back (see [`Session::attach`]).
+    pub(super) async fn apply_settings(&mut self, fresh: bool) -> Result<(), SessionError> {
         let mut forgot = false;
         loop {
             let Some(lease) = &mut self.lease else {
@@ -209,6 +234,14 @@ impl Session {
                 }
                 Err(e) => e,
             };
+            if e.status.is_none() && fresh {
+                // Lost before the session's statement went: `attach` leases another one.
+                tracing::debug!(session = self.handle.id, error = %e, "connection lost while its settings were replayed: another one is leased");
+                if let Some(mut lease) = self.lease.take() {
+                    lease.lost();
+                }
+                return Ok(());
+            }
             // The replay ran as one implicit transaction: the connection is as it was.
             if e.code == INVALID_NAME
                 && !forgot

@@ -134,19 +134,25 @@ async fn an_extended_copy_followed_by_a_query_runs_it_in_the_copys_transaction()
     let got = super::pins::direct_then_sluice(&env, async |port| {
         let mut c = Raw::connect(port, "app", "app", "postgres").await;
         let mut steps = Vec::new();
-        for (i, then) in ["SELECT 1", "SELECT 1/0", "SELECT 2"].into_iter().enumerate() {
+        for (i, then) in ["SELECT 1", "SELECT 1/0", "SELECT 2"]
+            .into_iter()
+            .enumerate()
+        {
             c.extended("", Some("COPY cq FROM STDIN"), &[]);
             frontend::sync(&mut c.out);
             c.flush().await;
             steps.push(tags(&mut c, 3).await);
-            c.out.extend_from_slice(&message(b'd', format!("{i}\n").as_bytes()));
+            c.out
+                .extend_from_slice(&message(b'd', format!("{i}\n").as_bytes()));
             c.out.extend_from_slice(&message(b'c', b""));
             frontend::query(then, &mut c.out).unwrap();
             let (got, msgs) = c.round(1).await;
             steps.push(super::pins::protocol_shown(&msgs));
             steps.push(got);
         }
-        let n = c.try_simple("SELECT string_agg(id::text, ',' ORDER BY id) FROM cq").await;
+        let n = c
+            .try_simple("SELECT string_agg(id::text, ',' ORDER BY id) FROM cq")
+            .await;
         steps.push(Raw::column(&n.unwrap()).concat());
         c.try_simple("TRUNCATE cq").await.unwrap();
         steps

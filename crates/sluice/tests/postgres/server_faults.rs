@@ -4,6 +4,8 @@
 use super::pg::raw::Raw;
 use super::pg::{config, start, start_with};
 use postgres_protocol::message::frontend;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -44,6 +46,44 @@ fn rewriting_relay(target: String, rewrite: fn(Vec<u8>) -> Vec<u8>) -> String {
                         out.extend_from_slice(&rewrite(msg));
                     }
                     if to_client.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A relay to `target` that, once `armed`, closes the first connection (both ways, nothing
+/// answered) on which the client sends `marker`, as a server that died or closed it would,
+/// and disarms.
+fn cutting_relay(target: String, marker: &'static [u8], armed: Arc<AtomicBool>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&target).await else {
+                return;
+            };
+            let armed = armed.clone();
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            let down = tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+            });
+            tokio::spawn(async move {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = from_client.read(&mut chunk).await {
+                    let seen = chunk[..n].windows(marker.len()).any(|w| w == marker);
+                    if seen && armed.swap(false, Ordering::SeqCst) {
+                        // Both halves dropped: the connection closes.
+                        down.abort();
+                        return;
+                    }
+                    if to_server.write_all(&chunk[..n]).await.is_err() {
                         return;
                     }
                 }
@@ -248,6 +288,39 @@ async fn a_read_whose_connection_dies_before_it_answers_runs_again() {
         ["8"],
         "the session goes on"
     );
+}
+
+/// A connection lost while the session's settings are replayed on it, before its statement
+/// went there (its server closed it after it was found open; here a relay cuts it at the
+/// replay): another connection is leased, the statement runs there with the settings, and the
+/// session goes on. It ended with 08006.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lost_under_the_settings_replay_is_replaced() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let arm = armed.clone();
+    let env = start_with(0, move |topo| {
+        let primary = topo.primary().addr();
+        let relay = cutting_relay(primary.clone(), b"work_mem", arm);
+        config(topo, "\n[pool]\nmax_connections = 2\n").replace(&primary, &relay)
+    })
+    .await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    a.simple_all("SET work_mem = '7MB'").await;
+    // `b` holds the connection `a` ran on: `a`'s next statement gets a new one, where its
+    // setting is replayed first.
+    b.simple_all("BEGIN").await;
+    b.simple_all("SELECT 1").await;
+    armed.store(true, Ordering::SeqCst);
+    let got = a.try_simple("SELECT current_setting('work_mem')").await;
+    assert!(!armed.load(Ordering::SeqCst), "the replay was cut");
+    assert_eq!(Raw::column(&got.unwrap()), ["7MB"]);
+    assert_eq!(
+        Raw::column(&a.simple_all("SELECT 2").await),
+        ["2"],
+        "the session goes on"
+    );
+    b.simple_all("COMMIT").await;
 }
 
 /// Resumes a stopped server process when dropped (also when the test fails).
