@@ -79,6 +79,10 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
     let whole = scan::scan(sql);
     let mut out = Scanned {
         route: match whole.route() {
+            // A read of the server's own state (its locks, statistics, prepared
+            // transactions...) is answered by the primary, as by the one server a client
+            // takes the endpoint for.
+            scan::Route::Read if scan::reads_server_state(sql) => Route::Write,
             scan::Route::Read => Route::Read,
             scan::Route::Write => Route::Write,
         },

@@ -509,3 +509,34 @@ async fn each_statement_kind_runs_where_the_issue_says() {
         .psql_script("BEGIN ISOLATION LEVEL SERIALIZABLE;\nSELECT pg_is_in_recovery();\nCOMMIT;\n");
     assert_eq!(out.trim(), "f", "{err}");
 }
+
+/// Reads of the server's own state — its locks, statistics, prepared transactions (what
+/// PgJDBC's XA recovery reads), sequences' values — are answered by the primary, as by the
+/// one server a client takes the endpoint for. A replica answered them about itself,
+/// plausibly and wrongly: no locks, no prepared transactions, sequence values ahead. Other
+/// reads still go to the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_the_servers_own_state_go_to_the_primary() {
+    let env = start(1, "").await;
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    for view in [
+        "pg_locks",
+        "pg_prepared_xacts",
+        "pg_catalog.pg_stat_activity",
+        "PG_STAT_USER_TABLES",
+        "pg_statio_user_tables",
+        "pg_sequences",
+    ] {
+        let sql = format!("SELECT pg_is_in_recovery(), count(*) FROM {view}");
+        assert_eq!(run(&mut c, &[&sql]).await, Ok(vec!["f".into()]), "{sql}");
+    }
+    assert_eq!(
+        run(
+            &mut c,
+            &["SELECT pg_is_in_recovery(), count(*) FROM pg_class"]
+        )
+        .await,
+        Ok(vec!["t".into()]),
+        "a catalog's rows are the primary's on the replica too"
+    );
+}

@@ -16,6 +16,7 @@ mod keywords;
 pub mod lexer;
 mod packed;
 mod sample;
+mod server_state;
 mod shape;
 mod walk;
 
@@ -24,6 +25,7 @@ pub use crate::Route;
 pub use classify::scan;
 pub use digest::digest_text;
 pub use sample::ShapeSample;
+pub use server_state::reads_server_state;
 pub use shape::{shape_key, ShapeKey, MAX_SHAPE_KEY};
 pub use walk::set_config_names;
 
