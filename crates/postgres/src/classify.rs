@@ -122,8 +122,7 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             let one = scan::scan(&sql[s..e]);
             out.add(&sql[s..e], &one);
         }
-        let controls = out.commits
-            || out.prepares
+        let controls = out.commits_block()
             || out.rolls_back
             || out.chains.is_some()
             || out.begin.is_some()
@@ -138,6 +137,12 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
 }
 
 impl Scanned {
+    /// It ends the transaction block keeping what the block did to the session: `COMMIT`,
+    /// or `PREPARE TRANSACTION` (whose work waits, prepared).
+    pub fn commits_block(&self) -> bool {
+        self.commits || self.prepares
+    }
+
     /// It changes settings (for the session or, with `SET LOCAL`, its transaction).
     pub fn changes_settings(&self) -> bool {
         !self.changes.is_empty()

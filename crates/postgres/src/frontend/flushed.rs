@@ -53,6 +53,13 @@ impl Session {
         Ok(status)
     }
 
+    /// The connection the session holds has the implicit transaction of a batch the client
+    /// ended with a Flush open (outside a transaction block).
+    pub(super) fn flushed_batch_open(&self) -> bool {
+        self.status == ReadyStatus::Idle
+            && self.lease.as_ref().is_some_and(|l| l.conn_ref().unsynced)
+    }
+
     /// A unit sluice refuses (see [`Session::refuse_unit`]) while the connection it holds
     /// since a Flush has the batch's implicit transaction open: the client is told of an
     /// error before its Sync, and directly that error rolls the batch back (or fails the

@@ -202,8 +202,7 @@ fn parse(
         f.f.exps.push_back(Exp::pass(Resp::Parse));
         return;
     };
-    let ends_transaction =
-        def.info.commits || def.info.prepares || def.info.rolls_back || def.info.to_savepoint;
+    let ends_transaction = def.info.commits_block() || def.info.rolls_back || def.info.to_savepoint;
     if names.txn_failed && !ends_transaction {
         // In a failed transaction the server refuses it (25P02), as directly; nothing is
         // registered. (A COMMIT, ROLLBACK or ROLLBACK TO it parses, and they are the

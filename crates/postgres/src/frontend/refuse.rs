@@ -102,9 +102,7 @@ impl Session {
         msg: &str,
         more: &[(u8, String)],
     ) -> Result<(), SessionError> {
-        if self.status == ReadyStatus::Idle
-            && self.lease.as_ref().is_some_and(|l| l.conn_ref().unsynced)
-        {
+        if self.flushed_batch_open() {
             Box::pin(self.fail_flushed_batch()).await?;
         }
         self.client.consume(unit.len);
@@ -322,7 +320,7 @@ pub(super) fn lost(
         server.name,
         server.failure_note()
     );
-    let commits = ran.iter().any(|d| d.info.commits || d.info.prepares);
+    let commits = ran.iter().any(|d| d.info.commits_block());
     let writes = ran
         .iter()
         .any(|d| d.info.route == sluice_core::router::Route::Write);

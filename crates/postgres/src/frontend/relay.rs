@@ -480,7 +480,7 @@ pub(super) async fn wait(
 async fn forward_sync(conn: &mut PgConn, client: &mut Client) -> Result<Option<u8>, RelayError> {
     let (mut n, mut last) = (0, None);
     while let Ok(Some((m, len))) = client.message_at(n) {
-        if !matches!(m.tag, b'd' | b'c' | b'f' | b'H' | b'S') {
+        if !copy_or_end(m.tag) {
             break;
         }
         n += len;
@@ -497,12 +497,17 @@ async fn forward_sync(conn: &mut PgConn, client: &mut Client) -> Result<Option<u
     Ok(last)
 }
 
+/// What may follow the data of an extended COPY up to the Sync that ends it: more of the
+/// COPY (CopyData, CopyDone, CopyFail), a Flush, the Sync.
+fn copy_or_end(tag: u8) -> bool {
+    matches!(tag, b'd' | b'c' | b'f' | b'H' | b'S')
+}
+
 /// After an extended COPY's CopyDone: the client's next message is whole and neither COPY
 /// data, a Sync nor a Flush, and what the unit still waits for is the COPY's CommandComplete
 /// and the Sync the server ignored during the COPY.
 fn copy_followed_by_other(client: &Client, exps: &Exps) -> bool {
-    let other = matches!(client.message_at(0), Ok(Some((m, _))) if !matches!(m.tag, b'd' | b'c' | b'f' | b'H' | b'S'));
-    other
+    matches!(client.message_at(0), Ok(Some((m, _))) if !copy_or_end(m.tag))
         && exps.front().is_some_and(|e| e.resp == Resp::Execute)
         && exps.iter().skip(1).all(|e| e.resp == Resp::Sync)
 }

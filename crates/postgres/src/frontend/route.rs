@@ -74,8 +74,7 @@ impl Session {
         {
             // As a simple query, it ends an implicit transaction a Flush-ended batch left
             // open (committing what the batch wrote) before it is answered.
-            if self.status == ReadyStatus::Idle
-                && self.lease.as_ref().is_some_and(|l| l.conn_ref().unsynced)
+            if self.flushed_batch_open()
                 && Box::pin(self.sync_flushed()).await? == ReadyStatus::Idle
                 && self.pins == 0
             {
@@ -175,22 +174,20 @@ impl Session {
                 w.end();
                 continue;
             };
-            if self.statements.contains_key(&name) {
+            let refusal = if self.statements.contains_key(&name) {
                 let msg = format!(
                     "prepared statement \"{}\" already exists",
                     String::from_utf8_lossy(&name)
                 );
-                w.error("ERROR", "42P05", &msg);
-                failed = true;
-                break;
-            }
-            if self.statements.len() >= STATEMENTS_PER_SESSION {
-                w.error("ERROR", "54000", &too_many_statements());
-                failed = true;
-                break;
-            }
-            if let Err(over) = &def.charge {
-                let (code, msg) = crate::backend::statements::over_budget(over);
+                Some(("42P05", msg))
+            } else if self.statements.len() >= STATEMENTS_PER_SESSION {
+                Some(("54000", too_many_statements()))
+            } else if let Err(over) = &def.charge {
+                Some(crate::backend::statements::over_budget(over))
+            } else {
+                None
+            };
+            if let Some((code, msg)) = refusal {
                 w.error("ERROR", code, &msg);
                 failed = true;
                 break;

@@ -96,8 +96,7 @@ impl Session {
                     self.pins |= pin::NON_ASCII_SET;
                 }
             }
-            // (A `PREPARE TRANSACTION` keeps the block's settings, as a commit does.)
-            commits |= i.commits || i.prepares;
+            commits |= i.commits_block();
             rolls_back |= i.rolls_back;
             chains = i.chains.or(chains);
             if i.to_savepoint {
@@ -297,8 +296,7 @@ impl Session {
             // (What a procedure did is not known: it may have committed or rolled back; not
             // inside a block the client opened before the unit, where PostgreSQL refuses it.)
             let procedure = i.may_end_transaction && prior == ReadyStatus::Idle;
-            ends |= i.commits
-                || i.prepares
+            ends |= i.commits_block()
                 || i.rolls_back
                 || i.chains.is_some()
                 || i.to_savepoint

@@ -144,6 +144,25 @@ async fn a_notice_between_statements_reaches_the_client_and_the_transaction_goes
     assert_eq!(run("COMMIT").await.0, "NCZ");
 }
 
+/// Asks `server` `sql` (directly, as `postgres`) until its answer is what `until` wants (within
+/// 30 s, else the test fails with `what`): that answer.
+async fn polled(
+    server: &sluice_testkit::Postgres,
+    sql: &str,
+    until: impl Fn(&str) -> bool,
+    what: &str,
+) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = server.sql(sql).unwrap().trim().to_string();
+        if until(&got) {
+            return got;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A server connection whose backend is terminated under a statement (`pg_terminate_backend`,
 /// a server shutting down) sends its FATAL and closes: the client gets that FATAL alone and
 /// then the end of the connection, as directly (no second FATAL of sluice's own after it),
@@ -156,18 +175,7 @@ async fn a_servers_fatal_reaches_the_client_alone() {
     frontend::query("SELECT /* sluice:writer */ pg_sleep(60)", &mut a.out).unwrap();
     a.flush().await;
     let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()";
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let pid = loop {
-        let pid = primary.sql(find).unwrap().trim().to_string();
-        if !pid.is_empty() {
-            break pid;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the statement never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let pid = polled(primary, find, |p| !p.is_empty(), "the statement never ran").await;
     primary
         .sql(&format!("SELECT pg_terminate_backend({pid})"))
         .unwrap();
@@ -208,18 +216,7 @@ async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
     frontend::query("SELECT /* sluice:writer */ pg_sleep(60)", &mut a.out).unwrap();
     a.flush().await;
     let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()";
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let pid = loop {
-        let pid = primary.sql(find).unwrap().trim().to_string();
-        if !pid.is_empty() {
-            break pid;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the statement never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let pid = polled(primary, find, |p| !p.is_empty(), "the statement never ran").await;
     for c in &mut holders {
         c.simple_all("COMMIT").await;
     }
@@ -232,14 +229,8 @@ async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
         .sql(&format!("SELECT pg_terminate_backend({pid})"))
         .unwrap();
     a.until_closed().await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while primary.sql(&alive).unwrap().trim() != "0" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the idle connections {idle_pids:?} were not closed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let closed = format!("the idle connections {idle_pids:?} were not closed");
+    polled(primary, &alive, |n| n == "0", &closed).await;
     let pid = Raw::column(&holders[0].simple_all("SELECT pg_backend_pid()").await);
     assert!(!idle_pids.contains(&pid[0]), "a fresh connection");
 }
@@ -264,14 +255,13 @@ async fn a_read_whose_connection_dies_before_it_answers_runs_again() {
     frontend::query(&read, &mut a.out).unwrap();
     a.flush().await;
     let find = format!("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND pid = {pid} AND query LIKE 'SELECT 7 FROM pg_sleep%'");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while replica.sql(&find).unwrap().trim() != "1" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the read never ran on the replica"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    polled(
+        replica,
+        &find,
+        |n| n == "1",
+        "the read never ran on the replica",
+    )
+    .await;
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &pid])
         .status()

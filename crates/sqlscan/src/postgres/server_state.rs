@@ -34,11 +34,11 @@ pub fn reads_server_state(sql: &[u8]) -> bool {
             .position(|b| !is_name_byte(*b))
             .map_or(sql.len(), |n| at + n);
         let word = &sql[at..end];
-        let lower = |w: &[u8], p: &[u8]| w.len() >= p.len() && w[..p.len()].eq_ignore_ascii_case(p);
-        if VIEWS
-            .iter()
-            .any(|v| v.len() == word.len() && word.eq_ignore_ascii_case(v))
-            || PREFIXES.iter().any(|p| lower(word, p))
+        if VIEWS.iter().any(|v| word.eq_ignore_ascii_case(v))
+            || PREFIXES.iter().any(|p| {
+                word.get(..p.len())
+                    .is_some_and(|w| w.eq_ignore_ascii_case(p))
+            })
         {
             return true;
         }
