@@ -175,6 +175,11 @@ impl Session {
             w.ready_for_query(ReadyStatus::Idle);
         });
         self.release();
+        // The login's replay held cancels; no client can cancel before it has the session's
+        // key (sent below), so none is held, and the first statement may take the short path.
+        if std::mem::take(&mut self.cancels_held) {
+            self.handle.take_held_cancel();
+        }
         self.note_blind_reports();
         if let Some(k) = kind {
             self.fe.welcomes.put(k, self.reported.clone());
