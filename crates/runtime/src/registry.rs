@@ -81,6 +81,8 @@ struct Doing {
     statement: Option<(Arc<[u8]>, Instant)>,
     gate: Option<Arc<CancelGate>>,
     epoch: u32,
+    /// A cancel request was passed on to the server for the statement in flight.
+    cancel_sent: bool,
 }
 
 impl SessionHandle {
@@ -235,9 +237,22 @@ impl SessionHandle {
         let mut d = self.current.lock();
         d.backend = Some(backend);
         (d.gate, d.epoch) = (Some(gate), epoch);
+        d.cancel_sent = false;
         if statement.is_some() {
             d.statement = statement;
         }
+    }
+
+    /// A cancel request goes to the server for the statement begun last
+    /// ([`SessionHandle::begin_statement`]).
+    pub fn note_cancel_sent(&self) {
+        self.current.lock().cancel_sent = true;
+    }
+
+    /// True if a cancel request went to the server for the statement begun last: whatever
+    /// became of that statement, the client asked for it to stop (it must not be run again).
+    pub fn cancel_sent(&self) -> bool {
+        self.current.lock().cancel_sent
     }
 }
 

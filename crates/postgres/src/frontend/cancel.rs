@@ -39,6 +39,7 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
         tracing::debug!(pid, "cancel request after the statement ended: dropped");
         return false;
     };
+    session.note_cancel_sent();
     let (addr, server_secret) = (server.address.clone(), ticket.secret());
     match tokio::time::timeout(
         Duration::from_secs(5),

@@ -15,8 +15,10 @@
 use super::relay::{relay_simple, RelayError, SimpleFailed};
 use super::session::{Session, SessionError};
 use super::unit::{Defs, End, Unit};
+use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
 use sluice_core::router::Route;
+use sluice_core::Lease;
 
 impl Session {
     /// `unit` (its statements `defs`) is a plain read the session may run on the short path.
@@ -63,11 +65,27 @@ impl Session {
         // the test below.)
     }
 
+    /// A read whose connection `lease` was lost (`e`) before any of its answer reached the
+    /// client may run once more elsewhere: only where running it twice cannot write twice or
+    /// undo what the client asked. So the server must be a standby (a read that writes
+    /// through a view, an operator or a trigger the scanner cannot see fails there, where on
+    /// the primary it may have committed before its connection was lost); the loss must be
+    /// the connection's end, not a `read_timeout` (the statement may still run) nor a message
+    /// sluice refused (over its size limit: the server answered); and no cancel request went
+    /// to the server for it (the client asked it to stop).
+    fn may_run_again(&self, lease: &Lease<Box<PgConn>>, e: &std::io::Error) -> bool {
+        use std::io::ErrorKind::{InvalidData, TimedOut};
+        let standby = lease.conn_ref().params.get("in_hot_standby");
+        !matches!(e.kind(), TimedOut | InvalidData)
+            && standby.is_some_and(|v| v == "on")
+            && !self.handle.cancel_sent()
+    }
+
     /// Runs a plain read ([`Session::is_plain_read`]); its statement is taken from `defs`.
-    /// A read whose connection is lost before any of its answer reached the client (the
-    /// server died or closed it, not a `read_timeout`) runs once more, routed afresh, on
-    /// another connection: the session goes on, where a statement that may have written
-    /// ends it (its outcome unknown).
+    /// A read whose connection is lost before any of its answer reached the client, on a
+    /// standby, runs once more, routed afresh, on another connection (see
+    /// [`Session::may_run_again`]): the session goes on, where a statement that may have
+    /// written ends it (its outcome unknown).
     pub(super) async fn plain_read(
         &mut self,
         unit: &Unit,
@@ -131,7 +149,7 @@ impl Session {
                 Err(SimpleFailed {
                     error: RelayError::Server(e),
                     untouched: true,
-                }) if std::mem::take(&mut again) && e.kind() != std::io::ErrorKind::TimedOut => {
+                }) if std::mem::take(&mut again) && self.may_run_again(&lease, &e) => {
                     tracing::debug!(session = self.handle.id, server = %lease.server().name, error = %e, "connection lost under a read before it answered: the read runs again");
                     lease.lost();
                 }

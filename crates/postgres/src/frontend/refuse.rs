@@ -71,6 +71,12 @@ impl Session {
             let (pid, secret) = lease.conn_ref().backend_key;
             super::cancel::abandoned(lease.server().address.clone(), pid, secret);
             lease.discard();
+        } else if lease.conn_ref().told_fatal || e.kind() == std::io::ErrorKind::InvalidData {
+            // The server ended this connection alone and said why (`pg_terminate_backend`,
+            // a timeout of the session's: its other connections carry on; in a shutdown
+            // each says so too, and is found closed before it is lent), or sent what sluice
+            // refuses: only this connection goes.
+            lease.discard();
         } else {
             // Its server's idle connections close too: if it died, they are dead, though
             // their end may not have arrived yet.

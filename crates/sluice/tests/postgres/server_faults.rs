@@ -93,6 +93,60 @@ fn cutting_relay(target: String, marker: &'static [u8], armed: Arc<AtomicBool>) 
     addr
 }
 
+/// A relay to `target` that, once `armed`, passes the first message carrying `marker` on to
+/// the server, drops everything the server answers from then on and closes the connection
+/// once that answer's ReadyForQuery came: a connection lost after its statement ran, before
+/// its answer arrived. Disarms.
+fn muting_relay(target: String, marker: &'static [u8], armed: Arc<AtomicBool>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(&target).await else {
+                return;
+            };
+            let armed = armed.clone();
+            let muted = Arc::new(AtomicBool::new(false));
+            let mute = muted.clone();
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            let up = tokio::spawn(async move {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n @ 1..) = from_client.read(&mut chunk).await {
+                    let seen = chunk[..n].windows(marker.len()).any(|w| w == marker);
+                    if seen && armed.swap(false, Ordering::SeqCst) {
+                        mute.store(true, Ordering::SeqCst);
+                    }
+                    if to_server.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let mut chunk = [0u8; 8192];
+                let mut dropped = Vec::new();
+                while let Ok(n @ 1..) = from_server.read(&mut chunk).await {
+                    if muted.load(Ordering::SeqCst) {
+                        dropped.extend_from_slice(&chunk[..n]);
+                        if dropped.windows(5).any(|w| w == b"Z\0\0\0\x05") {
+                            // Both halves dropped: the connection closes.
+                            up.abort();
+                            return;
+                        }
+                        continue;
+                    }
+                    if to_client.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
 /// A relay to `target` that, after a ReadyForQuery inside a transaction ('T'), sends a
 /// NoticeResponse: the server's own asynchronous notice (a shutdown warning, say), arriving
 /// with the answer before it in one read.
@@ -194,45 +248,89 @@ async fn a_servers_fatal_reaches_the_client_alone() {
     assert_eq!(env.psql("SELECT /* sluice:writer */ 7").trim(), "7");
 }
 
-/// A connection lost under a statement takes the idle connections to its server with it
-/// (when a server dies, they die one by one as its process is torn down, and one still open
-/// when lent would fail the next statement with an unknown outcome): here the server lives,
-/// one backend is terminated, and the two idle ones sluice held there are closed; the next
-/// statement gets a fresh connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
-    let env = start(0, "").await;
-    let primary = env.topo.primary();
-    let mut idle_pids = Vec::new();
-    let mut holders = Vec::new();
+/// Two sessions' connections to the primary, left idle in the pool once their transactions
+/// end (their server process ids), and the sessions, to use again.
+async fn two_idle(port: u16) -> (Vec<String>, Vec<Raw>) {
+    let (mut pids, mut holders) = (Vec::new(), Vec::new());
     for _ in 0..2 {
-        let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+        let mut c = Raw::connect(port, "app", "app", "postgres").await;
         c.simple_all("BEGIN").await;
         let pid = Raw::column(&c.simple_all("SELECT pg_backend_pid()").await);
-        idle_pids.push(pid[0].clone());
+        pids.push(pid[0].clone());
         holders.push(c);
     }
-    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
-    frontend::query("SELECT /* sluice:writer */ pg_sleep(60)", &mut a.out).unwrap();
-    a.flush().await;
-    let find = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()";
-    let pid = polled(primary, find, |p| !p.is_empty(), "the statement never ran").await;
     for c in &mut holders {
         c.simple_all("COMMIT").await;
     }
+    (pids, holders)
+}
+
+/// A connection lost under a statement, its server silent (when a server dies, its
+/// connections die one by one as its process is torn down, and one still open when lent
+/// would fail the next statement with an unknown outcome; here a relay cuts one), takes the
+/// idle connections to its server with it: the two idle ones sluice held there are closed,
+/// and the next statement gets a fresh connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_connection_takes_its_servers_idle_ones_with_it() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let arm = armed.clone();
+    let env = start_with(0, move |topo| {
+        let primary = topo.primary().addr();
+        let relay = cutting_relay(primary.clone(), b"cut-here", arm);
+        config(topo, "").replace(&primary, &relay)
+    })
+    .await;
+    let primary = env.topo.primary();
+    let (idle_pids, mut holders) = two_idle(env.port).await;
     let alive = format!(
         "SELECT count(*) FROM pg_stat_activity WHERE pid IN ({})",
         idle_pids.join(",")
     );
     assert_eq!(primary.sql(&alive).unwrap().trim(), "2", "idle in the pool");
-    primary
-        .sql(&format!("SELECT pg_terminate_backend({pid})"))
-        .unwrap();
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    armed.store(true, Ordering::SeqCst);
+    // (A write: a read lost on the primary is not run again either, but ends its session
+    // as a write does.)
+    frontend::query("SELECT txid_current(), 'cut-here'", &mut a.out).unwrap();
+    a.flush().await;
     a.until_closed().await;
+    assert!(!armed.load(Ordering::SeqCst), "the connection was cut");
     let closed = format!("the idle connections {idle_pids:?} were not closed");
     polled(primary, &alive, |n| n == "0", &closed).await;
     let pid = Raw::column(&holders[0].simple_all("SELECT pg_backend_pid()").await);
     assert!(!idle_pids.contains(&pid[0]), "a fresh connection");
+}
+
+/// A server process the server ends alone, saying so (`pg_terminate_backend`, here the
+/// client's own), takes only its connection: the FATAL reaches its client as directly, and
+/// the idle connections to that server serve the next statements. (Any client could close
+/// every idle connection to a server that way.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_ended_by_its_server_takes_no_other_connection() {
+    let env = start(0, "").await;
+    let (idle_pids, mut holders) = two_idle(env.port).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    frontend::query(
+        "SELECT /* sluice:writer */ pg_terminate_backend(pg_backend_pid())",
+        &mut a.out,
+    )
+    .unwrap();
+    a.flush().await;
+    let got = a.until_closed().await;
+    let fatal = got.iter().find(|m| m.tag == b'E').expect("a FATAL");
+    assert_eq!(
+        fatal.sqlstate().as_deref(),
+        Some("57P01"),
+        "{}",
+        fatal.text()
+    );
+    // (A connection taken away would be gone from the pool by now: the client's end comes
+    // after the session gave its connection up.)
+    let pid = Raw::column(&holders[0].simple_all("SELECT pg_backend_pid()").await);
+    assert!(
+        idle_pids.contains(&pid[0]),
+        "{pid:?} is not one of {idle_pids:?}"
+    );
 }
 
 /// A plain read whose server connection dies under it before any of its answer came (its
@@ -275,6 +373,74 @@ async fn a_read_whose_connection_dies_before_it_answers_runs_again() {
         ["8"],
         "the session goes on"
     );
+}
+
+/// A read whose connection is lost on the primary, after it ran but before its answer came,
+/// is not run again: through a view (an operator, a trigger) a read may write, which the
+/// scanner cannot see, and on the primary it may have committed. The session ends as for a
+/// write (08006), as directly; the write is there once. (It was run again, and written
+/// twice, the client told it succeeded.) On a standby the write would have failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_lost_on_the_primary_after_it_ran_is_not_run_again() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let arm = armed.clone();
+    let env = start_with(0, move |topo| {
+        let primary = topo.primary().addr();
+        let relay = muting_relay(primary.clone(), b"audited", arm);
+        config(topo, "").replace(&primary, &relay)
+    })
+    .await;
+    let primary = env.topo.primary();
+    primary
+        .sql(
+            "CREATE TABLE audit (x int); GRANT ALL ON audit TO app; \
+             CREATE FUNCTION audit_hit() RETURNS int LANGUAGE sql AS 'INSERT INTO audit VALUES (1) RETURNING 1'; \
+             CREATE VIEW audited AS SELECT audit_hit() AS n; GRANT ALL ON audited TO app",
+        )
+        .unwrap();
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    armed.store(true, Ordering::SeqCst);
+    let got = a.try_simple("SELECT n FROM audited").await;
+    assert!(!armed.load(Ordering::SeqCst), "the answer was dropped");
+    let e = got.unwrap_err();
+    assert!(e.starts_with("08006 "), "{e}");
+    assert_eq!(
+        primary.sql("SELECT count(*) FROM audit").unwrap().trim(),
+        "1"
+    );
+}
+
+/// A read on a standby whose client cancelled it, its connection then lost before the
+/// answer (the cancel's 57014) came, is not run again: the client asked it to stop. (It ran
+/// again, to its end.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_cancelled_then_lost_is_not_run_again() {
+    let armed = Arc::new(AtomicBool::new(false));
+    let arm = armed.clone();
+    let env = start_with(1, move |topo| {
+        let replica = topo.replicas()[0].addr();
+        let relay = muting_relay(replica.clone(), b"muted", arm);
+        config(topo, "").replace(&replica, &relay)
+    })
+    .await;
+    let replica = &env.topo.replicas()[0];
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    armed.store(true, Ordering::SeqCst);
+    frontend::query("SELECT 'muted' FROM pg_sleep(30)", &mut a.out).unwrap();
+    a.flush().await;
+    let find = "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT ''muted''%'";
+    polled(
+        replica,
+        find,
+        |n| n == "1",
+        "the read never ran on the replica",
+    )
+    .await;
+    super::pg::raw::cancel(env.port, a.key).await;
+    let got = a.until_closed().await;
+    assert!(got.iter().all(|m| m.tag != b'D'), "run again: {got:?}");
+    let e = got.iter().find(|m| m.tag == b'E').expect("an error");
+    assert_eq!(e.sqlstate().as_deref(), Some("08006"), "{}", e.text());
 }
 
 /// A connection lost while the session's settings are replayed on it, before its statement
