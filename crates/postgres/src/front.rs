@@ -34,6 +34,11 @@ pub const PORTALS_PER_SESSION: usize = 10_000;
 /// or the server skips them after an error) would grow them without limit.
 pub const OWED_ANSWERS_PER_SESSION: usize = 1_000_000;
 
+/// The most bytes of the server's answers sluice reads ahead for a batch the client sends
+/// in parts without a Sync or Flush (see [`crate::backend::PgConn::send_reading`]): they wait
+/// in its memory, charged to `[proxy] max_request_memory`, until the batch's end is relayed.
+pub const OWED_ANSWER_BYTES: usize = 64 << 20;
+
 /// The PostgreSQL front end.
 pub struct PostgresFrontend {
     /// The process's shared state.

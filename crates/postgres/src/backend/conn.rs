@@ -190,6 +190,58 @@ impl PgConn {
         r
     }
 
+    /// Sends `bytes` as [`PgConn::send`] does, reading what the server sends meanwhile into
+    /// the buffer, for a batch the client sends in parts without a Sync or Flush: its
+    /// answers are relayed only once its end is there, and a server whose answers nobody
+    /// read would stop reading the parts after them (its socket buffers full), and sluice
+    /// the client: neither could go on. The buffer grows up to `cap` bytes; past it, with
+    /// the server still not reading, an error of kind `OutOfMemory`.
+    pub async fn send_reading(&mut self, mut bytes: &[u8], cap: usize) -> io::Result<()> {
+        self.unsynced = true;
+        while !bytes.is_empty() {
+            self.room_to_read();
+            let PgConn {
+                stream,
+                rbuf,
+                timer,
+                ..
+            } = self;
+            let full = rbuf.len() >= cap;
+            let (mut from, mut to) = stream.split();
+            let step = std::pin::pin!(async {
+                tokio::select! {
+                    biased;
+                    w = to.write(bytes) => w.map(Some),
+                    r = from.read_buf(rbuf), if !full => match r {
+                        Ok(0) => Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the server closed the connection",
+                        )),
+                        Ok(_) => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                    _ = std::future::ready(()), if full => Err(io::Error::new(
+                        io::ErrorKind::OutOfMemory,
+                        format!("its answers waiting in sluice are over {cap} bytes"),
+                    )),
+                }
+            });
+            match within(timer, step).await {
+                Ok(Some(0)) => {
+                    self.broken = true;
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                Ok(Some(n)) => bytes = &bytes[n..],
+                Ok(None) => {}
+                Err(e) => {
+                    self.broken = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// True if the monitor declared the server failed since this connection was opened.
     pub fn server_failed(&self) -> bool {
         self.failed.as_ref().is_some_and(|f| f.has_failed())

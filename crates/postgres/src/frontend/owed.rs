@@ -32,8 +32,10 @@ impl Session {
     /// Keeps what the answers owed by a batch forwarded without its end hold within
     /// `[proxy] max_request_memory` and their count within
     /// [`crate::front::OWED_ANSWERS_PER_SESSION`]; gives the charge back once none are owed.
-    /// The SQLSTATE and message that end the session when a bound is passed.
-    pub(super) fn charge_owed(&mut self) -> Option<(&'static str, String)> {
+    /// `read_ahead`: the server's answers read into its connection's buffer meanwhile (see
+    /// [`crate::backend::PgConn::send_reading`]), charged too. The SQLSTATE and message that
+    /// end the session when a bound is passed.
+    pub(super) fn charge_owed(&mut self, read_ahead: usize) -> Option<(&'static str, String)> {
         let Some(owed) = &self.owed else {
             self.owed_charge = None;
             return None;
@@ -46,7 +48,7 @@ impl Session {
             );
             return Some(("54000", msg));
         }
-        let held = owed.heap_bytes() + self.owed_charge.as_ref().map_or(0, |c| c.held);
+        let held = owed.heap_bytes() + read_ahead + self.owed_charge.as_ref().map_or(0, |c| c.held);
         let charge = &mut self.owed_charge.as_mut()?.charge;
         let over = charge.cover(held).err()?;
         let msg = format!(

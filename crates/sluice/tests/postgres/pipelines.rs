@@ -204,3 +204,80 @@ async fn a_statement_parsed_early_in_a_long_batch_is_the_clients_later_in_it() {
         "26000 prepared statement \"bad\" does not exist"
     );
 }
+
+/// Bind and Execute of the unnamed `SELECT repeat('x', 100)`, `pairs` times (the statement
+/// parsed first), then a Sync if `sync`.
+fn long_batch(pairs: usize, sync: bool) -> bytes::BytesMut {
+    use postgres_protocol::message::frontend;
+    let mut one = bytes::BytesMut::new();
+    let none: [Option<&[u8]>; 0] = [];
+    frontend::bind(
+        "",
+        "",
+        [],
+        none,
+        |_, _| Ok(postgres_protocol::IsNull::No),
+        [],
+        &mut one,
+    )
+    .map_err(|_| "bind")
+    .unwrap();
+    frontend::execute("", 0, &mut one).unwrap();
+    let mut batch = bytes::BytesMut::new();
+    frontend::parse("", "SELECT repeat('x', 100)", [], &mut batch).unwrap();
+    batch.extend_from_slice(&one.repeat(pairs));
+    if sync {
+        frontend::sync(&mut batch);
+    }
+    batch
+}
+
+/// A batch too long for one unit is forwarded in parts, its answers relayed once its Sync
+/// is there; meanwhile the server answers the parts already sent, and its answers are read
+/// into sluice (up to `OWED_ANSWER_BYTES`): 300,000 statements answer with 40 MB, more than
+/// the sockets between sluice and the server hold. sluice left them there, the server
+/// stopped reading to write them, sluice stopped reading the client to send the next part:
+/// the batch never ended, and a client that left half way held its server connection until
+/// `[pool] read_timeout` (8 hours) while every other session waited for it in vain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_batch_whose_answers_outgrow_the_sockets_runs_to_its_end() {
+    const PAIRS: usize = 300_000;
+    // One connection: a session that kept it would keep every other one waiting.
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+    )
+    .await;
+    let deadline = std::time::Duration::from_secs(120);
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    tokio::time::timeout(deadline, c.try_send_raw(&long_batch(PAIRS, true)))
+        .await
+        .expect("sluice stopped reading the batch")
+        .unwrap();
+    let (mut rows, mut done) = (0, 0);
+    loop {
+        let m = tokio::time::timeout(deadline, c.next())
+            .await
+            .expect("the batch's answers did not come");
+        match m.tag {
+            b'D' => rows += 1,
+            b'C' => done += 1,
+            b'E' => panic!("{}", m.text()),
+            b'Z' => break,
+            _ => {}
+        }
+    }
+    assert_eq!((rows, done), (PAIRS, PAIRS));
+    // A client that leaves half way through such a batch gives its connection back.
+    let mut gone = Raw::connect(env.port, "app", "app", "postgres").await;
+    tokio::time::timeout(deadline, gone.try_send_raw(&long_batch(PAIRS, false)))
+        .await
+        .expect("sluice stopped reading the batch")
+        .unwrap();
+    drop(gone);
+    assert_eq!(
+        Raw::column(&c.try_simple("SELECT 2").await.unwrap()),
+        ["2"],
+        "the one connection came back"
+    );
+}
