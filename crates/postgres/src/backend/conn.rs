@@ -48,6 +48,9 @@ pub struct PgConn {
     /// a Flush, or that was forwarded without its Sync). Only closing the connection rolls
     /// that back, so it never goes back to the pool like this.
     pub unsynced: bool,
+    /// The next send is a part of a batch the client sends without a Sync or Flush, or what
+    /// follows one: it reads the server's answers meanwhile (see [`PgConn::send_reading`]).
+    pub parts: bool,
     /// Whose sequence state (`currval`, `lastval`) the server holds: the mark of the session
     /// stretch that last touched sequences here, 0 for none (see the frontend's
     /// `sequences`).
@@ -96,6 +99,7 @@ impl PgConn {
             broken: false,
             told_fatal: false,
             unsynced: false,
+            parts: false,
             seq_mark: 0,
             read_back: Vec::new(),
             held_cursors: None,
@@ -179,8 +183,12 @@ impl PgConn {
         }
     }
 
-    /// Sends `bytes`.
+    /// Sends `bytes` (as [`PgConn::send_reading`] when `parts` is set: it is cleared).
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if std::mem::take(&mut self.parts) {
+            let cap = crate::front::OWED_ANSWER_BYTES;
+            return Box::pin(self.send_reading(bytes, cap)).await;
+        }
         self.unsynced = true;
         let write = std::pin::pin!(self.stream.write_all(bytes));
         let r = within(&mut self.timer, write).await;

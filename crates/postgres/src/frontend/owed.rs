@@ -4,6 +4,7 @@
 //! bytes for the whole process.
 
 use super::session::Session;
+use crate::front::OWED_ANSWER_BYTES;
 use sluice_core::Charge;
 
 /// What the owed answers hold, charged.
@@ -27,6 +28,24 @@ impl Session {
             })
         });
         owed.held += held;
+    }
+
+    /// Why a session whose unit `relayed` so must end for what its batch owes, if it must:
+    /// the server's answers read ahead while its parts were sent went past
+    /// [`OWED_ANSWER_BYTES`], or [`Session::charge_owed`] refuses (`read_ahead`: the bytes
+    /// read ahead so far).
+    pub(super) fn owed_refusal(
+        &mut self,
+        relayed: &Result<super::relay::Relayed, super::relay::RelayError>,
+        read_ahead: usize,
+    ) -> Option<(&'static str, String)> {
+        use super::relay::RelayError;
+        if matches!(relayed, Err(RelayError::Server(e)) if e.kind() == std::io::ErrorKind::OutOfMemory)
+        {
+            let msg = format!("sluice: a batch without a Sync or Flush owes more than {OWED_ANSWER_BYTES} bytes of answers that the server sent while its parts were forwarded (they wait in sluice's memory until the batch ends)");
+            return Some(("54000", msg));
+        }
+        self.charge_owed(read_ahead)
     }
 
     /// Keeps what the answers owed by a batch forwarded without its end hold within

@@ -13,7 +13,7 @@ use super::state::Settings;
 use super::unit::{self, End, Names, Unit};
 use crate::backend::statements::StmtDef;
 use crate::backend::PgConn;
-use crate::front::{PostgresFrontend, OWED_ANSWER_BYTES};
+use crate::front::PostgresFrontend;
 use crate::wire::{ReadyStatus, Writer};
 use sluice_core::{Lease, PoolKey};
 use sluice_runtime::listener::ListenerInfo;
@@ -291,7 +291,7 @@ impl Session {
         }
         // A part of a batch without its end, or what follows one: the server's answers to
         // the parts before are read while it is sent (see `PgConn::send_reading`).
-        let in_parts = unit.end == End::Partial || self.owed.is_some();
+        conn.parts = unit.end == End::Partial || self.owed.is_some();
         // Answers still owed by a batch forwarded without its end come first. (Merged here,
         // in one binding: a second one would take its own place in the unit's future.)
         if let Some(mut owed) = self.owed.take() {
@@ -312,17 +312,8 @@ impl Session {
                 }
                 sent
             }
-            None if in_parts => {
-                let bytes = &self.client.buf[..unit.len];
-                Box::pin(conn.send_reading(bytes, OWED_ANSWER_BYTES)).await
-            }
             // The unit as the client wrote it: straight from its buffer.
             None => conn.send(&self.client.buf[..unit.len]).await,
-            Some(out) if in_parts => {
-                let sent = Box::pin(conn.send_reading(&out, OWED_ANSWER_BYTES)).await;
-                sluice_runtime::buffers::give_write(out);
-                sent
-            }
             Some(out) => {
                 let sent = conn.send(&out).await;
                 sluice_runtime::buffers::give_write(out);
@@ -369,13 +360,7 @@ impl Session {
         // (A batch forwarded without its end may still run there: cancels reach it until the
         // unit that ends it is relayed.)
         self.handle.end_statement(unit.end != End::Partial);
-        let read_ahead = lease.conn_ref().buffered().len();
-        let over = matches!(&relayed, Err(RelayError::Server(e)) if e.kind() == std::io::ErrorKind::OutOfMemory);
-        let refused = match over {
-            true => Some(("54000", format!("sluice: a batch without a Sync or Flush owes more than {OWED_ANSWER_BYTES} bytes of answers that the server sent while its parts were forwarded (they wait in sluice's memory until the batch ends)"))),
-            false => self.charge_owed(read_ahead),
-        };
-        if let Some(refused) = refused {
+        if let Some(refused) = self.owed_refusal(&relayed, lease.conn_ref().buffered().len()) {
             self.owed = None;
             self.lease = Some(lease);
             // Boxed: rare, and the largest state the unit's future would hold otherwise.
