@@ -17,10 +17,19 @@ pub struct PostgresConfig {
     /// the copies prepared on server connections. A Parse beyond it fails with 53200.
     #[serde(default = "default_max_statement_memory")]
     pub max_statement_memory: u64,
+    /// Of those bytes, what one session's prepared statements may hold: a Parse beyond it
+    /// fails with 53200 for that session, so that no one session can take the whole
+    /// process's room.
+    #[serde(default = "default_max_statement_memory_per_session")]
+    pub max_statement_memory_per_session: u64,
 }
 
 fn default_max_statement_memory() -> u64 {
     1 << 30
+}
+
+fn default_max_statement_memory_per_session() -> u64 {
+    16 << 20
 }
 
 impl Default for PostgresConfig {
@@ -28,6 +37,7 @@ impl Default for PostgresConfig {
         PostgresConfig {
             read_only_functions: Vec::new(),
             max_statement_memory: default_max_statement_memory(),
+            max_statement_memory_per_session: default_max_statement_memory_per_session(),
         }
     }
 }

@@ -247,6 +247,12 @@ fn read_timeout_and_request_memory_are_checked() {
     let e = err_of(&small);
     assert_eq!(e.field, "proxy.max_request_memory");
     assert!(e.message.contains("max_packet_size"), "{e}");
+
+    let share = format!("{ISSUE_EXAMPLE}\n[postgres]\nmax_statement_memory_per_session = 100\n");
+    assert_eq!(
+        err_of(&share).field,
+        "postgres.max_statement_memory_per_session"
+    );
 }
 
 #[test]

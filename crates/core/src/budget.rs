@@ -1,6 +1,8 @@
 //! A process-wide memory budget: how many bytes of something (large client requests) the
 //! whole proxy may hold at once. Holders take a [`Charge`] that grows as they buffer more and
-//! gives its bytes back when dropped, so no path can forget to release them.
+//! gives its bytes back when dropped, so no path can forget to release them. A budget may be
+//! part of another ([`MemoryBudget::within`]: one session's share of the process's): its
+//! charges hold their bytes against both.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -10,6 +12,8 @@ use std::sync::Arc;
 pub struct MemoryBudget {
     limit: AtomicUsize,
     used: AtomicUsize,
+    /// The budget this one is part of: what is held here is held there too.
+    outer: Option<Arc<MemoryBudget>>,
 }
 
 /// The budget could not cover a charge.
@@ -22,6 +26,9 @@ pub struct OverBudget {
     pub used: usize,
     /// The limit.
     pub limit: usize,
+    /// The budget that refused is the one the charge's budget is part of (see
+    /// [`MemoryBudget::within`]), not its own.
+    pub outer: bool,
 }
 
 impl MemoryBudget {
@@ -30,6 +37,18 @@ impl MemoryBudget {
         Arc::new(MemoryBudget {
             limit: AtomicUsize::new(limit),
             used: AtomicUsize::new(0),
+            outer: None,
+        })
+    }
+
+    /// A budget of a configured byte count (as [`MemoryBudget::configured`]) that is part of
+    /// `outer`: a charge against it holds its bytes against both, and is refused where
+    /// either cannot cover them.
+    pub fn within(outer: &Arc<MemoryBudget>, bytes: u64) -> Arc<MemoryBudget> {
+        Arc::new(MemoryBudget {
+            limit: AtomicUsize::new(usize::try_from(bytes).unwrap_or(usize::MAX)),
+            used: AtomicUsize::new(0),
+            outer: Some(outer.clone()),
         })
     }
 
@@ -74,12 +93,30 @@ impl MemoryBudget {
             .fetch_update(Relaxed, Relaxed, |u| {
                 u.checked_add(n).filter(|total| *total <= limit)
             })
-            .map(|_| ())
             .map_err(|used| OverBudget {
                 wanted: n,
                 used,
                 limit,
-            })
+                outer: false,
+            })?;
+        if let Some(outer) = &self.outer {
+            if let Err(over) = outer.take(n) {
+                self.used.fetch_sub(n, Relaxed);
+                return Err(OverBudget {
+                    outer: true,
+                    ..over
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back `n` bytes held (here and in the budget this one is part of).
+    fn give(&self, n: usize) {
+        self.used.fetch_sub(n, Relaxed);
+        if let Some(outer) = &self.outer {
+            outer.give(n);
+        }
     }
 }
 
@@ -122,14 +159,14 @@ impl Charge {
     /// Gives back `n` of the bytes held (all of them if it holds fewer).
     pub fn shrink(&mut self, n: usize) {
         let n = n.min(self.bytes);
-        self.budget.used.fetch_sub(n, Relaxed);
+        self.budget.give(n);
         self.bytes -= n;
     }
 
     /// Gives back everything held (the charge stays, empty, for the next bytes).
     pub fn release(&mut self) {
         if self.bytes > 0 {
-            self.budget.used.fetch_sub(self.bytes, Relaxed);
+            self.budget.give(self.bytes);
             self.bytes = 0;
         }
     }
@@ -137,7 +174,9 @@ impl Charge {
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.bytes, Relaxed);
+        if self.bytes > 0 {
+            self.budget.give(self.bytes);
+        }
     }
 }
 
@@ -157,7 +196,8 @@ mod tests {
             OverBudget {
                 wanted: 50,
                 used: 60,
-                limit: 100
+                limit: 100,
+                outer: false,
             }
         );
         c.cover(40).unwrap();
@@ -185,5 +225,34 @@ mod tests {
         c.shrink(1000);
         assert_eq!((c.bytes(), b.used()), (0, 0));
         c.grow(100).unwrap();
+    }
+
+    #[test]
+    fn a_budget_within_another_holds_its_bytes_in_both() {
+        let process = MemoryBudget::new(100);
+        let a = MemoryBudget::within(&process, 60);
+        let b = MemoryBudget::within(&process, 60);
+        let mut x = a.charge();
+        x.grow(50).unwrap();
+        assert_eq!((a.used(), process.used()), (50, 50));
+        // Its own limit refuses first.
+        let over = x.grow(20).unwrap_err();
+        assert_eq!((over.outer, over.limit, over.used), (false, 60, 50));
+        let mut y = b.charge();
+        y.grow(40).unwrap();
+        // Within b's share, beyond the process's: refused, and b holds nothing more.
+        let over = y.grow(20).unwrap_err();
+        assert_eq!((over.outer, over.limit, over.used), (true, 100, 90));
+        assert_eq!((b.used(), process.used()), (40, 90));
+        x.shrink(30);
+        y.grow(20).unwrap();
+        assert_eq!((a.used(), b.used(), process.used()), (20, 60, 80));
+        drop(x);
+        y.release();
+        assert_eq!((a.used(), b.used(), process.used()), (0, 0, 0));
+        y.grow(60).unwrap();
+        drop(b);
+        drop(y);
+        assert_eq!(process.used(), 0);
     }
 }

@@ -303,6 +303,7 @@ pub fn reload_blockers(old: &Config, new: &Config) -> Vec<String> {
     let postgres = |c: &Config| {
         let mut p = c.postgres.clone();
         p.max_statement_memory = 0; // reloadable
+        p.max_statement_memory_per_session = 0; // reloadable
         p
     };
     differs("[postgres]", postgres(old) == postgres(new));
@@ -458,6 +459,9 @@ mod reload_tests {
         let old = config("read_only_functions = [\"f\"]");
         let budget = config("read_only_functions = [\"f\"]\nmax_statement_memory = 1048576");
         assert!(reload_blockers(&old, &budget).is_empty());
+        let share =
+            config("read_only_functions = [\"f\"]\nmax_statement_memory_per_session = 4096");
+        assert!(reload_blockers(&old, &share).is_empty());
         let functions = config("read_only_functions = [\"f\", \"g\"]");
         assert_eq!(reload_blockers(&old, &functions), ["[postgres]"]);
     }

@@ -51,6 +51,8 @@ pub struct PostgresFrontend {
     pub read_only_functions: std::collections::HashSet<String>,
     /// Bytes of prepared statements the process holds (`[postgres] max_statement_memory`).
     pub statement_memory: Arc<sluice_core::MemoryBudget>,
+    /// Of those, what one session's may hold (`[postgres] max_statement_memory_per_session`).
+    pub statement_share: std::sync::atomic::AtomicU64,
     /// SCRAM verifiers of configured passwords.
     pub verifiers: crate::frontend::login::Verifiers,
     /// Database names and startup settings, shared by the sessions that have them alike.
@@ -142,6 +144,7 @@ impl PostgresFrontend {
             connector,
             read_only_functions,
             statement_memory,
+            statement_share: config.postgres.max_statement_memory_per_session.into(),
             verifiers: Default::default(),
             shared: Default::default(),
             welcomes: Default::default(),
@@ -218,6 +221,14 @@ impl Frontend for PostgresFrontend {
         if old.postgres.max_statement_memory != statements {
             self.statement_memory.set_configured(statements);
             changes.push(format!("[postgres] max_statement_memory {statements}"));
+        }
+        let share = new.postgres.max_statement_memory_per_session;
+        if old.postgres.max_statement_memory_per_session != share {
+            self.statement_share
+                .store(share, std::sync::atomic::Ordering::Relaxed);
+            changes.push(format!(
+                "[postgres] max_statement_memory_per_session {share}"
+            ));
         }
         if let (Some(m), Some(agent)) = (&self.monitor, &self.monitor_agent) {
             if old.monitor_credentials() != new.monitor_credentials() {

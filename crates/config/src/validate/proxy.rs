@@ -44,6 +44,12 @@ impl Config {
                 ),
             ));
         }
+        if self.postgres.max_statement_memory_per_session < 1024 {
+            return Err(ConfigError::new(
+                "postgres.max_statement_memory_per_session",
+                "must be at least 1024 bytes",
+            ));
+        }
         if let Some(v) = &self.mysql.server_version {
             if v.is_empty() || v.contains('\0') {
                 return Err(ConfigError::new(

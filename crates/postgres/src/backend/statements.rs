@@ -407,13 +407,47 @@ pub fn result_shape(tag: u8, body: &[u8]) -> u64 {
     h.finish().max(1)
 }
 
-/// The error for a Parse whose text `[postgres] max_statement_memory` cannot hold now.
+/// Where a session's prepared statements are charged: its share of the process's budget
+/// (`[postgres] max_statement_memory_per_session` of `max_statement_memory`), made at its
+/// first Parse, so that no one session can take the whole process's room.
+#[derive(Debug, Default)]
+pub struct SessionBudget(Option<Arc<sluice_core::MemoryBudget>>);
+
+impl SessionBudget {
+    /// The session's budget, within `process`, its limit `share` bytes (as configured now: a
+    /// reload applies to the next Parse).
+    pub fn within(
+        &mut self,
+        process: &Arc<sluice_core::MemoryBudget>,
+        share: u64,
+    ) -> &Arc<sluice_core::MemoryBudget> {
+        let budget = self
+            .0
+            .get_or_insert_with(|| sluice_core::MemoryBudget::within(process, share));
+        budget.set_configured(share);
+        budget
+    }
+}
+
+/// The error for a Parse whose text `[postgres] max_statement_memory` (or its session's share
+/// of it) cannot hold now.
 pub fn over_budget(over: &sluice_core::OverBudget) -> (&'static str, String) {
+    let why = if over.outer {
+        format!(
+            "the prepared statements of all sessions may hold at most {} bytes ([postgres] max_statement_memory) and {} are in use",
+            over.limit, over.used
+        )
+    } else {
+        format!(
+            "the prepared statements of one session may hold at most {} bytes ([postgres] max_statement_memory_per_session) and this session's hold {}",
+            over.limit, over.used
+        )
+    };
     (
         "53200",
         format!(
-            "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because the prepared statements of all sessions may hold at most {} bytes ([postgres] max_statement_memory) and {} are in use; close some and retry",
-            over.wanted, over.limit, over.used
+            "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because {why}; close some and retry",
+            over.wanted
         ),
     )
 }

@@ -34,6 +34,8 @@ pub struct Session {
     /// `DISCARD TEMP` or an `UNLISTEN` rolled back released nothing).
     pub(super) pending_unpins: u32,
     pub(super) statements: NameMap<Arc<StmtDef>>,
+    /// Where its prepared statements are charged (its share of the process's budget).
+    pub(super) statement_budget: crate::backend::statements::SessionBudget,
     pub(super) unnamed: Option<Arc<StmtDef>>,
     pub(super) portals: super::names::Portals<Arc<StmtDef>>,
     pub(super) lease: Option<Lease<Box<PgConn>>>,
@@ -79,10 +81,6 @@ pub struct Session {
     /// The session's sequence state (`currval`, `lastval`) and where it lives: see
     /// [`super::sequences`].
     pub(super) sequences: super::sequences::Sequences,
-    /// The fingerprint of the session's analysis settings (see
-    /// [`crate::backend::statements::analysis_fingerprint`]) and the settings generation it
-    /// is for.
-    pub(super) analysis: (u64, u64),
     /// Not 0 while the session's open transaction block has changed settings: the
     /// fingerprint statements parsed then are given (no one else's).
     pub(super) block_settings: u64,
@@ -131,7 +129,8 @@ impl Session {
                 &unit,
                 settings,
                 &self.key,
-                &self.fe.statement_memory,
+                &mut self.statement_budget,
+                &self.fe,
             );
             // Boxed: an idle session's future holds only what waiting for the next unit
             // takes, not the state of relaying one. A plain read takes a short path (see
@@ -151,13 +150,7 @@ impl Session {
         if self.block_settings != 0 {
             return self.block_settings;
         }
-        let generation = self.settings.generation();
-        if self.analysis.1 != generation {
-            let fingerprint =
-                crate::backend::statements::analysis_fingerprint(&self.settings.desired());
-            self.analysis = (fingerprint, generation);
-        }
-        self.analysis.0
+        self.settings.analysis_fingerprint()
     }
 
     /// Runs one unit (its statements classified in `defs`).

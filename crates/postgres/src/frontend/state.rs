@@ -54,6 +54,11 @@ pub struct Settings {
     /// What the settings in force say that routing must know (`SERIALIZABLE`,
     /// `BACKSLASH_QUOTES`): found when they change, not on every statement.
     traits: u8,
+    /// `analysis` is the fingerprint of this generation's settings (see
+    /// [`Settings::analysis_fingerprint`]).
+    analysed: bool,
+    /// The fingerprint of the analysis settings, once asked for at this generation.
+    analysis: u64,
 }
 
 /// What a connection's record of settings holds for a startup parameter a `RESET` returned
@@ -134,6 +139,22 @@ impl Settings {
         self.generation
     }
 
+    /// A change applied: a new generation, whose analysis fingerprint is not known yet.
+    fn changed(&mut self) {
+        self.generation += 1;
+        self.analysed = false;
+    }
+
+    /// The fingerprint of the analysis settings in force (see
+    /// [`crate::backend::statements::analysis_fingerprint`]), computed once per generation.
+    pub fn analysis_fingerprint(&mut self) -> u64 {
+        if !self.analysed {
+            self.analysis = crate::backend::statements::analysis_fingerprint(&self.desired());
+            self.analysed = true;
+        }
+        self.analysis
+    }
+
     /// Applies a change made outside a transaction block (or a committed one's).
     pub fn apply(&mut self, change: Change) {
         match change {
@@ -168,7 +189,7 @@ impl Settings {
                 }
             }
         }
-        self.generation += 1;
+        self.changed();
         self.traits = self.found_traits();
     }
 
@@ -184,7 +205,7 @@ impl Settings {
             let settled = format!("SET DateStyle = {}", quote_literal(reported));
             if *stmt != settled {
                 *stmt = settled;
-                self.generation += 1;
+                self.changed();
             }
         }
     }
@@ -193,7 +214,7 @@ impl Settings {
     /// an extension reserved since (PostgreSQL removes it from a session the same way).
     pub fn forget(&mut self, name: &str) {
         if self.made.remove(name).is_some() {
-            self.generation += 1;
+            self.changed();
             self.traits = self.found_traits();
         }
     }

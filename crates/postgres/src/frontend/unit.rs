@@ -6,9 +6,8 @@
 
 pub use super::exps::{Exp, Exps, Register, Resp, Shared};
 pub use super::forward::{forward, no_statement, shared_name, Forwarded, Names};
-use crate::backend::statements::{self, StmtDef};
+use crate::backend::statements::{self, SessionBudget, StmtDef};
 use crate::wire::WireError;
-use sluice_core::MemoryBudget;
 use std::sync::Arc;
 
 /// Most messages or bytes in one unit before it is forwarded without an end (the client is
@@ -133,14 +132,16 @@ pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 1]>;
 /// Classifies the statement texts of `unit` (no allocation for a unit without any); its
 /// Parses are analysed under the settings of fingerprint `settings`, unless a statement
 /// before them in the unit changes settings (then each is given a fingerprint of its own).
-/// Each Parse's text is charged to `budget` (`[postgres] max_statement_memory`); `pool` is the
-/// session's (see [`crate::backend::statements::pool_scope`]).
+/// Each Parse's text is charged to the session's `budget`, its share of `fe`'s (`[postgres]
+/// max_statement_memory`); `pool` is the session's (see
+/// [`crate::backend::statements::pool_scope`]).
 pub fn statement_defs(
     buf: &[u8],
     unit: &Unit,
     mut settings: u64,
     pool: &sluice_core::PoolKey,
-    budget: &Arc<MemoryBudget>,
+    budget: &mut SessionBudget,
+    fe: &crate::front::PostgresFrontend,
 ) -> Defs {
     let mut defs = Defs::new();
     let mut scope = None;
@@ -152,6 +153,10 @@ pub fn statement_defs(
                 .and_then(|(_, rest)| cstr(rest))
                 .map(|(sql, types)| {
                     let scope = *scope.get_or_insert_with(|| statements::pool_scope(pool));
+                    let share = fe
+                        .statement_share
+                        .load(std::sync::atomic::Ordering::Relaxed);
+                    let budget = budget.within(&fe.statement_memory, share);
                     StmtDef::charged(sql, types, settings, scope, budget)
                 }),
             _ => None,

@@ -163,6 +163,56 @@ async fn prepared_statements_are_held_within_the_process_budget() {
     assert_eq!(Raw::column(&a.try_simple("SELECT 2").await.unwrap()), ["2"]);
 }
 
+/// Of 1 MiB for the whole process, 300 KiB for any one session.
+const SHARES: &str =
+    "\n[postgres]\nmax_statement_memory = 1048576\nmax_statement_memory_per_session = 307200\n";
+
+/// One session's prepared statements hold at most `[postgres]
+/// max_statement_memory_per_session` of the process's budget: past it that session's Parse
+/// fails with 53200 (its unnamed statement counted as its named ones), it goes on with what
+/// it holds, and every other session still prepares its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_session_holds_at_most_its_share_of_the_statement_budget() {
+    let env = start(0, SHARES).await;
+    let mut a = Raw::connect(env.port, "app", "app", "postgres").await;
+    let mut b = Raw::connect(env.port, "app", "app", "postgres").await;
+    let size = 200 << 10;
+    let len = size.to_string();
+    assert_eq!(
+        prepare(&mut a, "s1", &select_of(size)).await,
+        ("1Z".into(), None)
+    );
+    for name in ["s2", ""] {
+        let (tags, error) = prepare(&mut a, name, &select_of(size)).await;
+        assert_eq!(tags, "EZ", "{name:?}");
+        let error = error.unwrap();
+        assert!(
+            error.starts_with("53200 sluice: out of memory for prepared statements: ")
+                && error.contains(
+                    "one session may hold at most 307200 bytes ([postgres] max_statement_memory_per_session)"
+                ),
+            "{error}"
+        );
+    }
+    // The refusal left the session as it was.
+    assert_eq!(execute(&mut a, "s1").await, [len.as_str()]);
+    // Everyone else prepares as much (the process's budget is far from full).
+    for name in ["s1", "s2"] {
+        let sql = select_of(size / 2);
+        assert_eq!(prepare(&mut b, name, &sql).await, ("1Z".into(), None));
+        assert_eq!(execute(&mut b, name).await, [(size / 2).to_string()]);
+    }
+    // Its statement closed, the session has its share again.
+    frontend::close(b'S', "s1", &mut a.out).unwrap();
+    frontend::sync(&mut a.out);
+    assert_eq!(a.round(1).await.0, "3Z");
+    assert_eq!(
+        prepare(&mut a, "s2", &select_of(size)).await,
+        ("1Z".into(), None)
+    );
+    assert_eq!(execute(&mut a, "s2").await, [len.as_str()]);
+}
+
 /// 1 MiB for the requests of the whole process (the least it may be with `[mysql]
 /// max_packet_size` at 1 MiB).
 const OWED: &str =
