@@ -24,6 +24,13 @@ pub struct MysqlConfig {
     /// Prepared statements cached per backend connection; the oldest is closed beyond this.
     #[serde(default = "default_stmt_cache")]
     pub stmt_cache_size: u32,
+    /// Bytes of prepared statements' texts the whole process holds for its sessions at once
+    /// (a COM_STMT_PREPARE beyond it fails with error 1041, and the session goes on).
+    #[serde(default = "default_max_statement_memory")]
+    pub max_statement_memory: u64,
+    /// Of those bytes, what one session's statements may hold.
+    #[serde(default = "default_max_statement_memory_per_session")]
+    pub max_statement_memory_per_session: u64,
 }
 
 impl Default for MysqlConfig {
@@ -33,6 +40,8 @@ impl Default for MysqlConfig {
             server_version: None,
             default_auth_plugin: AuthPlugin::default(),
             stmt_cache_size: default_stmt_cache(),
+            max_statement_memory: default_max_statement_memory(),
+            max_statement_memory_per_session: default_max_statement_memory_per_session(),
         }
     }
 }
@@ -40,6 +49,16 @@ impl Default for MysqlConfig {
 /// The largest request by default: 64 MiB.
 pub(crate) fn default_max_packet() -> u32 {
     64 << 20
+}
+
+/// Prepared statements' bytes for the whole process by default: 1 GiB.
+fn default_max_statement_memory() -> u64 {
+    1 << 30
+}
+
+/// Prepared statements' bytes for one session by default: 16 MiB.
+fn default_max_statement_memory_per_session() -> u64 {
+    16 << 20
 }
 
 /// Statements cached per backend connection by default.

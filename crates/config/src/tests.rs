@@ -253,6 +253,11 @@ fn read_timeout_and_request_memory_are_checked() {
         err_of(&share).field,
         "postgres.max_statement_memory_per_session"
     );
+    let share = format!("{ISSUE_EXAMPLE}\n[mysql]\nmax_statement_memory_per_session = 1000\n");
+    assert_eq!(
+        err_of(&share).field,
+        "mysql.max_statement_memory_per_session"
+    );
 }
 
 #[test]
@@ -267,6 +272,7 @@ fn mysql_keys_live_in_their_section_and_are_still_accepted_where_they_were() {
         server_version: Some("10.11.9-sluice".into()),
         default_auth_plugin: AuthPlugin::CachingSha2Password,
         stmt_cache_size: 10,
+        ..MysqlConfig::default()
     };
     assert_eq!(c.mysql, expected);
     assert_eq!(c.proxy.max_packet_size, None, "moved, not copied");

@@ -120,6 +120,23 @@ impl MemoryBudget {
     }
 }
 
+/// One holder's share of a budget (a session's of the process's): a budget
+/// [`within`](MemoryBudget::within) it, made when first needed (most holders never need one).
+#[derive(Debug, Default)]
+pub struct Share(Option<Arc<MemoryBudget>>);
+
+impl Share {
+    /// The share, within `outer`, its limit `bytes` as configured now (a reload applies to
+    /// the next charge).
+    pub fn within(&mut self, outer: &Arc<MemoryBudget>, bytes: u64) -> &Arc<MemoryBudget> {
+        let budget = self
+            .0
+            .get_or_insert_with(|| MemoryBudget::within(outer, bytes));
+        budget.set_configured(bytes);
+        budget
+    }
+}
+
 /// Bytes held against a [`MemoryBudget`]; given back when dropped.
 #[derive(Debug)]
 pub struct Charge {

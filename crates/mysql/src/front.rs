@@ -17,6 +17,7 @@ use sluice_runtime::frontend::{BoxFuture, Started};
 use sluice_runtime::listener::{self, Handler, HandlerFuture, ListenerInfo};
 use sluice_runtime::{Frontend, ReloadError, Runtime, StartError, Users};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -40,6 +41,10 @@ pub struct MysqlFrontend {
     pub monitor: Option<Arc<Monitor>>,
     /// The monitor's MariaDB agent (a reload changes its credentials).
     monitor_agent: Option<Arc<MariaDbAgent>>,
+    /// Bytes of prepared statements' texts the sessions hold (`[mysql] max_statement_memory`).
+    pub statement_memory: Arc<sluice_core::MemoryBudget>,
+    /// Of those, what one session's may hold (`[mysql] max_statement_memory_per_session`).
+    pub statement_share: AtomicU64,
 }
 
 /// Character-set variables by collation id.
@@ -85,6 +90,10 @@ impl MysqlFrontend {
             connector,
             schemas: Default::default(),
             charset_vars: Default::default(),
+            statement_memory: sluice_core::MemoryBudget::configured(
+                config.mysql.max_statement_memory,
+            ),
+            statement_share: config.mysql.max_statement_memory_per_session.into(),
             rt,
         })
     }
@@ -341,8 +350,15 @@ impl Frontend for MysqlFrontend {
     }
 
     fn check_reload(&self, old: &Config, new: &Config) -> Result<(), ReloadError> {
-        // The greeting, the packet limit and the statement caches are fixed at start.
-        if old.mysql != new.mysql {
+        // The greeting, the packet limit and the statement caches are fixed at start; the
+        // statements' memory limits are not.
+        let fixed = |c: &Config| {
+            let mut m = c.mysql.clone();
+            m.max_statement_memory = 0;
+            m.max_statement_memory_per_session = 0;
+            m
+        };
+        if fixed(old) != fixed(new) {
             return Err(ReloadError::NeedsRestart(vec!["[mysql]".into()]));
         }
         Ok(())
@@ -373,6 +389,16 @@ impl Frontend for MysqlFrontend {
         if old.users != new.users {
             // A user's password or schemas may have changed.
             self.schemas.clear();
+        }
+        let statements = new.mysql.max_statement_memory;
+        if old.mysql.max_statement_memory != statements {
+            self.statement_memory.set_configured(statements);
+            changes.push(format!("[mysql] max_statement_memory {statements}"));
+        }
+        let share = new.mysql.max_statement_memory_per_session;
+        if old.mysql.max_statement_memory_per_session != share {
+            self.statement_share.store(share, Relaxed);
+            changes.push(format!("[mysql] max_statement_memory_per_session {share}"));
         }
         changes
     }

@@ -1,6 +1,7 @@
 //! Binary-protocol prepared statements through sluice at the packet level: cursors
 //! (COM_STMT_FETCH), long data (COM_STMT_SEND_LONG_DATA), and the servers'
-//! max_prepared_stmt_count never being exhausted by the proxy.
+//! max_prepared_stmt_count never being exhausted by the proxy, and the statements' texts held
+//! within `[mysql] max_statement_memory`.
 // A tool around the proxy (tests, benchmarks, fuzzing): a broken invariant or a failed
 // set-up step is reported by panicking, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -185,4 +186,57 @@ async fn server_statement_limit_is_never_exhausted() {
             .unwrap();
         assert!(n <= 16, "server {} holds {n} statements", s.port);
     }
+}
+
+/// Of 512 KiB for the whole process's statement texts, 300 KiB for any one session.
+const SHARES: &str =
+    "\n[mysql]\nmax_statement_memory = 524288\nmax_statement_memory_per_session = 307200\n";
+
+/// Prepares `sql`, expecting a refusal: its error code and message.
+async fn refused(r: &mut Raw, sql: &str) -> (u16, String) {
+    let mut p = vec![com::STMT_PREPARE];
+    p.extend_from_slice(sql.as_bytes());
+    err_text(&r.command(&p).await).expect("an error")
+}
+
+/// Prepared statements' texts are held for as long as their session holds them: one session
+/// holds at most `[mysql] max_statement_memory_per_session`, all of them at most
+/// `max_statement_memory`; a COM_STMT_PREPARE beyond either gets error 1041 naming which,
+/// and the session goes on (a statement closed gives its bytes back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_texts_are_held_within_the_session_and_process_budgets() {
+    let env = common::start(1, SHARES).await;
+    let text = |n: u32| format!("SELECT {n}, length('{}')", "x".repeat(200 << 10));
+    let mut a = Raw::login(env.port).await;
+    let mut b = Raw::login(env.port).await;
+    let mut c = Raw::login(env.port).await;
+    let (first, _, _) = prepare(&mut a, &text(1)).await;
+    let (code, msg) = refused(&mut a, &text(2)).await;
+    assert_eq!(code, 1041, "{msg}");
+    assert!(
+        msg.starts_with("sluice: out of memory for prepared statements: ")
+            && msg.contains(
+                "one session may hold at most 307200 bytes ([mysql] max_statement_memory_per_session)"
+            ),
+        "{msg}"
+    );
+    // Another session has a share of its own.
+    prepare(&mut b, &text(3)).await;
+    // Two sessions' texts leave no room for a third's in the process's budget.
+    let (code, msg) = refused(&mut c, &text(4)).await;
+    assert_eq!(code, 1041, "{msg}");
+    assert!(
+        msg.contains("all sessions may hold at most 524288 bytes ([mysql] max_statement_memory)"),
+        "{msg}"
+    );
+    // The refused sessions go on.
+    for r in [&mut a, &mut c] {
+        assert_eq!(r.command(&[com::PING]).await.payload[0], 0);
+    }
+    // A closed statement gives its bytes back (COM_STMT_CLOSE has no answer).
+    let mut close = vec![com::STMT_CLOSE];
+    close.extend_from_slice(&first.to_le_bytes());
+    a.send(0, &close).await;
+    assert_eq!(a.command(&[com::PING]).await.payload[0], 0);
+    prepare(&mut a, &text(5)).await;
 }

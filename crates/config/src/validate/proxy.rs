@@ -44,11 +44,19 @@ impl Config {
                 ),
             ));
         }
-        if self.postgres.max_statement_memory_per_session < 1024 {
-            return Err(ConfigError::new(
+        for (field, bytes) in [
+            (
                 "postgres.max_statement_memory_per_session",
-                "must be at least 1024 bytes",
-            ));
+                self.postgres.max_statement_memory_per_session,
+            ),
+            (
+                "mysql.max_statement_memory_per_session",
+                self.mysql.max_statement_memory_per_session,
+            ),
+        ] {
+            if bytes < 1024 {
+                return Err(ConfigError::new(field, "must be at least 1024 bytes"));
+            }
         }
         if let Some(v) = &self.mysql.server_version {
             if v.is_empty() || v.contains('\0') {

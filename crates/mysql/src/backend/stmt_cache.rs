@@ -2,9 +2,15 @@
 //! in number: the least recently used statement is closed when the cache is full. Every cache
 //! also counts its statements in its server's [`StmtBudget`], which the session keeps below
 //! the server's own `max_prepared_stmt_count` (ProxySQL's long-standing bug is to exhaust it).
+//!
+//! A cache keeps no statement's text: it knows a statement by two independent hashes of its
+//! schema and text, seeded afresh by each process ([`StmtKey`]). The texts are held by the
+//! sessions that prepared them, charged to `[mysql] max_statement_memory`; a statement every
+//! session closed costs nothing where it stays prepared on a server (256 cached statements
+//! of 64 MiB on each of hundreds of connections would be beyond any budget).
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
@@ -47,7 +53,7 @@ impl StmtBudget {
 }
 
 /// Identity of a prepared statement's text: the schema it was prepared in and the SQL.
-/// Its hash is computed once, so that looking it up in a connection's cache at every
+/// Its hashes are computed once, so that looking it up in a connection's cache at every
 /// execution does not rehash the text; its digest is computed at its first execution.
 #[derive(Debug)]
 pub struct StmtKey {
@@ -55,7 +61,9 @@ pub struct StmtKey {
     pub schema: Option<String>,
     /// Statement text.
     pub sql: Box<[u8]>,
-    hash: u64,
+    /// Two independent hashes of both, seeded per process: together, the statement's name in
+    /// connections' caches (which keep no text).
+    id: StmtId,
     /// Digest id and normalised text, with the escaping mode they were computed in.
     digest: OnceLock<StmtDigest>,
 }
@@ -74,12 +82,12 @@ pub struct StmtDigest {
 impl StmtKey {
     /// The key of `sql` prepared in `schema`.
     pub fn new(schema: Option<String>, sql: Box<[u8]>) -> StmtKey {
-        let mut h = std::hash::DefaultHasher::new();
-        (&schema, &sql).hash(&mut h);
+        let [a, b] = seeds();
+        let id = StmtId(a.hash_one((&schema, &sql)), b.hash_one((&schema, &sql)));
         StmtKey {
             schema,
             sql,
-            hash: h.finish(),
+            id,
             digest: OnceLock::new(),
         }
     }
@@ -107,19 +115,15 @@ impl StmtKey {
     }
 }
 
-impl PartialEq for StmtKey {
-    fn eq(&self, other: &StmtKey) -> bool {
-        std::ptr::eq(self, other)
-            || (self.hash == other.hash && self.sql == other.sql && self.schema == other.schema)
-    }
-}
+/// A statement's name in connections' caches (see [`StmtKey`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct StmtId(u64, u64);
 
-impl Eq for StmtKey {}
-
-impl Hash for StmtKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
+/// The process's two seeds for [`StmtId`]s: random, so that no client can choose texts
+/// whose names collide.
+fn seeds() -> &'static [std::hash::RandomState; 2] {
+    static SEEDS: OnceLock<[std::hash::RandomState; 2]> = OnceLock::new();
+    SEEDS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()])
 }
 
 /// A statement prepared on this connection.
@@ -144,7 +148,7 @@ struct Entry {
 pub struct StmtCache {
     capacity: usize,
     tick: u64,
-    map: HashMap<Arc<StmtKey>, Entry>,
+    map: HashMap<StmtId, Entry>,
     /// The server-wide count this cache contributes to.
     budget: Arc<StmtBudget>,
 }
@@ -169,7 +173,7 @@ impl StmtCache {
     pub fn get(&mut self, key: &StmtKey) -> Option<&mut BackendStmt> {
         self.tick += 1;
         let tick = self.tick;
-        self.map.get_mut(key).map(|e| {
+        self.map.get_mut(&key.id).map(|e| {
             e.last_used = tick;
             &mut e.stmt
         })
@@ -177,17 +181,17 @@ impl StmtCache {
 
     /// Adds a statement; returns the server id of the one evicted to make room (or replaced),
     /// which the caller must close with COM_STMT_CLOSE.
-    pub fn insert(&mut self, key: Arc<StmtKey>, stmt: BackendStmt) -> Option<u32> {
+    pub fn insert(&mut self, key: &StmtKey, stmt: BackendStmt) -> Option<u32> {
         self.tick += 1;
         let mut evicted = None;
-        if self.map.len() >= self.capacity && !self.map.contains_key(&key) {
+        if self.map.len() >= self.capacity && !self.map.contains_key(&key.id) {
             evicted = self.evict_oldest();
         }
         let entry = Entry {
             stmt,
             last_used: self.tick,
         };
-        match self.map.insert(key, entry) {
+        match self.map.insert(key.id, entry) {
             Some(old) => Some(old.stmt.id),
             None => {
                 self.budget.add(1);
@@ -202,13 +206,17 @@ impl StmtCache {
             .map
             .iter()
             .min_by_key(|(_, e)| e.last_used)
-            .map(|(k, _)| k.clone())?;
-        self.remove(&oldest)
+            .map(|(k, _)| *k)?;
+        self.forget(oldest)
     }
 
     /// Forgets a statement; returns its server id.
     pub fn remove(&mut self, key: &StmtKey) -> Option<u32> {
-        let e = self.map.remove(key)?;
+        self.forget(key.id)
+    }
+
+    fn forget(&mut self, id: StmtId) -> Option<u32> {
+        let e = self.map.remove(&id)?;
         self.budget.add(-1);
         Some(e.stmt.id)
     }
@@ -241,8 +249,8 @@ impl Drop for StmtCache {
 mod tests {
     use super::*;
 
-    fn key(s: &str) -> Arc<StmtKey> {
-        Arc::new(StmtKey::new(None, s.as_bytes().into()))
+    fn key(s: &str) -> StmtKey {
+        StmtKey::new(None, s.as_bytes().into())
     }
 
     fn stmt(id: u32) -> BackendStmt {
@@ -257,10 +265,10 @@ mod tests {
     #[test]
     fn evicts_least_recently_used() {
         let mut c = StmtCache::new(2, Arc::default());
-        assert_eq!(c.insert(key("a"), stmt(1)), None);
-        assert_eq!(c.insert(key("b"), stmt(2)), None);
+        assert_eq!(c.insert(&key("a"), stmt(1)), None);
+        assert_eq!(c.insert(&key("b"), stmt(2)), None);
         assert!(c.get(&key("a")).is_some()); // a is now newer than b
-        assert_eq!(c.insert(key("c"), stmt(3)), Some(2));
+        assert_eq!(c.insert(&key("c"), stmt(3)), Some(2));
         assert_eq!(c.len(), 2);
         assert!(c.get(&key("b")).is_none());
         assert_eq!(c.remove(&key("a")), Some(1));
@@ -272,12 +280,12 @@ mod tests {
         budget.set_limit(2);
         let mut a = StmtCache::new(10, budget.clone());
         let mut b = StmtCache::new(10, budget.clone());
-        a.insert(key("x"), stmt(1));
+        a.insert(&key("x"), stmt(1));
         assert!(!a.server_full());
-        b.insert(key("y"), stmt(2));
+        b.insert(&key("y"), stmt(2));
         assert!(a.server_full() && b.server_full());
         assert_eq!(
-            b.insert(key("y"), stmt(3)),
+            b.insert(&key("y"), stmt(3)),
             Some(2),
             "replacing returns the old id"
         );

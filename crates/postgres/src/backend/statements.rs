@@ -407,28 +407,6 @@ pub fn result_shape(tag: u8, body: &[u8]) -> u64 {
     h.finish().max(1)
 }
 
-/// Where a session's prepared statements are charged: its share of the process's budget
-/// (`[postgres] max_statement_memory_per_session` of `max_statement_memory`), made at its
-/// first Parse, so that no one session can take the whole process's room.
-#[derive(Debug, Default)]
-pub struct SessionBudget(Option<Arc<sluice_core::MemoryBudget>>);
-
-impl SessionBudget {
-    /// The session's budget, within `process`, its limit `share` bytes (as configured now: a
-    /// reload applies to the next Parse).
-    pub fn within(
-        &mut self,
-        process: &Arc<sluice_core::MemoryBudget>,
-        share: u64,
-    ) -> &Arc<sluice_core::MemoryBudget> {
-        let budget = self
-            .0
-            .get_or_insert_with(|| sluice_core::MemoryBudget::within(process, share));
-        budget.set_configured(share);
-        budget
-    }
-}
-
 /// The error for a Parse whose text `[postgres] max_statement_memory` (or its session's share
 /// of it) cannot hold now.
 pub fn over_budget(over: &sluice_core::OverBudget) -> (&'static str, String) {

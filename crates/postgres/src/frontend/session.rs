@@ -35,7 +35,7 @@ pub struct Session {
     pub(super) pending_unpins: u32,
     pub(super) statements: NameMap<Arc<StmtDef>>,
     /// Where its prepared statements are charged (its share of the process's budget).
-    pub(super) statement_budget: crate::backend::statements::SessionBudget,
+    pub(super) statement_budget: sluice_core::Share,
     pub(super) unnamed: Option<Arc<StmtDef>>,
     pub(super) portals: super::names::Portals<Arc<StmtDef>>,
     pub(super) lease: Option<Lease<Box<PgConn>>>,

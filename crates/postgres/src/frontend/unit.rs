@@ -6,7 +6,7 @@
 
 pub use super::exps::{Exp, Exps, Register, Resp, Shared};
 pub use super::forward::{forward, no_statement, shared_name, Forwarded, Names};
-use crate::backend::statements::{self, SessionBudget, StmtDef};
+use crate::backend::statements::{self, StmtDef};
 use crate::wire::WireError;
 use std::sync::Arc;
 
@@ -140,7 +140,7 @@ pub fn statement_defs(
     unit: &Unit,
     mut settings: u64,
     pool: &sluice_core::PoolKey,
-    budget: &mut SessionBudget,
+    budget: &mut sluice_core::Share,
     fe: &crate::front::PostgresFrontend,
 ) -> Defs {
     let mut defs = Defs::new();

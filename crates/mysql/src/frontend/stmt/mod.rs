@@ -50,6 +50,9 @@ pub struct ClientStmt {
     /// An error to report at the next execute (long data could not be delivered; that
     /// command has no response).
     pub deferred_error: Option<String>,
+    /// Its text's bytes, held against the session's share of `[mysql] max_statement_memory`
+    /// while the session holds it (connections' caches keep no text).
+    pub charge: sluice_core::Charge,
 }
 
 /// The session's prepared statements.
@@ -57,6 +60,8 @@ pub struct ClientStmt {
 pub struct Statements {
     next_id: u32,
     pub(crate) map: BTreeMap<u32, ClientStmt>,
+    /// Where their texts are charged: the session's share of the process's budget.
+    budget: sluice_core::Share,
 }
 
 impl Statements {

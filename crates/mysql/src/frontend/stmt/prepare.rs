@@ -11,6 +11,7 @@ use crate::frontend::session::{Fatal, Session};
 use crate::wire::consts::{com, err};
 use sluice_core::Failure;
 use sluice_sqlscan::{scan_with, Effects, Options};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Why a statement could not be prepared on a connection.
@@ -33,6 +34,19 @@ impl Session {
             return self
                 .reply_err(err::MAX_PREPARED_STMT_COUNT, b"42000", &msg)
                 .await;
+        }
+        // Its text is held for as long as the session holds the statement (the text as
+        // sent: the session's own copy, its connection ids baked in, is never longer).
+        let share = self.proxy.statement_share.load(Relaxed);
+        let mut charge = self
+            .stmts
+            .budget
+            .within(&self.proxy.statement_memory, share)
+            .charge();
+        let schema = self.st.tracked.schema.as_ref().map_or(0, String::len);
+        if let Err(over) = charge.grow(sql.len() + schema) {
+            let msg = over_budget(&over);
+            return self.reply_err(err::OUT_OF_RESOURCES, b"HY000", &msg).await;
         }
         let opts = Options {
             no_backslash_escapes: self.st.no_backslash_escapes,
@@ -82,7 +96,7 @@ impl Session {
         };
         self.client.stream_write(&answer).await?;
         if let Some(p) = out.prepared {
-            cache(att.conn(), key.clone(), &out).await;
+            cache(att.conn(), &key, &out).await;
             self.stmts.map.insert(
                 id,
                 ClientStmt {
@@ -94,6 +108,7 @@ impl Session {
                     long_data: false,
                     cursor: false,
                     deferred_error: None,
+                    charge,
                 },
             );
         }
@@ -155,7 +170,7 @@ impl Session {
         if let Some(e) = out.error {
             return Err(PrepareError::Server(e));
         }
-        match cache(att.conn(), key.clone(), &out).await {
+        match cache(att.conn(), key, &out).await {
             Some(b) => Ok(b),
             None => Err(lost("unexpected answer to COM_STMT_PREPARE".into(), att)),
         }
@@ -198,8 +213,28 @@ async fn prepare_raw(
     unreachable!("the loop returns on its second attempt")
 }
 
+/// Why a statement's text does not fit: the session's share of `[mysql] max_statement_memory`,
+/// or the process's budget, is held by statements already prepared.
+fn over_budget(over: &sluice_core::OverBudget) -> String {
+    let why = if over.outer {
+        format!(
+            "the prepared statements of all sessions may hold at most {} bytes ([mysql] max_statement_memory) and {} are in use",
+            over.limit, over.used
+        )
+    } else {
+        format!(
+            "the prepared statements of one session may hold at most {} bytes ([mysql] max_statement_memory_per_session) and this session's hold {}",
+            over.limit, over.used
+        )
+    };
+    format!(
+        "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because {why}; close some and retry",
+        over.wanted
+    )
+}
+
 /// Records a prepared statement in the connection's cache (closing the one it displaces).
-async fn cache(conn: &mut BackendConn, key: Arc<StmtKey>, out: &Outcome) -> Option<BackendStmt> {
+async fn cache(conn: &mut BackendConn, key: &StmtKey, out: &Outcome) -> Option<BackendStmt> {
     let p = out.prepared?;
     let b = BackendStmt {
         id: p.stmt_id,
