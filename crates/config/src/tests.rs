@@ -370,6 +370,12 @@ fn protocols_need_their_listeners_and_servers() {
     );
     let cfg = Config::from_toml(&both).unwrap();
     assert_eq!(cfg.for_protocol(crate::Protocol::Mysql).rules.len(), 1);
+    // TLS to the servers is MySQL's only: refused, never ignored.
+    let e = Config::from_toml(&format!(
+        "{both}\n[pool]\ntls = true\ntls_ca = \"/ca.pem\"\n"
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "pool.tls");
     assert!(cfg.for_protocol(crate::Protocol::Postgres).rules.is_empty());
     // A PostgreSQL listener pinned to a MySQL-only hostgroup.
     let e = Config::from_toml(&both.replace(
@@ -408,4 +414,28 @@ fn discovery_sources_are_checked() {
             "address = \"127.0.0.1:3307\"\nhostgroup = \"writer\"\n",
         );
     assert_eq!(err_of(&no_monitor).field, "discovery[0]");
+}
+
+#[test]
+fn a_stored_password_form_needs_a_method_that_can_check_it() {
+    use crate::{PasswordForm, PgAuthMethod};
+    let hash = "md5f47de2e3bd4e8f7b4e0b2d61d9e3f00a";
+    assert_eq!(PasswordForm::of(hash), PasswordForm::Md5Hash);
+    assert_eq!(PasswordForm::of("md5-not-a-hash"), PasswordForm::Plain);
+    assert_eq!(PasswordForm::of(&hash.to_uppercase()), PasswordForm::Plain);
+    assert_eq!(
+        PasswordForm::of("SCRAM-SHA-256$4096:c2FsdA==$a:b"),
+        PasswordForm::ScramSecret
+    );
+    let with = |password: &str, method: &str| {
+        Config::from_toml(&format!(
+            "{ISSUE_EXAMPLE}\n[[users]]\nname = \"u\"\npassword = \"{password}\"\n{method}"
+        ))
+    };
+    let e = with(hash, "").unwrap_err();
+    assert_eq!(e.field, "users[1].password");
+    assert!(e.message.contains("auth_method = \"md5\""), "{e}");
+    let md5 = with(hash, "auth_method = \"md5\"\n").unwrap();
+    assert_eq!(md5.users[1].auth_method, PgAuthMethod::Md5);
+    with(hash, "auth_method = \"password\"\n").unwrap();
 }

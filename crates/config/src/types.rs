@@ -167,6 +167,35 @@ pub struct UserConfig {
     pub read_your_writes: bool,
 }
 
+/// The form a `[[users]]` password is given in: PostgreSQL's stored forms are not the
+/// password, and a client must never log in by sending one as if it were.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PasswordForm {
+    /// The password itself.
+    Plain,
+    /// PostgreSQL's SCRAM secret, `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`.
+    ScramSecret,
+    /// PostgreSQL's MD5 hash, `md5` and 32 hex digits (`md5(password || user)`).
+    Md5Hash,
+}
+
+impl PasswordForm {
+    /// The form of `password` (as PostgreSQL tells its stored forms apart).
+    pub fn of(password: &str) -> PasswordForm {
+        if password.starts_with("SCRAM-SHA-256$") {
+            return PasswordForm::ScramSecret;
+        }
+        match password.strip_prefix("md5") {
+            Some(h)
+                if h.len() == 32 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                PasswordForm::Md5Hash
+            }
+            _ => PasswordForm::Plain,
+        }
+    }
+}
+
 /// A PostgreSQL password exchange, as `pg_hba.conf` names it.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
 pub enum PgAuthMethod {

@@ -92,14 +92,21 @@ pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
 impl Verifier {
     /// The verifier of `password` with `salt` and `iterations`.
     pub fn from_password(password: &str, salt: &[u8], iterations: u32) -> Verifier {
+        Verifier::with_client_key(password, salt, iterations).0
+    }
+
+    /// As [`Verifier::from_password`], and the client key (what logging in to a server that
+    /// stores this verifier takes).
+    pub fn with_client_key(password: &str, salt: &[u8], iterations: u32) -> (Verifier, [u8; 32]) {
         let salted = salted_password(password, salt, iterations);
         let client_key = hmac_sha256(&salted, b"Client Key");
-        Verifier {
+        let v = Verifier {
             iterations,
             salt: salt.to_vec(),
             stored_key: sha256(&client_key),
             server_key: hmac_sha256(&salted, b"Server Key"),
-        }
+        };
+        (v, client_key)
     }
 
     /// Reads PostgreSQL's stored form `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`.
@@ -216,6 +223,9 @@ pub struct ServerExchange {
     server_first_at: usize,
     /// The length of the nonce (the client's and the server's).
     nonce_len: usize,
+    /// The client's first message said `y` (it supports channel binding and thinks the
+    /// server does not): its final message must say so again (RFC 5802's downgrade check).
+    said_y: bool,
 }
 
 impl ServerExchange {
@@ -257,6 +267,7 @@ impl ServerExchange {
             auth,
             server_first_at,
             nonce_len,
+            said_y: client_first.starts_with('y'),
         })
     }
 
@@ -287,9 +298,16 @@ impl ServerExchange {
                 nonce = Some(r);
             }
         }
-        // "n,," or "y,," base64-encoded: no channel binding data.
-        if !matches!(binding, Some("biws") | Some("eSws")) {
-            return Err(ScramError::ChannelBinding);
+        // "n,," or "y,," base64-encoded: no channel binding data; and the header of the
+        // client's first message, as it sent it.
+        match (binding, self.said_y) {
+            (Some("biws"), false) | (Some("eSws"), true) => {}
+            (Some("biws") | Some("eSws"), _) => {
+                return Err(ScramError::Malformed(
+                    "unexpected SCRAM channel-binding attribute in client-final-message",
+                ))
+            }
+            _ => return Err(ScramError::ChannelBinding),
         }
         if nonce != Some(self.nonce()) {
             return Err(ScramError::Nonce);
@@ -414,6 +432,30 @@ mod tests {
         let ex = start(&pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
         assert_eq!(ex.server_first(), SERVER_FIRST);
         assert_eq!(ex.finish(CLIENT_FINAL).unwrap().0, SERVER_FINAL);
+    }
+
+    #[test]
+    fn the_final_message_must_repeat_the_first_ones_channel_binding_header() {
+        // `n,,` first, then `c=eSws` (`y,,`): refused before the proof is looked at, as
+        // PostgreSQL refuses it.
+        let ex = start(&pencil(), CLIENT_FIRST, SERVER_NONCE).unwrap();
+        let err = ex
+            .finish(&CLIENT_FINAL.replace("c=biws", "c=eSws"))
+            .unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("unexpected SCRAM channel-binding attribute"));
+        // `y,,` first, then `c=biws` (`n,,`).
+        let y = CLIENT_FIRST.replacen("n,,", "y,,", 1);
+        let ex = start(&pencil(), &y, SERVER_NONCE).unwrap();
+        assert!(matches!(
+            ex.finish(CLIENT_FINAL),
+            Err(ScramError::Malformed(_))
+        ));
+        // `y,,` both times: the proof decides (it covers the bare messages, not the header).
+        let ex = start(&pencil(), &y, SERVER_NONCE).unwrap();
+        let final_y = CLIENT_FINAL.replace("c=biws", "c=eSws");
+        assert_eq!(ex.finish(&final_y), Err(ScramError::Proof));
     }
 
     #[test]

@@ -237,3 +237,35 @@ async fn change_user_respects_max_connections() {
     let rows = app.query_rows("SELECT CURRENT_USER()").await.unwrap();
     assert_eq!(current_user(&rows), Some("solo@%"));
 }
+
+/// A user whose password is configured in one of PostgreSQL's stored forms (a SCRAM secret,
+/// an MD5 hash, for its PostgreSQL clients) has no password a MySQL exchange can check:
+/// sending the stored form as the password is refused with 1045, as an unknown user is, with
+/// every plugin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgresql_stored_form_is_not_a_mysql_password() {
+    let secret = "SCRAM-SHA-256$4096:c2FsdHNhbHRzYWx0c2FsdA==$c3RvcmVkc3RvcmVkc3RvcmVkc3RvcmVkc3RvcmU=:c2VydmVyc2VydmVyc2VydmVyc2VydmVyc2VydmU=";
+    let hash = "md5f47de2e3bd4e8f7b4e0b2d61d9e3f00a";
+    let env = common::start(
+        0,
+        &format!(
+            "\n[[users]]\nname = \"scram\"\npassword = \"{secret}\"\n\n[[users]]\nname = \"hashed\"\npassword = \"{hash}\"\nauth_method = \"md5\"\n"
+        ),
+    )
+    .await;
+    for (user, password) in [("scram", secret), ("hashed", hash)] {
+        for plugin in [NATIVE_PASSWORD, CACHING_SHA2_PASSWORD] {
+            let mut r = Raw::connect(env.port).await;
+            let p = r.hello(user, password, plugin, CLIENT_CAPS, None).await;
+            let e = r.finish_auth(p, password).await;
+            assert_eq!(
+                err_text(&e).map(|e| e.0),
+                Some(1045),
+                "{user} {plugin}: {:?}",
+                String::from_utf8_lossy(&e.payload)
+            );
+        }
+    }
+    // The configured users still log in.
+    Raw::login(env.port).await;
+}

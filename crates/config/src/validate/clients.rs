@@ -1,7 +1,7 @@
 //! Validation of listeners and users.
 
 use super::*;
-use crate::Protocol;
+use crate::{PasswordForm, PgAuthMethod, Protocol};
 
 impl Config {
     /// The listeners; returns the addresses they take.
@@ -63,6 +63,14 @@ impl Config {
                 return Err(ConfigError::new(
                     format!("{f}.name"),
                     "is longer than 80 characters",
+                ));
+            }
+            if PasswordForm::of(&u.password) == PasswordForm::Md5Hash
+                && u.auth_method == PgAuthMethod::ScramSha256
+            {
+                return Err(ConfigError::new(
+                    format!("{f}.password"),
+                    "is an MD5 hash (md5…), which SCRAM-SHA-256 cannot check: set auth_method = \"md5\" (or \"password\"), or give the password itself or its SCRAM secret",
                 ));
             }
             if !users.insert(u.name.as_str()) {

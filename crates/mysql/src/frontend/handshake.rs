@@ -178,7 +178,16 @@ pub async fn authenticate(
     nonce: &[u8; 20],
     seq: u8,
 ) -> Result<(Arc<User>, u8), HandshakeError> {
-    let user = cx.users.get(user_name).cloned();
+    // A user whose password is configured in one of PostgreSQL's stored forms (a SCRAM
+    // secret, an MD5 hash) has no password a MySQL exchange could check: sending the stored
+    // form must not log in. Such a user is answered as an unknown one.
+    let user = cx
+        .users
+        .get(user_name)
+        .filter(|u| {
+            sluice_config::PasswordForm::of(&u.password) == sluice_config::PasswordForm::Plain
+        })
+        .cloned();
     // An unknown user goes through the same exchange as a known one with a password.
     let password: &[u8] = user
         .as_ref()

@@ -9,7 +9,7 @@ use crate::scram::{DEFAULT_ITERATIONS, MECHANISM};
 use crate::scram_client::md5_hex;
 use crate::wire::{read_message, read_startup, Startup, StartupParams, WireError, Writer};
 use parking_lot::Mutex;
-use sluice_config::PgAuthMethod;
+use sluice_config::{PasswordForm, PgAuthMethod};
 use sluice_runtime::users::{User, Users};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -166,6 +166,15 @@ pub async fn accept(
             return Err(LoginError::Refused(msg));
         }
     }
+    // A SCRAM secret can be checked by SCRAM only: PostgreSQL, too, runs SCRAM for an `md5`
+    // user whose stored password is one.
+    let scram_secret = user
+        .as_ref()
+        .is_some_and(|u| PasswordForm::of(&u.password) == PasswordForm::ScramSecret);
+    let method = match method {
+        PgAuthMethod::Md5 if scram_secret => PgAuthMethod::ScramSha256,
+        m => m,
+    };
     let (ok, client_key) = match method {
         PgAuthMethod::ScramSha256 => {
             match scram(client, verifiers.get(name, user.as_deref())).await? {
@@ -174,7 +183,10 @@ pub async fn accept(
             }
         }
         PgAuthMethod::Md5 => (md5(client, user.as_deref()).await?, None),
-        PgAuthMethod::Password => (cleartext(client, user.as_deref()).await?, None),
+        PgAuthMethod::Password => match cleartext(client, user.as_deref()).await? {
+            Some(key) => (true, key),
+            None => (false, None),
+        },
     };
     match (ok, user) {
         (true, Some(u)) => {
@@ -331,8 +343,11 @@ impl Verifiers {
     /// The verifier of a configured user: from its SCRAM secret, or derived from its
     /// password (`None`: a secret that cannot be read).
     fn verifier(&self, u: &User) -> Option<Verifier> {
-        if u.password.starts_with("SCRAM-SHA-256$") {
-            return Verifier::parse(&u.password).ok();
+        match PasswordForm::of(&u.password) {
+            PasswordForm::ScramSecret => return Verifier::parse(&u.password).ok(),
+            // Not the password: SCRAM cannot check it (the configuration refuses it).
+            PasswordForm::Md5Hash => return None,
+            PasswordForm::Plain => {}
         }
         let salt = self.salt(&u.name, Some(&u.password));
         Some(Verifier::from_password(
@@ -403,7 +418,7 @@ fn sasl_initial_response(
     };
     if &body[..nul] != MECHANISM.as_bytes() {
         let mechanism = String::from_utf8_lossy(&body[..nul]);
-        return Err(("28000", format!(
+        return Err(("08P01", format!(
             "SASL mechanism {mechanism:?} is not supported: sluice offers SCRAM-SHA-256 without channel binding"
         )));
     }
@@ -411,7 +426,7 @@ fn sasl_initial_response(
     match ServerExchange::start(verifier, &first, &scram::server_nonce()) {
         Ok(x) => Ok(x),
         Err(ScramError::ChannelBinding) => Err((
-            "28000",
+            "08P01",
             "channel binding is not supported: sluice offers SCRAM-SHA-256 without channel binding"
                 .into(),
         )),
@@ -428,8 +443,8 @@ async fn md5(client: &mut Client, user: Option<&User>) -> Result<bool, LoginErro
     let got = body.strip_suffix(b"\0").unwrap_or(body);
     let ok = user.is_some_and(|u| {
         // The password, or PostgreSQL's stored form `md5<md5(password || user)>`.
-        let inner = match u.password.strip_prefix("md5") {
-            Some(h) if h.len() == 32 => h.to_string(),
+        let inner = match PasswordForm::of(&u.password) {
+            PasswordForm::Md5Hash => u.password[3..].to_string(),
             _ => md5_hex(&[u.password.as_bytes(), u.name.as_bytes()]),
         };
         let want = format!("md5{}", md5_hex(&[inner.as_bytes(), &salt]));
@@ -439,16 +454,42 @@ async fn md5(client: &mut Client, user: Option<&User>) -> Result<bool, LoginErro
     Ok(ok)
 }
 
-async fn cleartext(client: &mut Client, user: Option<&User>) -> Result<bool, LoginError> {
+/// The cleartext exchange: `Some` when the password is right, with the client key it gives
+/// for a user configured with a SCRAM secret (see [`cleartext_matches`]).
+async fn cleartext(
+    client: &mut Client,
+    user: Option<&User>,
+) -> Result<Option<Option<[u8; 32]>>, LoginError> {
     send_auth(client, 3, &[]).await?;
     let used = password_message(client).await?;
     let body = &client.buf[5..used];
     let got = body.strip_suffix(b"\0").unwrap_or(body);
-    let ok = user.is_some_and(|u| {
-        aws_lc_rs::constant_time::verify_slices_are_equal(got, u.password.as_bytes()).is_ok()
-    });
+    let ok = user.and_then(|u| cleartext_matches(u, got));
     client.consume(used);
     Ok(ok)
+}
+
+/// Whether `got`, a password sent in cleartext, is `u`'s: checked against the form its
+/// password is configured in, as PostgreSQL checks a cleartext password against its stored
+/// forms (a stored form sent as the password is not the password). `Some` if it is, with
+/// the client key of a SCRAM secret (sluice logs in to the servers with it).
+fn cleartext_matches(u: &User, got: &[u8]) -> Option<Option<[u8; 32]>> {
+    let same = |a: &[u8], b: &[u8]| aws_lc_rs::constant_time::verify_slices_are_equal(a, b).is_ok();
+    match PasswordForm::of(&u.password) {
+        PasswordForm::Plain => same(got, u.password.as_bytes()).then_some(None),
+        PasswordForm::Md5Hash => {
+            let hash = format!("md5{}", md5_hex(&[got, u.name.as_bytes()]));
+            same(hash.as_bytes(), u.password.as_bytes()).then_some(None)
+        }
+        PasswordForm::ScramSecret => {
+            let stored = Verifier::parse(&u.password).ok()?;
+            let got = std::str::from_utf8(got).ok()?;
+            let (derived, key) = Verifier::with_client_key(got, &stored.salt, stored.iterations);
+            (same(&derived.stored_key, &stored.stored_key)
+                && same(&derived.server_key, &stored.server_key))
+            .then_some(Some(key))
+        }
+    }
 }
 
 async fn refuse<T>(client: &mut Client, why: &str) -> Result<T, LoginError> {
@@ -514,6 +555,38 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_form_is_never_the_password() {
+        let vs = Verifiers::default();
+        // An MD5 hash: SCRAM cannot check it (the configuration refuses it); the hash
+        // itself does not log in.
+        let hash = format!("md5{}", md5_hex(&[b"pw", b"u"]));
+        let md5 = user("u", &hash);
+        let v = vs.get("u", Some(&md5));
+        assert!(!logs_in(&v, &hash) && !logs_in(&v, "pw"));
+        // In cleartext each stored form is checked as PostgreSQL checks it: the password
+        // logs in, the stored form does not.
+        let secret = Verifier::from_password("pw", b"0123456789abcdef", 4096).to_secret();
+        let plain = user("u", "pw");
+        assert_eq!(cleartext_matches(&plain, b"pw"), Some(None));
+        assert_eq!(cleartext_matches(&plain, b"other"), None);
+        for stored in [md5, user("u", &secret)] {
+            assert!(
+                cleartext_matches(&stored, b"pw").is_some(),
+                "{}",
+                stored.password
+            );
+            assert_eq!(cleartext_matches(&stored, b"other"), None);
+            assert_eq!(cleartext_matches(&stored, stored.password.as_bytes()), None);
+        }
+        // The secret's password gives the client key a server storing it takes.
+        let (v, key) = Verifier::with_client_key("pw", b"0123456789abcdef", 4096);
+        assert_eq!(
+            cleartext_matches(&user("u", &v.to_secret()), b"pw"),
+            Some(Some(key))
+        );
+    }
+
+    #[test]
     fn unknown_users_look_like_known_ones_and_never_log_in() {
         let vs = Verifiers::default();
         let a = vs.get("ghost", None);
@@ -552,11 +625,11 @@ mod tests {
         let refused = |body: &[u8]| sasl_initial_response(body, &v).err().unwrap();
         assert_eq!(refused(b"SCRAM-SHA-256").0, "08P01");
         let plus = refused(b"SCRAM-SHA-256-PLUS\0\0\0\0\x05p=x,,");
-        assert_eq!(plus.0, "28000");
+        assert_eq!(plus.0, "08P01");
         assert!(plus.1.contains("\"SCRAM-SHA-256-PLUS\""), "{}", plus.1);
         assert_eq!(
             refused(b"SCRAM-SHA-256\0\0\0\0\x0fp=tls,,n=,r=ab").0,
-            "28000"
+            "08P01"
         );
         assert_eq!(refused(b"SCRAM-SHA-256\0\0\0\0\x04n,,x").0, "08P01");
     }

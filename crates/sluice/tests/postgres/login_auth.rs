@@ -223,8 +223,10 @@ async fn a_servers_refusal_of_a_login_reaches_the_client_whole() {
 
 /// psql (libpq) over TLS: an SSLRequest gets TLS with sluice's certificate (`verify-full`
 /// against its CA passes); a user configured for cleartext passwords logs in over TLS and is
-/// refused on plain TCP (28000); a client that requires channel binding, which sluice does
-/// not offer, gets libpq's own clear error at once, not a hang.
+/// refused on plain TCP (28000); one configured with its SCRAM secret logs in with its
+/// password in cleartext (and sluice to the server with what it gives), never with the
+/// secret; a client that requires channel binding, which sluice does not offer, gets libpq's
+/// own clear error at once, not a hang.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn psql_logs_in_over_tls_as_each_user_is_configured() {
     let dir = tempfile::tempdir().unwrap();
@@ -232,15 +234,22 @@ async fn psql_logs_in_over_tls_as_each_user_is_configured() {
     let env = super::pg::start_prepared(
         0,
         |topo| {
-            topo.primary()
-                .sql("CREATE ROLE clear LOGIN PASSWORD 'clear'")
-                .unwrap();
+            for role in ["clear", "stored"] {
+                topo.primary()
+                    .sql(&format!("CREATE ROLE {role} LOGIN PASSWORD '{role}'"))
+                    .unwrap();
+            }
         },
         |topo| {
+            let secret = topo
+                .primary()
+                .sql("SELECT rolpassword FROM pg_authid WHERE rolname = 'stored'")
+                .unwrap();
             super::pg::config(
                 topo,
                 &format!(
-                    "\n[proxy]\ntls_cert = \"{cert}\"\ntls_key = \"{key}\"\n\n[[users]]\nname = \"clear\"\npassword = \"clear\"\nauth_method = \"password\"\n"
+                    "\n[proxy]\ntls_cert = \"{cert}\"\ntls_key = \"{key}\"\n\n[[users]]\nname = \"clear\"\npassword = \"clear\"\nauth_method = \"password\"\n\n[[users]]\nname = \"stored\"\npassword = \"{}\"\nauth_method = \"password\"\n",
+                    secret.trim()
                 ),
             )
         },
@@ -267,6 +276,26 @@ async fn psql_logs_in_over_tls_as_each_user_is_configured() {
             "{user}: {out}"
         );
     }
+    // The secret's password in cleartext logs in, and its session reaches the server; the
+    // secret itself is not the password.
+    let query = |password: &str| {
+        let mut cmd = super::pg::psql_command(env.port, "stored", password, "postgres");
+        cmd.envs(verified);
+        let out = cmd.args(["-c", "SELECT current_user"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (String::from_utf8_lossy(&out.stdout).trim().to_string(), err)
+    };
+    assert_eq!(query("stored").0, "stored");
+    let secret = env
+        .topo
+        .primary()
+        .sql("SELECT rolpassword FROM pg_authid WHERE rolname = 'stored'")
+        .unwrap();
+    let (out, err) = query(secret.trim());
+    assert!(
+        out.is_empty() && err.contains("password authentication failed for user \"stored\""),
+        "{out} {err}"
+    );
     // Plain TCP: SCRAM logs in; a cleartext password is not sent in the clear.
     let (ok, out, err) = run("app", &[("PGSSLMODE", "disable")]);
     assert!(ok && !out.contains("SSL connection"), "{out} {err}");
