@@ -48,7 +48,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
         Box::pin(async move {
             let password = {
                 let users = self.users.load();
-                match users.get(&key.user) {
+                match users.of_session(&key.user) {
                     Some(u) => u.password.clone(),
                     None => {
                         return Err(ConnectError::refused(

@@ -92,7 +92,7 @@ impl Connector<Box<PgConn>> for PgConnector {
         Box::pin(async move {
             let credential = {
                 let users = self.users.load();
-                match users.get(&key.user) {
+                match users.of_session(&key.user) {
                     Some(u) => self.credential(&key.user, &u.password),
                     None => {
                         return Err(refused(

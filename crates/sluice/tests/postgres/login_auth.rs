@@ -356,3 +356,64 @@ async fn a_users_max_connections_bounds_its_clients() {
         }
     }
 }
+
+/// A reload that changes a user keeps counting the sessions already open against its
+/// `max_connections` (it counted from zero again: a limit of 2 let 6 in); one that removes a
+/// user lets its open sessions carry on, new server connections included (they failed with
+/// "no longer configured"), while no one logs in as it any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_users_open_sessions_keep_counting_and_carry_on() {
+    let user = |max: u32| {
+        format!("\n[[users]]\nname = \"temp\"\npassword = \"temp\"\nmax_connections = {max}\n")
+    };
+    let base = std::sync::Mutex::new(String::new());
+    let env = super::pg::start_prepared(
+        0,
+        |topo| {
+            topo.primary()
+                .sql("CREATE ROLE temp LOGIN PASSWORD 'temp'")
+                .unwrap();
+        },
+        |topo| {
+            let text = super::pg::config(topo, "");
+            *base.lock().unwrap() = text.clone();
+            text + &user(4)
+        },
+    )
+    .await;
+    let base = base.into_inner().unwrap();
+    let reload = |text: String| {
+        let cfg = sluice_config::Config::from_toml(&text).unwrap();
+        let process = env.process.clone();
+        async move { process.reload(cfg).await.unwrap() }
+    };
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(Raw::connect(env.port, "temp", "temp", "postgres").await);
+    }
+    reload(base.clone() + &user(2)).await;
+    let e = Raw::try_connect(env.port, "temp", "temp", "postgres")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.contains("too many connections for role \"temp\""), "{e}");
+
+    reload(base).await;
+    let e = Raw::try_connect(env.port, "temp", "temp", "postgres")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.contains("28P01"), "{e}");
+    // Three transactions at once take three server connections: new ones, logged in as the
+    // removed user.
+    for s in &mut open {
+        s.try_simple("BEGIN").await.unwrap();
+        assert_eq!(
+            Raw::column(&s.try_simple("SELECT current_user").await.unwrap()),
+            ["temp"]
+        );
+    }
+    for s in &mut open {
+        s.try_simple("COMMIT").await.unwrap();
+    }
+}
