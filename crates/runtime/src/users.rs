@@ -140,7 +140,10 @@ impl Users {
     /// The user a session logged in as, to log it in to a server: a configured one, or one
     /// a reload removed while its sessions are still open.
     pub fn of_session(&self, name: &str) -> Option<Arc<User>> {
-        self.map.get(name).or_else(|| self.retired.get(name)).cloned()
+        self.map
+            .get(name)
+            .or_else(|| self.retired.get(name))
+            .cloned()
     }
 
     /// Looks a user up.

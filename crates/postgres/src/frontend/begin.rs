@@ -71,25 +71,37 @@ impl Session {
     /// portal or none, an Execute, a Sync — as PostgreSQL would (`1`, `2`, NoData, the tag,
     /// ReadyForQuery `T`), and holds the `BEGIN` back as a simple-query one. The statement is
     /// the session's as after any Parse (bound again later, it is prepared where it runs);
-    /// its portal, run to its end, is not kept. Anything else, or a Parse sluice would refuse
-    /// (a name in use, too many statements), goes on as usual.
+    /// its portal, run to its end, is not kept. Likewise a `COMMIT` or `ROLLBACK` alone of a
+    /// block held back so (no server has it: the tag, a `COMMIT` of a failed block says
+    /// `ROLLBACK`, and ReadyForQuery `I`), as a simple one is answered — also while no server
+    /// can be reached, where the failed block could not be opened on one and the client
+    /// stayed in it. Anything else, or a Parse sluice would refuse (a name in use, too many
+    /// statements), goes on as usual.
     pub(super) async fn answer_begin(
         &mut self,
         unit: &Unit,
         defs: &Defs,
     ) -> Result<bool, SessionError> {
-        if unit.end != End::Sync || self.status != ReadyStatus::Idle || !self.may_defer_begin() {
+        if unit.end != End::Sync {
+            return Ok(false);
+        }
+        let opens = self.status == ReadyStatus::Idle && self.may_defer_begin();
+        let ends = self.deferred_begin.is_some();
+        if !opens && !ends {
             return Ok(false);
         }
         // Nearly every unit is no BEGIN: told apart before anything is read or looked up (a
         // prepared statement's Bind, the most common unit, only when a BEGIN was ever
-        // parsed).
+        // parsed, or inside a block held back).
         let parsed = unit.msgs[0].0 == b'P';
-        let begins = match parsed {
-            true => unit::def_at(defs, 0).is_some_and(|d| d.info.begin.is_some()),
-            false => self.parsed_begin,
+        let candidate = match parsed {
+            true => unit::def_at(defs, 0).is_some_and(|d| match opens {
+                true => d.info.begin.is_some(),
+                false => d.info.commits || d.info.rolls_back,
+            }),
+            false => ends || self.parsed_begin,
         };
-        if !begins {
+        if !candidate {
             return Ok(false);
         }
         let tags = || unit.msgs[usize::from(parsed)..].iter().map(|m| m.0);
@@ -120,13 +132,15 @@ impl Session {
             },
         };
         // (A Parse that declares parameter types fails at a Bind without them, as directly.)
-        let Some((read_only, serializable)) = def
-            .info
-            .begin
-            .filter(|_| def.info.statements == 1 && def.types.iter().all(|&b| b == 0))
-        else {
+        if def.info.statements != 1 || def.types.iter().any(|&b| b != 0) {
             return Ok(false);
-        };
+        }
+        let info = &def.info;
+        let begins = info.begin.filter(|_| opens);
+        let ending = ends && (info.commits || info.rolls_back) && info.chains.is_none();
+        if begins.is_none() && !ending {
+            return Ok(false);
+        }
         let last = unit.msgs.len() - 2;
         let portal_named = |b: &[u8]| unit::cstr(b).is_some_and(|(p, _)| p == portal);
         let describes_portal = || {
@@ -151,10 +165,30 @@ impl Session {
             self.unnamed = Some(def.clone());
             self.lease_has_unnamed = false;
         }
-        let mut query = Vec::with_capacity(def.sql.len() + 6);
-        put_query(&mut query, &def.sql);
-        self.deferred_begin = Some(DeferredBegin::new(query.into(), read_only, serializable));
-        self.status = ReadyStatus::InTransaction;
+        let tag = match begins {
+            Some((read_only, serializable)) => {
+                let mut query = Vec::with_capacity(def.sql.len() + 6);
+                put_query(&mut query, &def.sql);
+                self.deferred_begin =
+                    Some(DeferredBegin::new(query.into(), read_only, serializable));
+                self.status = ReadyStatus::InTransaction;
+                match sluice_sqlscan::postgres::first_token(&def.sql) {
+                    Some(t) if t.eq_ignore_ascii_case(b"start") => "START TRANSACTION",
+                    _ => "BEGIN",
+                }
+            }
+            None => {
+                self.deferred_begin = None;
+                // (A COMMIT of a failed block rolls it back.)
+                let committed = info.commits && self.status != ReadyStatus::Failed;
+                self.status = ReadyStatus::Idle;
+                if committed {
+                    "COMMIT"
+                } else {
+                    "ROLLBACK"
+                }
+            }
+        };
         let mut w = Writer::new();
         for tag in [
             &b"1"[..usize::from(parsed)],
@@ -166,10 +200,6 @@ impl Session {
             w.begin(tag);
             w.end();
         }
-        let tag = match sluice_sqlscan::postgres::first_token(&def.sql) {
-            Some(t) if t.eq_ignore_ascii_case(b"start") => "START TRANSACTION",
-            _ => "BEGIN",
-        };
         command_complete(&mut w, tag);
         w.ready_for_query(self.status);
         self.client.consume(unit.len);

@@ -246,3 +246,55 @@ async fn a_parse_refused_in_a_held_block_fails_it() {
     })
     .await;
 }
+
+/// A block whose first statement found no connection (the writer's only one busy past the
+/// queue timeout) failed before any server had it; a prepared `ROLLBACK` of it (Bind and
+/// Execute of a statement the session prepared, as psycopg and PgJDBC send it after a few
+/// uses), or a `COMMIT` that rolls it back, is answered at once, without a connection, as a
+/// simple one is. It needed the failed block opened on a server first: with no connection
+/// free it failed too, and the client stayed in the failed block until one was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_rollback_of_a_block_no_server_has_needs_no_connection() {
+    let env = start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"300ms\"\n",
+    )
+    .await;
+    let mut holder = Raw::connect(env.port, "app", "app", "postgres").await;
+    run(&mut holder, &["BEGIN", "SELECT txid_current()"])
+        .await
+        .unwrap();
+    let mut c = Raw::connect(env.port, "app", "app", "postgres").await;
+    for end in ["ROLLBACK", "COMMIT"] {
+        frontend::parse("end", end, [], &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        assert_eq!(c.round(1).await.0, "1Z");
+        drop(c.try_simple("BEGIN").await.unwrap());
+        let e = c.try_simple("SELECT txid_current()").await.unwrap_err();
+        assert!(e.contains("became free within 300 ms"), "{e}");
+        // Bind, Describe and Execute of the prepared statement, and Sync.
+        frontend::bind(
+            "",
+            "end",
+            [0i16],
+            [None::<&str>; 0].iter(),
+            |_: &Option<&str>, _| Ok(postgres_protocol::IsNull::No),
+            [0i16],
+            &mut c.out,
+        )
+        .map_err(|_| "bind")
+        .unwrap();
+        frontend::describe(b'P', "", &mut c.out).unwrap();
+        frontend::execute("", 0, &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        let (tags, msgs) = c.round(1).await;
+        assert_eq!(tags, "2nCZ", "{end}: {msgs:?}");
+        assert_eq!(msgs[2].body, b"ROLLBACK\0", "a failed block rolls back");
+        assert_eq!(msgs[3].body, b"I");
+        frontend::close(b'S', "end", &mut c.out).unwrap();
+        frontend::sync(&mut c.out);
+        assert_eq!(c.round(1).await.0, "3Z");
+    }
+    run(&mut holder, &["COMMIT"]).await.unwrap();
+    assert_eq!(Raw::column(&c.try_simple("SELECT 1").await.unwrap()), ["1"]);
+}
