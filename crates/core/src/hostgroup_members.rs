@@ -84,6 +84,8 @@ impl<C> Hostgroup<C> {
         };
         tracing::info!(hostgroup = %self.name, server = %server.name, "server leaves hostgroup");
         drop(removed);
+        // Those waiting may have no server left to wait for.
+        self.sweep_wake.notify_one();
     }
 
     /// The servers, in configuration order.

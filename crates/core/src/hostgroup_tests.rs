@@ -353,11 +353,9 @@ async fn a_connection_opened_to_a_server_that_left_service_meanwhile_is_closed()
     tokio::time::sleep(Duration::from_millis(200)).await;
     let st = &hg.pool_stats()[0];
     assert_eq!((st.idle, st.in_use, st.open), (0, 0, 0), "closed, not lent");
-    assert!(
-        !waiter.is_finished(),
-        "the statement still waits for a usable server"
-    );
-    waiter.abort();
+    // No server may take the statement any more: it is let go, as a new one is refused.
+    let err = waiter.await.unwrap().unwrap_err();
+    assert!(matches!(err, AcquireError::NoServer { .. }), "{err}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -476,6 +474,48 @@ async fn a_statement_held_for_a_server_longer_than_the_queue_timeout_is_served_w
     server.set_offline(None);
     let r = held.await.unwrap();
     assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+}
+
+/// Statements waiting for a connection are let go as soon as no server of the hostgroup may
+/// take them (drained, weight 0, removed), with the reason a statement arriving then gets,
+/// instead of waiting out the queue timeout; while another server may, they wait on.
+#[tokio::test(start_paused = true)]
+async fn waiters_are_let_go_when_no_server_may_take_them() {
+    for how in ["drain", "weight 0", "remove"] {
+        let hg = hostgroup(&[("a:1", 1), ("b:1", 1)], settings(60_000, 10));
+        let c = Arc::new(FakeConnector::default());
+        let servers = hg.servers();
+        // Both servers' one connection held: the next statements wait.
+        let held = [
+            hg.acquire(&key("u"), &c).await.unwrap(),
+            hg.acquire(&key("u"), &c).await.unwrap(),
+        ];
+        let started = tokio::time::Instant::now();
+        let waiting: Vec<_> = (0..3)
+            .map(|_| {
+                let (hg, c) = (hg.clone(), c.clone());
+                tokio::spawn(async move { hg.acquire(&key("u"), &c).await.map(|_| ()) })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(hg.waiting(), 3);
+        let leave = |s: &Arc<crate::Server>| match how {
+            "drain" => s.set_offline(Some("drained by operator".into())),
+            "weight 0" => s.set_weight(0),
+            _ => hg.remove_server(s),
+        };
+        // One server left: they still wait, for it.
+        leave(&servers[0]);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(hg.waiting(), 3, "{how}");
+        leave(&servers[1]);
+        for w in waiting {
+            let err = w.await.unwrap().unwrap_err();
+            assert!(matches!(err, AcquireError::NoServer { .. }), "{how}: {err}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{how}");
+        drop(held);
+    }
 }
 
 #[path = "hostgroup_growth_tests.rs"]

@@ -4,12 +4,22 @@
 //! instructions per wait at 256 clients on 100 connections, where most statements wait.
 //! Deadlines are almost always in line order (one `queue_timeout` for all); the sweep still
 //! reads them all, so a reload that shortens the timeout is honoured at once.
+//!
+//! The sweeper also looks, every [`RECHECK`] while anyone waits, whether any server of the
+//! hostgroup may still take statements: once none may (drained, weight 0, removed, the
+//! hostgroup itself removed), the waiters are let go to pick afresh, as a statement arriving
+//! then does — a read falls back to the writer, a write to a vacant writer waits for the new
+//! one — instead of waiting out their `queue_timeout` for a connection that cannot come.
 
 use super::{Handoff, Hostgroup, State};
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+/// How often the sweeper looks whether the waiters can still be served here.
+pub(super) const RECHECK: Duration = Duration::from_millis(100);
 
 impl<C: Send + 'static> Hostgroup<C> {
     /// Under the lock, after a waiter with `deadline` joined the line: the sweeper wakes by
@@ -39,6 +49,13 @@ impl<C: Send + 'static> Hostgroup<C> {
     fn expire_waiters(&self) -> Option<Instant> {
         let now = Instant::now();
         let mut st = self.state.lock();
+        if !st.members.iter().any(|m| m.server.is_usable()) {
+            // No server here may take them: each picks again (its sender dropped), with the
+            // deadline it had.
+            st.waiters.clear();
+            st.sweep_at = None;
+            return None;
+        }
         let mut next: Option<Instant> = None;
         let mut kept = VecDeque::with_capacity(st.waiters.len());
         for w in st.waiters.drain(..) {
@@ -67,7 +84,7 @@ async fn sweep<C: Send + 'static>(hostgroup: Weak<Hostgroup<C>>, wake: Arc<Notif
             return;
         };
         tokio::select! {
-            _ = tokio::time::sleep_until(at) => {}
+            _ = tokio::time::sleep_until(at.min(Instant::now() + RECHECK)) => {}
             _ = wake.notified() => {}
         }
     }

@@ -348,13 +348,17 @@ impl<C> Topology<C> {
                 }
             }
         }
-        for h in groups.iter() {
-            if !names.iter().any(|n| **n == *h.name) {
-                changes.push(format!("hostgroup {}: removed", h.name));
-            }
-        }
-        self.groups.store(Arc::new(next_groups));
-        self.router.set_hostgroups(&names);
+        let removed: Vec<_> = groups
+            .iter()
+            .filter(|h| !names.iter().any(|n| **n == *h.name))
+            .cloned()
+            .collect();
+        // Until the rules change (below, once new hostgroups have their servers), every
+        // hostgroup, old and new, is there: no statement is routed by a rule to a hostgroup
+        // that is not (yet, or any more).
+        let mut both = next_groups.clone();
+        both.extend(removed.iter().cloned());
+        self.groups.store(Arc::new(both));
         // Servers added and removed; the others keep their pools and statistics.
         let current = self.all();
         let mut next = Vec::with_capacity(cfg.servers.len());
@@ -437,6 +441,18 @@ impl<C> Topology<C> {
         if !self.router.has_rules(&cfg.rules) {
             self.router.set_rules(&cfg.rules);
             changes.push(format!("rules: {} in force", cfg.rules.len()));
+        }
+        self.groups.store(Arc::new(next_groups));
+        self.router.set_hostgroups(&names);
+        for h in &removed {
+            // Statements waiting there (routed before the rules changed) are let go.
+            h.set_vacancy_reason(Some(
+                "the hostgroup was removed from the configuration".into(),
+            ));
+            for server in h.servers() {
+                h.remove_server(&server);
+            }
+            changes.push(format!("hostgroup {}: removed", h.name));
         }
         changes
     }

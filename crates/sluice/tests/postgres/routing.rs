@@ -540,3 +540,58 @@ async fn reads_of_the_servers_own_state_go_to_the_primary() {
         "a catalog's rows are the primary's on the replica too"
     );
 }
+
+/// A read waiting for the replica's only connection is let go once a reload takes the
+/// replica out of service (weight 0), and falls back to the primary as a read arriving then
+/// does. It waited out its queue timeout for a connection that could not come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_waiting_for_a_replica_taken_out_of_service_goes_to_the_primary() {
+    let text = std::sync::Mutex::new(String::new());
+    let env = super::pg::start_with(1, |topo| {
+        let t = super::pg::config(
+            topo,
+            "\n[pool]\nmax_connections = 1\nqueue_timeout = \"60s\"\n",
+        );
+        *text.lock().unwrap() = t.clone();
+        t
+    })
+    .await;
+    let text = text.into_inner().unwrap();
+    let mut holder = Raw::connect(env.port, "app", "app", "postgres").await;
+    drop(holder.try_simple("BEGIN READ ONLY").await.unwrap());
+    assert_eq!(
+        Raw::column(
+            &holder
+                .try_simple("SELECT pg_is_in_recovery()")
+                .await
+                .unwrap()
+        ),
+        ["t"]
+    );
+    let mut reader = Raw::connect(env.port, "app", "app", "postgres").await;
+    let read = tokio::spawn(async move {
+        let r = reader.try_simple("SELECT pg_is_in_recovery()").await;
+        r.map(|msgs| Raw::column(&msgs))
+    });
+    let queued = || {
+        sluice_runtime::tables::hostgroups(&env.process.clusters())
+            .iter()
+            .any(|h| &*h.name == "reader" && h.waiting == 1)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60); // a hang guard
+    while !queued() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the read never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = text.replace(
+        "hostgroup = \"reader\"\n",
+        "hostgroup = \"reader\"\nweight = 0\n",
+    );
+    let cfg = sluice_config::Config::from_toml(&out).unwrap();
+    env.process.reload(cfg).await.unwrap();
+    assert_eq!(read.await.unwrap().unwrap(), ["f"], "on the primary");
+    drop(holder.try_simple("COMMIT").await.unwrap());
+}
