@@ -105,6 +105,9 @@ pub async fn accept(
                 if let Some(acceptor) = tls {
                     let none = client.buf.split();
                     client.stream.upgrade(acceptor, none).await?;
+                    // Encrypted: a GSSAPI encryption request now is an unknown protocol, as
+                    // to PostgreSQL.
+                    gss_done = true;
                 }
             }
             Startup::Cancel { pid, secret } => return Ok(Outcome::Cancel { pid, secret }),
@@ -124,7 +127,7 @@ pub async fn accept(
         client.send(&params.negotiate_protocol_version()).await?;
     }
     let [name, replication] = params.get_all(["user", "replication"]);
-    let name = name.unwrap_or_default();
+    let name = clip_name(name.unwrap_or_default());
     if let Some(r) = replication {
         // As PostgreSQL reads it: a boolean, or `database` (logical replication).
         let (code, msg) = match super::state::parse_bool(&r.to_ascii_lowercase()) {
@@ -246,6 +249,24 @@ async fn password_message(client: &mut Client) -> Result<usize, LoginError> {
             }
         }
     }
+}
+
+/// A user name as PostgreSQL takes it from a startup packet: its first `NAMEDATALEN - 1` bytes
+/// (at a character's boundary: a configured name is UTF-8, and no name cut inside a
+/// character is one).
+fn clip_name(name: &str) -> &str {
+    let mut n = name.len().min(super::names::NAME_BYTES);
+    while !name.is_char_boundary(n) {
+        n -= 1;
+    }
+    &name[..n]
+}
+
+/// The password a PasswordMessage of a cleartext or MD5 exchange carries: its body is exactly
+/// one NUL-terminated string, or PostgreSQL refuses it (`invalid password packet size`).
+fn password_of(body: &[u8]) -> Option<&[u8]> {
+    let got = body.strip_suffix(b"\0")?;
+    (!got.contains(&0)).then_some(got)
 }
 
 /// An authentication request (`R`) of `kind` with `data`.
@@ -422,7 +443,23 @@ fn sasl_initial_response(
             "SASL mechanism {mechanism:?} is not supported: sluice offers SCRAM-SHA-256 without channel binding"
         )));
     }
-    let first = text(body.get(nul + 5..).unwrap_or_default());
+    // The initial response's length, as PostgreSQL reads it: all that follows, exactly.
+    let rest = &body[nul + 1..];
+    let Some((len, data)) = rest
+        .split_first_chunk::<4>()
+        .map(|(len, data)| (i32::from_be_bytes(*len), data))
+    else {
+        return Err(("08P01", "insufficient data left in message".into()));
+    };
+    let first = match usize::try_from(len) {
+        Ok(n) if n > data.len() => {
+            return Err(("08P01", "insufficient data left in message".into()))
+        }
+        Ok(n) if n < data.len() => return Err(("08P01", "invalid message format".into())),
+        Ok(_) => text(data),
+        // -1: none (SCRAM's exchange then has no first message to start from).
+        Err(_) => Cow::Borrowed(""),
+    };
     match ServerExchange::start(verifier, &first, &scram::server_nonce()) {
         Ok(x) => Ok(x),
         Err(ScramError::ChannelBinding) => Err((
@@ -439,8 +476,9 @@ async fn md5(client: &mut Client, user: Option<&User>) -> Result<bool, LoginErro
     scram::random_bytes(&mut salt);
     send_auth(client, 5, &salt).await?;
     let used = password_message(client).await?;
-    let body = &client.buf[5..used];
-    let got = body.strip_suffix(b"\0").unwrap_or(body);
+    let Some(got) = password_of(&client.buf[5..used]) else {
+        return refuse(client, "invalid password packet size").await;
+    };
     let ok = user.is_some_and(|u| {
         // The password, or PostgreSQL's stored form `md5<md5(password || user)>`.
         let inner = match PasswordForm::of(&u.password) {
@@ -462,8 +500,9 @@ async fn cleartext(
 ) -> Result<Option<Option<[u8; 32]>>, LoginError> {
     send_auth(client, 3, &[]).await?;
     let used = password_message(client).await?;
-    let body = &client.buf[5..used];
-    let got = body.strip_suffix(b"\0").unwrap_or(body);
+    let Some(got) = password_of(&client.buf[5..used]) else {
+        return refuse(client, "invalid password packet size").await;
+    };
     let ok = user.and_then(|u| cleartext_matches(u, got));
     client.consume(used);
     Ok(ok)
@@ -627,10 +666,37 @@ mod tests {
         let plus = refused(b"SCRAM-SHA-256-PLUS\0\0\0\0\x05p=x,,");
         assert_eq!(plus.0, "08P01");
         assert!(plus.1.contains("\"SCRAM-SHA-256-PLUS\""), "{}", plus.1);
-        assert_eq!(
-            refused(b"SCRAM-SHA-256\0\0\0\0\x0fp=tls,,n=,r=ab").0,
-            "08P01"
+        let bound = refused(b"SCRAM-SHA-256\0\0\0\0\x0ep=tls,,n=,r=ab");
+        assert_eq!(bound.0, "08P01");
+        assert!(
+            bound.1.contains("channel binding is not supported"),
+            "{}",
+            bound.1
         );
         assert_eq!(refused(b"SCRAM-SHA-256\0\0\0\0\x04n,,x").0, "08P01");
+        // The initial response's length is all that follows, exactly.
+        for (body, why) in [
+            (
+                &b"SCRAM-SHA-256\0\0\0\0\x64n,,n=,r=abc"[..],
+                "insufficient data left in message",
+            ),
+            (
+                b"SCRAM-SHA-256\0\0\0\0\x02n,,n=,r=abc",
+                "invalid message format",
+            ),
+            (b"SCRAM-SHA-256\0\0\0", "insufficient data left in message"),
+        ] {
+            assert_eq!(refused(body), ("08P01", why.to_string()));
+        }
+        // A user name is cut as PostgreSQL cuts it.
+        let long = "u".repeat(70);
+        assert_eq!(clip_name(&long), &long[..63]);
+        assert_eq!(clip_name("app"), "app");
+        let wide = "é".repeat(40); // 80 bytes: cut at 62, not inside the 32nd character
+        assert_eq!(clip_name(&wide).len(), 62);
+        // A cleartext or MD5 password is exactly one string.
+        assert_eq!(password_of(b"pw\0"), Some(&b"pw"[..]));
+        assert_eq!(password_of(b"pw"), None);
+        assert_eq!(password_of(b"p\0w\0"), None);
     }
 }

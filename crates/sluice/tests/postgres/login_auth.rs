@@ -417,3 +417,34 @@ async fn a_reloaded_users_open_sessions_keep_counting_and_carry_on() {
         s.try_simple("COMMIT").await.unwrap();
     }
 }
+
+/// A user name longer than PostgreSQL's 63 bytes is cut to them, as PostgreSQL cuts a startup
+/// packet's: a client that sends the long name logs in as the role of the first 63 bytes. It
+/// was refused (28P01: no configured user of the long name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_user_name_is_cut_as_postgresql_cuts_it() {
+    let role = "u".repeat(63);
+    let env = super::pg::start_prepared(
+        0,
+        {
+            let role = role.clone();
+            move |topo| {
+                topo.primary()
+                    .sql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'pw'"))
+                    .unwrap();
+            }
+        },
+        |topo| {
+            super::pg::config(
+                topo,
+                &format!("\n[[users]]\nname = \"{role}\"\npassword = \"pw\"\n"),
+            )
+        },
+    )
+    .await;
+    let mut c = Raw::connect(env.port, &"u".repeat(70), "pw", "postgres").await;
+    assert_eq!(
+        Raw::column(&c.try_simple("SELECT current_user").await.unwrap()),
+        [role.as_str()]
+    );
+}

@@ -154,7 +154,8 @@ async fn startup_parameters_are_read_as_postgresql_reads_them() {
 
 /// A cancel request that came over TLS is closed as PostgreSQL closes it, with TLS's
 /// close_notify: libpq 17's cancel (`PQcancelBlocking`, psycopg's `cancel_safe()`) takes a
-/// bare end of the stream for its cancel's failure.
+/// bare end of the stream for its cancel's failure. A GSSAPI encryption request inside TLS
+/// is refused as PostgreSQL refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_request_over_tls_ends_with_close_notify() {
     let dir = tempfile::tempdir().unwrap();
@@ -186,6 +187,26 @@ async fn a_cancel_request_over_tls_ends_with_close_notify() {
         .await
         .expect("closed");
     assert_eq!(read.map_err(|e| e.to_string()).unwrap(), 0);
+
+    // A GSSAPI encryption request inside TLS is an unknown protocol, as to PostgreSQL (sluice
+    // answered `N` and waited).
+    let mut tcp = TcpStream::connect(("127.0.0.1", env.port)).await.unwrap();
+    tcp.write_all(&ssl_request()).await.unwrap();
+    tcp.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"S");
+    let mut s = tls.connect(&address, tcp).await.unwrap();
+    let gss = [8u32.to_be_bytes(), 80_877_104u32.to_be_bytes()].concat();
+    s.write_all(&gss).await.unwrap();
+    s.flush().await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut rest))
+        .await
+        .expect("closed");
+    assert!(
+        String::from_utf8_lossy(&rest)
+            .contains("unsupported frontend protocol 1234.5680: server supports 3.0 to 3.0"),
+        "{rest:?}"
+    );
 }
 
 /// The first answer to a StartupMessage for protocol 3.2 with a protocol option (libpq 18
