@@ -164,9 +164,10 @@ impl<C> Hostgroup<C> {
         self.note_lend_params(&settings, b);
     }
 
-    /// Closes idle connections found idle longer than the idle timeout; returns how many. (A
-    /// connection's idle time counts from the first call that found it idle: see
-    /// `Idle::since`.)
+    /// Closes idle connections found idle longer than the idle timeout, and those a server
+    /// has beyond its connection limit (lowered by a reload: connections in use close as they
+    /// come back, idle ones here, the longest idle first); returns how many. (A connection's
+    /// idle time counts from the first call that found it idle: see `Idle::since`.)
     pub fn close_idle(&self, now: Instant) -> usize {
         let idle_timeout = self.settings.lock().idle_timeout;
         let mut closing = Vec::new();
@@ -180,6 +181,12 @@ impl<C> Hostgroup<C> {
                 });
                 m.open -= (before - keep.len()) as u32;
                 m.idle = keep;
+                let over = m.open.saturating_sub(m.server.max_connections()) as usize;
+                let over = over.min(m.idle.len());
+                if over > 0 {
+                    m.open -= over as u32;
+                    closing.extend(m.idle.drain(..over).map(|c| c.conn));
+                }
                 for c in m.idle.iter_mut().filter(|c| c.since.is_none()) {
                     c.since = Some(now);
                 }

@@ -287,6 +287,34 @@ async fn a_lease_dropped_by_a_panic_closes_its_connection() {
     assert_eq!((st.idle, st.in_use, st.open), (1, 0, 1));
 }
 
+/// A reload that lowers a server's connection limit below its idle connections: the next
+/// sweep closes the excess (it waited for the idle timeout).
+#[tokio::test(start_paused = true)]
+async fn idle_connections_beyond_a_lowered_limit_close_at_the_next_sweep() {
+    let hg = hostgroup(&[("a:1", 5)], settings(1_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    let leases: Vec<_> = leases_at_once(&hg, &c, 4).await;
+    drop(leases);
+    assert_eq!(hg.pool_stats()[0].idle, 4);
+    hg.servers()[0].set_max_connections(2);
+    assert_eq!(hg.close_idle(std::time::Instant::now()), 2);
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.open), (2, 2));
+}
+
+/// `n` leases of `hg` at once.
+async fn leases_at_once(
+    hg: &Arc<Hostgroup<FakeConn>>,
+    c: &Arc<FakeConnector>,
+    n: usize,
+) -> Vec<Lease<FakeConn>> {
+    let mut leases = Vec::new();
+    for _ in 0..n {
+        leases.push(hg.acquire(&key("u"), c).await.unwrap());
+    }
+    leases
+}
+
 #[tokio::test(start_paused = true)]
 async fn idle_connections_expire() {
     let mut s = settings(1_000, 10);
