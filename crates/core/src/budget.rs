@@ -4,7 +4,7 @@
 //! part of another ([`MemoryBudget::within`]: one session's share of the process's): its
 //! charges hold their bytes against both.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// A limit on bytes held across the process, and what is held now.
@@ -134,6 +134,68 @@ impl Share {
             .get_or_insert_with(|| MemoryBudget::within(outer, bytes));
         budget.set_configured(bytes);
         budget
+    }
+}
+
+/// The memory a protocol's prepared statements may hold: the process's budget (`[mysql]` or
+/// `[postgres]` `max_statement_memory`) and each session's share of it
+/// (`max_statement_memory_per_session`), both changed by a reload for the next prepare.
+#[derive(Debug)]
+pub struct StatementMemory {
+    /// The configuration section, as the refusals name it (`[mysql]`, `[postgres]`).
+    section: &'static str,
+    process: Arc<MemoryBudget>,
+    per_session: AtomicU64,
+}
+
+impl StatementMemory {
+    /// `total` bytes for the process, `per_session` for each session, named by `section`.
+    pub fn new(section: &'static str, total: u64, per_session: u64) -> StatementMemory {
+        StatementMemory {
+            section,
+            process: MemoryBudget::configured(total),
+            per_session: AtomicU64::new(per_session),
+        }
+    }
+
+    /// The budget a session charges its statements to: its `share` (made at its first
+    /// prepare), within the process's.
+    pub fn of_session<'a>(&self, share: &'a mut Share) -> &'a Arc<MemoryBudget> {
+        share.within(&self.process, self.per_session.load(Relaxed))
+    }
+
+    /// Applies reloaded limits; what changed, said for the reload's summary.
+    pub fn reload(&self, total: u64, per_session: u64, changes: &mut Vec<String>) {
+        let section = self.section;
+        if self.process.limit() != usize::try_from(total).unwrap_or(usize::MAX) {
+            self.process.set_configured(total);
+            changes.push(format!("{section} max_statement_memory {total}"));
+        }
+        if self.per_session.swap(per_session, Relaxed) != per_session {
+            changes.push(format!(
+                "{section} max_statement_memory_per_session {per_session}"
+            ));
+        }
+    }
+
+    /// The message for a statement whose text does not fit (`over`, from a charge against
+    /// a session's budget): which limit, and how much is held.
+    pub fn refusal(section: &str, over: &OverBudget) -> String {
+        let why = if over.outer {
+            format!(
+                "the prepared statements of all sessions may hold at most {} bytes ({section} max_statement_memory) and {} are in use",
+                over.limit, over.used
+            )
+        } else {
+            format!(
+                "the prepared statements of one session may hold at most {} bytes ({section} max_statement_memory_per_session) and this session's hold {}",
+                over.limit, over.used
+            )
+        };
+        format!(
+            "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because {why}; close some and retry",
+            over.wanted
+        )
     }
 }
 

@@ -24,7 +24,7 @@ mod server;
 pub mod stats;
 pub mod topology;
 
-pub use budget::{Charge, MemoryBudget, OverBudget, Share};
+pub use budget::{Charge, MemoryBudget, OverBudget, Share, StatementMemory};
 pub use cancel_gate::{CancelGate, CancelInFlight, CancelTicket};
 pub use cluster::{Cluster, HostgroupView};
 pub use digest::{DigestKey, DigestSample, DigestStats, DigestTable};

@@ -17,7 +17,6 @@ use sluice_runtime::frontend::{BoxFuture, Started};
 use sluice_runtime::listener::{self, Handler, HandlerFuture, ListenerInfo};
 use sluice_runtime::{Frontend, ReloadError, Runtime, StartError, Users};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -41,10 +40,9 @@ pub struct MysqlFrontend {
     pub monitor: Option<Arc<Monitor>>,
     /// The monitor's MariaDB agent (a reload changes its credentials).
     monitor_agent: Option<Arc<MariaDbAgent>>,
-    /// Bytes of prepared statements' texts the sessions hold (`[mysql] max_statement_memory`).
-    pub statement_memory: Arc<sluice_core::MemoryBudget>,
-    /// Of those, what one session's may hold (`[mysql] max_statement_memory_per_session`).
-    pub statement_share: AtomicU64,
+    /// Bytes of prepared statements' texts the sessions, and each of them, hold (`[mysql]
+    /// max_statement_memory`, `max_statement_memory_per_session`).
+    pub statement_memory: sluice_core::StatementMemory,
 }
 
 /// Character-set variables by collation id.
@@ -90,10 +88,11 @@ impl MysqlFrontend {
             connector,
             schemas: Default::default(),
             charset_vars: Default::default(),
-            statement_memory: sluice_core::MemoryBudget::configured(
+            statement_memory: sluice_core::StatementMemory::new(
+                "[mysql]",
                 config.mysql.max_statement_memory,
+                config.mysql.max_statement_memory_per_session,
             ),
-            statement_share: config.mysql.max_statement_memory_per_session.into(),
             rt,
         })
     }
@@ -390,16 +389,11 @@ impl Frontend for MysqlFrontend {
             // A user's password or schemas may have changed.
             self.schemas.clear();
         }
-        let statements = new.mysql.max_statement_memory;
-        if old.mysql.max_statement_memory != statements {
-            self.statement_memory.set_configured(statements);
-            changes.push(format!("[mysql] max_statement_memory {statements}"));
-        }
-        let share = new.mysql.max_statement_memory_per_session;
-        if old.mysql.max_statement_memory_per_session != share {
-            self.statement_share.store(share, Relaxed);
-            changes.push(format!("[mysql] max_statement_memory_per_session {share}"));
-        }
+        self.statement_memory.reload(
+            new.mysql.max_statement_memory,
+            new.mysql.max_statement_memory_per_session,
+            &mut changes,
+        );
         changes
     }
 }

@@ -49,10 +49,9 @@ pub struct PostgresFrontend {
     pub connector: Arc<PgConnector>,
     /// Functions configured as read-only (`[postgres] read_only_functions`).
     pub read_only_functions: std::collections::HashSet<String>,
-    /// Bytes of prepared statements the process holds (`[postgres] max_statement_memory`).
-    pub statement_memory: Arc<sluice_core::MemoryBudget>,
-    /// Of those, what one session's may hold (`[postgres] max_statement_memory_per_session`).
-    pub statement_share: std::sync::atomic::AtomicU64,
+    /// Bytes of prepared statements the process, and each session, holds (`[postgres]
+    /// max_statement_memory`, `max_statement_memory_per_session`).
+    pub statement_memory: sluice_core::StatementMemory,
     /// SCRAM verifiers of configured passwords.
     pub verifiers: crate::frontend::login::Verifiers,
     /// Database names and startup settings, shared by the sessions that have them alike.
@@ -122,8 +121,11 @@ impl PostgresFrontend {
             .iter()
             .cloned()
             .collect();
-        let statement_memory =
-            sluice_core::MemoryBudget::configured(config.postgres.max_statement_memory);
+        let statement_memory = sluice_core::StatementMemory::new(
+            "[postgres]",
+            config.postgres.max_statement_memory,
+            config.postgres.max_statement_memory_per_session,
+        );
         let monitor_agent = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
             let agent = PgAgent::new(user, password);
@@ -144,7 +146,6 @@ impl PostgresFrontend {
             connector,
             read_only_functions,
             statement_memory,
-            statement_share: config.postgres.max_statement_memory_per_session.into(),
             verifiers: Default::default(),
             shared: Default::default(),
             welcomes: Default::default(),
@@ -217,19 +218,11 @@ impl Frontend for PostgresFrontend {
                 new.pool.read_timeout
             ));
         }
-        let statements = new.postgres.max_statement_memory;
-        if old.postgres.max_statement_memory != statements {
-            self.statement_memory.set_configured(statements);
-            changes.push(format!("[postgres] max_statement_memory {statements}"));
-        }
-        let share = new.postgres.max_statement_memory_per_session;
-        if old.postgres.max_statement_memory_per_session != share {
-            self.statement_share
-                .store(share, std::sync::atomic::Ordering::Relaxed);
-            changes.push(format!(
-                "[postgres] max_statement_memory_per_session {share}"
-            ));
-        }
+        self.statement_memory.reload(
+            new.postgres.max_statement_memory,
+            new.postgres.max_statement_memory_per_session,
+            &mut changes,
+        );
         if let (Some(m), Some(agent)) = (&self.monitor, &self.monitor_agent) {
             if old.monitor_credentials() != new.monitor_credentials() {
                 let (user, password) = new.monitor_credentials();

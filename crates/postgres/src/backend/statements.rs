@@ -410,23 +410,9 @@ pub fn result_shape(tag: u8, body: &[u8]) -> u64 {
 /// The error for a Parse whose text `[postgres] max_statement_memory` (or its session's share
 /// of it) cannot hold now.
 pub fn over_budget(over: &sluice_core::OverBudget) -> (&'static str, String) {
-    let why = if over.outer {
-        format!(
-            "the prepared statements of all sessions may hold at most {} bytes ([postgres] max_statement_memory) and {} are in use",
-            over.limit, over.used
-        )
-    } else {
-        format!(
-            "the prepared statements of one session may hold at most {} bytes ([postgres] max_statement_memory_per_session) and this session's hold {}",
-            over.limit, over.used
-        )
-    };
     (
         "53200",
-        format!(
-            "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because {why}; close some and retry",
-            over.wanted
-        ),
+        sluice_core::StatementMemory::refusal("[postgres]", over),
     )
 }
 

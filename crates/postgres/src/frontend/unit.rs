@@ -153,10 +153,7 @@ pub fn statement_defs(
                 .and_then(|(_, rest)| cstr(rest))
                 .map(|(sql, types)| {
                     let scope = *scope.get_or_insert_with(|| statements::pool_scope(pool));
-                    let share = fe
-                        .statement_share
-                        .load(std::sync::atomic::Ordering::Relaxed);
-                    let budget = budget.within(&fe.statement_memory, share);
+                    let budget = fe.statement_memory.of_session(budget);
                     StmtDef::charged(sql, types, settings, scope, budget)
                 }),
             _ => None,

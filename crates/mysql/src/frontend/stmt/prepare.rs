@@ -11,7 +11,6 @@ use crate::frontend::session::{Fatal, Session};
 use crate::wire::consts::{com, err};
 use sluice_core::Failure;
 use sluice_sqlscan::{scan_with, Effects, Options};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Why a statement could not be prepared on a connection.
@@ -37,15 +36,14 @@ impl Session {
         }
         // Its text is held for as long as the session holds the statement (the text as
         // sent: the session's own copy, its connection ids baked in, is never longer).
-        let share = self.proxy.statement_share.load(Relaxed);
         let mut charge = self
-            .stmts
-            .budget
-            .within(&self.proxy.statement_memory, share)
+            .proxy
+            .statement_memory
+            .of_session(&mut self.stmts.budget)
             .charge();
         let schema = self.st.tracked.schema.as_ref().map_or(0, String::len);
         if let Err(over) = charge.grow(sql.len() + schema) {
-            let msg = over_budget(&over);
+            let msg = sluice_core::StatementMemory::refusal("[mysql]", &over);
             return self.reply_err(err::OUT_OF_RESOURCES, b"HY000", &msg).await;
         }
         let opts = Options {
@@ -211,26 +209,6 @@ async fn prepare_raw(
         return Ok(out);
     }
     unreachable!("the loop returns on its second attempt")
-}
-
-/// Why a statement's text does not fit: the session's share of `[mysql] max_statement_memory`,
-/// or the process's budget, is held by statements already prepared.
-fn over_budget(over: &sluice_core::OverBudget) -> String {
-    let why = if over.outer {
-        format!(
-            "the prepared statements of all sessions may hold at most {} bytes ([mysql] max_statement_memory) and {} are in use",
-            over.limit, over.used
-        )
-    } else {
-        format!(
-            "the prepared statements of one session may hold at most {} bytes ([mysql] max_statement_memory_per_session) and this session's hold {}",
-            over.limit, over.used
-        )
-    };
-    format!(
-        "sluice: out of memory for prepared statements: this statement's {} bytes do not fit, because {why}; close some and retry",
-        over.wanted
-    )
 }
 
 /// Records a prepared statement in the connection's cache (closing the one it displaces).
