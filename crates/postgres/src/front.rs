@@ -53,7 +53,7 @@ pub struct PostgresFrontend {
     /// max_statement_memory`, `max_statement_memory_per_session`).
     pub statement_memory: sluice_core::StatementMemory,
     /// SCRAM verifiers of configured passwords.
-    pub verifiers: crate::frontend::login::Verifiers,
+    pub verifiers: crate::frontend::password::Verifiers,
     /// Database names and startup settings, shared by the sessions that have them alike.
     pub shared: Shared,
     /// What logins were told, by kind: the next alike needs no server connection.

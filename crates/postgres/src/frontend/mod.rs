@@ -1,4 +1,4 @@
-//! Client sessions: logging in ([`login`]), the cancel requests that arrive on connections of
+//! Client sessions: logging in ([`login`], the password exchanges: [`password`]), the cancel requests that arrive on connections of
 //! their own ([`cancel`]), the way from a first packet to a session ([`serve`]), and the
 //! session itself ([`session`]): units of client messages ([`mod@unit`]) routed, forwarded
 //! ([`forward`]), relayed ([`relay`]) and tracked ([`state`], starting from what the startup
@@ -25,6 +25,7 @@ pub mod login;
 mod names;
 mod open;
 mod owed;
+pub mod password;
 mod plain;
 mod read_back;
 mod refuse;
