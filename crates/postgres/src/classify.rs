@@ -64,6 +64,13 @@ pub struct Scanned {
     pub read_back: Option<Box<[String]>>,
     /// What it does to the session's `WITH HOLD` cursors, in order.
     pub cursors: Vec<CursorOp>,
+    /// It may read settings: it is (of a text of several, one of them is) a statement other
+    /// than a `SET`, `RESET`, `DISCARD` or transaction control.
+    pub reads_settings: bool,
+    /// A text of several statements where such a statement follows a `RESET` (`RESET ALL`,
+    /// `SET … TO DEFAULT`, `DISCARD ALL`): for each one that does, how many of `changes`
+    /// the statements before it made (see [`crate::frontend::state::UnitResets`]).
+    pub reads_after_reset: Option<Box<[usize]>>,
 }
 
 /// Classifies a statement text: from the thread's scans kept by shape when it has the text's
@@ -114,14 +121,28 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             .contains(Pins::SET_CONFIG_READ)
             .then(|| scan::set_config_names(sql).into()),
         cursors: Vec::new(),
+        reads_settings: false,
+        reads_after_reset: None,
     };
     if whole.statements <= 1 {
         out.add(sql, &whole);
+        out.reads_settings = reads_settings(&whole);
     } else {
+        let mut reset = false;
+        let mut reads = Vec::new();
         for (s, e) in scan::statements(sql) {
             let one = scan::scan(&sql[s..e]);
+            if reads_settings(&one) {
+                out.reads_settings = true;
+                if reset && reads.last() != Some(&out.changes.len()) {
+                    reads.push(out.changes.len());
+                }
+            }
             out.add(&sql[s..e], &one);
+            reset |= one.set.as_ref().is_some_and(|set| set.reset)
+                || one.unpins.contains(Unpins::DISCARD_ALL);
         }
+        out.reads_after_reset = (!reads.is_empty()).then(|| reads.into());
         let controls = out.commits_block()
             || out.rolls_back
             || out.chains.is_some()
@@ -230,6 +251,29 @@ impl Scanned {
     }
 }
 
+/// A statement that may read settings (its answer may depend on them): any but a `SET`,
+/// `RESET`, `DISCARD`, or a statement of transaction control.
+fn reads_settings(s: &PgScan) -> bool {
+    s.set.is_none()
+        && !matches!(
+            s.command,
+            PgCommand::Empty
+                | PgCommand::Set
+                | PgCommand::Reset
+                | PgCommand::Discard { .. }
+                | PgCommand::Begin { .. }
+                | PgCommand::Commit
+                | PgCommand::Rollback
+                | PgCommand::CommitAndChain
+                | PgCommand::RollbackAndChain
+                | PgCommand::RollbackToSavepoint
+                | PgCommand::Savepoint
+                | PgCommand::Release
+                | PgCommand::SetTransaction { .. }
+                | PgCommand::PrepareTransaction
+        )
+}
+
 fn pin_bits(p: Pins) -> u32 {
     let map = [
         (Pins::TEMP_TABLE, pin::TEMP_TABLE),
@@ -320,6 +364,43 @@ fn deallocated_name(sql: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statements_that_may_read_settings_after_a_reset_are_found() {
+        for (text, reads, after) in [
+            (&b"SELECT 1"[..], true, None),
+            (b"SET DateStyle = ISO", false, None),
+            (b"RESET DateStyle", false, None),
+            (b"BEGIN", false, None),
+            (b"RESET DateStyle; SET DateStyle = 'German'", false, None),
+            (b"RESET DateStyle; COMMIT AND CHAIN", false, None),
+            (b"SELECT 1; RESET DateStyle", true, None),
+            (b"RESET DateStyle; SELECT 1", true, Some(&[1][..])),
+            (
+                b"SET DateStyle TO DEFAULT; SHOW DateStyle",
+                true,
+                Some(&[1][..]),
+            ),
+            (
+                b"RESET ALL; SET a.b = 1; SELECT 1; SELECT 2",
+                true,
+                Some(&[2][..]),
+            ),
+            (
+                b"RESET x.y; SELECT 1; SET x.y = 2; SELECT 2",
+                true,
+                Some(&[1, 2][..]),
+            ),
+        ] {
+            let s = classify(text);
+            assert_eq!(
+                (s.reads_settings, s.reads_after_reset.as_deref()),
+                (reads, after),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
 
     #[test]
     fn settings_and_transactions_are_found() {

@@ -15,6 +15,15 @@ use crate::wire::{ReadyStatus, Writer};
 use sluice_core::{Lease, OverBudget};
 use std::sync::Arc;
 
+/// The refusal of a statement after a `RESET` of the startup parameter `name` in its unit.
+fn reads_after_reset(name: &str) -> String {
+    format!(
+        "sluice: a statement follows a RESET of \"{name}\" (a parameter this session gave at its \
+         startup) in the same query or batch, where it would run with the server's default \
+         instead of the startup value; send the RESET in a query or batch of its own"
+    )
+}
+
 impl Session {
     /// Refuses a unit with an error, as the server would (the rest of an extended batch is
     /// skipped up to its Sync).
@@ -158,9 +167,16 @@ impl Session {
         }
     }
 
-    /// Why the `SET`s a unit runs would take the settings the session made past their
-    /// bounds ([`super::state::MAX_MADE`]), if they would.
-    pub(super) fn settings_over_bounds(&self, unit: &Unit, defs: &Defs) -> Option<String> {
+    /// Why a unit's settings changes are refused, with the code, if they are: the `SET`s it
+    /// runs would take the settings the session made past their bounds
+    /// ([`super::state::MAX_MADE`]), 54000; or a statement of it would run after a `RESET`
+    /// before it in the unit returned a startup parameter to the server's default (see
+    /// [`super::state::UnitResets`]), 0A000.
+    pub(super) fn settings_refused(
+        &self,
+        unit: &Unit,
+        defs: &Defs,
+    ) -> Option<(&'static str, String)> {
         // Nearly every unit: no statement of its own that changes settings, and no Bind of
         // one prepared before (none can be bound unless a Parse of the session carried one:
         // a prepared read's Bind is not looked up again here, 700 instructions a unit).
@@ -169,31 +185,63 @@ impl Session {
             return None;
         }
         let mut parsed = super::route::Parsed::new();
-        let changing: Vec<&Arc<StmtDef>> = (0..unit.msgs.len())
-            .filter_map(|i| self.statement_of(unit, defs, i, &mut parsed))
-            .filter(|d| !d.info.changes.is_empty())
+        // The statements the unit runs, in order (a Parse runs none).
+        let run: Vec<&Arc<StmtDef>> = (0..unit.msgs.len())
+            .filter_map(|i| {
+                let def = self.statement_of(unit, defs, i, &mut parsed)?;
+                (unit.msgs[i].0 != b'P').then_some(def)
+            })
             .collect();
-        if changing.is_empty() {
+        let changing = || run.iter().filter(|d| !d.info.changes.is_empty());
+        changing().next()?;
+        let in_block = self.status != ReadyStatus::Idle || self.deferred_begin.is_some();
+        let changes = changing().flat_map(|d| d.info.changes.iter());
+        if let Some(msg) = self.settings.over_bounds(changes, in_block) {
+            return Some(("54000", msg));
+        }
+        if self.status == ReadyStatus::Failed {
+            // The server refuses every statement but the block's end.
             return None;
         }
-        let in_block = self.status != ReadyStatus::Idle || self.deferred_begin.is_some();
-        let changes = changing.iter().flat_map(|d| d.info.changes.iter());
-        self.settings.over_bounds(changes, in_block)
+        let mut resets = self.settings.unit_resets();
+        for def in run {
+            let info = &def.info;
+            let mut done = 0;
+            for &at in info.reads_after_reset.iter().flatten() {
+                info.changes
+                    .iter()
+                    .take(at)
+                    .skip(done)
+                    .for_each(|c| resets.apply(c));
+                done = at;
+                if let Some(name) = resets.in_force() {
+                    return Some(("0A000", reads_after_reset(name)));
+                }
+            }
+            if info.reads_settings && info.statements <= 1 {
+                if let Some(name) = resets.in_force() {
+                    return Some(("0A000", reads_after_reset(name)));
+                }
+            }
+            info.changes.iter().skip(done).for_each(|c| resets.apply(c));
+        }
+        None
     }
 
-    /// Refuses a unit whose `SET`s would take the session's settings past their bounds,
-    /// with 54000, before the server runs any of it; inside the block the server has, the
+    /// Refuses a unit whose settings changes are refused ([`Session::settings_refused`]),
+    /// with `code`, before the server runs any of it; inside the block the server has, the
     /// block fails there too, as after an error of its own.
-    pub(super) async fn refuse_over_settings(
+    pub(super) async fn refuse_settings(
         &mut self,
         unit: &Unit,
+        code: &str,
         msg: &str,
     ) -> Result<(), SessionError> {
         let open_block = self.status == ReadyStatus::InTransaction && self.deferred_begin.is_none();
         if self.lease.is_some() && open_block {
-            return self.refuse_in_block(unit, "54000", msg).await;
+            return self.refuse_in_block(unit, code, msg).await;
         }
-        self.refuse_unit(unit, "54000", msg).await
+        self.refuse_unit(unit, code, msg).await
     }
 
     /// After a refused unit without a Sync: skips what comes up to the next Sync, which is

@@ -89,7 +89,7 @@ pub struct Session {
     pub(super) refused_to_sync: bool,
     /// A Parse of the session's has carried a statement that changes settings (`SET`,
     /// `RESET`, `set_config` …): only then can a Bind run one, and only then does
-    /// [`Session::settings_over_bounds`] look up what each Bind binds. Never cleared: a
+    /// [`Session::settings_refused`] look up what each Bind binds. Never cleared: a
     /// `true` that is no longer needed costs that lookup, never a wrong answer.
     pub(super) parsed_setting_changes: bool,
     /// A Parse of the session's has carried a `BEGIN`: only then can a Bind without a Parse
@@ -192,8 +192,8 @@ impl Session {
         {
             return Ok(());
         }
-        if let Some(msg) = self.settings_over_bounds(unit, defs) {
-            return Box::pin(self.refuse_over_settings(unit, &msg)).await;
+        if let Some((code, msg)) = self.settings_refused(unit, defs) {
+            return Box::pin(self.refuse_settings(unit, code, &msg)).await;
         }
         if self.lease.is_none() {
             let decision = match self.route(unit, defs) {

@@ -77,6 +77,55 @@ struct BlockChanges {
     resets: Vec<Box<str>>,
 }
 
+/// The startup parameters a unit's `RESET`s (`RESET ALL`, `DISCARD ALL`, `SET … TO DEFAULT`)
+/// returned to the server's defaults so far, as its statements run in order. Pooled
+/// connections start without the client's startup parameters, and PostgreSQL offers no
+/// statement that sets what `RESET` returns to: the statements after such a `RESET` in the
+/// same unit would run with the server's default where directly they have the startup value
+/// (sluice sets it again only between units).
+pub struct UnitResets<'a> {
+    startup: &'a StartupSettings,
+    /// A flag per entry of `startup` (empty until a `RESET` of one).
+    reset: Vec<bool>,
+}
+
+/// The startup parameter a `RESET` of which is let stand before more statements: no
+/// statement's answer depends on it but one that reads it by name.
+const APPLICATION_NAME: &str = "application_name";
+
+impl UnitResets<'_> {
+    /// Follows one change.
+    pub fn apply(&mut self, change: &Change) {
+        let n = self.startup.len();
+        match change {
+            Change::Reset(name) => {
+                if let Some(i) = self.startup.iter().position(|(s, _)| **s == **name) {
+                    self.reset.resize(n, false);
+                    self.reset[i] = true;
+                }
+            }
+            Change::ResetAll | Change::DiscardAll => self.reset = vec![true; n],
+            Change::Set(name, _) | Change::SetLocal(name, _) => {
+                if let Some(i) = self.startup.iter().position(|(s, _)| **s == **name) {
+                    if let Some(flag) = self.reset.get_mut(i) {
+                        *flag = false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A startup parameter the changes so far left at the server's default (other than
+    /// `application_name`), if any.
+    pub fn in_force(&self) -> Option<&str> {
+        self.reset
+            .iter()
+            .zip(self.startup.iter())
+            .find(|(reset, (name, _))| **reset && **name != *APPLICATION_NAME)
+            .map(|(_, (name, _))| &**name)
+    }
+}
+
 /// [`Settings::traits`]: transactions are serializable by default.
 const SERIALIZABLE: u8 = 1;
 /// [`Settings::traits`]: `standard_conforming_strings` is off.
@@ -281,6 +330,15 @@ impl Settings {
             .filter(|(i, _)| bits == u32::MAX || (*i < 32 && bits & (1 << i) != 0))
             .map(|(_, (n, _))| n.clone())
             .collect()
+    }
+
+    /// Follows, statement by statement through a unit, which of the session's startup
+    /// parameters its changes return to the server's defaults (see [`UnitResets`]).
+    pub fn unit_resets(&self) -> UnitResets<'_> {
+        UnitResets {
+            startup: &self.startup,
+            reset: Vec::new(),
+        }
     }
 
     /// The statement that sets the startup parameter `name` (lower case), if the startup

@@ -474,3 +474,41 @@ fn the_settings_a_session_makes_are_bounded() {
         .over_bounds([big].iter(), false)
         .is_some());
 }
+
+#[test]
+fn a_units_resets_of_startup_values_are_followed_statement_by_statement() {
+    let s = Settings::from_startup(
+        [
+            ("application_name", "app"),
+            ("DateStyle", "German"),
+            ("TimeZone", "UTC"),
+        ]
+        .into_iter(),
+        &Interner::new(4),
+    );
+    let mut r = s.unit_resets();
+    assert_eq!(r.in_force(), None);
+    // Not a startup parameter: nothing to return to but the server's default.
+    r.apply(&Change::Reset("work_mem".into()));
+    // application_name is read only by name: let stand.
+    r.apply(&Change::Reset("application_name".into()));
+    assert_eq!(r.in_force(), None);
+    r.apply(&Change::Reset("datestyle".into()));
+    assert_eq!(r.in_force(), Some("datestyle"));
+    r.apply(&Change::Set(
+        "datestyle".into(),
+        "SET DateStyle = ISO".into(),
+    ));
+    assert_eq!(r.in_force(), None);
+    r.apply(&Change::ResetAll);
+    assert_eq!(r.in_force(), Some("datestyle"));
+    r.apply(&Change::SetLocal(
+        "datestyle".into(),
+        "SET LOCAL DateStyle = ISO".into(),
+    ));
+    assert_eq!(r.in_force(), Some("timezone"));
+    r.apply(&Change::Set("timezone".into(), "SET TimeZone = UTC".into()));
+    assert_eq!(r.in_force(), None);
+    r.apply(&Change::DiscardAll);
+    assert_eq!(r.in_force(), Some("datestyle"));
+}

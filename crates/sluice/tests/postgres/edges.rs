@@ -454,6 +454,106 @@ async fn session_state_follows_postgres_rules() {
     );
 }
 
+/// A statement after a `RESET` of a startup parameter in the same query or batch is refused
+/// (0A000) before any of the unit runs. Through sluice it would run with the server's default
+/// (pooled connections start without the client's startup parameters, and sluice sets the
+/// startup value again only between units), where directly it has the startup value:
+/// `RESET search_path; INSERT INTO t …` would write another schema's table. Statements that
+/// only set or control transactions may follow, as may any after a `SET` that gave the value
+/// again, or after a `RESET` of `application_name` alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_after_a_reset_of_a_startup_value_in_its_unit_is_refused() {
+    let env = start(0, "").await;
+    let mut c = Raw::connect_with(
+        env.port,
+        "app",
+        &[
+            ("user", "app"),
+            ("database", "postgres"),
+            ("DateStyle", "SQL, MDY"),
+            ("application_name", "mine"),
+        ],
+    )
+    .await
+    .unwrap();
+    let one = |msgs: Vec<super::pg::raw::Msg>| Raw::column(&msgs).concat();
+    let date = "SELECT date '2020-01-31'::text";
+    let refused = |e: String| {
+        assert!(
+            e.starts_with("0A000") && e.contains("RESET of \"datestyle\""),
+            "{e}"
+        );
+    };
+    // A simple query: none of it runs (not the SET before the RESET either).
+    refused(
+        c.try_simple(&format!("SET work_mem = '1MB'; RESET DateStyle; {date}"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(one(c.try_simple("SHOW work_mem").await.unwrap()), "4MB");
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    refused(
+        c.try_simple(&format!("SET DateStyle TO DEFAULT; {date}"))
+            .await
+            .unwrap_err(),
+    );
+    refused(c.try_simple("RESET ALL; SHOW work_mem").await.unwrap_err());
+    // A batch: its RESET and the statement after it in two Executes.
+    c.extended("", Some("RESET DateStyle"), &[]);
+    c.extended("", Some(date), &[]);
+    frontend::sync(&mut c.out);
+    let (tags, msgs) = c.round(1).await;
+    assert_eq!(tags, "EZ");
+    refused(msgs[0].text());
+    // A statement prepared before, bound after the RESET.
+    frontend::parse("d", date, [], &mut c.out).unwrap();
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "1Z");
+    c.extended("", Some("RESET DateStyle"), &[]);
+    c.extended("d", None, &[]);
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "EZ");
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    // Inside a transaction block the server has, the block fails, as after an error of its
+    // own.
+    c.try_simple("BEGIN").await.unwrap();
+    c.try_simple("SELECT 1").await.unwrap();
+    refused(
+        c.try_simple(&format!("RESET DateStyle; {date}"))
+            .await
+            .unwrap_err(),
+    );
+    let e = c.try_simple("SELECT 1").await.unwrap_err();
+    assert!(e.starts_with("25P02"), "{e}");
+    c.try_simple("ROLLBACK").await.unwrap();
+    // What may follow the RESET.
+    assert_eq!(
+        one(c
+            .try_simple(&format!(
+                "RESET DateStyle; SET DateStyle = 'German'; {date}"
+            ))
+            .await
+            .unwrap()),
+        "31.01.2020"
+    );
+    c.try_simple("RESET DateStyle").await.unwrap();
+    assert_eq!(one(c.try_simple(date).await.unwrap()), "01/31/2020");
+    c.try_simple("RESET DateStyle; SET work_mem = '2MB'; BEGIN; COMMIT")
+        .await
+        .unwrap();
+    assert_eq!(
+        one(c
+            .try_simple("RESET application_name; SHOW work_mem")
+            .await
+            .unwrap()),
+        "2MB"
+    );
+    assert_eq!(
+        one(c.try_simple("SHOW application_name").await.unwrap()),
+        "mine"
+    );
+}
+
 /// The sessions view (admin API, `SHOW SESSIONS`) shows a session inside a transaction block
 /// holding its connection between statements: `pinned_by` says `transaction`, `backend` names
 /// the server; once the block ends, neither.
