@@ -181,30 +181,67 @@ impl Session {
         // one prepared before (none can be bound unless a Parse of the session carried one:
         // a prepared read's Bind is not looked up again here, 700 instructions a unit).
         let binds = self.parsed_setting_changes && unit.msgs.iter().any(|m| m.0 == b'B');
-        if !binds && defs.iter().all(|(_, d)| d.info.changes.is_empty()) {
+        // A `RESET` in a Flush-ended part of the batch this unit goes on, whose value is not
+        // set again (sluice sets nothing inside the client's batch): the unit's statements
+        // run with the server's default. (Not while the server skips to the Sync after an
+        // error: it runs none of them.)
+        let carried = self.settings.has_block_resets()
+            && !self.skipping
+            && self.lease.as_ref().is_some_and(|l| l.conn_ref().unsynced);
+        if !binds && !carried && defs.iter().all(|(_, d)| d.info.changes.is_empty()) {
             return None;
         }
         let mut parsed = super::route::Parsed::new();
-        // The statements the unit runs, in order (a Parse runs none).
-        let run: Vec<&Arc<StmtDef>> = (0..unit.msgs.len())
-            .filter_map(|i| {
-                let def = self.statement_of(unit, defs, i, &mut parsed)?;
-                (unit.msgs[i].0 != b'P').then_some(def)
-            })
-            .collect();
-        let changing = || run.iter().filter(|d| !d.info.changes.is_empty());
-        changing().next()?;
-        let in_block = self.status != ReadyStatus::Idle || self.deferred_begin.is_some();
-        let changes = changing().flat_map(|d| d.info.changes.iter());
-        if let Some(msg) = self.settings.over_bounds(changes, in_block) {
-            return Some(("54000", msg));
+        // The statements the unit parses, binds or runs; and those it runs, in order: a
+        // Query's, and an Execute's (of a portal the unit binds; `None`, of one bound
+        // before it, read as one that may read settings).
+        let mut named = Vec::new();
+        let mut run: Vec<Option<&Arc<StmtDef>>> = Vec::new();
+        let mut portals: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
+        for i in 0..unit.msgs.len() {
+            let def = self.statement_of(unit, defs, i, &mut parsed);
+            let (tag, at, len) = unit.msg(i);
+            let portal = || {
+                let body = self.client.buf.get(at + 5..at + len)?;
+                super::unit::cstr(body).map(|(p, _)| p)
+            };
+            match tag {
+                b'Q' => run.push(def),
+                b'B' => {
+                    if let (Some(p), Some(d)) = (portal(), def) {
+                        portals.push((p, d));
+                    }
+                }
+                b'E' => run
+                    .push(portal().and_then(|p| {
+                        portals.iter().rev().find(|(n, _)| *n == p).map(|(_, d)| *d)
+                    })),
+                _ => {}
+            }
+            named.extend(def);
+        }
+        let changing = || named.iter().filter(|d| !d.info.changes.is_empty());
+        if changing().next().is_some() {
+            let in_block = self.status != ReadyStatus::Idle || self.deferred_begin.is_some();
+            let changes = changing().flat_map(|d| d.info.changes.iter());
+            if let Some(msg) = self.settings.over_bounds(changes, in_block) {
+                return Some(("54000", msg));
+            }
+        } else if !carried {
+            return None;
         }
         if self.status == ReadyStatus::Failed {
             // The server refuses every statement but the block's end.
             return None;
         }
-        let mut resets = self.settings.unit_resets();
+        let mut resets = self.settings.unit_resets(carried);
         for def in run {
+            let Some(def) = def else {
+                if let Some(name) = resets.in_force() {
+                    return Some(("0A000", reads_after_reset(name)));
+                }
+                continue;
+            };
             let info = &def.info;
             let mut done = 0;
             for &at in info.reads_after_reset.iter().flatten() {

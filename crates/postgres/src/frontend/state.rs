@@ -89,8 +89,9 @@ pub struct UnitResets<'a> {
     reset: Vec<bool>,
 }
 
-/// The startup parameter a `RESET` of which is let stand before more statements: no
-/// statement's answer depends on it but one that reads it by name.
+/// The startup parameter a `RESET` of which may stand before more statements: no answer
+/// depends on it but one that reads it by name (`SHOW`, `current_setting`, `pg_settings`,
+/// `pg_stat_activity`), and clients (psql, libpq's and JDBC's) give it at every startup.
 const APPLICATION_NAME: &str = "application_name";
 
 impl UnitResets<'_> {
@@ -333,12 +334,27 @@ impl Settings {
     }
 
     /// Follows, statement by statement through a unit, which of the session's startup
-    /// parameters its changes return to the server's defaults (see [`UnitResets`]).
-    pub fn unit_resets(&self) -> UnitResets<'_> {
-        UnitResets {
+    /// parameters its changes return to the server's defaults (see [`UnitResets`]); from
+    /// those a `RESET` in the open block returned there, and not set again yet, when
+    /// `carried` (the unit goes on a batch the server has not reached the Sync of: sluice
+    /// sets nothing there).
+    pub fn unit_resets(&self, carried: bool) -> UnitResets<'_> {
+        let mut resets = UnitResets {
             startup: &self.startup,
             reset: Vec::new(),
+        };
+        if carried {
+            for name in self.block.iter().flat_map(|b| b.resets.iter()) {
+                resets.apply(&Change::Reset(name.to_string()));
+            }
         }
+        resets
+    }
+
+    /// True if a `RESET` in the open block returned startup parameters to the server's
+    /// defaults that are not set again yet.
+    pub fn has_block_resets(&self) -> bool {
+        self.block.as_ref().is_some_and(|b| !b.resets.is_empty())
     }
 
     /// The statement that sets the startup parameter `name` (lower case), if the startup

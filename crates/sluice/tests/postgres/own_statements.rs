@@ -568,3 +568,71 @@ async fn a_read_back_stopped_by_the_sessions_own_timeout_keeps_the_session() {
         ]
     );
 }
+
+/// A `RESET` of a startup value in a batch the client ended with a Flush returns it to the
+/// server's default on the connection, where sluice sets nothing again until the batch's
+/// Sync: a statement of the same batch after it (in a transaction block the batch opens, or
+/// the client's) is refused with 0A000, and the batch fails as after an error of the
+/// server's (what it ran before rolls back, the RESET with it). Directly, the statement
+/// would read the startup value. After the Sync, the startup value is there again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_after_a_reset_in_a_flushed_part_of_its_batch_is_refused() {
+    let env = start(0, POOL).await;
+    let date = "SELECT date '2020-01-31'::text";
+    let mut a = connect_with_startup(env.port, &[("DateStyle", "SQL, MDY")]).await;
+    let mut steps = Vec::new();
+    let reset_flushed = async |a: &mut Raw| {
+        unnamed(a, "RESET DateStyle", 0);
+        frontend::flush(&mut a.out);
+        until(a, b'C').await
+    };
+    steps.push(reset_flushed(&mut a).await);
+    unnamed(&mut a, date, 0);
+    sync(&mut a);
+    steps.push(round(&mut a).await);
+    steps.push(simple(&mut a, date).await);
+    // A block the batch opens.
+    steps.push(reset_flushed(&mut a).await);
+    unnamed(&mut a, "BEGIN", 0);
+    unnamed(&mut a, date, 0);
+    sync(&mut a);
+    steps.push(round(&mut a).await);
+    steps.push(simple(&mut a, date).await);
+    // The client's block.
+    steps.push(simple(&mut a, "BEGIN").await);
+    steps.push(simple(&mut a, "SELECT 1").await);
+    steps.push(reset_flushed(&mut a).await);
+    unnamed(&mut a, date, 0);
+    sync(&mut a);
+    steps.push(round(&mut a).await);
+    steps.push(simple(&mut a, date).await);
+    steps.push(simple(&mut a, "ROLLBACK").await);
+    steps.push(simple(&mut a, date).await);
+    // What only sets may follow; after the Sync, the startup value is there again.
+    steps.push(reset_flushed(&mut a).await);
+    unnamed(&mut a, "SET work_mem = '2MB'", 0);
+    sync(&mut a);
+    steps.push(round(&mut a).await);
+    steps.push(simple(&mut a, date).await);
+    assert_eq!(
+        steps,
+        [
+            "1 2 C(RESET)",
+            "E(0A000) Z(I)",
+            "T D(01/31/2020) C(SELECT 1) Z(I)",
+            "1 2 C(RESET)",
+            "E(0A000) Z(I)",
+            "T D(01/31/2020) C(SELECT 1) Z(I)",
+            "C(BEGIN) Z(T)",
+            "T D(1) C(SELECT 1) Z(T)",
+            "1 2 C(RESET)",
+            "E(0A000) Z(E)",
+            "E(25P02) Z(E)",
+            "C(ROLLBACK) Z(I)",
+            "T D(01/31/2020) C(SELECT 1) Z(I)",
+            "1 2 C(RESET)",
+            "1 2 C(SET) Z(I)",
+            "T D(01/31/2020) C(SELECT 1) Z(I)",
+        ]
+    );
+}
