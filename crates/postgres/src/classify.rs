@@ -69,8 +69,9 @@ pub struct Scanned {
     pub reads_settings: bool,
     /// A text of several statements where such a statement follows a `RESET` (`RESET ALL`,
     /// `SET … TO DEFAULT`, `DISCARD ALL`): for each one that does, how many of `changes`
-    /// the statements before it made (see [`crate::frontend::state::UnitResets`]).
-    pub reads_after_reset: Option<Box<[usize]>>,
+    /// the statements before it made, and whether it may read `application_name` (see
+    /// [`reads_application_name`], [`crate::frontend::state::UnitResets`]).
+    pub reads_after_reset: Option<Box<[(usize, bool)]>>,
 }
 
 /// Classifies a statement text: from the thread's scans kept by shape when it has the text's
@@ -134,8 +135,11 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             let one = scan::scan(&sql[s..e]);
             if reads_settings(&one) {
                 out.reads_settings = true;
-                if reset && reads.last() != Some(&out.changes.len()) {
-                    reads.push(out.changes.len());
+                let names = reads_application_name(&sql[s..e]);
+                match reads.last_mut() {
+                    Some((at, n)) if *at == out.changes.len() => *n |= names,
+                    _ if reset => reads.push((out.changes.len(), names)),
+                    _ => {}
                 }
             }
             out.add(&sql[s..e], &one);
@@ -249,6 +253,25 @@ impl Scanned {
             }
         }
     }
+}
+
+/// A statement text that may read `application_name`: one that names it, or a view or
+/// function that shows it (`pg_settings`, `pg_stat_activity`, `current_setting`, `SHOW
+/// ALL`…), in any case. (A function of the user's that reads it is not seen.)
+pub(crate) fn reads_application_name(text: &[u8]) -> bool {
+    const NAMES: [&[u8]; 6] = [
+        b"application_name",
+        b"current_setting",
+        b"pg_settings",
+        b"pg_stat_activity",
+        b"pg_stat_get_activity",
+        b"pg_show_all_settings",
+    ];
+    let has = |word: &[u8]| {
+        text.windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word))
+    };
+    NAMES.iter().any(|n| has(n)) || (has(b"show") && has(b"all"))
 }
 
 /// A statement that may read settings (its answer may depend on them): any but a `SET`,
@@ -375,21 +398,26 @@ mod tests {
             (b"RESET DateStyle; SET DateStyle = 'German'", false, None),
             (b"RESET DateStyle; COMMIT AND CHAIN", false, None),
             (b"SELECT 1; RESET DateStyle", true, None),
-            (b"RESET DateStyle; SELECT 1", true, Some(&[1][..])),
+            (b"RESET DateStyle; SELECT 1", true, Some(&[(1, false)][..])),
             (
                 b"SET DateStyle TO DEFAULT; SHOW DateStyle",
                 true,
-                Some(&[1][..]),
+                Some(&[(1, false)][..]),
+            ),
+            (
+                b"RESET application_name; SELECT 1; SHOW application_name",
+                true,
+                Some(&[(1, true)][..]),
             ),
             (
                 b"RESET ALL; SET a.b = 1; SELECT 1; SELECT 2",
                 true,
-                Some(&[2][..]),
+                Some(&[(2, false)][..]),
             ),
             (
                 b"RESET x.y; SELECT 1; SET x.y = 2; SELECT 2",
                 true,
-                Some(&[1, 2][..]),
+                Some(&[(1, false), (2, false)][..]),
             ),
         ] {
             let s = classify(text);
@@ -399,6 +427,26 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(text)
             );
+        }
+    }
+
+    #[test]
+    fn texts_that_may_read_application_name_are_found() {
+        for text in [
+            &b"SHOW application_name"[..],
+            b"select current_setting('Application_Name')",
+            b"SELECT * FROM pg_stat_activity",
+            b"SELECT * FROM pg_catalog.pg_settings",
+            b"show all",
+        ] {
+            assert!(reads_application_name(text), "{text:?}");
+        }
+        for text in [
+            &b"SELECT 1"[..],
+            b"SHOW work_mem",
+            b"INSERT INTO t VALUES (1)",
+        ] {
+            assert!(!reads_application_name(text), "{text:?}");
         }
     }
 

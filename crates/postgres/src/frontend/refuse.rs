@@ -15,6 +15,9 @@ use crate::wire::{ReadyStatus, Writer};
 use sluice_core::{Lease, OverBudget};
 use std::sync::Arc;
 
+/// A statement a unit runs (`None`: of a portal not known), and its text where known.
+type Run<'a> = (Option<&'a Arc<StmtDef>>, Option<&'a [u8]>);
+
 /// The refusal of a statement after a `RESET` of the startup parameter `name` in its unit.
 fn reads_after_reset(name: &str) -> String {
     format!(
@@ -193,29 +196,30 @@ impl Session {
         }
         let mut parsed = super::route::Parsed::new();
         // The statements the unit parses, binds or runs; and those it runs, in order: a
-        // Query's, and an Execute's (of a portal the unit binds; `None`, of one bound
-        // before it, read as one that may read settings).
+        // Query's, and an Execute's (of a portal the unit binds, or the session holds;
+        // `None`, of one not known, read as one that may read settings); with their texts.
         let mut named = Vec::new();
-        let mut run: Vec<Option<&Arc<StmtDef>>> = Vec::new();
+        let mut run: Vec<Run<'_>> = Vec::new();
         let mut portals: Vec<(&[u8], &Arc<StmtDef>)> = Vec::new();
         for i in 0..unit.msgs.len() {
             let def = self.statement_of(unit, defs, i, &mut parsed);
             let (tag, at, len) = unit.msg(i);
-            let portal = || {
-                let body = self.client.buf.get(at + 5..at + len)?;
-                super::unit::cstr(body).map(|(p, _)| p)
-            };
+            let body = self.client.buf.get(at + 5..at + len);
+            let portal = || super::unit::cstr(body?).map(|(p, _)| p);
             match tag {
-                b'Q' => run.push(def),
+                b'Q' => run.push((def, body)),
                 b'B' => {
                     if let (Some(p), Some(d)) = (portal(), def) {
                         portals.push((p, d));
                     }
                 }
-                b'E' => run
-                    .push(portal().and_then(|p| {
-                        portals.iter().rev().find(|(n, _)| *n == p).map(|(_, d)| *d)
-                    })),
+                b'E' => {
+                    let bound = portal().and_then(|p| {
+                        let here = portals.iter().rev().find(|(n, _)| *n == p);
+                        here.map(|(_, d)| *d).or_else(|| self.portals.get(p))
+                    });
+                    run.push((bound, bound.map(|d| &*d.sql)));
+                }
                 _ => {}
             }
             named.extend(def);
@@ -235,28 +239,29 @@ impl Session {
             return None;
         }
         let mut resets = self.settings.unit_resets(carried);
-        for def in run {
+        for (def, text) in run {
             let Some(def) = def else {
-                if let Some(name) = resets.in_force() {
+                if let Some(name) = resets.in_force(|| true) {
                     return Some(("0A000", reads_after_reset(name)));
                 }
                 continue;
             };
             let info = &def.info;
             let mut done = 0;
-            for &at in info.reads_after_reset.iter().flatten() {
+            for &(at, names) in info.reads_after_reset.iter().flatten() {
                 info.changes
                     .iter()
                     .take(at)
                     .skip(done)
                     .for_each(|c| resets.apply(c));
                 done = at;
-                if let Some(name) = resets.in_force() {
+                if let Some(name) = resets.in_force(|| names) {
                     return Some(("0A000", reads_after_reset(name)));
                 }
             }
             if info.reads_settings && info.statements <= 1 {
-                if let Some(name) = resets.in_force() {
+                let names = || text.is_none_or(crate::classify::reads_application_name);
+                if let Some(name) = resets.in_force(names) {
                     return Some(("0A000", reads_after_reset(name)));
                 }
             }

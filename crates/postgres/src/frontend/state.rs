@@ -89,9 +89,9 @@ pub struct UnitResets<'a> {
     reset: Vec<bool>,
 }
 
-/// The startup parameter a `RESET` of which may stand before more statements: no answer
-/// depends on it but one that reads it by name (`SHOW`, `current_setting`, `pg_settings`,
-/// `pg_stat_activity`), and clients (psql, libpq's and JDBC's) give it at every startup.
+/// The startup parameter a `RESET` of which may stand before statements that do not read it
+/// by name (see [`crate::classify::reads_application_name`]): no other answer depends on it, and clients
+/// (psql, libpq's and JDBC's) give it at every startup.
 const APPLICATION_NAME: &str = "application_name";
 
 impl UnitResets<'_> {
@@ -116,13 +116,17 @@ impl UnitResets<'_> {
         }
     }
 
-    /// A startup parameter the changes so far left at the server's default (other than
-    /// `application_name`), if any.
-    pub fn in_force(&self) -> Option<&str> {
+    /// A startup parameter the changes so far left at the server's default that a statement
+    /// may read, if any: any of them but `application_name`, which only a statement that
+    /// `names_it` reads (see [`crate::classify::reads_application_name`]).
+    pub fn in_force(&self, names_it: impl FnOnce() -> bool) -> Option<&str> {
+        let mut names_it = Some(names_it);
         self.reset
             .iter()
             .zip(self.startup.iter())
-            .find(|(reset, (name, _))| **reset && **name != *APPLICATION_NAME)
+            .find(|(reset, (name, _))| {
+                **reset && (**name != *APPLICATION_NAME || names_it.take().is_some_and(|f| f()))
+            })
             .map(|(_, (name, _))| &**name)
     }
 }

@@ -487,28 +487,29 @@ fn a_units_resets_of_startup_values_are_followed_statement_by_statement() {
         &Interner::new(4),
     );
     let mut r = s.unit_resets(false);
-    assert_eq!(r.in_force(), None);
+    assert_eq!(r.in_force(|| false), None);
     // Not a startup parameter: nothing to return to but the server's default.
     r.apply(&Change::Reset("work_mem".into()));
     r.apply(&Change::Reset("datestyle".into()));
-    assert_eq!(r.in_force(), Some("datestyle"));
+    assert_eq!(r.in_force(|| false), Some("datestyle"));
     r.apply(&Change::Set(
         "datestyle".into(),
         "SET DateStyle = ISO".into(),
     ));
-    assert_eq!(r.in_force(), None);
+    assert_eq!(r.in_force(|| false), None);
     r.apply(&Change::ResetAll);
-    assert_eq!(r.in_force(), Some("datestyle"));
+    assert_eq!(r.in_force(|| false), Some("datestyle"));
     r.apply(&Change::SetLocal(
         "datestyle".into(),
         "SET LOCAL DateStyle = ISO".into(),
     ));
-    assert_eq!(r.in_force(), Some("timezone"));
+    assert_eq!(r.in_force(|| false), Some("timezone"));
     r.apply(&Change::Set("timezone".into(), "SET TimeZone = UTC".into()));
-    assert_eq!(r.in_force(), None);
-    // application_name is read only by name: let stand.
+    assert_eq!(r.in_force(|| false), None);
+    // application_name is read only by name: let stand before other statements.
     r.apply(&Change::Reset("application_name".into()));
-    assert_eq!(r.in_force(), None);
+    assert_eq!(r.in_force(|| false), None);
+    assert_eq!(r.in_force(|| true), Some("application_name"));
     r.apply(&Change::DiscardAll);
-    assert_eq!(r.in_force(), Some("datestyle"));
+    assert_eq!(r.in_force(|| false), Some("datestyle"));
 }

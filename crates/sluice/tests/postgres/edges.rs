@@ -460,7 +460,7 @@ async fn session_state_follows_postgres_rules() {
 /// startup value again only between units), where directly it has the startup value:
 /// `RESET search_path; INSERT INTO t …` would write another schema's table. Statements that
 /// only set or control transactions may follow, as may any after a `SET` that gave the value
-/// again, or after a `RESET` of `application_name` alone.
+/// again, or one that does not read `application_name` by name after a `RESET` of it alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_after_a_reset_of_a_startup_value_in_its_unit_is_refused() {
     let env = start(0, "").await;
@@ -574,6 +574,16 @@ async fn a_statement_after_a_reset_of_a_startup_value_in_its_unit_is_refused() {
             .unwrap()),
         "2MB"
     );
+    // Unless the statement reads application_name.
+    let e = c
+        .try_simple("RESET application_name; SELECT current_setting('application_name')")
+        .await
+        .unwrap_err();
+    assert!(e.contains("RESET of \"application_name\""), "{e}");
+    c.extended("", Some("RESET application_name"), &[]);
+    c.extended("", Some("SHOW application_name"), &[]);
+    frontend::sync(&mut c.out);
+    assert_eq!(c.round(1).await.0, "EZ");
     assert_eq!(
         one(c.try_simple("SHOW application_name").await.unwrap()),
         "mine"
