@@ -247,6 +247,14 @@ impl Session {
                 continue;
             };
             let info = &def.info;
+            // (A text of several statements in a batch that carries a `RESET`: refused when
+            // any of them may read, also one after a `SET` of the value.)
+            if info.reads_settings && (info.statements <= 1 || carried) {
+                let names = || text.is_none_or(crate::classify::reads_application_name);
+                if let Some(name) = resets.in_force(names) {
+                    return Some(("0A000", reads_after_reset(name)));
+                }
+            }
             let mut done = 0;
             for &(at, names) in info.reads_after_reset.iter().flatten() {
                 info.changes
@@ -256,12 +264,6 @@ impl Session {
                     .for_each(|c| resets.apply(c));
                 done = at;
                 if let Some(name) = resets.in_force(|| names) {
-                    return Some(("0A000", reads_after_reset(name)));
-                }
-            }
-            if info.reads_settings && info.statements <= 1 {
-                let names = || text.is_none_or(crate::classify::reads_application_name);
-                if let Some(name) = resets.in_force(names) {
                     return Some(("0A000", reads_after_reset(name)));
                 }
             }

@@ -608,6 +608,10 @@ async fn a_statement_after_a_reset_in_a_flushed_part_of_its_batch_is_refused() {
     steps.push(simple(&mut a, date).await);
     steps.push(simple(&mut a, "ROLLBACK").await);
     steps.push(simple(&mut a, date).await);
+    // A simple query of several statements sent on in the batch.
+    steps.push(reset_flushed(&mut a).await);
+    steps.push(simple(&mut a, &format!("SELECT 1; {date}")).await);
+    steps.push(simple(&mut a, date).await);
     // What only sets may follow; after the Sync, the startup value is there again.
     steps.push(reset_flushed(&mut a).await);
     unnamed(&mut a, "SET work_mem = '2MB'", 0);
@@ -629,6 +633,9 @@ async fn a_statement_after_a_reset_in_a_flushed_part_of_its_batch_is_refused() {
             "E(0A000) Z(E)",
             "E(25P02) Z(E)",
             "C(ROLLBACK) Z(I)",
+            "T D(01/31/2020) C(SELECT 1) Z(I)",
+            "1 2 C(RESET)",
+            "E(0A000) Z(I)",
             "T D(01/31/2020) C(SELECT 1) Z(I)",
             "1 2 C(RESET)",
             "1 2 C(SET) Z(I)",
