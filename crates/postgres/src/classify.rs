@@ -135,11 +135,12 @@ pub(crate) fn scanned(sql: &[u8]) -> (Scanned, bool) {
             let one = scan::scan(&sql[s..e]);
             if reads_settings(&one) {
                 out.reads_settings = true;
-                let names = reads_application_name(&sql[s..e]);
-                match reads.last_mut() {
-                    Some((at, n)) if *at == out.changes.len() => *n |= names,
-                    _ if reset => reads.push((out.changes.len(), names)),
-                    _ => {}
+                if reset {
+                    let names = reads_application_name(&sql[s..e]);
+                    match reads.last_mut() {
+                        Some((at, n)) if *at == out.changes.len() => *n |= names,
+                        _ => reads.push((out.changes.len(), names)),
+                    }
                 }
             }
             out.add(&sql[s..e], &one);

@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub mod pin;
+mod unit_resets;
+
+pub use unit_resets::UnitResets;
 
 /// Settings of its own (names `SET` or `RESET` since the startup, and those waiting for their
 /// transaction block to commit) a session may have sluice keep at most: sluice replays each
@@ -75,60 +78,6 @@ struct BlockChanges {
     /// connections start without them): set to their startup values again before the
     /// block's next statement, as PostgreSQL's `RESET` returns to those.
     resets: Vec<Box<str>>,
-}
-
-/// The startup parameters a unit's `RESET`s (`RESET ALL`, `DISCARD ALL`, `SET … TO DEFAULT`)
-/// returned to the server's defaults so far, as its statements run in order. Pooled
-/// connections start without the client's startup parameters, and PostgreSQL offers no
-/// statement that sets what `RESET` returns to: the statements after such a `RESET` in the
-/// same unit would run with the server's default where directly they have the startup value
-/// (sluice sets it again only between units).
-pub struct UnitResets<'a> {
-    startup: &'a StartupSettings,
-    /// A flag per entry of `startup` (empty until a `RESET` of one).
-    reset: Vec<bool>,
-}
-
-/// The startup parameter a `RESET` of which may stand before statements that do not read it
-/// by name (see [`crate::classify::reads_application_name`]): no other answer depends on it, and clients
-/// (psql, libpq's and JDBC's) give it at every startup.
-const APPLICATION_NAME: &str = "application_name";
-
-impl UnitResets<'_> {
-    /// Follows one change.
-    pub fn apply(&mut self, change: &Change) {
-        let n = self.startup.len();
-        match change {
-            Change::Reset(name) => {
-                if let Some(i) = self.startup.iter().position(|(s, _)| **s == **name) {
-                    self.reset.resize(n, false);
-                    self.reset[i] = true;
-                }
-            }
-            Change::ResetAll | Change::DiscardAll => self.reset = vec![true; n],
-            Change::Set(name, _) | Change::SetLocal(name, _) => {
-                if let Some(i) = self.startup.iter().position(|(s, _)| **s == **name) {
-                    if let Some(flag) = self.reset.get_mut(i) {
-                        *flag = false;
-                    }
-                }
-            }
-        }
-    }
-
-    /// A startup parameter the changes so far left at the server's default that a statement
-    /// may read, if any: any of them but `application_name`, which only a statement that
-    /// `names_it` reads (see [`crate::classify::reads_application_name`]).
-    pub fn in_force(&self, names_it: impl FnOnce() -> bool) -> Option<&str> {
-        let mut names_it = Some(names_it);
-        self.reset
-            .iter()
-            .zip(self.startup.iter())
-            .find(|(reset, (name, _))| {
-                **reset && (**name != *APPLICATION_NAME || names_it.take().is_some_and(|f| f()))
-            })
-            .map(|(_, (name, _))| &**name)
-    }
 }
 
 /// [`Settings::traits`]: transactions are serializable by default.
@@ -343,13 +292,10 @@ impl Settings {
     /// `carried` (the unit goes on a batch the server has not reached the Sync of: sluice
     /// sets nothing there).
     pub fn unit_resets(&self, carried: bool) -> UnitResets<'_> {
-        let mut resets = UnitResets {
-            startup: &self.startup,
-            reset: Vec::new(),
-        };
+        let mut resets = UnitResets::new(&self.startup);
         if carried {
             for name in self.block.iter().flat_map(|b| b.resets.iter()) {
-                resets.apply(&Change::Reset(name.to_string()));
+                resets.reset(name);
             }
         }
         resets
