@@ -530,18 +530,7 @@ async fn a_statement_after_a_reset_of_a_startup_value_in_its_unit_is_refused() {
     c.try_simple("BEGIN").await.unwrap();
     let dates = "SELECT (date '2020-01-31' + g)::text FROM generate_series(0, 2) g";
     frontend::parse("", dates, [], &mut c.out).unwrap();
-    let none: [Option<&str>; 0] = [];
-    frontend::bind(
-        "p",
-        "",
-        [0i16],
-        none.iter(),
-        |_: &Option<&str>, _| Ok(postgres_protocol::IsNull::Yes),
-        [0i16],
-        &mut c.out,
-    )
-    .map_err(|_| "bind")
-    .unwrap();
+    super::own_statements::bind(&mut c, "p", "");
     frontend::execute("p", 1, &mut c.out).unwrap();
     frontend::sync(&mut c.out);
     assert_eq!(c.round(1).await.0, "12DsZ");

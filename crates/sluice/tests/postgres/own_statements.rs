@@ -29,7 +29,7 @@ fn parse(c: &mut Raw, name: &str, sql: &str) {
     frontend::parse(name, sql, [], &mut c.out).unwrap();
 }
 
-fn bind(c: &mut Raw, portal: &str, statement: &str) {
+pub(super) fn bind(c: &mut Raw, portal: &str, statement: &str) {
     let none: [Option<&str>; 0] = [];
     frontend::bind(
         portal,
