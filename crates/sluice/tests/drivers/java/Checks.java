@@ -871,14 +871,16 @@ public class Checks {
             }
 
             // On the primary, so that the canceller can see it run there: a cancel before the
-            // statement starts would interrupt nothing.
+            // statement starts would interrupt nothing. Seen sleeping, not merely listed: the
+            // list also shows the text while sluice prepares it on the server, before it runs.
             try (PreparedStatement ps = c.prepareStatement("SELECT /* sluice:writer */ SLEEP(?)");
                     Connection watcher = primary()) {
                 ps.setInt(1, 60);
                 Thread canceller = new Thread(() -> {
                     try {
                         String running = "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-                                + " WHERE INFO LIKE 'SELECT /* sluice:writer */ SLEEP(%'";
+                                + " WHERE INFO LIKE 'SELECT /* sluice:writer */ SLEEP(%'"
+                                + " AND STATE = 'User sleep'";
                         long deadline = System.nanoTime() + 60_000_000_000L;
                         while (num(watcher, running) == 0 && System.nanoTime() < deadline) {
                             Thread.sleep(20);
