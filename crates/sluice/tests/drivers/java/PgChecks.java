@@ -1054,10 +1054,14 @@ public class PgChecks {
         canceller.join(30_000);
     }
 
-    /** Whether a pg_sleep of the session named `app` is running on the primary or the replica. */
+    /**
+     * Whether a pg_sleep of the session named `app` is sleeping on the primary or the replica
+     * (sleeping, not merely active: a Parse of the text shows it active too, and a cancel then
+     * would find the backend reading its next message and do nothing).
+     */
     static boolean running(String app) throws SQLException {
         String sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = ? AND state = 'active'"
-                + " AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()";
+                + " AND wait_event = 'PgSleep' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()";
         try (Connection p = primary(); Connection r = replica()) {
             return num(p, sql, app) > 0 || num(r, sql, app) > 0;
         }

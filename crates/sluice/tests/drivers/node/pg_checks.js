@@ -970,10 +970,11 @@ async function cancel() {
     (res) => ({ res }),
     (err) => ({ err }),
   );
-  // Until the statement runs on a server, a cancel would find the session idle.
+  // Until the statement sleeps on a server, a cancel could find the session idle (a Parse of
+  // the text shows it active too, and a cancel then does nothing).
   const r = await replica();
   const runningOn = async (client) =>
-    Number(await value(client, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1", [`%${marker} */`]));
+    Number(await value(client, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND wait_event = 'PgSleep' AND query LIKE $1", [`%${marker} */`]));
   const deadline = Date.now() + 30000;
   while ((await runningOn(r)) + (await runningOn(direct)) !== 1) {
     if (Date.now() > deadline) fail('the pg_sleep(60) statement did not show on a server within 30 s');

@@ -261,8 +261,11 @@ def find_running(marker, ended=lambda: None, timeout=20.0):
             if outcome is not None:
                 raise CheckFailed(f"the statement to cancel ended before it was seen running: {outcome}")
             for port, c in conns:
+                # Sleeping, not merely active: a Parse of the text shows it active too, and a
+                # cancel then would find the backend reading its next message and do nothing.
                 row = c.execute(
                     "SELECT pid FROM pg_stat_activity WHERE state = 'active'"
+                    " AND wait_event = 'PgSleep'"
                     " AND pid <> pg_backend_pid() AND position(%s in query) > 0",
                     (marker,),
                 ).fetchone()

@@ -978,6 +978,10 @@ func checkBatch(ctx context.Context) {
 const running = `SELECT count(*) FROM pg_stat_activity
 	WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep(30)%'`
 
+// asleep is running where the statement sleeps: a Parse of its text shows it active too, and a
+// cancel then would find the backend reading its next message and do nothing.
+const asleep = running + ` AND wait_event = 'PgSleep'`
+
 // sleeping is how many pg_sleep(30) of application app run on the primary and on the replica.
 func sleeping(ctx context.Context, prim, repl *pgx.Conn, app string) (int64, int64) {
 	return intOf(ctx, prim, running, app), intOf(ctx, repl, running, app)
@@ -1036,7 +1040,7 @@ func checkCancel(ctx context.Context) {
 	}()
 	deadline := time.Now().Add(25 * time.Second)
 	for {
-		np, nr := sleeping(ctx, prim, repl, app)
+		np, nr := intOf(ctx, prim, asleep, app), intOf(ctx, repl, asleep, app)
 		if np+nr == 1 {
 			break
 		}
