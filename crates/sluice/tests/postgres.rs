@@ -56,6 +56,8 @@ mod routing;
 mod server_faults;
 #[path = "postgres/statements.rs"]
 mod statements;
+#[path = "postgres/tls.rs"]
+mod tls;
 #[path = "postgres/tokio_driver.rs"]
 mod tokio_driver;
 

@@ -129,6 +129,43 @@ c.close()
     );
     assert!(stdout.starts_with("99 TLSv1."), "{stdout}");
 
+    // A client over TLS that leaves large results unread for a while gets all of each.
+    // Sluice writes a result into its socket to the client until the socket is full (the
+    // kernel grows its send buffer to 2-3.5 MB here), and the rest into TLS records kept in
+    // rustls (up to 64 KiB). A result a little larger than the socket holds is written
+    // whole, its end in those records, which stayed there while sluice waited for the
+    // client's next command (the client waited for them until its read timeout). The sizes
+    // step by less than rustls keeps, across what the socket may hold.
+    let out = common::python(
+        port,
+        r#"
+import os, ssl, time, pymysql, pymysql.cursors
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+c = pymysql.connect(host="127.0.0.1", port=int(os.environ["PORT"]), user="app",
+                    password="app", database="test", ssl=ctx, read_timeout=60,
+                    cursorclass=pymysql.cursors.SSCursor)
+n = 0
+for kib in range(1024, 4609, 48):
+    cur = c.cursor()
+    cur.execute("SELECT LENGTH(REPEAT('x', %s)), REPEAT('x', %s)", (kib * 1024, kib * 1024))
+    time.sleep(0.1)
+    row = cur.fetchone()
+    assert row[0] == kib * 1024 == len(row[1]), (kib, row[0])
+    cur.close()
+    n += 1
+print("read", n)
+c.close()
+"#,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "read 75");
+
     // Certificate rotation: a reload re-reads the files; new connections get the new one.
     let subject = || {
         let out = std::process::Command::new("openssl")

@@ -202,11 +202,8 @@ impl BackendConn {
         if !self.rbuf.is_empty() || self.server_failed() {
             return true;
         }
-        let mut probe = [0u8; 1];
-        match self.stream.try_read(&mut probe) {
-            Ok(_) => true, // EOF, or bytes nobody asked for
-            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-        }
+        // EOF, or bytes nobody asked for (over TLS too: the socket is peeked).
+        self.stream.idle_closed()
     }
 
     /// Sends `payload` as a packet starting at `seq`; returns the next sequence id. A large
@@ -224,7 +221,7 @@ impl BackendConn {
             let next = frame(&mut self.wbuf, seq, payload);
             tokio::select! {
                 biased;
-                r = self.stream.write_all(&self.wbuf) => r?,
+                r = self.stream.write_all_sent(&self.wbuf) => r?,
                 _ = expiry(limit) => return Err(timed_out(limit)),
             }
             next
@@ -247,7 +244,7 @@ impl BackendConn {
             let limit = self.read_timeout.get();
             return tokio::select! {
                 biased;
-                r = self.stream.write_all(&self.wbuf) => r,
+                r = self.stream.write_all_sent(&self.wbuf) => r,
                 _ = expiry(limit) => Err(timed_out(limit)),
             };
         }
@@ -315,6 +312,8 @@ async fn write_framed(
         seq = seq.wrapping_add(1);
         rest = &rest[n..];
         if n < crate::wire::consts::MAX_PAYLOAD {
+            // (Over TLS the last records may still be in rustls: see `write_all_sent`.)
+            stream.write_all_sent(&[]).await?;
             return Ok(seq);
         }
     }

@@ -8,7 +8,6 @@ use crate::wire::packet::{frame, read_packet, Packet, ReadError};
 use bytes::BytesMut;
 use sluice_runtime::buffers as spare;
 use sluice_runtime::tls::ClientStream;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// A client connection.
@@ -76,7 +75,7 @@ impl ClientConn {
     /// Writes the scratch buffer to the client and clears it.
     pub async fn flush(&mut self) -> std::io::Result<()> {
         if !self.wbuf.is_empty() {
-            let r = self.stream.write_all(&self.wbuf).await;
+            let r = self.stream.write_all_sent(&self.wbuf).await;
             self.wbuf.clear();
             r?;
         }
@@ -145,7 +144,7 @@ impl ClientConn {
         if bytes.is_empty() {
             return Ok(());
         }
-        self.stream.write_all(bytes).await
+        self.stream.write_all_sent(bytes).await
     }
 }
 

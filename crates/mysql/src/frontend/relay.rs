@@ -9,7 +9,6 @@ use crate::wire::consts::{cap, err};
 use crate::wire::packet::{frame, read_packet};
 use bytes::Buf;
 use sluice_core::{Failure, Seen, Side};
-use tokio::io::AsyncWriteExt;
 
 /// Read size for responses.
 const CHUNK: usize = 16 * 1024;
@@ -94,7 +93,7 @@ pub async fn relay(
                     let mut empty = Vec::new();
                     frame(&mut empty, seq.wrapping_add(1), &[]);
                     conn.stream
-                        .write_all(&empty)
+                        .write_all_sent(&empty)
                         .await
                         .map_err(|e| backend_err(e, &scanner, false))?;
                     scanner.infile_done(seq.wrapping_add(2));
@@ -211,10 +210,10 @@ impl Out<'_> {
             if pos == fwd {
                 return Ok(());
             }
-            c.stream.write_all(&conn.rbuf[fwd..pos]).await
+            c.stream.write_all_sent(&conn.rbuf[fwd..pos]).await
         } else {
             pending.extend_from_slice(&conn.rbuf[fwd..pos]);
-            let r = c.stream.write_all(pending).await;
+            let r = c.stream.write_all_sent(pending).await;
             pending.clear();
             r
         };
@@ -236,13 +235,16 @@ async fn pump_infile(client: &mut ClientConn, conn: &mut BackendConn) -> Result<
         .map_err(|e| Failure::client(std::io::Error::other(e.to_string())))?;
         out.clear();
         frame(&mut out, p.seq, &p.payload);
-        conn.stream.write_all(&out).await.map_err(|e| Failure {
-            side: Side::Server,
-            server: None,
-            error: e,
-            seen: Seen::MidMessage,
-            next_seq: 0,
-        })?;
+        conn.stream
+            .write_all_sent(&out)
+            .await
+            .map_err(|e| Failure {
+                side: Side::Server,
+                server: None,
+                error: e,
+                seen: Seen::MidMessage,
+                next_seq: 0,
+            })?;
         if p.payload.is_empty() {
             return Ok(p.seq.wrapping_add(1));
         }

@@ -204,12 +204,12 @@ impl Client {
     /// Sends what is queued, then `bytes`.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.pending.is_empty() {
-            return self.stream.write_all(bytes).await;
+            return self.stream.write_all_sent(bytes).await;
         }
         // Taken: an idle session keeps no queue's allocation.
         let mut out = std::mem::take(&mut self.pending);
         out.extend_from_slice(bytes);
-        self.stream.write_all(&out).await
+        self.stream.write_all_sent(&out).await
     }
 
     /// Sends an ErrorResponse (severity ERROR) and ReadyForQuery.

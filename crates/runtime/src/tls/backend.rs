@@ -2,8 +2,12 @@
 //! `[pool] tls_ca` and the server's address.
 
 use super::MaybeTls;
+use bytes::BytesMut;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
@@ -62,6 +66,17 @@ impl BackendTls {
     }
 }
 
+/// What one step of [`BackendStream::poll_send_reading`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SendStep {
+    /// This many bytes were written.
+    Wrote(usize),
+    /// This many bytes were read (0: the server closed the stream).
+    Read(usize),
+    /// Nothing was left to write, and all of it went to the socket.
+    Sent,
+}
+
 /// The stream to a server.
 pub type BackendStream = MaybeTls<TlsStream<TcpStream>>;
 
@@ -80,6 +95,107 @@ impl BackendStream {
             MaybeTls::Plain(s) => s.try_write(buf),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    /// True if this idle stream can no longer carry a request: the server closed it, or sent
+    /// something nobody asked for (an error before it closes; over TLS also an alert or a
+    /// `close_notify`). Never waits. Plain TCP reads the byte it finds (the connection is done
+    /// then anyway); over TLS nothing is consumed: the socket is peeked.
+    pub fn idle_closed(&self) -> bool {
+        match self {
+            MaybeTls::Plain(s) => {
+                let mut probe = [0u8; 1];
+                !matches!(s.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            MaybeTls::Tls(t) => {
+                let (tcp, session) = t.get_ref();
+                // Decrypted bytes not read, or the server's close_notify: not idle.
+                if !session.wants_read() {
+                    return true;
+                }
+                let mut probe = [0u8; 1];
+                let mut buf = ReadBuf::new(&mut probe);
+                let mut cx = Context::from_waker(Waker::noop());
+                !tcp.poll_peek(&mut cx, &mut buf).is_pending()
+            }
+            MaybeTls::Upgrading => true,
+        }
+    }
+
+    /// Resolves when the server may have sent something, consuming nothing (at once over TLS
+    /// when decrypted bytes are waiting to be read).
+    pub async fn readable(&self) -> io::Result<()> {
+        std::future::poll_fn(|cx| match self {
+            MaybeTls::Plain(s) => s.poll_read_ready(cx),
+            MaybeTls::Tls(t) => {
+                let (tcp, session) = t.get_ref();
+                if !session.wants_read() {
+                    return Poll::Ready(Ok(()));
+                }
+                tcp.poll_read_ready(cx)
+            }
+            MaybeTls::Upgrading => Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
+        })
+        .await
+    }
+
+    /// Reads what the server has sent into `buf` without waiting: the bytes read (0: the
+    /// server closed the stream), or `WouldBlock` if nothing is there.
+    pub fn try_read_buf(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
+        match self {
+            MaybeTls::Plain(s) => s.try_read_buf(buf),
+            _ => {
+                let mut cx = Context::from_waker(Waker::noop());
+                match self.poll_read_into(&mut cx, buf) {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+                }
+            }
+        }
+    }
+
+    /// One step of sending `bytes` while reading what the server sends meanwhile into `read`
+    /// (`None`: reading is held back): how many bytes were written, or read, or that `bytes`
+    /// is empty and all of it was sent on. A server that answers a request in parts as they
+    /// come stops reading when nobody reads its answers; this keeps both directions moving.
+    pub fn poll_send_reading(
+        &mut self,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+        read: Option<&mut BytesMut>,
+    ) -> Poll<io::Result<SendStep>> {
+        use tokio::io::AsyncWrite;
+        if !bytes.is_empty() {
+            match Pin::new(&mut *self).poll_write(cx, bytes) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => return Poll::Ready(Ok(SendStep::Wrote(n))),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        } else if Pin::new(&mut *self).poll_flush(cx)?.is_ready() {
+            return Poll::Ready(Ok(SendStep::Sent));
+        }
+        match read {
+            Some(buf) => self.poll_read_into(cx, buf).map_ok(SendStep::Read),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Reads into the spare room of `buf` (at least 4 KiB is made).
+    fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        use tokio::io::AsyncRead;
+        let start = buf.len();
+        let room = (buf.capacity() - start).max(4096);
+        buf.resize(start + room, 0);
+        let mut rb = ReadBuf::new(&mut buf[start..]);
+        let r = Pin::new(&mut *self).poll_read(cx, &mut rb);
+        let n = rb.filled().len();
+        buf.truncate(start + n);
+        r.map_ok(|()| n)
     }
 
     /// The server's address.

@@ -43,6 +43,20 @@ impl<T> MaybeTls<T> {
     }
 }
 
+impl<T: AsyncWrite + Unpin> MaybeTls<T> {
+    /// Writes all of `bytes`, and over TLS sends them on: tokio-rustls keeps the last records
+    /// when the socket is full, and nothing else would send them while sluice waits for the
+    /// peer, which waits for them (the rest of a request, or of an answer and its end).
+    pub async fn write_all_sent(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.write_all(bytes).await?;
+        if self.is_tls() {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+}
+
 fn upgrading<R>() -> Poll<io::Result<R>> {
     Poll::Ready(Err(io::ErrorKind::NotConnected.into()))
 }

@@ -6,6 +6,7 @@
 use bytes::BytesMut;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use postgres_protocol::message::frontend;
+use sluice_runtime::tls::{BackendStream, BackendTls};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -57,7 +58,7 @@ impl Msg {
 
 /// A logged-in connection.
 pub struct Raw {
-    stream: TcpStream,
+    stream: BackendStream,
     rbuf: BytesMut,
     /// Bytes to send.
     pub out: BytesMut,
@@ -95,6 +96,48 @@ impl Raw {
         let stream = TcpStream::connect(("127.0.0.1", port))
             .await
             .map_err(|e| format!("connect: {e}"))?;
+        Raw::login(BackendStream::Plain(stream), password, params).await
+    }
+
+    /// As [`Raw::connect`], over TLS (an SSLRequest first; the server's certificate checked
+    /// by `tls`), with a small socket receive buffer: what the client does not read soon
+    /// fills sluice's socket to it.
+    pub async fn connect_tls(
+        port: u16,
+        user: &str,
+        password: &str,
+        database: &str,
+        tls: &BackendTls,
+    ) -> Raw {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(8192).unwrap();
+        let mut tcp = socket
+            .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+            .await
+            .unwrap();
+        tcp.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
+            .await
+            .unwrap();
+        let mut answer = [0u8; 1];
+        tcp.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"S", "TLS refused");
+        let stream = tls
+            .connect(&format!("127.0.0.1:{port}"), tcp)
+            .await
+            .unwrap();
+        let params = [("user", user), ("database", database)];
+        match Raw::login(stream, password, &params).await {
+            Ok(raw) => raw,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Logs in over `stream`.
+    async fn login(
+        stream: BackendStream,
+        password: &str,
+        params: &[(&str, &str)],
+    ) -> Result<Raw, String> {
         let mut raw = Raw {
             stream,
             rbuf: BytesMut::new(),
@@ -198,7 +241,7 @@ impl Raw {
     async fn try_flush(&mut self) -> Result<(), String> {
         let out = self.out.split();
         self.stream
-            .write_all(&out)
+            .write_all_sent(&out)
             .await
             .map_err(|e| format!("send: {e}"))
     }
@@ -244,7 +287,7 @@ impl Raw {
     /// Sends `bytes` as they are; why the connection would not take them, if it would not.
     pub async fn try_send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.stream
-            .write_all(bytes)
+            .write_all_sent(bytes)
             .await
             .map_err(|e| format!("send: {e}"))
     }
@@ -252,7 +295,7 @@ impl Raw {
     /// Sends what `out` holds.
     pub async fn flush(&mut self) {
         let out = self.out.split();
-        self.stream.write_all(&out).await.unwrap();
+        self.stream.write_all_sent(&out).await.unwrap();
     }
 
     /// The next message (notices and parameter changes included).
