@@ -370,12 +370,12 @@ fn protocols_need_their_listeners_and_servers() {
     );
     let cfg = Config::from_toml(&both).unwrap();
     assert_eq!(cfg.for_protocol(crate::Protocol::Mysql).rules.len(), 1);
-    // TLS to the servers is MySQL's only: refused, never ignored.
-    let e = Config::from_toml(&format!(
+    // TLS to the servers, for both protocols.
+    let tls = Config::from_toml(&format!(
         "{both}\n[pool]\ntls = true\ntls_ca = \"/ca.pem\"\n"
     ))
-    .unwrap_err();
-    assert_eq!(e.field, "pool.tls");
+    .unwrap();
+    assert!(tls.for_protocol(crate::Protocol::Postgres).pool.tls);
     assert!(cfg.for_protocol(crate::Protocol::Postgres).rules.is_empty());
     // A PostgreSQL listener pinned to a MySQL-only hostgroup.
     let e = Config::from_toml(&both.replace(

@@ -114,6 +114,7 @@ impl PostgresFrontend {
             statements_per_connection: STATEMENTS_PER_CONNECTION,
             client_keys: Default::default(),
             read_timeout: sluice_core::ReadTimeout::new(config.pool.read_timeout.get()),
+            tls: rt.backend_tls.clone(),
         });
         let read_only_functions = config
             .postgres
@@ -128,7 +129,7 @@ impl PostgresFrontend {
         );
         let monitor_agent = config.monitor.enabled.then(|| {
             let (user, password) = config.monitor_credentials();
-            let agent = PgAgent::new(user, password);
+            let agent = PgAgent::new(user, password, rt.backend_tls.clone());
             agent.set_rewind_command(rewind_command(&config));
             Arc::new(agent)
         });

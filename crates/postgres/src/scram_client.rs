@@ -1,5 +1,6 @@
 //! SCRAM-SHA-256 from the client's side: how sluice logs in to a PostgreSQL server that asks
-//! for it. No channel binding (`n,,`): sluice's server connections are plain TCP.
+//! for it. No channel binding (`n,,`, the mechanism `SCRAM-SHA-256` even over `[pool] tls`,
+//! where the server also offers `-PLUS`): a server requires it only by its clients' choice.
 
 use crate::scram::{hmac_sha256, salted_password, sha256, ScramError};
 use aws_lc_rs::constant_time;

@@ -20,12 +20,6 @@ impl Config {
             }
             _ => {}
         }
-        if self.pool.tls && self.protocols().contains(&crate::Protocol::Postgres) {
-            return Err(ConfigError::new(
-                "pool.tls",
-                "is not supported for PostgreSQL servers yet (sluice would reach them, and send their passwords, in plain text): remove it, or serve the PostgreSQL servers from a sluice of their own",
-            ));
-        }
         if self.pool.tls && self.pool.tls_ca.as_deref().unwrap_or("").is_empty() {
             return Err(ConfigError::new(
                 "pool.tls_ca",

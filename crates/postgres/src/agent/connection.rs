@@ -13,9 +13,22 @@ pub const MONITOR_DATABASE: &str = "postgres";
 /// How long an operation may take.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How the monitor logs in: its user and password (a reload replaces them) and `[pool] tls`.
+#[derive(Clone)]
+pub struct Login {
+    pub user: String,
+    pub password: String,
+    pub tls: Option<sluice_runtime::tls::BackendTls>,
+}
+
 /// Logs in to `address` as the monitor.
-pub async fn login(address: &str, user: &str, password: &str) -> AgentResult<PgConn> {
-    open_as(address, user, password, MONITOR_DATABASE)
+pub async fn login(address: &str, login: &Login) -> AgentResult<PgConn> {
+    let Login {
+        user,
+        password,
+        tls,
+    } = login;
+    open_as(address, user, password, MONITOR_DATABASE, tls.as_ref())
         .await
         .map_err(|e| {
             if e.server_down {
@@ -28,9 +41,9 @@ pub async fn login(address: &str, user: &str, password: &str) -> AgentResult<PgC
 
 /// The first column of the first row of `sql`, on a fresh connection, within
 /// [`OP_TIMEOUT`].
-pub async fn value_on(address: &str, user: &str, password: &str, sql: &str) -> AgentResult<String> {
+pub async fn value_on(address: &str, who: &Login, sql: &str) -> AgentResult<String> {
     within(OP_TIMEOUT, async {
-        let mut conn = login(address, user, password).await?;
+        let mut conn = login(address, who).await?;
         let row = first_row(&mut conn, sql).await?;
         Ok(row.into_iter().next().flatten().unwrap_or_default())
     })

@@ -18,7 +18,7 @@ mod ops;
 mod rewind;
 
 use crate::backend::PgConn;
-use connection::{first_row, login, rows, OP_TIMEOUT};
+use connection::{first_row, login, rows, Login, OP_TIMEOUT};
 pub use rewind::RewindCommand;
 use sluice_core::Server;
 use sluice_monitor::agent::{
@@ -58,8 +58,8 @@ const RECEIVER: &str =
 
 /// The monitor's agent for PostgreSQL.
 pub struct PgAgent {
-    /// Login (user, password); replaced on reload.
-    creds: parking_lot::Mutex<(String, String)>,
+    /// Login (user, password, TLS); the user and password are replaced on reload.
+    creds: parking_lot::Mutex<Login>,
     /// Check connections, one per server; taken out while in use (a check that times out
     /// drops its connection with it).
     probes: parking_lot::Mutex<HashMap<Arc<str>, PgConn>>,
@@ -75,10 +75,18 @@ pub struct PgAgent {
 }
 
 impl PgAgent {
-    /// An agent logging in as `user` with `password`.
-    pub fn new(user: String, password: String) -> PgAgent {
+    /// An agent logging in as `user` with `password`, over TLS with `tls` (`[pool] tls`).
+    pub fn new(
+        user: String,
+        password: String,
+        tls: Option<sluice_runtime::tls::BackendTls>,
+    ) -> PgAgent {
         PgAgent {
-            creds: parking_lot::Mutex::new((user, password)),
+            creds: parking_lot::Mutex::new(Login {
+                user,
+                password,
+                tls,
+            }),
             probes: parking_lot::Mutex::new(HashMap::new()),
             synchronous_names: Default::default(),
             detached: Default::default(),
@@ -94,13 +102,16 @@ impl PgAgent {
 
     /// New credentials (a reload): connections opened from now on use them.
     pub fn set_credentials(&self, user: String, password: String) {
-        *self.creds.lock() = (user, password);
+        {
+            let mut creds = self.creds.lock();
+            (creds.user, creds.password) = (user, password);
+        }
         self.probes.lock().clear();
     }
 
     async fn connect(&self, server: &Server) -> AgentResult<PgConn> {
-        let (user, password) = self.creds.lock().clone();
-        login(&server.address, &user, &password).await
+        let who = self.creds.lock().clone();
+        login(&server.address, &who).await
     }
 
     /// The `application_name` a standby streams under (its primary lists it by that name

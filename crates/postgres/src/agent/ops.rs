@@ -34,8 +34,8 @@ const TIMELINE: &str = "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1,
 impl PgAgent {
     /// The first column of the first row of `sql`, on a fresh connection.
     pub(super) async fn value(&self, server: &Server, sql: &str) -> AgentResult<String> {
-        let (user, password) = self.creds.lock().clone();
-        value_on(&server.address, &user, &password, sql).await
+        let who = self.creds.lock().clone();
+        value_on(&server.address, &who, sql).await
     }
 
     /// A fresh connection, within the operation time limit.
@@ -195,7 +195,7 @@ impl PgAgent {
                 ))
             })?,
             None => {
-                let (user, password) = self.creds.lock().clone();
+                let super::Login { user, password, .. } = self.creds.lock().clone();
                 conninfo::render(&[
                     ("host".into(), host.into()),
                     ("port".into(), port.into()),

@@ -31,7 +31,7 @@ pub struct Job {
     pub command: RewindCommand,
     pub server: String,
     pub primary: String,
-    pub login: (String, String),
+    pub login: super::Login,
 }
 
 struct Running {
@@ -150,8 +150,7 @@ async fn run(job: Job) -> Result<(), String> {
     }
     // Back as a standby: it answers, in recovery.
     loop {
-        let (user, password) = &job.login;
-        if value_on(&job.server, user, password, "SELECT pg_is_in_recovery()")
+        if value_on(&job.server, &job.login, "SELECT pg_is_in_recovery()")
             .await
             .is_ok_and(|v| v == "t")
         {

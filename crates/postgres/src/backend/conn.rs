@@ -5,11 +5,11 @@
 use super::statements::ServerStatements;
 use crate::wire::{read_message, Message, WireError};
 use bytes::{Buf, BytesMut};
+use sluice_runtime::tls::backend::{BackendStream, SendStep};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Weak};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncReadExt;
 
 /// The largest message accepted from a server (a row or a COPY chunk bigger than this ends
 /// the connection with an error).
@@ -24,7 +24,7 @@ pub type StartupSettings = [(Box<str>, Box<str>)];
 
 /// A logged-in server connection.
 pub struct PgConn {
-    stream: TcpStream,
+    stream: BackendStream,
     rbuf: BytesMut,
     /// Its process id and cancel key.
     pub backend_key: (u32, u32),
@@ -87,7 +87,7 @@ pub(crate) struct ReadTimer {
 
 impl PgConn {
     /// A connection over `stream` (logged in by [`super::connect`]).
-    pub(crate) fn new(stream: TcpStream, cache: usize) -> PgConn {
+    pub(crate) fn new(stream: BackendStream, cache: usize) -> PgConn {
         PgConn {
             stream,
             rbuf: BytesMut::with_capacity(8192),
@@ -124,9 +124,7 @@ impl PgConn {
         {
             return false;
         }
-        let mut probe = [0u8; 1];
-        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            && self.gate.claim()
+        !self.stream.idle_closed() && self.gate.claim()
     }
 
     /// Its settings beyond its startup: parameter name → the statement that set it.
@@ -190,7 +188,7 @@ impl PgConn {
             return Box::pin(self.send_reading(bytes, cap)).await;
         }
         self.unsynced = true;
-        let write = std::pin::pin!(self.stream.write_all(bytes));
+        let write = std::pin::pin!(self.stream.write_all_sent(bytes));
         let r = within(&mut self.timer, write).await;
         if r.is_err() {
             self.broken = true;
@@ -206,7 +204,7 @@ impl PgConn {
     /// the server still not reading, an error of kind `OutOfMemory`.
     pub async fn send_reading(&mut self, mut bytes: &[u8], cap: usize) -> io::Result<()> {
         self.unsynced = true;
-        while !bytes.is_empty() {
+        loop {
             self.room_to_read();
             let PgConn {
                 stream,
@@ -215,39 +213,34 @@ impl PgConn {
                 ..
             } = self;
             let full = rbuf.len() >= cap;
-            let (mut from, mut to) = stream.split();
-            let step = std::pin::pin!(async {
-                tokio::select! {
-                    biased;
-                    w = to.write(bytes) => w.map(Some),
-                    r = from.read_buf(rbuf), if !full => match r {
-                        Ok(0) => Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the server closed the connection",
-                        )),
-                        Ok(_) => Ok(None),
-                        Err(e) => Err(e),
-                    },
-                    _ = std::future::ready(()), if full => Err(io::Error::new(
-                        io::ErrorKind::OutOfMemory,
-                        format!("its answers waiting in sluice are over {cap} bytes"),
-                    )),
+            let step = std::pin::pin!(std::future::poll_fn(|cx| {
+                match stream.poll_send_reading(cx, bytes, (!full).then_some(&mut *rbuf)) {
+                    std::task::Poll::Pending if full => {
+                        std::task::Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::OutOfMemory,
+                            format!("its answers waiting in sluice are over {cap} bytes"),
+                        )))
+                    }
+                    other => other,
                 }
-            });
+            }));
             match within(timer, step).await {
-                Ok(Some(0)) => {
+                Ok(SendStep::Wrote(n)) => bytes = &bytes[n..],
+                Ok(SendStep::Read(0)) => {
                     self.broken = true;
-                    return Err(io::ErrorKind::WriteZero.into());
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    ));
                 }
-                Ok(Some(n)) => bytes = &bytes[n..],
-                Ok(None) => {}
+                Ok(SendStep::Read(_)) => {}
+                Ok(SendStep::Sent) => return Ok(()),
                 Err(e) => {
                     self.broken = true;
                     return Err(e);
                 }
             }
         }
-        Ok(())
     }
 
     /// True if the monitor declared the server failed since this connection was opened.
@@ -493,7 +486,7 @@ mod tests {
         let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
             .await
             .unwrap();
-        let mut conn = PgConn::new(stream, 8);
+        let mut conn = PgConn::new(super::BackendStream::Plain(stream), 8);
         let startup = list(&[("application_name", "SET application_name = 'a'")]);
         let map: BTreeMap<String, String> = startup
             .iter()

@@ -8,10 +8,12 @@ use crate::scram_client::{md5_hex, md5_response, ClientExchange, ClientSecret};
 use crate::wire::{error_parts, Writer};
 use arc_swap::ArcSwap;
 use sluice_core::{ConnectError, Connector, PoolKey, Server};
+use sluice_runtime::tls::backend::{BackendStream, BackendTls};
 use sluice_runtime::users::Users;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Logs in to servers as the client's user, to the client's database.
@@ -26,6 +28,8 @@ pub struct PgConnector {
     /// `[pool] read_timeout`, shared with every connection (a reload changes it for open
     /// ones too).
     pub read_timeout: sluice_core::ReadTimeout,
+    /// `[pool] tls`: every connection over TLS, the server's certificate verified.
+    pub tls: Option<BackendTls>,
 }
 
 /// What sluice answers a server's password request with, from how the user is configured.
@@ -103,10 +107,7 @@ impl Connector<Box<PgConn>> for PgConnector {
                 }
             };
             let database = key.database.as_deref().unwrap_or(&key.user);
-            let stream = TcpStream::connect(&*server.address)
-                .await
-                .map_err(|e| ConnectError::down(format!("{}: {e}", server.address)))?;
-            let _ = stream.set_nodelay(true);
+            let stream = open_stream(&server.address, self.tls.as_ref()).await?;
             let mut conn = PgConn::new(stream, self.statements_per_connection);
             // From now on: a login to a server that hangs gives up when it is declared failed.
             conn.failed = Some(server.failed_watch());
@@ -119,21 +120,60 @@ impl Connector<Box<PgConn>> for PgConnector {
 }
 
 /// A connection to `address` logged in as `user` with `password` (plaintext, or PostgreSQL's
-/// `md5…` hash) to `database`: the monitor's own connections.
+/// `md5…` hash) to `database`, over TLS with `tls`: the monitor's own connections.
 pub async fn open_as(
     address: &str,
     user: &str,
     password: &str,
     database: &str,
+    tls: Option<&BackendTls>,
 ) -> Result<PgConn, ConnectError> {
     let credential = Credential::plain(password);
-    let stream = TcpStream::connect(address)
-        .await
-        .map_err(|e| ConnectError::down(format!("{address}: {e}")))?;
-    let _ = stream.set_nodelay(true);
+    let stream = open_stream(address, tls).await?;
     let mut conn = PgConn::new(stream, 0);
     login(&mut conn, user, database, credential).await?;
     Ok(conn)
+}
+
+/// PostgreSQL's SSLRequest: its length, then the code 1234.5679.
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+
+/// A stream to the server at `address`, over TLS when `tls` is given: the SSLRequest, then
+/// the handshake (the server's certificate must chain to `[pool] tls_ca` and name the host
+/// of `address`). A server that does not accept TLS is refused, never used in plain text.
+pub async fn open_stream(
+    address: &str,
+    tls: Option<&BackendTls>,
+) -> Result<BackendStream, ConnectError> {
+    let mut tcp = TcpStream::connect(address)
+        .await
+        .map_err(|e| ConnectError::down(format!("{address}: {e}")))?;
+    let _ = tcp.set_nodelay(true);
+    let Some(tls) = tls else {
+        return Ok(BackendStream::Plain(tcp));
+    };
+    let down = |e: std::io::Error| ConnectError::down(format!("{address}: {e}"));
+    tcp.write_all(&SSL_REQUEST).await.map_err(down)?;
+    let mut answer = [0u8; 1];
+    tcp.read_exact(&mut answer).await.map_err(down)?;
+    match answer[0] {
+        b'S' => {}
+        b'N' => {
+            return Err(refused(
+                *b"08004",
+                format!("{address} does not accept TLS (it answered the SSLRequest with N: ssl = off), and [pool] tls requires it"),
+            ))
+        }
+        other => {
+            return Err(refused(
+                *b"08P01",
+                format!("{address} answered the SSLRequest with {:?}, not S or N: not a PostgreSQL server that accepts TLS", other as char),
+            ))
+        }
+    }
+    tls.connect(address, tcp)
+        .await
+        .map_err(|e| refused(*b"08006", format!("{address}: TLS: {e}")))
 }
 
 fn refused(sqlstate: [u8; 5], message: String) -> ConnectError {

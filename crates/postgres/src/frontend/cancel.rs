@@ -7,15 +7,14 @@
 //! arrives late.
 
 use sluice_core::Protocol;
+use sluice_runtime::tls::BackendTls;
 use sluice_runtime::{Registry, SessionKey};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
-/// Forwards the cancel request for session `pid` if `secret` is its key; true if one was
-/// sent to a server.
-pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
+/// Forwards the cancel request for session `pid` if `secret` is its key (over TLS with `tls`,
+/// as the server connections); true if one was sent to a server.
+pub async fn forward(registry: &Registry, pid: u32, secret: u32, tls: Option<&BackendTls>) -> bool {
     let Some(session) = registry.by_key(SessionKey { id: pid, secret }) else {
         tracing::debug!(pid, "cancel request with an unknown key: dropped");
         return false;
@@ -43,7 +42,7 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
     let (addr, server_secret) = (server.address.clone(), ticket.secret());
     match tokio::time::timeout(
         Duration::from_secs(5),
-        send(&addr, server_pid, server_secret),
+        send(&addr, server_pid, server_secret, tls),
     )
     .await
     {
@@ -65,24 +64,28 @@ pub async fn forward(registry: &Registry, pid: u32, secret: u32) -> bool {
 /// statement). Directly the backend would run on until the statement ended; through a pool
 /// it would also run beyond `[pool] max_connections`, since the closed connection no longer
 /// counts.
-pub fn abandoned(addr: Arc<str>, pid: u32, secret: u32) {
+pub fn abandoned(addr: Arc<str>, pid: u32, secret: u32, tls: Option<BackendTls>) {
     tokio::spawn(async move {
-        let sent = tokio::time::timeout(Duration::from_secs(5), send(&addr, pid, secret)).await;
+        let sent = send(&addr, pid, secret, tls.as_ref());
+        let sent = tokio::time::timeout(Duration::from_secs(5), sent).await;
         if !matches!(sent, Ok(Ok(()))) {
             tracing::debug!(server = %addr, "cannot cancel a statement whose client left");
         }
     });
 }
 
-/// A CancelRequest packet to `addr`.
-async fn send(addr: &str, pid: u32, secret: u32) -> std::io::Result<()> {
-    let mut s = TcpStream::connect(addr).await?;
+/// A CancelRequest packet to `addr` (over TLS with `tls`: the server's key is not sent in
+/// plain text where the statements are not).
+async fn send(addr: &str, pid: u32, secret: u32, tls: Option<&BackendTls>) -> std::io::Result<()> {
+    let mut s = crate::backend::connect::open_stream(addr, tls)
+        .await
+        .map_err(|e| std::io::Error::other(e.message))?;
     let mut packet = Vec::with_capacity(16);
     packet.extend_from_slice(&16u32.to_be_bytes());
     packet.extend_from_slice(&80_877_102u32.to_be_bytes());
     packet.extend_from_slice(&pid.to_be_bytes());
     packet.extend_from_slice(&secret.to_be_bytes());
-    s.write_all(&packet).await?;
+    s.write_all_sent(&packet).await?;
     // The server closes the connection once it has read the request.
     let mut sink = [0u8; 1];
     let _ = tokio::io::AsyncReadExt::read(&mut s, &mut sink).await;

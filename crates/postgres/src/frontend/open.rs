@@ -90,7 +90,7 @@ async fn open(
     drop(place);
     let (params, user) = match outcome {
         Outcome::Cancel { pid, secret } => {
-            super::cancel::forward(&fe.rt.sessions, pid, secret).await;
+            super::cancel::forward(&fe.rt.sessions, pid, secret, fe.connector.tls.as_ref()).await;
             // Closed as PostgreSQL closes it: over TLS with close_notify first (libpq 17's
             // cancel, `PQcancelBlocking`, reports a bare end of the stream as its failure).
             let close = tokio::io::AsyncWriteExt::shutdown(&mut client.stream);

@@ -73,7 +73,12 @@ impl Session {
         let e = match e {
             RelayError::Client(e) => {
                 let (pid, secret) = lease.conn_ref().backend_key;
-                super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+                super::cancel::abandoned(
+                    lease.server().address.clone(),
+                    pid,
+                    secret,
+                    self.fe.connector.tls.clone(),
+                );
                 lease.discard();
                 return client_err(e);
             }
@@ -81,7 +86,12 @@ impl Session {
         };
         if e.kind() == std::io::ErrorKind::TimedOut {
             let (pid, secret) = lease.conn_ref().backend_key;
-            super::cancel::abandoned(lease.server().address.clone(), pid, secret);
+            super::cancel::abandoned(
+                lease.server().address.clone(),
+                pid,
+                secret,
+                self.fe.connector.tls.clone(),
+            );
             lease.discard();
         } else if lease.conn_ref().told_fatal || e.kind() == std::io::ErrorKind::InvalidData {
             // The server ended this connection alone and said why (`pg_terminate_backend`,

@@ -207,7 +207,7 @@ async fn a_statement_parsed_early_in_a_long_batch_is_the_clients_later_in_it() {
 
 /// Bind and Execute of the unnamed `SELECT repeat('x', 100)`, `pairs` times (the statement
 /// parsed first), then a Sync if `sync`.
-fn long_batch(pairs: usize, sync: bool) -> bytes::BytesMut {
+pub(super) fn long_batch(pairs: usize, sync: bool) -> bytes::BytesMut {
     use postgres_protocol::message::frontend;
     let mut one = bytes::BytesMut::new();
     let none: [Option<&[u8]>; 0] = [];
