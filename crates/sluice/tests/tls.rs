@@ -258,6 +258,41 @@ async fn backend_connections_use_verified_tls() {
         || server.observed().reachable,
     )
     .await;
+    // Idle pooled connections their server ended (KILL: its error packet and the end of the
+    // connection come in TLS records) are found closed before they are lent, by a peek at the
+    // socket (they looked alive, and the next statement failed with them).
+    let app = "SELECT GROUP_CONCAT(ID) FROM information_schema.PROCESSLIST WHERE USER = 'app'";
+    let ids = topo.primary().sql(app).unwrap();
+    for id in ids
+        .trim()
+        .split(',')
+        .filter(|i| !i.is_empty() && *i != "NULL")
+    {
+        let _ = topo.primary().sql(&format!("KILL {id}"));
+    }
+    common::wait_for(
+        "the killed connections to end",
+        std::time::Duration::from_secs(60),
+        || {
+            topo.primary()
+                .sql(app)
+                .is_ok_and(|v| v.trim() == "NULL" || v.trim().is_empty())
+        },
+    )
+    .await;
+    let out = common::cli_raw(
+        port,
+        "app",
+        "app",
+        Some("test"),
+        "CREATE TABLE IF NOT EXISTS after_kill (x int); INSERT INTO after_kill VALUES (1)",
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     running.shutdown();
 
     // The wrong CA: the servers' certificate does not verify; the client gets the reason.
