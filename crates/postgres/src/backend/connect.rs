@@ -164,6 +164,14 @@ pub async fn open_stream(
                 format!("{address} does not accept TLS (it answered the SSLRequest with N: ssl = off), and [pool] tls requires it"),
             ))
         }
+        // What a server sends when it cannot start a session at all (out of processes or
+        // memory: its postmaster answers before it reads the request). Its text is not read:
+        // it comes before TLS.
+        b'E' => {
+            return Err(ConnectError::down(format!(
+                "{address} answered the SSLRequest with an error: it cannot start a session now"
+            )))
+        }
         other => {
             return Err(refused(
                 *b"08P01",
@@ -171,9 +179,15 @@ pub async fn open_stream(
             ))
         }
     }
-    tls.connect(address, tcp)
-        .await
-        .map_err(|e| refused(*b"08006", format!("{address}: TLS: {e}")))
+    // A certificate that does not verify is the configuration's (the client hears why); a
+    // connection lost during the handshake is the server's (a restart: it is shunned for a
+    // while, as for a connection refused).
+    tls.connect(address, tcp).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
+            refused(*b"08006", format!("{address}: TLS: {e}"))
+        }
+        _ => ConnectError::down(format!("{address}: TLS: {e}")),
+    })
 }
 
 fn refused(sqlstate: [u8; 5], message: String) -> ConnectError {

@@ -7,7 +7,6 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
@@ -99,27 +98,24 @@ impl BackendStream {
 
     /// True if this idle stream can no longer carry a request: the server closed it, or sent
     /// something nobody asked for (an error before it closes; over TLS also an alert or a
-    /// `close_notify`). Never waits. Plain TCP reads the byte it finds (the connection is done
-    /// then anyway); over TLS nothing is consumed: the socket is peeked.
+    /// `close_notify`). Never waits, and takes no part of the task's budget (a pool checks
+    /// many connections in one poll: a probe that ran out of budget would call a dead one
+    /// alive). A byte found is read (the connection is done then anyway, over TLS too).
     pub fn idle_closed(&self) -> bool {
-        match self {
-            MaybeTls::Plain(s) => {
-                let mut probe = [0u8; 1];
-                !matches!(s.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
+        let tcp = match self {
+            MaybeTls::Plain(s) => s,
             MaybeTls::Tls(t) => {
                 let (tcp, session) = t.get_ref();
                 // Decrypted bytes not read, or the server's close_notify: not idle.
                 if !session.wants_read() {
                     return true;
                 }
-                let mut probe = [0u8; 1];
-                let mut buf = ReadBuf::new(&mut probe);
-                let mut cx = Context::from_waker(Waker::noop());
-                !tcp.poll_peek(&mut cx, &mut buf).is_pending()
+                tcp
             }
-            MaybeTls::Upgrading => true,
-        }
+            MaybeTls::Upgrading => return true,
+        };
+        let mut probe = [0u8; 1];
+        !matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
     /// Resolves when the server may have sent something, consuming nothing (at once over TLS
@@ -181,21 +177,17 @@ impl BackendStream {
         }
     }
 
-    /// Reads into the spare room of `buf` (at least 4 KiB is made).
+    /// Reads into the spare room of `buf` (uninitialised room is not filled first).
     fn poll_read_into(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut BytesMut,
     ) -> Poll<io::Result<usize>> {
-        use tokio::io::AsyncRead;
-        let start = buf.len();
-        let room = (buf.capacity() - start).max(4096);
-        buf.resize(start + room, 0);
-        let mut rb = ReadBuf::new(&mut buf[start..]);
-        let r = Pin::new(&mut *self).poll_read(cx, &mut rb);
-        let n = rb.filled().len();
-        buf.truncate(start + n);
-        r.map_ok(|()| n)
+        use std::future::Future;
+        use tokio::io::AsyncReadExt;
+        // (Dropped when pending: nothing was read, and the next poll reads afresh.)
+        let read = std::pin::pin!(self.read_buf(buf));
+        read.poll(cx)
     }
 
     /// The server's address.
