@@ -259,7 +259,7 @@ async fn backend_connections_use_verified_tls() {
     )
     .await;
     // Idle pooled connections their server ended (KILL: its error packet and the end of the
-    // connection come in TLS records) are found closed before they are lent, by a peek at the
+    // connection come in TLS records) are found closed before they are lent, by a look at the
     // socket (they looked alive, and the next statement failed with them).
     let app = "SELECT GROUP_CONCAT(ID) FROM information_schema.PROCESSLIST WHERE USER = 'app'";
     let ids = topo.primary().sql(app).unwrap();

@@ -202,7 +202,7 @@ impl BackendConn {
         if !self.rbuf.is_empty() || self.server_failed() {
             return true;
         }
-        // EOF, or bytes nobody asked for (over TLS too: the socket is peeked).
+        // EOF, or bytes nobody asked for (over TLS too).
         self.stream.idle_closed()
     }
 

@@ -80,14 +80,6 @@ pub enum SendStep {
 pub type BackendStream = MaybeTls<TlsStream<TcpStream>>;
 
 impl BackendStream {
-    /// Reads without waiting (plain TCP only; TLS records cannot be read partially).
-    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            MaybeTls::Plain(s) => s.try_read(buf),
-            _ => Err(io::ErrorKind::WouldBlock.into()),
-        }
-    }
-
     /// Writes without waiting (plain TCP only).
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
         match self {

@@ -232,6 +232,22 @@ pub(super) fn long_batch(pairs: usize, sync: bool) -> bytes::BytesMut {
     batch
 }
 
+/// The rows and the statements completed that answer a [`long_batch`] with a Sync, read up to
+/// its ReadyForQuery (an error fails the test).
+pub(super) async fn long_batch_answers(c: &mut Raw) -> (usize, usize) {
+    let (mut rows, mut done) = (0, 0);
+    loop {
+        let m = c.next().await;
+        match m.tag {
+            b'D' => rows += 1,
+            b'C' => done += 1,
+            b'E' => panic!("{}", m.text()),
+            b'Z' => return (rows, done),
+            _ => {}
+        }
+    }
+}
+
 /// A batch too long for one unit is forwarded in parts, its answers relayed once its Sync
 /// is there; meanwhile the server answers the parts already sent, and its answers are read
 /// into sluice (up to `OWED_ANSWER_BYTES`): 300,000 statements answer with 40 MB, more than
@@ -254,20 +270,8 @@ async fn a_long_batch_whose_answers_outgrow_the_sockets_runs_to_its_end() {
         .await
         .expect("sluice stopped reading the batch")
         .unwrap();
-    let (mut rows, mut done) = (0, 0);
-    loop {
-        let m = tokio::time::timeout(deadline, c.next())
-            .await
-            .expect("the batch's answers did not come");
-        match m.tag {
-            b'D' => rows += 1,
-            b'C' => done += 1,
-            b'E' => panic!("{}", m.text()),
-            b'Z' => break,
-            _ => {}
-        }
-    }
-    assert_eq!((rows, done), (PAIRS, PAIRS));
+    // (Each read is bounded by `Raw`'s own deadline.)
+    assert_eq!(long_batch_answers(&mut c).await, (PAIRS, PAIRS));
     // A client that leaves half way through such a batch gives its connection back.
     let mut gone = Raw::connect(env.port, "app", "app", "postgres").await;
     tokio::time::timeout(deadline, gone.try_send_raw(&long_batch(PAIRS, false)))

@@ -84,18 +84,8 @@ async fn servers_are_reached_over_verified_tls() {
     const PAIRS: usize = 100_000;
     let long = super::pipelines::long_batch(PAIRS, true);
     a.try_send_raw(&long).await.unwrap();
-    let (mut rows, mut done) = (0, 0);
-    loop {
-        let m = a.next().await;
-        match m.tag {
-            b'D' => rows += 1,
-            b'C' => done += 1,
-            b'E' => panic!("{}", m.text()),
-            b'Z' => break,
-            _ => {}
-        }
-    }
-    assert_eq!((rows, done), (PAIRS, PAIRS));
+    let answers = super::pipelines::long_batch_answers(&mut a).await;
+    assert_eq!(answers, (PAIRS, PAIRS));
     // A cancel reaches the statement (its request goes over TLS too).
     frontend::query("SELECT pg_sleep(60) /* sluice:writer */", &mut a.out).unwrap();
     a.flush().await;
@@ -116,7 +106,7 @@ async fn servers_are_reached_over_verified_tls() {
     );
     assert_eq!(Raw::column(&a.try_simple("SELECT 1").await.unwrap()), ["1"]);
     // Idle pooled connections their server ended (its FATAL and close_notify in TLS records)
-    // are found closed before they are lent, by a peek at the socket: the next statements
+    // are found closed before they are lent, by a look at the socket: the next statements
     // run on new ones. (On the primary a statement lost with its connection is not run
     // again.)
     let app = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'";
