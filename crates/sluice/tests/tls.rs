@@ -293,6 +293,35 @@ async fn backend_connections_use_verified_tls() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Pooled connections sluice closes (idle longer than a lowered `idle_timeout`) say
+    // COM_QUIT inside TLS: the servers count no aborted client (they counted every one).
+    let aborted = "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'ABORTED_CLIENTS'";
+    let before: Vec<String> = topo
+        .servers
+        .iter()
+        .map(|s| s.sql(aborted).unwrap())
+        .collect();
+    let lowered = config(&ca).replace("[pool]\n", "[pool]\nidle_timeout = \"1s\"\n");
+    let cfg = sluice_config::Config::from_toml(&lowered).unwrap();
+    running.process.reload(cfg).await.expect("reload");
+    // (The pooled connections are those in the clients' database; the monitor's, also as
+    // `app`, stay.)
+    let pooled =
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'app' AND DB = 'test'";
+    for s in &topo.servers {
+        common::wait_for(
+            "sluice to close its idle connections",
+            std::time::Duration::from_secs(60),
+            || s.sql(pooled).is_ok_and(|v| v.trim() == "0"),
+        )
+        .await;
+    }
+    let after: Vec<String> = topo
+        .servers
+        .iter()
+        .map(|s| s.sql(aborted).unwrap())
+        .collect();
+    assert_eq!(before, after, "Aborted_clients");
     running.shutdown();
 
     // The wrong CA: the servers' certificate does not verify; the client gets the reason.

@@ -262,9 +262,8 @@ impl BackendConn {
 
 impl Drop for BackendConn {
     fn drop(&mut self) {
-        // Say goodbye so the server does not count an aborted connection. Five bytes always
-        // fit an idle socket's send buffer; if not, closing is enough.
-        let _ = self.stream.try_write(&[1, 0, 0, 0, com::QUIT]);
+        // Say goodbye so the server does not count an aborted connection (over TLS too).
+        self.stream.goodbye(&[1, 0, 0, 0, com::QUIT]);
     }
 }
 

@@ -391,6 +391,15 @@ impl PgConn {
     }
 }
 
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        // Over TLS, a close_notify: PostgreSQL logs a TLS stream cut without one as a
+        // connection reset. (No Terminate: a connection dropped mid-message must not have
+        // its last message completed by one; the end of the stream is as good a goodbye.)
+        self.stream.goodbye(&[]);
+    }
+}
+
 /// ParameterStatus values kept per connection and per session at most. PostgreSQL 15 reports
 /// thirteen parameters, extensions a few more; a server that reports ever new ones (lying, or
 /// not PostgreSQL) is not believed beyond this: what it sends still reaches the client, as it

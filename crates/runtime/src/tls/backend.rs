@@ -80,11 +80,37 @@ pub enum SendStep {
 pub type BackendStream = MaybeTls<TlsStream<TcpStream>>;
 
 impl BackendStream {
-    /// Writes without waiting (plain TCP only).
-    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+    /// Says goodbye before the stream is closed, without waiting: `last` (the protocol's
+    /// own goodbye, or nothing) and, over TLS, a `close_notify`, as far as the socket takes
+    /// them now (a closing stream's few bytes fit an idle socket; if they do not, closing
+    /// is enough). Without the `close_notify` a server on OpenSSL sees the TLS stream cut
+    /// and logs it as an error (PostgreSQL: "could not receive data from client: Connection
+    /// reset by peer"); without the protocol's goodbye MariaDB counts an aborted client.
+    pub fn goodbye(&mut self, last: &[u8]) {
         match self {
-            MaybeTls::Plain(s) => s.try_write(buf),
-            _ => Err(io::ErrorKind::WouldBlock.into()),
+            MaybeTls::Plain(s) => {
+                if !last.is_empty() {
+                    let _ = s.try_write(last);
+                }
+            }
+            MaybeTls::Tls(t) => {
+                use std::io::Write;
+                let (tcp, session) = t.get_mut();
+                if !last.is_empty() && session.writer().write_all(last).is_err() {
+                    return;
+                }
+                session.send_close_notify();
+                // (Records rustls still holds from an earlier write go first, whole.)
+                let mut out = Vec::new();
+                while session.wants_write() {
+                    match session.write_tls(&mut out) {
+                        Ok(n) if n > 0 => {}
+                        _ => break,
+                    }
+                }
+                let _ = tcp.try_write(&out);
+            }
+            MaybeTls::Upgrading => {}
         }
     }
 

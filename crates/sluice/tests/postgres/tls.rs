@@ -135,6 +135,28 @@ async fn servers_are_reached_over_verified_tls() {
     assert_eq!(m.tag, b'A', "{m:?}");
     assert!(m.body.ends_with(b"over_tls\0sent\0"), "{m:?}");
     a.try_simple("UNLISTEN *").await.unwrap();
+    drop(a);
+
+    // Pooled connections sluice closes (idle longer than a lowered `idle_timeout`) end with
+    // a close_notify: the servers log no cut stream ("could not receive data from client:
+    // Connection reset by peer" without one).
+    let lowered = format!("{pool}idle_timeout = \"1s\"\n");
+    let text = managed_config(&env.topo, &[], &format!("interval = \"100ms\"\n{lowered}"));
+    let cfg = sluice_config::Config::from_toml(&text).unwrap();
+    env.process.reload(cfg).await.unwrap();
+    for s in &env.topo.servers {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while s.sql(app).unwrap().trim() != "0" {
+            assert!(std::time::Instant::now() < deadline, "still open");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let log = std::fs::read_to_string(s.dir().join("server.log")).unwrap();
+        let cut: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("could not receive data") || l.contains("SSL error"))
+            .collect();
+        assert!(cut.is_empty(), "{}: {cut:?}", s.addr());
+    }
 
     // A CA that did not sign the servers' certificates: no connection is made, and the
     // client hears why (at its login, or at its first statement).
