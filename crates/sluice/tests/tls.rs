@@ -341,3 +341,60 @@ async fn backend_connections_use_verified_tls() {
         "{stderr}"
     );
 }
+
+/// How both protocols class a failed TLS handshake with a server (real rustls on both
+/// ends): a certificate that does not verify, or a peer that does not speak TLS, is the
+/// configuration's and refused (the client hears why); a connection lost during the
+/// handshake (a server restarting) is the server's, counted as down.
+#[tokio::test]
+async fn a_failed_server_handshake_is_classed_by_its_cause() {
+    use sluice_runtime::tls::backend::handshake_refused;
+    use sluice_runtime::tls::BackendTls;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = common::certs::signed(dir.path(), "server");
+    let (other_ca, _, _) = common::certs::signed(dir.path(), "other");
+    let acceptor = sluice_runtime::tls::acceptor(Path::new(&cert), Path::new(&key)).unwrap();
+    #[derive(Clone, Copy, Debug)]
+    enum Peer {
+        /// Completes the handshake.
+        Tls,
+        /// Reads the ClientHello, then closes.
+        Cuts,
+        /// Answers with bytes that are not TLS.
+        Garbage,
+    }
+    let handshake = |peer: Peer, ca: String| {
+        let acceptor = acceptor.clone();
+        async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap().to_string();
+            let server = tokio::spawn(async move {
+                let (mut s, _) = listener.accept().await.unwrap();
+                match peer {
+                    Peer::Tls => drop(acceptor.accept(s).await),
+                    Peer::Cuts => drop(s.read(&mut [0; 512]).await),
+                    Peer::Garbage => {
+                        let _ = s.read(&mut [0; 512]).await;
+                        let _ = s.write_all(b"this is not TLS\n").await;
+                    }
+                }
+            });
+            let tls = BackendTls::from_ca_file(Path::new(&ca)).unwrap();
+            let tcp = TcpStream::connect(&address).await.unwrap();
+            let r = tls.connect(&address, tcp).await.map(drop);
+            server.await.unwrap();
+            r
+        }
+    };
+    handshake(Peer::Tls, ca.clone()).await.expect("verified");
+    for (peer, ca, refused) in [
+        (Peer::Tls, other_ca, true),
+        (Peer::Garbage, ca.clone(), true),
+        (Peer::Cuts, ca, false),
+    ] {
+        let e = handshake(peer, ca).await.expect_err("fails");
+        assert_eq!(handshake_refused(&e), refused, "{peer:?}: {e}");
+    }
+}

@@ -60,7 +60,12 @@ impl BackendConn {
             seq += 1;
             let tcp = self.stream.take_plain().map_err(|e| down(e.to_string()))?;
             self.stream = tls.connect(address, tcp).await.map_err(|e| {
-                ConnectError::refused(2026, *b"HY000", format!("{address}: TLS: {e}"))
+                // (As for PostgreSQL: a certificate that does not verify is refused, a
+                // connection lost during the handshake is the server's.)
+                match sluice_runtime::tls::backend::handshake_refused(&e) {
+                    true => ConnectError::refused(2026, *b"HY000", format!("{address}: TLS: {e}")),
+                    false => down(format!("TLS: {e}")),
+                }
             })?;
         }
         let (plugin, response) = auth_response(&g.auth_plugin, password.as_bytes(), &g.scramble);

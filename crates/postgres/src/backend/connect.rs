@@ -8,7 +8,7 @@ use crate::scram_client::{md5_hex, md5_response, ClientExchange, ClientSecret};
 use crate::wire::{error_parts, Writer};
 use arc_swap::ArcSwap;
 use sluice_core::{ConnectError, Connector, PoolKey, Server};
-use sluice_runtime::tls::backend::{BackendStream, BackendTls};
+use sluice_runtime::tls::backend::{handshake_refused, BackendStream, BackendTls};
 use sluice_runtime::users::Users;
 use std::future::Future;
 use std::pin::Pin;
@@ -182,12 +182,12 @@ pub async fn open_stream(
     // A certificate that does not verify is the configuration's (the client hears why); a
     // connection lost during the handshake is the server's (a restart: it is shunned for a
     // while, as for a connection refused).
-    tls.connect(address, tcp).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
-            refused(*b"08006", format!("{address}: TLS: {e}"))
-        }
-        _ => ConnectError::down(format!("{address}: TLS: {e}")),
-    })
+    tls.connect(address, tcp)
+        .await
+        .map_err(|e| match handshake_refused(&e) {
+            true => refused(*b"08006", format!("{address}: TLS: {e}")),
+            false => ConnectError::down(format!("{address}: TLS: {e}")),
+        })
 }
 
 fn refused(sqlstate: [u8; 5], message: String) -> ConnectError {

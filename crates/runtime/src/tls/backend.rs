@@ -65,6 +65,18 @@ impl BackendTls {
     }
 }
 
+/// Whether a failed [`BackendTls::connect`] is the configuration's: the server's certificate
+/// does not chain to `[pool] tls_ca` or name its host, the host is no server name, or the
+/// server does not speak TLS. The connection is refused then, and the client hears why.
+/// Otherwise the connection was lost during the handshake (a server restarting): the
+/// server's, counted as down like a connection refused by the operating system.
+pub fn handshake_refused(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
+    )
+}
+
 /// What one step of [`BackendStream::poll_send_reading`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SendStep {
