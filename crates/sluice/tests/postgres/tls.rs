@@ -177,6 +177,51 @@ async fn servers_are_reached_over_verified_tls() {
     drop(dir);
 }
 
+/// More dead idle TLS connections than a task's cooperative budget (128 units a poll) are
+/// all found dead when a statement looks for one: the idle check takes no budget. (It did:
+/// once the budget ran out, the check called the next dead connection alive, and the
+/// statement was lent it and failed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_dead_idle_tls_connections_are_all_found_dead() {
+    const HELD: usize = 140;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certs::signed(dir.path(), "server");
+    let (c, k) = (cert.clone(), key.clone());
+    let extra = format!("\n[pool]\ntls = true\ntls_ca = \"{ca}\"\nmax_connections = 160\n");
+    let env = start_prepared(
+        0,
+        move |topo| require_tls(topo.primary(), &c, &k),
+        |topo| super::pg::config(topo, &extra),
+    )
+    .await;
+    // HELD connections in the pool at once, then all idle.
+    let mut clients = Vec::new();
+    for _ in 0..HELD {
+        let mut r = Raw::connect(env.port, "app", "app", "postgres").await;
+        r.try_simple("BEGIN").await.unwrap();
+        r.try_simple("SELECT 1").await.unwrap();
+        clients.push(r);
+    }
+    for r in &mut clients {
+        r.try_simple("COMMIT").await.unwrap();
+    }
+    let app = "SELECT count(*) FROM pg_stat_activity WHERE usename = 'app'";
+    let primary = env.topo.primary();
+    assert_eq!(primary.sql(app).unwrap().trim(), HELD.to_string());
+    primary
+        .sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'app'")
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while primary.sql(app).unwrap().trim() != "0" {
+        assert!(std::time::Instant::now() < deadline, "still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // One statement looks through all of them, in one poll of its task.
+    let one = clients[0].try_simple("SELECT 2").await;
+    assert_eq!(Raw::column(&one.unwrap()), ["2"]);
+    drop(dir);
+}
+
 /// A client over TLS that reads a large result slowly gets all of it: TLS records of its
 /// answer's end that did not fit in the socket at once are sent on, not kept in sluice while
 /// it waits for the client's next message (the client waited for its ReadyForQuery forever).
