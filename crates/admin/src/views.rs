@@ -141,12 +141,32 @@ pub(crate) async fn sessions(State(ctx): State<Ctx>) -> Json<Vec<SessionView>> {
     )
 }
 
-fn find(ctx: &Ctx, name: &str) -> Result<Arc<Server>, Box<Response>> {
-    ctx.servers()
+/// The servers `name` means: every entry with that address (the host: a drain for its
+/// maintenance reaches all of its roles), or else the entry of that name (an address added
+/// to a second hostgroup has an entry there named `address@hostgroup`).
+fn find(ctx: &Ctx, name: &str) -> Result<Vec<Arc<Server>>, Box<Response>> {
+    let servers = ctx.servers();
+    let mut named: Vec<Arc<Server>> = servers
         .iter()
-        .find(|s| &*s.name == name || &*s.address == name)
+        .filter(|s| &*s.address == name)
         .cloned()
-        .ok_or_else(|| Box::new(error(StatusCode::NOT_FOUND, format!("no server {name:?}"))))
+        .collect();
+    if named.is_empty() {
+        named.extend(servers.iter().find(|s| &*s.name == name).cloned());
+    }
+    if named.is_empty() {
+        return Err(Box::new(error(
+            StatusCode::NOT_FOUND,
+            format!("no server {name:?}"),
+        )));
+    }
+    Ok(named)
+}
+
+/// The result of an action on `servers`: what each line says, in one JSON answer.
+fn done(servers: &[Arc<Server>], line: impl Fn(&Server) -> String) -> Response {
+    let lines: Vec<String> = servers.iter().map(|s| line(s)).collect();
+    Json(serde_json::json!({ "result": lines.join("; ") })).into_response()
 }
 
 #[derive(Deserialize)]
@@ -160,60 +180,71 @@ pub(crate) async fn set_weight(
     Path(name): Path<String>,
     Query(q): Query<WeightParams>,
 ) -> Response {
-    match find(&ctx, &name) {
-        Ok(s) => {
-            let old = s.weight();
-            s.set_weight(q.value);
-            tracing::info!(server = %s.name, old, new = q.value, "weight changed over the admin API");
-            Json(serde_json::json!({ "result": format!("{} weight {} -> {}", s.name, old, q.value) }))
-                .into_response()
-        }
-        Err(r) => *r,
-    }
+    let servers = match find(&ctx, &name) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    done(&servers, |s| {
+        let old = s.weight();
+        s.set_weight(q.value);
+        tracing::info!(server = %s.name, old, new = q.value, "weight changed over the admin API");
+        format!("{} weight {} -> {}", s.name, old, q.value)
+    })
 }
 
 /// `POST /api/servers/{name}/drain`: no new statements; sessions holding a connection there
-/// (transactions, locks, temporary tables) finish on it.
+/// (transactions, locks, temporary tables) finish on it. Nothing changes if one of the
+/// servers is offline for the monitor.
 pub(crate) async fn drain(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
-    match find(&ctx, &name) {
-        Ok(s) => {
-            if let Health::Offline { reason } = s.health() {
-                if reason != DRAINED {
-                    return error(
-                        StatusCode::CONFLICT,
-                        format!("{} is already offline: {reason}", s.name),
-                    );
-                }
+    let servers = match find(&ctx, &name) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    for s in &servers {
+        if let Health::Offline { reason } = s.health() {
+            if reason != DRAINED {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!("{} is already offline: {reason}", s.name),
+                );
             }
-            s.set_offline(Some(DRAINED.into()));
-            tracing::info!(server = %s.name, "server drained over the admin API");
-            Json(serde_json::json!({ "result": format!("{} drained", s.name) })).into_response()
         }
-        Err(r) => *r,
     }
+    done(&servers, |s| {
+        s.set_offline(Some(DRAINED.into()));
+        tracing::info!(server = %s.name, "server drained over the admin API");
+        format!("{} drained", s.name)
+    })
 }
 
-/// `POST /api/servers/{name}/online`: undoes a drain.
+/// `POST /api/servers/{name}/online`: undoes a drain (never a monitor's verdict: then
+/// nothing changes).
 pub(crate) async fn online(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
-    match find(&ctx, &name) {
-        Ok(s) => match s.health() {
-            Health::Offline { reason } if reason == DRAINED => {
-                s.set_offline(None);
-                tracing::info!(server = %s.name, "server back online over the admin API");
-                Json(serde_json::json!({ "result": format!("{} online", s.name) })).into_response()
+    let servers = match find(&ctx, &name) {
+        Ok(s) => s,
+        Err(r) => return *r,
+    };
+    for s in &servers {
+        if let Health::Offline { reason } = s.health() {
+            if reason != DRAINED {
+                return error(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "{} is offline for the monitor ({reason}); not overridden",
+                        s.name
+                    ),
+                );
             }
-            Health::Offline { reason } => error(
-                StatusCode::CONFLICT,
-                format!(
-                    "{} is offline for the monitor ({reason}); not overridden",
-                    s.name
-                ),
-            ),
-            _ => Json(serde_json::json!({ "result": format!("{} was online", s.name) }))
-                .into_response(),
-        },
-        Err(r) => *r,
+        }
     }
+    done(&servers, |s| match s.health() {
+        Health::Offline { .. } => {
+            s.set_offline(None);
+            tracing::info!(server = %s.name, "server back online over the admin API");
+            format!("{} online", s.name)
+        }
+        _ => format!("{} was online", s.name),
+    })
 }
 
 /// `POST /api/reload`: re-reads the configuration file and applies it.
@@ -314,14 +345,33 @@ pub(crate) async fn add_server(State(ctx): State<Ctx>, Query(q): Query<AddServer
     }
 }
 
-/// `DELETE /api/servers/{address}`: removes a server at runtime (it drains; the server
-/// taking the writes cannot be removed).
+/// `DELETE /api/servers/{name}`: removes a server at runtime (it drains; the server taking
+/// the writes cannot be removed): every entry with the address given, or the entry of that
+/// name (see [`find`]).
 pub(crate) async fn remove_server(State(ctx): State<Ctx>, Path(name): Path<String>) -> Response {
+    // The entry a name that is no address means: its address and hostgroup.
+    let entry = ctx
+        .servers()
+        .iter()
+        .find(|s| *s.name == name && *s.address != name)
+        .map(|s| (s.address.to_string(), s.hostgroup()));
     let result = ctx
         .process
         .change_servers(|c| {
             let before = c.servers.len();
-            c.servers.retain(|s| s.address != name);
+            let mut keep = c
+                .servers
+                .iter()
+                .map(|s| match &entry {
+                    _ if c.servers.iter().any(|o| o.address == name) => s.address != name,
+                    Some((address, hostgroup)) => {
+                        s.address != *address || s.hostgroup.as_deref() != Some(&**hostgroup)
+                    }
+                    None => true,
+                })
+                .collect::<Vec<bool>>()
+                .into_iter();
+            c.servers.retain(|_| keep.next().unwrap_or(true));
             if c.servers.len() == before {
                 return Err(format!("no server {name:?}"));
             }

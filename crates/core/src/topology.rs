@@ -226,6 +226,25 @@ pub fn pool_settings(cfg: &Config) -> PoolSettings {
     }
 }
 
+/// The name a configured server entry goes by (in the admin API, the metrics, the logs): its
+/// address, or `address@hostgroup` when the address has entries in several hostgroups. (Given
+/// when the entry is made: an entry kept across a reload keeps its name.)
+fn server_name(cfg: &Config, s: &ServerConfig) -> String {
+    match cfg
+        .servers
+        .iter()
+        .filter(|o| o.address == s.address)
+        .count()
+    {
+        1 => s.address.clone(),
+        _ => format!(
+            "{}@{}",
+            s.address,
+            s.hostgroup.as_deref().unwrap_or(UNASSIGNED)
+        ),
+    }
+}
+
 /// A server as configured (not yet in any hostgroup).
 fn build_server(cfg: &Config, s: &ServerConfig) -> Server {
     let hostgroup = s.hostgroup.as_deref().unwrap_or(UNASSIGNED);
@@ -235,15 +254,7 @@ fn build_server(cfg: &Config, s: &ServerConfig) -> Server {
         s.weight,
         s.max_connections(&cfg.pool),
     );
-    if cfg
-        .servers
-        .iter()
-        .filter(|o| o.address == s.address)
-        .count()
-        > 1
-    {
-        server.name = Arc::from(format!("{}@{}", s.address, hostgroup));
-    }
+    server.name = Arc::from(server_name(cfg, s));
     server.managed = cfg.is_managed(s);
     server.discovered = s.discovered.as_deref().map(Arc::from);
     server.set_max_lag(cfg.max_lag_of(s));

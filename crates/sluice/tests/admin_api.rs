@@ -152,6 +152,57 @@ async fn views_and_server_actions() {
     let (status, body) = request_async(addr, "DELETE", format!("/api/servers/{primary}")).await;
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("writer"), "{body}");
+    // An address in two hostgroups (the writer serving reads too, as in many ProxySQL
+    // set-ups) has an entry in each; the one added second is named `address@hostgroup`. Its
+    // name acts on that entry alone, the address on both (the host).
+    let (status, body) = post(
+        addr,
+        format!("/api/servers?address={primary}&hostgroup=reader"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let entries = |servers: serde_json::Value| -> Vec<(String, String, u64)> {
+        let mut v: Vec<_> = servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["address"] == primary.as_str())
+            .map(|s| {
+                let state = s["state"].as_str().unwrap().to_string();
+                (
+                    s["name"].as_str().unwrap().to_string(),
+                    state,
+                    s["weight"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let (w, r) = (primary.clone(), format!("{primary}@reader"));
+    let online = "ONLINE".to_string();
+    assert_eq!(
+        entries(get(addr, "/api/servers").await),
+        [
+            (w.clone(), online.clone(), 1),
+            (r.clone(), online.clone(), 1)
+        ]
+    );
+    let (status, body) = post(addr, format!("/api/servers/{r}/weight?value=5")).await;
+    assert_eq!(status, 200, "{body}");
+    let drained = "OFFLINE (drained by operator)".to_string();
+    let (status, body) = post(addr, format!("/api/servers/{primary}/drain")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        entries(get(addr, "/api/servers").await),
+        [(w.clone(), drained.clone(), 1), (r.clone(), drained, 5)]
+    );
+    let (status, body) = post(addr, format!("/api/servers/{primary}/online")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = request_async(addr, "DELETE", format!("/api/servers/{r}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(entries(get(addr, "/api/servers").await), [(w, online, 1)]);
+    assert_eq!(get(addr, "/api/drift").await, serde_json::json!([]));
 
     // A hostgroup is never created by a typo: refused, naming it and the existing ones;
     // nothing changes.
