@@ -29,7 +29,8 @@ impl Programs {
         })
     }
 
-    /// Prints a header line per program; an error when the floor is selected but not built.
+    /// Prints a header line per program; an error when a selected target is not installed
+    /// (a run without it compares nothing with it) or the floor is selected but not built.
     pub(super) fn print(&self, o: &Opts) -> Result<(), String> {
         let rev = sluice_commit();
         println!(
@@ -38,10 +39,15 @@ impl Programs {
             banner(&self.sluice, "--version"),
             o.sluice_threads
         );
-        for (name, bin, wanted) in [
-            ("pgbouncer", &self.pgbouncer, o.wants("pgbouncer")),
-            ("haproxy", &self.haproxy, o.wants("haproxy")),
-            ("pgpool", &self.pgpool, o.wants("pgpool")),
+        for (name, bin, wanted, package) in [
+            (
+                "pgbouncer",
+                &self.pgbouncer,
+                o.wants("pgbouncer"),
+                "pgbouncer",
+            ),
+            ("haproxy", &self.haproxy, o.wants("haproxy"), "haproxy"),
+            ("pgpool", &self.pgpool, o.wants("pgpool"), "pgpool2"),
         ] {
             // (pgfloor is printed below: it has no --version.)
             match bin {
@@ -50,7 +56,11 @@ impl Programs {
                     p.display(),
                     banner(p, if name == "haproxy" { "-v" } else { "--version" })
                 ),
-                None if wanted => println!("# {name}: absent (not installed), skipped"),
+                None if wanted => {
+                    return Err(format!(
+                        "{name} is selected but not installed: apt-get install {package} (bench/run-pg.sh installs every target), or leave it out of --targets"
+                    ))
+                }
                 None => println!("# {name}: not selected"),
             }
         }
