@@ -192,6 +192,15 @@ pub(crate) async fn set_weight(
     })
 }
 
+/// The first of `servers` held offline by anything but an operator's drain (the monitor), and
+/// why: an operator's action does not override it.
+fn held_offline(servers: &[Arc<Server>]) -> Option<(&Server, String)> {
+    servers.iter().find_map(|s| match s.health() {
+        Health::Offline { reason } if reason != DRAINED => Some((&**s, reason)),
+        _ => None,
+    })
+}
+
 /// `POST /api/servers/{name}/drain`: no new statements; sessions holding a connection there
 /// (transactions, locks, temporary tables) finish on it. Nothing changes if one of the
 /// servers is offline for the monitor.
@@ -200,15 +209,9 @@ pub(crate) async fn drain(State(ctx): State<Ctx>, Path(name): Path<String>) -> R
         Ok(s) => s,
         Err(r) => return *r,
     };
-    for s in &servers {
-        if let Health::Offline { reason } = s.health() {
-            if reason != DRAINED {
-                return error(
-                    StatusCode::CONFLICT,
-                    format!("{} is already offline: {reason}", s.name),
-                );
-            }
-        }
+    if let Some((s, reason)) = held_offline(&servers) {
+        let why = format!("{} is already offline: {reason}", s.name);
+        return error(StatusCode::CONFLICT, why);
     }
     done(&servers, |s| {
         s.set_offline(Some(DRAINED.into()));
@@ -224,18 +227,12 @@ pub(crate) async fn online(State(ctx): State<Ctx>, Path(name): Path<String>) -> 
         Ok(s) => s,
         Err(r) => return *r,
     };
-    for s in &servers {
-        if let Health::Offline { reason } = s.health() {
-            if reason != DRAINED {
-                return error(
-                    StatusCode::CONFLICT,
-                    format!(
-                        "{} is offline for the monitor ({reason}); not overridden",
-                        s.name
-                    ),
-                );
-            }
-        }
+    if let Some((s, reason)) = held_offline(&servers) {
+        let why = format!(
+            "{} is offline for the monitor ({reason}); not overridden",
+            s.name
+        );
+        return error(StatusCode::CONFLICT, why);
     }
     done(&servers, |s| match s.health() {
         Health::Offline { .. } => {
@@ -359,19 +356,14 @@ pub(crate) async fn remove_server(State(ctx): State<Ctx>, Path(name): Path<Strin
         .process
         .change_servers(|c| {
             let before = c.servers.len();
-            let mut keep = c
-                .servers
-                .iter()
-                .map(|s| match &entry {
-                    _ if c.servers.iter().any(|o| o.address == name) => s.address != name,
-                    Some((address, hostgroup)) => {
-                        s.address != *address || s.hostgroup.as_deref() != Some(&**hostgroup)
-                    }
-                    None => true,
-                })
-                .collect::<Vec<bool>>()
-                .into_iter();
-            c.servers.retain(|_| keep.next().unwrap_or(true));
+            let by_address = c.servers.iter().any(|s| s.address == name);
+            c.servers.retain(|s| match &entry {
+                _ if by_address => s.address != name,
+                Some((address, hostgroup)) => {
+                    s.address != *address || s.hostgroup.as_deref() != Some(&**hostgroup)
+                }
+                None => true,
+            });
             if c.servers.len() == before {
                 return Err(format!("no server {name:?}"));
             }
