@@ -362,7 +362,7 @@ async fn a_failed_server_handshake_is_classed_by_its_cause() {
         Tls,
         /// Reads the ClientHello, then closes.
         Cuts,
-        /// Answers with bytes that are not TLS.
+        /// Answers with bytes that are not TLS, then waits for the client to close.
         Garbage,
     }
     let handshake = |peer: Peer, ca: String| {
@@ -378,6 +378,10 @@ async fn a_failed_server_handshake_is_classed_by_its_cause() {
                     Peer::Garbage => {
                         let _ = s.read(&mut [0; 512]).await;
                         let _ = s.write_all(b"this is not TLS\n").await;
+                        // Open until the client gives up: a socket closed with the rest of
+                        // its ClientHello unread would be reset, and the reset could reach
+                        // the client before the garbage is read.
+                        while s.read(&mut [0; 4096]).await.is_ok_and(|n| n > 0) {}
                     }
                 }
             });
