@@ -131,13 +131,13 @@ fn lend_params(settings: &PoolSettings, balance: Balance) -> u64 {
 enum Choice<C> {
     /// An idle connection, now lent, with its key (moved to the lease: no count of the key's
     /// names goes up and down again).
-    Got(Arc<Server>, C, PoolKey),
+    Got((MemberId, Arc<Server>), C, PoolKey),
     /// None idle: the server with room to open one, if any.
     OpenOn(Option<usize>),
 }
 
 enum Pick<C> {
-    Got(Arc<Server>, C, PoolKey),
+    Got((MemberId, Arc<Server>), C, PoolKey),
     /// In line until the deadline.
     Wait(oneshot::Receiver<Handoff<C>>, tokio::time::Instant),
 }
@@ -150,21 +150,27 @@ impl<C> Hostgroup<C> {
         balance: Balance,
         settings: PoolSettings,
     ) -> Arc<Self> {
-        let members = servers.into_iter().map(Member::new).collect();
         let lend_params = AtomicU64::new(lend_params(&settings, balance));
+        let mut state = State {
+            members: Vec::with_capacity(servers.len()),
+            waiters: VecDeque::new(),
+            returns: 0,
+            opener: None,
+            peak_demand: 0,
+            sweep_at: None,
+            departed: Vec::new(),
+            next_member: 0,
+        };
+        for server in servers {
+            let m = state.new_member(server);
+            state.members.push(m);
+        }
         Arc::new_cyclic(|me| Hostgroup {
             name: Arc::from(name),
             me: me.clone(),
             lend_params,
             settings: Mutex::new(settings),
-            state: Mutex::new(State {
-                members,
-                waiters: VecDeque::new(),
-                returns: 0,
-                opener: None,
-                peak_demand: 0,
-                sweep_at: None,
-            }),
+            state: Mutex::new(state),
             hold: Mutex::new(None),
             vacancy: Mutex::new(None),
             queue_timeouts: AtomicU64::new(0),
@@ -189,8 +195,8 @@ impl<C> Hostgroup<C> {
         // The usual case at once: an idle connection, no waiting (and no waiting state in
         // this future, which every statement's future holds).
         let first = self.pick(key, &settings, None, None, connector);
-        if let Ok(Pick::Got(server, conn, key)) = first {
-            return Ok(self.lease(server, key, conn));
+        if let Ok(Pick::Got(lent, conn, key)) = first {
+            return Ok(self.lease(lent, key, conn));
         }
         Box::pin(self.acquire_waiting(key, connector, settings, first)).await
     }
@@ -238,7 +244,7 @@ impl<C> Hostgroup<C> {
                 other => other?,
             };
             let rx = match picked {
-                Pick::Got(server, conn, key) => return Ok(self.lease(server, key, conn)),
+                Pick::Got(lent, conn, key) => return Ok(self.lease(lent, key, conn)),
                 Pick::Wait(rx, due) => {
                     deadline = Some(due);
                     rx
@@ -247,8 +253,10 @@ impl<C> Hostgroup<C> {
             // No timer of its own: the hostgroup's sweeper says when the deadline has passed.
             match rx.await {
                 Ok(Handoff::Conn(grant)) => match grant.take() {
-                    (server, Some(conn)) => return Ok(self.lease(server, key.clone(), conn)),
-                    (_, None) => continue, // cannot happen: grants carry a connection
+                    (member, server, Some(conn)) => {
+                        return Ok(self.lease((member, server), key.clone(), conn))
+                    }
+                    (_, _, None) => continue, // cannot happen: grants carry a connection
                 },
                 Ok(Handoff::Failed(e)) if !e.server_down => {
                     // The server answered but refused us (bad credentials, too many
@@ -289,9 +297,11 @@ impl<C> Hostgroup<C> {
         }
     }
 
-    fn lease(self: &Arc<Self>, server: Arc<Server>, key: PoolKey, conn: C) -> Lease<C> {
+    fn lease(self: &Arc<Self>, lent: (MemberId, Arc<Server>), key: PoolKey, conn: C) -> Lease<C> {
+        let (member, server) = lent;
         Lease {
             hostgroup: self.clone(),
+            member,
             server,
             key,
             conn: Some(conn),
@@ -300,9 +310,10 @@ impl<C> Hostgroup<C> {
         }
     }
 
-    fn grant(&self, server: &Arc<Server>, key: &PoolKey, conn: C) -> Grant<C> {
+    fn grant(&self, member: MemberId, server: &Arc<Server>, key: &PoolKey, conn: C) -> Grant<C> {
         Grant {
             hostgroup: self.me.clone(),
+            member,
             server: server.clone(),
             key: key.clone(),
             conn: Some(conn),
@@ -332,7 +343,7 @@ impl<C> Hostgroup<C> {
                 return Err(self.no_server(&st, last_error));
             }
             let open_on = match Self::choose(&mut st, key, settings.max_connecting, policy) {
-                Choice::Got(server, conn, key) => return Ok(Pick::Got(server, conn, key)),
+                Choice::Got(lent, conn, key) => return Ok(Pick::Got(lent, conn, key)),
                 Choice::OpenOn(i) => i,
             };
             let deadline =
@@ -392,9 +403,9 @@ impl<C> Hostgroup<C> {
         if let Some(pos) = m.idle.iter().rposition(|c| &c.key == key) {
             let idle = m.idle.remove(pos);
             m.lent += 1;
-            let server = m.server.clone();
+            let lent = (m.id, m.server.clone());
             st.note_demand();
-            return Choice::Got(server, idle.conn, idle.key);
+            return Choice::Got(lent, idle.conn, idle.key);
         }
         Choice::OpenOn(Some(i))
     }
@@ -407,12 +418,12 @@ impl<C> Hostgroup<C> {
         // (Only what `choose` reads, without a lock: this runs for every statement.)
         let (max_connecting, policy) = self.lend_params();
         // No usable server leaves `choose` without candidates: nothing to lend.
-        let (server, conn, key) =
+        let (lent, conn, key) =
             match Self::choose(&mut self.state.lock(), key, max_connecting, policy) {
-                Choice::Got(server, conn, key) => (server, conn, key),
+                Choice::Got(lent, conn, key) => (lent, conn, key),
                 Choice::OpenOn(_) => return None,
             };
-        Some(self.lease(server, key, conn))
+        Some(self.lease(lent, key, conn))
     }
 
     /// `max_connecting` and the balancing policy (see `lend_params`).
@@ -491,14 +502,18 @@ impl<C> Hostgroup<C> {
         Ok(rx)
     }
 
-    fn release(&self, server: &Arc<Server>, key: PoolKey, conn: Option<C>, lost: bool) {
+    fn release(&self, member: MemberId, key: PoolKey, conn: Option<C>, lost: bool) {
         let mut closing: Vec<C> = Vec::new();
         {
             let mut st = self.state.lock();
-            let Some(i) = st.member(server) else {
-                // The server left the hostgroup (reload): just close.
+            let Some(i) = st.member_by_id(member) else {
+                // Its member left the hostgroup (a reload, the admin API, the monitor), even
+                // if its server came back since: it closes, and counts no more.
+                st.departed_returned(member);
+                closing.extend(conn);
+                self.grow(&mut st, &mut closing);
                 drop(st);
-                drop(conn);
+                drop(closing);
                 return;
             };
             let m = &mut st.members[i];
@@ -539,14 +554,14 @@ impl<C> Hostgroup<C> {
             });
             return;
         }
-        let server = st.members[i].server.clone();
+        let (member, server) = (st.members[i].id, st.members[i].server.clone());
         st.members[i].lent += 1;
-        let grant = Handoff::Conn(self.grant(&server, &key, conn));
+        let grant = Handoff::Conn(self.grant(member, &server, &key, conn));
         if let Some(Handoff::Conn(back)) = st.hand_to_waiter(&key, grant) {
             // No one waits for this key: keep it.
             let m = &mut st.members[i];
             m.lent -= 1;
-            if let (_, Some(conn)) = back.take() {
+            if let (_, _, Some(conn)) = back.take() {
                 m.idle.push(Idle {
                     key,
                     conn,
@@ -559,7 +574,7 @@ impl<C> Hostgroup<C> {
 
 #[path = "pool_state.rs"]
 mod state;
-use state::{Grant, Handoff, Idle, Member, Opener, Opening, State, Waiter};
+use state::{Departed, Grant, Handoff, Idle, MemberId, Opener, Opening, State, Waiter};
 
 #[path = "pool_connect.rs"]
 mod connect;

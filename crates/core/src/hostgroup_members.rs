@@ -1,7 +1,7 @@
 //! A hostgroup's membership and settings as the monitor, a reload and the admin API change
 //! and read them: servers joining and leaving, pool snapshots, balancing, idle expiry.
 
-use super::{Hostgroup, Member};
+use super::{Departed, Hostgroup};
 use crate::balance::Balance;
 use crate::hostgroup::PoolSettings;
 use crate::server::Server;
@@ -15,7 +15,8 @@ pub struct PoolStats {
     pub server: Arc<Server>,
     /// Idle connections.
     pub idle: u32,
-    /// Lent out, or being opened for a waiting statement.
+    /// Lent out, or being opened for a waiting statement (counting those lent by an entry
+    /// for the same address that left the hostgroup since, until they come back).
     pub in_use: u32,
     /// Being opened (counted in `in_use` too).
     pub connecting: u32,
@@ -52,7 +53,8 @@ impl<C> Hostgroup<C> {
             return;
         }
         tracing::info!(hostgroup = %self.name, server = %server.name, "server joins hostgroup");
-        st.members.push(Member::new(server));
+        let m = st.new_member(server);
+        st.members.push(m);
         self.grow(&mut st, &mut closing);
         drop(st);
         drop(closing);
@@ -80,7 +82,19 @@ impl<C> Hostgroup<C> {
             let Some(i) = st.member(server) else {
                 return;
             };
-            st.members.remove(i)
+            let removed = st.members.remove(i);
+            // What it still has out keeps counting against the address's limit.
+            let out = removed.lent + removed.connecting;
+            if out > 0 {
+                let left = st.serial();
+                st.departed.push(Departed {
+                    id: removed.id,
+                    left,
+                    address: removed.server.address.clone(),
+                    out,
+                });
+            }
+            removed
         };
         tracing::info!(hostgroup = %self.name, server = %server.name, "server leaves hostgroup");
         drop(removed);
@@ -133,7 +147,7 @@ impl<C> Hostgroup<C> {
             .map(|m| PoolStats {
                 server: m.server.clone(),
                 idle: m.idle.len() as u32,
-                in_use: m.lent + m.connecting,
+                in_use: m.in_use(),
                 connecting: m.connecting,
                 open: m.open,
                 peak_open: m.peak_open,

@@ -61,11 +61,12 @@ impl<C> Hostgroup<C> {
         let Some((opener, _)) = st.opener.clone() else {
             return;
         };
+        let m = &mut st.members[i];
         let opening = Opening {
+            member: m.id,
             returns: st.returns,
             timeout: self.settings.lock().connect_timeout,
         };
-        let m = &mut st.members[i];
         if m.open >= m.server.max_connections() {
             if m.idle.is_empty() {
                 return;
@@ -143,7 +144,7 @@ impl<C> Hostgroup<C> {
         let mut failed = None;
         {
             let mut st = self.state.lock();
-            match (st.member(server), result) {
+            match (st.member_by_id(opening.member), result) {
                 (Some(i), Ok(conn)) => {
                     let returned = st.returns != opening.returns;
                     let m = &mut st.members[i];
@@ -167,8 +168,11 @@ impl<C> Hostgroup<C> {
                     // the next connect (on another server if this one is shunned).
                     failed = st.hand_to_waiter(&key, Handoff::Failed(e));
                 }
-                (None, Ok(conn)) => closing.push(conn), // the server left the hostgroup
-                (None, Err(_)) => {}
+                (None, result) => {
+                    // Its member left the hostgroup: the connection closes, and counts no more.
+                    st.departed_returned(opening.member);
+                    closing.extend(result.ok());
+                }
             }
             self.grow(&mut st, &mut closing);
         }

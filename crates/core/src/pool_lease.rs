@@ -11,6 +11,8 @@ use std::sync::Arc;
 /// read), so no other session may get it.
 pub struct Lease<C> {
     pub(super) hostgroup: Arc<Hostgroup<C>>,
+    /// The member of the hostgroup that lent it.
+    pub(super) member: super::MemberId,
     pub(super) server: Arc<Server>,
     pub(super) key: PoolKey,
     pub(super) conn: Option<C>,
@@ -78,6 +80,6 @@ impl<C> Drop for Lease<C> {
             .take()
             .filter(|_| self.reusable && !std::thread::panicking());
         self.hostgroup
-            .release(&self.server, self.key.clone(), conn, self.lost);
+            .release(self.member, self.key.clone(), conn, self.lost);
     }
 }

@@ -21,7 +21,13 @@ pub(super) struct Idle<C> {
     pub(super) since: Option<Instant>,
 }
 
+/// A member's number in its hostgroup, never reused: what a lease, a grant and a connect
+/// carry back, so that a connection lent by a member that has left since (its server removed,
+/// even if the same server was put back) is never taken for one of the new member's.
+pub(super) type MemberId = u64;
+
 pub(super) struct Member<C> {
+    pub(super) id: MemberId,
     pub(super) server: Arc<Server>,
     pub(super) idle: Vec<Idle<C>>,
     /// Connections that exist or are being opened (idle + lent + connecting).
@@ -34,11 +40,27 @@ pub(super) struct Member<C> {
     pub(super) peak_open: u32,
     /// How far the connect limit has grown while nothing came back.
     pub(super) growth: Growth,
+    /// Connections to the same address still lent (or being opened) by members that left
+    /// ([`Departed`]): counted in `open`, so the server's limit holds across a removal, and
+    /// closed as they come back.
+    pub(super) ghosts: u32,
+}
+
+/// A member that left its hostgroup while connections of its were lent or being opened.
+pub(super) struct Departed {
+    pub(super) id: MemberId,
+    /// When it left, on the scale of member ids: members numbered above count its
+    /// connections as their ghosts.
+    pub(super) left: u64,
+    pub(super) address: Arc<str>,
+    /// Connections still out.
+    pub(super) out: u32,
 }
 
 impl<C> Member<C> {
-    pub(super) fn new(server: Arc<Server>) -> Self {
+    pub(super) fn new(id: MemberId, server: Arc<Server>) -> Self {
         Member {
+            id,
             server,
             idle: Vec::new(),
             open: 0,
@@ -46,6 +68,7 @@ impl<C> Member<C> {
             connecting: 0,
             peak_open: 0,
             growth: Growth::default(),
+            ghosts: 0,
         }
     }
 
@@ -61,8 +84,13 @@ impl<C> Member<C> {
     pub(super) fn candidate(&self) -> Candidate {
         Candidate {
             weight: self.server.weight(),
-            in_flight: self.lent + self.connecting,
+            in_flight: self.in_use(),
         }
+    }
+
+    /// Lent out or being opened, by this member or by one that left ([`Member::ghosts`]).
+    pub(super) fn in_use(&self) -> u32 {
+        self.lent + self.connecting + self.ghosts
     }
 }
 
@@ -70,21 +98,22 @@ impl<C> Member<C> {
 /// it back to the hostgroup, so no capacity leaks.
 pub(super) struct Grant<C> {
     pub(super) hostgroup: Weak<Hostgroup<C>>,
+    pub(super) member: MemberId,
     pub(super) server: Arc<Server>,
     pub(super) key: PoolKey,
     pub(super) conn: Option<C>,
 }
 
 impl<C> Grant<C> {
-    pub(super) fn take(mut self) -> (Arc<Server>, Option<C>) {
-        (self.server.clone(), self.conn.take())
+    pub(super) fn take(mut self) -> (MemberId, Arc<Server>, Option<C>) {
+        (self.member, self.server.clone(), self.conn.take())
     }
 }
 
 impl<C> Drop for Grant<C> {
     fn drop(&mut self) {
         if let (Some(c), Some(hg)) = (self.conn.take(), self.hostgroup.upgrade()) {
-            hg.release(&self.server, self.key.clone(), Some(c), false);
+            hg.release(self.member, self.key.clone(), Some(c), false);
         }
     }
 }
@@ -113,6 +142,8 @@ pub(super) type Opener = Arc<dyn Fn(Arc<Server>, PoolKey, Opening) -> bool + Sen
 /// What a connect task carries back.
 #[derive(Clone, Copy)]
 pub(super) struct Opening {
+    /// The member it opens for.
+    pub(super) member: MemberId,
     /// The hostgroup's count of returns when the connect started.
     pub(super) returns: u64,
     /// Time allowed.
@@ -134,6 +165,10 @@ pub(super) struct State<C> {
     pub(super) peak_demand: u32,
     /// While anyone waits: when the sweeper of deadlines wakes next (`None`: it does not run).
     pub(super) sweep_at: Option<tokio::time::Instant>,
+    /// Members that left with connections still out.
+    pub(super) departed: Vec<Departed>,
+    /// The next member's id.
+    pub(super) next_member: MemberId,
 }
 
 impl<C> State<C> {
@@ -181,5 +216,52 @@ impl<C> State<C> {
         self.members
             .iter()
             .position(|m| Arc::ptr_eq(&m.server, server))
+    }
+
+    /// The member numbered `id`, if it is still one.
+    pub(super) fn member_by_id(&self, id: MemberId) -> Option<usize> {
+        self.members.iter().position(|m| m.id == id)
+    }
+
+    /// The next number on the scale of member ids and departures.
+    pub(super) fn serial(&mut self) -> u64 {
+        self.next_member += 1;
+        self.next_member
+    }
+
+    /// A new member for `server`, counting the connections to its address that members
+    /// which left still have out.
+    pub(super) fn new_member(&mut self, server: Arc<Server>) -> Member<C> {
+        let mut m = Member::new(self.serial(), server);
+        m.ghosts = self
+            .departed
+            .iter()
+            .filter(|d| d.address == m.server.address)
+            .map(|d| d.out)
+            .sum();
+        m.open = m.ghosts;
+        m.peak_open = m.open;
+        m
+    }
+
+    /// A connection of member `id` came back (closed by the caller), or a connect for it ended,
+    /// after the member left: it is no longer counted.
+    pub(super) fn departed_returned(&mut self, id: MemberId) {
+        let Some(pos) = self.departed.iter().position(|d| d.id == id) else {
+            return;
+        };
+        let d = &mut self.departed[pos];
+        d.out -= 1;
+        let (address, left) = (d.address.clone(), d.left);
+        if d.out == 0 {
+            self.departed.swap_remove(pos);
+        }
+        // Every member that counted it (one, unless the address is in the hostgroup twice).
+        for m in self.members.iter_mut() {
+            if m.id > left && m.server.address == address {
+                m.ghosts -= 1;
+                m.open -= 1;
+            }
+        }
     }
 }
