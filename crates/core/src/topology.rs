@@ -6,7 +6,7 @@ use crate::server::{Role, Server};
 use arc_swap::ArcSwap;
 use sluice_config::Config;
 use sluice_config::ServerConfig;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Hostgroup name shown for a managed server the monitor has not placed yet.
 pub const UNASSIGNED: &str = "(unassigned)";
@@ -22,6 +22,10 @@ pub struct Topology<C> {
     pub router: Router,
     /// Send reads to the writer when no reader is usable.
     pub reads_fallback_to_writer: bool,
+    /// Hostgroups a reload removed, while sessions still hold their connections: one added
+    /// again by the same name is the same hostgroup, so its servers' limits count the
+    /// connections still lent.
+    retired: parking_lot::Mutex<Vec<Weak<Hostgroup<C>>>>,
 }
 
 /// `lease` if `alive` finds its connection open; otherwise the connection is discarded (its
@@ -73,6 +77,7 @@ impl<C> Topology<C> {
                 &names,
             ),
             reads_fallback_to_writer: cfg.proxy.reads_fallback_to_writer,
+            retired: Default::default(),
         }
     }
 
@@ -349,12 +354,10 @@ impl<C> Topology<C> {
             match groups.iter().find(|h| *h.name == **name) {
                 Some(h) => next_groups.push(h.clone()),
                 None => {
-                    next_groups.push(Hostgroup::new(
-                        name,
-                        Vec::new(),
-                        cfg.balance_of(name),
-                        settings.clone(),
-                    ));
+                    let balance = cfg.balance_of(name);
+                    next_groups.push(self.revive(name, &settings, balance).unwrap_or_else(|| {
+                        Hostgroup::new(name, Vec::new(), balance, settings.clone())
+                    }));
                     changes.push(format!("hostgroup {name}: added"));
                 }
             }
@@ -463,9 +466,30 @@ impl<C> Topology<C> {
             for server in h.servers() {
                 h.remove_server(&server);
             }
+            self.retired.lock().push(Arc::downgrade(h));
             changes.push(format!("hostgroup {}: removed", h.name));
         }
         changes
+    }
+
+    /// The hostgroup named `name` that a reload removed, if sessions still hold it (its
+    /// connections lent): in service again, with the settings in force.
+    fn revive(
+        &self,
+        name: &str,
+        settings: &PoolSettings,
+        balance: crate::balance::Balance,
+    ) -> Option<Arc<Hostgroup<C>>> {
+        let mut retired = self.retired.lock();
+        retired.retain(|w| w.strong_count() > 0);
+        let pos = retired
+            .iter()
+            .position(|w| w.upgrade().is_some_and(|h| *h.name == *name))?;
+        let h = retired.swap_remove(pos).upgrade()?;
+        h.set_vacancy_reason(None);
+        h.set_settings(settings.clone());
+        h.set_balance(balance);
+        Some(h)
     }
 }
 

@@ -129,3 +129,93 @@ async fn admin_api_and_metrics_count_postgres_statements() {
         "{before:?} -> {after:?}"
     );
 }
+
+/// A replica removed over the admin API and added again while a session's read-only
+/// transaction holds one of its connections: the new entry counts that connection against
+/// the server's limit until it comes back, and then it is closed, not pooled. (The reader
+/// hostgroup goes with its only server and comes back with it: the same hostgroup.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lent_by_a_removed_entry_counts_until_it_comes_back() {
+    let env = start(1, "").await;
+    let admin = env.admin().await;
+    let replica = env.topo.replicas()[0].addr();
+    let in_use = || {
+        let servers = pg::http::get_json(admin.addr, "/api/servers");
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"] == replica.as_str())
+            .map(|s| s["pool_in_use"].as_u64().unwrap())
+    };
+    let dsn = format!(
+        "host=127.0.0.1 port={} user=app password=app dbname=postgres",
+        env.port
+    );
+    let (client, conn) = tokio_postgres::connect(&dsn, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client.batch_execute("BEGIN READ ONLY").await.unwrap();
+    let row = client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0), "the transaction runs on the replica");
+    assert_eq!(in_use(), Some(1));
+    let request = |method: &'static str, path: String| {
+        let addr = admin.addr;
+        tokio::task::spawn_blocking(move || pg::http::request(addr, method, &path, None))
+    };
+    let (status, body) = request("DELETE", format!("/api/servers/{replica}"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = request(
+        "POST",
+        format!("/api/servers?address={replica}&hostgroup=reader&protocol=postgres"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        in_use(),
+        Some(1),
+        "the new entry counts the connection still lent"
+    );
+    // The transaction carries on where it began, and ends there.
+    let row = client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0));
+    client.batch_execute("COMMIT").await.unwrap();
+    let mut left = in_use();
+    for _ in 0..100 {
+        if left == Some(0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        left = in_use();
+    }
+    assert_eq!(left, Some(0), "it came back, and is counted no more");
+    let idle = |servers: serde_json::Value| {
+        servers
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"] == replica.as_str())
+            .map(|s| s["pool_idle"].as_u64().unwrap())
+    };
+    assert_eq!(
+        idle(pg::http::get_json(admin.addr, "/api/servers")),
+        Some(0),
+        "closed, not pooled for the new entry"
+    );
+    // The new entry serves reads with connections of its own.
+    let row = client
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0));
+}
