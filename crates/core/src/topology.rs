@@ -466,7 +466,9 @@ impl<C> Topology<C> {
             for server in h.servers() {
                 h.remove_server(&server);
             }
-            self.retired.lock().push(Arc::downgrade(h));
+            let mut retired = self.retired.lock();
+            retired.retain(|w| w.strong_count() > 0);
+            retired.push(Arc::downgrade(h));
             changes.push(format!("hostgroup {}: removed", h.name));
         }
         changes
