@@ -508,9 +508,15 @@ impl<C> Hostgroup<C> {
             let mut st = self.state.lock();
             let Some(i) = st.member_by_id(member) else {
                 // Its member left the hostgroup (a reload, the admin API, the monitor), even
-                // if its server came back since: it closes, and counts no more.
-                st.departed_returned(member);
+                // if its server came back since: it closes, and counts no more. Lost, it
+                // takes the idle connections to its address with it, as below.
+                let address = st.departed_returned(member);
                 closing.extend(conn);
+                let same = |m: &&mut Member<C>| address.as_deref() == Some(&*m.server.address);
+                for m in st.members.iter_mut().filter(same).filter(|_| lost) {
+                    m.open -= m.idle.len() as u32;
+                    closing.extend(m.idle.drain(..).map(|idle| idle.conn));
+                }
                 self.grow(&mut st, &mut closing);
                 drop(st);
                 drop(closing);
@@ -574,7 +580,7 @@ impl<C> Hostgroup<C> {
 
 #[path = "pool_state.rs"]
 mod state;
-use state::{Departed, Grant, Handoff, Idle, MemberId, Opener, Opening, State, Waiter};
+use state::{Departed, Grant, Handoff, Idle, Member, MemberId, Opener, Opening, State, Waiter};
 
 #[path = "pool_connect.rs"]
 mod connect;

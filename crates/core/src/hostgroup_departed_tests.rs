@@ -97,3 +97,21 @@ async fn a_connect_under_way_when_its_server_left_and_came_back_is_counted_until
     assert_eq!((st.idle, st.in_use, st.open), (1, 0, 1));
     assert_eq!(c.opened.load(SeqCst), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_lost_after_its_member_left_takes_the_idle_ones_to_its_address_along() {
+    let hg = hostgroup(&[("a:1", 4)], settings(1_000, 10));
+    let c = Arc::new(FakeConnector::default());
+    let old = hg.servers()[0].clone();
+    let mut held = hg.acquire(&key("u"), &c).await.unwrap();
+    hg.remove_server(&old);
+    hg.add_server(Arc::new(Server::new("a:1", "hg", 1, 4)));
+    drop(hg.acquire(&key("u"), &c).await.unwrap());
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (1, 1, 2));
+    // Its server closed it under a statement: the server's idle connections are suspect too.
+    held.lost();
+    drop(held);
+    let st = &hg.pool_stats()[0];
+    assert_eq!((st.idle, st.in_use, st.open), (0, 0, 0));
+}

@@ -170,7 +170,7 @@ impl<C> Hostgroup<C> {
                 }
                 (None, result) => {
                     // Its member left the hostgroup: the connection closes, and counts no more.
-                    st.departed_returned(opening.member);
+                    let _ = st.departed_returned(opening.member);
                     closing.extend(result.ok());
                 }
             }

@@ -167,7 +167,7 @@ pub(super) struct State<C> {
     pub(super) sweep_at: Option<tokio::time::Instant>,
     /// Members that left with connections still out.
     pub(super) departed: Vec<Departed>,
-    /// The next member's id.
+    /// The last number given to a member or a departure (see [`State::serial`]).
     pub(super) next_member: MemberId,
 }
 
@@ -245,11 +245,9 @@ impl<C> State<C> {
     }
 
     /// A connection of member `id` came back (closed by the caller), or a connect for it ended,
-    /// after the member left: it is no longer counted.
-    pub(super) fn departed_returned(&mut self, id: MemberId) {
-        let Some(pos) = self.departed.iter().position(|d| d.id == id) else {
-            return;
-        };
+    /// after the member left: it is no longer counted. Its address, if the member was known.
+    pub(super) fn departed_returned(&mut self, id: MemberId) -> Option<Arc<str>> {
+        let pos = self.departed.iter().position(|d| d.id == id)?;
         let d = &mut self.departed[pos];
         d.out -= 1;
         let (address, left) = (d.address.clone(), d.left);
@@ -263,5 +261,6 @@ impl<C> State<C> {
                 m.open -= 1;
             }
         }
+        Some(address)
     }
 }
