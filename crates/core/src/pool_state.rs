@@ -21,10 +21,12 @@ pub(super) struct Idle<C> {
     pub(super) since: Option<Instant>,
 }
 
-/// A member's number in its hostgroup, never reused: what a lease, a grant and a connect
-/// carry back, so that a connection lent by a member that has left since (its server removed,
-/// even if the same server was put back) is never taken for one of the new member's.
-pub(super) type MemberId = u64;
+/// A member's number in its hostgroup: what a lease, a grant and a connect carry back, so
+/// that a connection lent by a member that has left since (its server removed, even if the
+/// same server was put back) is never taken for one of the new member's. 32 bits, which fit
+/// in a lease's padding (every session holding a connection holds a lease): numbers would
+/// come round again after four billion servers joined and left one hostgroup.
+pub(super) type MemberId = u32;
 
 pub(super) struct Member<C> {
     pub(super) id: MemberId,
@@ -51,7 +53,7 @@ pub(super) struct Departed {
     pub(super) id: MemberId,
     /// When it left, on the scale of member ids: members numbered above count its
     /// connections as their ghosts.
-    pub(super) left: u64,
+    pub(super) left: MemberId,
     pub(super) address: Arc<str>,
     /// Connections still out.
     pub(super) out: u32,
@@ -224,8 +226,8 @@ impl<C> State<C> {
     }
 
     /// The next number on the scale of member ids and departures.
-    pub(super) fn serial(&mut self) -> u64 {
-        self.next_member += 1;
+    pub(super) fn serial(&mut self) -> MemberId {
+        self.next_member = self.next_member.wrapping_add(1);
         self.next_member
     }
 
