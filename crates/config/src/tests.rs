@@ -439,3 +439,21 @@ fn a_stored_password_form_needs_a_method_that_can_check_it() {
     assert_eq!(md5.users[1].auth_method, PgAuthMethod::Md5);
     with(hash, "auth_method = \"password\"\n").unwrap();
 }
+
+#[test]
+fn max_lifetime_is_an_hour_unless_set_and_checked() {
+    let cfg = Config::from_toml(ISSUE_EXAMPLE).unwrap();
+    assert_eq!(
+        cfg.pool.max_lifetime.get(),
+        std::time::Duration::from_secs(3600)
+    );
+    let off = format!("{ISSUE_EXAMPLE}\n[pool]\nmax_lifetime = 0\n");
+    assert!(Config::from_toml(&off)
+        .unwrap()
+        .pool
+        .max_lifetime
+        .get()
+        .is_zero());
+    let tiny = format!("{ISSUE_EXAMPLE}\n[pool]\nmax_lifetime = \"500ms\"\n");
+    assert_eq!(err_of(&tiny).field, "pool.max_lifetime");
+}

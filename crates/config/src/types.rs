@@ -315,6 +315,10 @@ pub struct PoolConfig {
     /// Idle backend connections are closed after this long.
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout: HumanDuration,
+    /// A backend connection older than this is closed instead of being lent again (never
+    /// while a session uses it). 0: no limit.
+    #[serde(default = "default_max_lifetime")]
+    pub max_lifetime: HumanDuration,
     /// A server that failed to connect is skipped for this long before it is tried again.
     #[serde(default = "default_retry_after")]
     pub retry_after: HumanDuration,
@@ -361,6 +365,7 @@ impl Default for PoolConfig {
             queue_timeout: default_queue_timeout(),
             queue_limit: default_queue_limit(),
             idle_timeout: default_idle_timeout(),
+            max_lifetime: default_max_lifetime(),
             retry_after: default_retry_after(),
             stmt_cache_size: None,
             max_connecting: default_max_connecting(),
@@ -549,6 +554,10 @@ fn default_queue_limit() -> u32 {
 }
 fn default_idle_timeout() -> HumanDuration {
     HumanDuration::from_millis(300_000)
+}
+fn default_max_lifetime() -> HumanDuration {
+    // PgBouncer's `server_lifetime`.
+    HumanDuration::from_millis(3_600_000)
 }
 fn default_retry_after() -> HumanDuration {
     HumanDuration::from_millis(1_000)

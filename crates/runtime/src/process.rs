@@ -176,7 +176,8 @@ impl Process {
         })
     }
 
-    /// Background upkeep: closes idle backend connections past their idle timeout.
+    /// Background upkeep: closes idle backend connections past their idle timeout, and
+    /// advances the clock `[pool] max_lifetime` is counted on.
     async fn maintain(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
@@ -185,6 +186,7 @@ impl Process {
                 _ = shutdown.changed() => return,
             }
             let now = Instant::now();
+            sluice_core::lifetime::tick();
             for f in &self.frontends {
                 for (hostgroup, closed) in f.cluster().close_idle(now) {
                     tracing::debug!(%hostgroup, closed, "closed idle backend connections");

@@ -25,6 +25,13 @@ impl Config {
                 "must be 0 (no limit) or at least 1s",
             ));
         }
+        let lifetime = p.max_lifetime.get();
+        if !lifetime.is_zero() && lifetime.as_millis() < 1000 {
+            return Err(ConfigError::new(
+                "pool.max_lifetime",
+                "must be 0 (no limit) or at least 1s",
+            ));
+        }
         if p.idle_timeout.get().as_millis() < 1000 {
             return Err(ConfigError::new("pool.idle_timeout", "must be at least 1s"));
         }
