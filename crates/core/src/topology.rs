@@ -37,7 +37,7 @@ fn kept_if_alive<C>(
     if alive(lease.conn_ref()) {
         return Some(lease);
     }
-    tracing::debug!(server = %lease.server().name, "pooled connection found closed; discarded");
+    tracing::debug!(server = %lease.server().name, "pooled connection unfit (closed by its server, or past max_lifetime); discarded");
     lease.discard();
     None
 }

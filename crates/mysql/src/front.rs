@@ -60,6 +60,7 @@ impl MysqlFrontend {
             info: info.clone(),
             tls: rt.backend_tls.clone(),
             read_timeout: crate::backend::ReadTimeout::new(config.pool.read_timeout.get()),
+            lifetime: sluice_core::Lifetime::new(config.pool.max_lifetime.get()),
             budgets: Default::default(),
         });
         let topology = Arc::new(Topology::from_config(config));
@@ -384,6 +385,10 @@ impl Frontend for MysqlFrontend {
         if old.pool.read_timeout != new.pool.read_timeout {
             self.connector.read_timeout.set(new.pool.read_timeout.get());
             changes.push(format!("[pool] read_timeout {}", new.pool.read_timeout));
+        }
+        if old.pool.max_lifetime != new.pool.max_lifetime {
+            self.connector.lifetime.set(new.pool.max_lifetime.get());
+            changes.push(format!("[pool] max_lifetime {}", new.pool.max_lifetime));
         }
         if old.users != new.users {
             // A user's password or schemas may have changed.

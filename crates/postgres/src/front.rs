@@ -114,6 +114,7 @@ impl PostgresFrontend {
             statements_per_connection: STATEMENTS_PER_CONNECTION,
             client_keys: Default::default(),
             read_timeout: sluice_core::ReadTimeout::new(config.pool.read_timeout.get()),
+            lifetime: sluice_core::Lifetime::new(config.pool.max_lifetime.get()),
             tls: rt.backend_tls.clone(),
         });
         let read_only_functions = config
@@ -217,6 +218,13 @@ impl Frontend for PostgresFrontend {
             changes.push(format!(
                 "[pool] read_timeout {} (PostgreSQL)",
                 new.pool.read_timeout
+            ));
+        }
+        if old.pool.max_lifetime != new.pool.max_lifetime {
+            self.connector.lifetime.set(new.pool.max_lifetime.get());
+            changes.push(format!(
+                "[pool] max_lifetime {} (PostgreSQL)",
+                new.pool.max_lifetime
             ));
         }
         self.statement_memory.reload(

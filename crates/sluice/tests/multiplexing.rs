@@ -1,4 +1,5 @@
-//! Multiplexing: many client sessions that are not pinned share a few backend connections.
+//! Multiplexing: many client sessions that are not pinned share a few backend connections,
+//! each reused until `[pool] max_lifetime`.
 //!
 //! How many a burst needs depends on how fast the machine is at that moment (slower
 //! statements overlap more), so the test asserts what the pool guarantees whatever the speed:
@@ -113,4 +114,53 @@ async fn two_hundred_clients_share_a_few_backend_connections() {
         (clients * 3).to_string()
     );
     drop(done);
+}
+
+/// `[pool] max_lifetime`: a backend connection that has served its time is closed at its
+/// next lease and replaced, never cut under a session that holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_past_its_lifetime_is_replaced_at_its_next_lease_but_never_cut() {
+    // One connection allowed: its replacement can only open once it is closed.
+    let env = common::start(
+        0,
+        "\n[pool]\nmax_connections = 1\nqueue_timeout = \"20s\"\nmax_lifetime = \"1s\"\n",
+    )
+    .await;
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&env.url("test")).unwrap())
+        .await
+        .unwrap();
+    // The server's id of the connection that runs it (found by its own text: sluice gives
+    // `CONNECTION_ID()` its client the id it knows it by).
+    let backend =
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%lifetime probe%'";
+    c.query_drop("BEGIN").await.unwrap();
+    let first: u64 = c.query_first(backend).await.unwrap().unwrap();
+    // Held by the transaction past its lifetime: it serves the transaction to its end.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let again: u64 = c.query_first(backend).await.unwrap().unwrap();
+    assert_eq!(again, first, "a transaction keeps its connection");
+    c.query_drop("COMMIT").await.unwrap();
+    // Lent again, it is found past its lifetime: closed, and a new one serves.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut now: u64 = c.query_first(backend).await.unwrap().unwrap();
+    while now == first && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now = c.query_first(backend).await.unwrap().unwrap();
+    }
+    assert_ne!(now, first, "replaced once past max_lifetime");
+    // Closed with a COM_QUIT: the server's thread ends as it reads it.
+    let left = || {
+        env.topo
+            .primary()
+            .sql(&format!(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {first}"
+            ))
+            .unwrap()
+    };
+    let mut gone = left();
+    while gone != "0" && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        gone = left();
+    }
+    assert_eq!(gone, "0", "the old connection was closed");
 }

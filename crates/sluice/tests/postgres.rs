@@ -27,6 +27,8 @@ mod faults;
 mod flushes;
 #[path = "postgres/held_begins.rs"]
 mod held_begins;
+#[path = "postgres/lifetime.rs"]
+mod lifetime;
 #[path = "postgres/login_auth.rs"]
 mod login_auth;
 #[path = "postgres/logins.rs"]

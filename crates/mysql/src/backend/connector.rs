@@ -23,6 +23,8 @@ pub struct MysqlConnector {
     pub tls: Option<super::BackendTls>,
     /// `[pool] read_timeout`, shared by every connection it opens.
     pub read_timeout: super::ReadTimeout,
+    /// `[pool] max_lifetime`, shared by every connection it opens.
+    pub lifetime: sluice_core::Lifetime,
     /// Prepared statements the proxy's connections hold, per server address (bounded by
     /// the servers ever configured).
     pub budgets: parking_lot::Mutex<HashMap<Arc<str>, Arc<StmtBudget>>>,
@@ -79,6 +81,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
             conn.failed = Some(failed);
             server.set_version(&conn.server_version);
             conn.read_timeout = self.read_timeout.clone();
+            conn.lifetime.0 = self.lifetime.clone();
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.
             if conn.server_stmt_limit > 0 {

@@ -70,6 +70,8 @@ pub struct PgConn {
     pub(crate) failed: Option<sluice_core::FailedWatch>,
     /// `[pool] read_timeout` and the timer of the waits it bounds.
     pub(crate) timer: ReadTimer,
+    /// `[pool] max_lifetime`, and when it was opened.
+    pub(crate) lifetime: (sluice_core::Lifetime, sluice_core::Born),
 }
 
 /// How long a read waits for a server that sends nothing while an answer is expected (and a
@@ -106,14 +108,15 @@ impl PgConn {
             gate: sluice_core::CancelGate::new(0),
             failed: None,
             timer: Default::default(),
+            lifetime: (Default::default(), sluice_core::Lifetime::born()),
         }
     }
 
-    /// Fit to be lent from the pool: not broken, the server has sent nothing while it sat
-    /// idle (an idle connection hears nothing: data means the server closed it, or is closing
-    /// it with an error such as 57P01 after `pg_terminate_backend`), and no cancel request
-    /// for its last lease is under way. If so, it is claimed for the new lease: a cancel meant
-    /// for an earlier one no longer reaches it.
+    /// Fit to be lent from the pool: not broken, younger than `[pool] max_lifetime`, the
+    /// server has sent nothing while it sat idle (an idle connection hears nothing: data means
+    /// the server closed it, or is closing it with an error such as 57P01 after
+    /// `pg_terminate_backend`), and no cancel request for its last lease is under way. If so,
+    /// it is claimed for the new lease: a cancel meant for an earlier one no longer reaches it.
     pub fn usable(&self) -> bool {
         // (What a session's `set_config` set here, not read back yet, is no one else's.)
         if self.broken
@@ -121,6 +124,7 @@ impl PgConn {
             || !self.read_back.is_empty()
             || !self.rbuf.is_empty()
             || self.server_failed()
+            || self.lifetime.0.expired(self.lifetime.1)
         {
             return false;
         }

@@ -28,6 +28,8 @@ pub struct PgConnector {
     /// `[pool] read_timeout`, shared with every connection (a reload changes it for open
     /// ones too).
     pub read_timeout: sluice_core::ReadTimeout,
+    /// `[pool] max_lifetime`, shared with every connection as `read_timeout` is.
+    pub lifetime: sluice_core::Lifetime,
     /// `[pool] tls`: every connection over TLS, the server's certificate verified.
     pub tls: Option<BackendTls>,
 }
@@ -113,6 +115,7 @@ impl Connector<Box<PgConn>> for PgConnector {
             conn.failed = Some(server.failed_watch());
             login(&mut conn, &key.user, database, credential).await?;
             conn.timer.limit = self.read_timeout.clone();
+            conn.lifetime.0 = self.lifetime.clone();
             conn.gate = sluice_core::CancelGate::new(conn.backend_key.1);
             Ok(Box::new(conn))
         })
