@@ -115,24 +115,13 @@ impl Client {
         }
     }
 
-    /// Reads and drops what the client sends until it closes its side (through a small
-    /// buffer of its own: the read buffer is not used).
-    async fn drain(&mut self) -> io::Result<()> {
-        // Small: a session that waits for its client to leave holds it meanwhile.
-        let mut scratch = vec![0u8; 8 * 1024];
-        while self.stream.read(&mut scratch).await? > 0 {}
-        Ok(())
-    }
-
-    /// After a FATAL: sluice's side of the stream ends, and what the client still sends is
-    /// read and dropped until it closes its side (for `limit` at most), so that a client
-    /// still sending reads the FATAL: a socket closed with bytes unread is reset, and the
-    /// reset takes what the client had not read yet with it. The read buffer goes first.
+    /// After a FATAL: the read buffer and its charge go, then the stream closes as
+    /// [`sluice_runtime::tls::ClientStream::close_after_error`] says, so that a client still
+    /// sending reads the FATAL.
     pub async fn close_after_fatal(&mut self, limit: std::time::Duration) {
         self.buf = BytesMut::new();
         self.charge.release();
-        let _ = self.stream.shutdown().await;
-        let _ = tokio::time::timeout(limit, self.drain()).await;
+        self.stream.close_after_error(limit).await;
     }
 
     /// The FATAL a client gets when its message did not fit in `[proxy] max_request_memory`.

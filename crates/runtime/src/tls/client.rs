@@ -74,6 +74,23 @@ impl ClientStream {
         }
     }
 
+    /// After an error that ends the session: sluice's side of the stream ends (over TLS with a
+    /// `close_notify`), and what the client still sends is read and dropped until it closes
+    /// its side, for `limit` at most, so that a client still sending (a request over the size
+    /// limit, a pipeline) reads the error: a socket closed with bytes unread is reset, and a
+    /// client whose write fails on the reset reports that instead of the error waiting for it.
+    pub async fn close_after_error(&mut self, limit: std::time::Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let _ = self.shutdown().await;
+        let drain = async {
+            // Small: a session that waits for its client to leave holds it meanwhile.
+            let mut scratch = vec![0u8; 8 * 1024];
+            while self.read(&mut scratch).await? > 0 {}
+            Ok::<(), io::Error>(())
+        };
+        let _ = tokio::time::timeout(limit, drain).await;
+    }
+
     /// Runs the TLS handshake on this (plain) stream; `already_read` holds bytes read past
     /// the SSLRequest.
     pub async fn upgrade(
