@@ -116,6 +116,11 @@ pub struct Session {
     pub(crate) cmd_started: Instant,
     /// Failed COM_CHANGE_USERs; like MariaDB, a connection gets three.
     pub(crate) failed_change_user: u8,
+    /// The session ends on an error about the client's own request, which it may still be
+    /// sending: the stream closes so that the client reads the error (see
+    /// [`sluice_runtime::tls::ClientStream::close_after_error`]), waiting for it at most
+    /// `[login] handshake_timeout`.
+    pub(crate) close_gently: bool,
 }
 
 /// Serves one accepted client from handshake to goodbye.
@@ -154,6 +159,19 @@ pub async fn serve(
     }
     let finishing = Box::pin(session.finish());
     finishing.await;
+    if session.close_gently {
+        // Its connections back first: the client may take a while.
+        let limit = session
+            .proxy
+            .rt
+            .effective
+            .load()
+            .login
+            .handshake_timeout
+            .get();
+        let closing = Box::pin(session.client.stream.close_after_error(limit));
+        closing.await;
+    }
     // Before the admission permit: see `Session::drop`.
     drop(session);
 }
@@ -277,6 +295,7 @@ impl Session {
             handle,
             cmd_started: Instant::now(),
             failed_change_user: 0,
+            close_gently: false,
         }
     }
 
@@ -361,6 +380,8 @@ impl Session {
                         .client
                         .send_err(1, err::PACKET_TOO_LARGE, b"08S01", &msg);
                     let _ = Box::pin(reply).await;
+                    // The client is still sending the rest: it reads the error once it has.
+                    self.close_gently = true;
                     return Err(Fatal(msg));
                 }
                 Err(RequestError::Read(e)) => return Err(Fatal(e.to_string())),
@@ -378,6 +399,7 @@ impl Session {
                 };
                 let seq = pkt.last_seq.wrapping_add(1);
                 let _ = Box::pin(self.client.send_err(seq, code, b"08S01", msg)).await;
+                self.close_gently = true;
                 return Err(Fatal(msg.into()));
             }
             self.proxy.rt.stats.statements.fetch_add(1, Relaxed);
