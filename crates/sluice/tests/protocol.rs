@@ -135,15 +135,18 @@ async fn malformed_packets_close_only_that_client() {
     let p = r.recv().await.unwrap();
     assert_eq!(err_text(&p).unwrap().0, 1153);
     assert!(r.recv().await.is_err());
-    // A driver still sending a request far over the limit (12 MiB in one packet, more than
-    // the socket buffers between it and sluice hold) gets the same error: sluice reads and
-    // drops the rest before it closes (a socket closed with bytes unread is reset, and the
-    // driver's write would fail on the reset before it reads the error).
-    let mut big = conn(&env.url("test")).await;
-    let q = format!("SELECT '{}'", "x".repeat(12 << 20));
-    match big.query_drop(&q).await {
-        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1153, "{e}"),
-        other => panic!("expected error 1153, got {other:?}"),
+    // A driver still sending a request far over the limit, more than the socket buffers
+    // between it and sluice hold, gets the same error: sluice reads and drops the rest
+    // before it answers or closes (a socket closed with bytes unread is reset, and the
+    // driver's write would fail on the reset before it reads the error). 12 MiB is one
+    // packet; 32 MiB is three, and the answer follows the last.
+    for mib in [12, 32] {
+        let mut big = conn(&env.url("test")).await;
+        let q = format!("SELECT '{}'", "x".repeat(mib << 20));
+        match big.query_drop(&q).await {
+            Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1153, "{mib} MiB: {e}"),
+            other => panic!("{mib} MiB: expected error 1153, got {other:?}"),
+        }
     }
 
     // The other client's transaction was never disturbed.

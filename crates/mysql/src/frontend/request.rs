@@ -43,6 +43,17 @@ pub enum RequestError {
         /// The sequence id of the answer.
         next_seq: u8,
     },
+    /// The request exceeds `max_packet_size`. It was read to its end and dropped (never
+    /// held): the client expects an answer with sequence id `next_seq`.
+    #[error("Got a packet bigger than 'max_allowed_packet' bytes ({size} > {max})")]
+    TooLarge {
+        /// Its size, as far as it was counted.
+        size: usize,
+        /// `max_packet_size`.
+        max: usize,
+        /// The sequence id of the answer.
+        next_seq: u8,
+    },
 }
 
 impl ClientConn {
@@ -161,7 +172,13 @@ pub async fn read_budgeted<S: AsyncRead + Unpin>(
         return Ok((read_packet(stream, buf, max).await?, None));
     }
     if len > max {
-        return Err(ReadError::TooLarge { size: len, max }.into());
+        buf.advance(4);
+        let last = skip_rest(stream, buf, len, len, seq).await?;
+        return Err(RequestError::TooLarge {
+            size: len,
+            max,
+            next_seq: last.wrapping_add(1),
+        });
     }
     buf.advance(4);
     let mut charge = budget.charge();
@@ -192,11 +209,15 @@ pub async fn read_budgeted<S: AsyncRead + Unpin>(
         }
         let (next, s) = read_next_header(stream, buf).await?;
         if payload.len() + next > max {
-            return Err(ReadError::TooLarge {
-                size: payload.len() + next,
+            let size = payload.len() + next;
+            drop(payload);
+            drop(charge);
+            let last = skip_rest(stream, buf, next, next, s).await?;
+            return Err(RequestError::TooLarge {
+                size,
                 max,
-            }
-            .into());
+                next_seq: last.wrapping_add(1),
+            });
         }
         (fragment, last_seq) = (next, s);
     }
@@ -392,12 +413,30 @@ mod tests {
         assert_eq!((p.payload.len(), c.is_none()), (7, true));
         drop(held);
         assert_eq!(budget.used(), 0);
-        // Larger than max_packet_size: refused by its header, as before.
+        // Larger than max_packet_size: refused by its header, read to its end and dropped,
+        // answered after its last packet (a request of several packets, here three).
         let w = wire(&[SMALL * 4]);
         assert!(matches!(
             read_budgeted(&mut &w[..], &mut BytesMut::new(), SMALL, &budget).await,
-            Err(RequestError::Read(ReadError::TooLarge { .. }))
+            Err(RequestError::TooLarge { next_seq: 1, .. })
         ));
+        let mut w = Vec::new();
+        let payload = vec![7u8; 2 * MAX_PAYLOAD + 3];
+        frame(&mut w, 0, &payload);
+        w.extend_from_slice(&wire(&[7]));
+        let mut r = &w[..];
+        let mut buf = BytesMut::new();
+        match read_budgeted(&mut r, &mut buf, SMALL, &budget).await {
+            Err(RequestError::TooLarge { size, next_seq, .. }) => {
+                assert_eq!((size, next_seq), (MAX_PAYLOAD, 3));
+            }
+            other => panic!("expected too large, got {other:?}"),
+        }
+        let (p, _) = read_budgeted(&mut r, &mut buf, 64 << 20, &budget)
+            .await
+            .unwrap();
+        assert_eq!(p.payload.len(), 7, "the next request is read whole");
+        assert_eq!(budget.used(), 0);
     }
 }
 

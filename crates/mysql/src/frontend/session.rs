@@ -372,17 +372,15 @@ impl Session {
                     continue;
                 }
                 Err(RequestError::Read(ReadError::Closed)) => return Ok(()),
+                // Read to its end and dropped: answered after its last packet. (A small one
+                // is refused by its header: the client reads the answer once it has sent it.)
+                Err(RequestError::TooLarge {
+                    size,
+                    max,
+                    next_seq,
+                }) => return Err(Box::pin(self.refuse_too_large(size, max, next_seq)).await),
                 Err(RequestError::Read(ReadError::TooLarge { size, max })) => {
-                    let msg = format!(
-                        "Got a packet bigger than 'max_allowed_packet' bytes ({size} > {max})"
-                    );
-                    let reply = self
-                        .client
-                        .send_err(1, err::PACKET_TOO_LARGE, b"08S01", &msg);
-                    let _ = Box::pin(reply).await;
-                    // The client is still sending the rest: it reads the error once it has.
-                    self.close_gently = true;
-                    return Err(Fatal(msg));
+                    return Err(Box::pin(self.refuse_too_large(size, max, 1)).await)
                 }
                 Err(RequestError::Read(e)) => return Err(Fatal(e.to_string())),
             };
@@ -420,6 +418,23 @@ impl Session {
                 )));
             }
         }
+    }
+
+    /// Answers a request over `max_packet_size` with error 1153 (sequence id `seq`); the
+    /// session ends, closing gently: the client may still be sending it.
+    async fn refuse_too_large(&mut self, size: usize, max: usize, seq: u8) -> Fatal {
+        let e = RequestError::TooLarge {
+            size,
+            max,
+            next_seq: seq,
+        };
+        let msg = e.to_string();
+        let _ = self
+            .client
+            .send_err(seq, err::PACKET_TOO_LARGE, b"08S01", &msg)
+            .await;
+        self.close_gently = true;
+        Fatal(msg)
     }
 
     /// Waits for the client's next command while keeping the previous statement's connection;
