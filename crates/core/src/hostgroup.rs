@@ -505,7 +505,7 @@ impl<C> Hostgroup<C> {
 
 #[path = "pool_state.rs"]
 mod state;
-use state::{Departed, Grant, Handoff, Idle, Member, MemberId, Opener, Opening, State, Waiter};
+use state::{Departed, Grant, Handoff, Idle, MemberId, Opener, Opening, State, Waiter};
 
 #[path = "pool_connect.rs"]
 mod connect;

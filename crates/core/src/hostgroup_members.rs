@@ -62,15 +62,14 @@ impl<C> Hostgroup<C> {
 
     /// Closes a server's idle connections (it failed: they are probably dead).
     pub fn drop_idle(&self, server: &Arc<Server>) {
-        let closing: Vec<C> = {
+        let mut closing: Vec<C> = Vec::new();
+        {
             let mut st = self.state.lock();
             let Some(i) = st.member(server) else {
                 return;
             };
-            let m = &mut st.members[i];
-            m.open -= m.idle.len() as u32;
-            m.idle.drain(..).map(|i| i.conn).collect()
-        };
+            st.members[i].close_idle(&mut closing);
+        }
         drop(closing);
     }
 

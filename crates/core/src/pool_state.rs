@@ -90,6 +90,12 @@ impl<C> Member<C> {
         }
     }
 
+    /// Closes its idle connections (into `closing`, to be dropped outside the lock).
+    pub(super) fn close_idle(&mut self, closing: &mut Vec<C>) {
+        self.open -= self.idle.len() as u32;
+        closing.extend(self.idle.drain(..).map(|idle| idle.conn));
+    }
+
     /// Lent out or being opened, by this member or by one that left ([`Member::ghosts`]).
     pub(super) fn in_use(&self) -> u32 {
         self.lent + self.connecting + self.ghosts
