@@ -33,7 +33,7 @@ pub use error::{AcquireError, ConnectError};
 pub use failed_watch::{unless_failed, FailedWatch};
 pub use failure::{ClientError, ErrorKind, Failure, Seen, Side, StmtError};
 pub use hostgroup::{Connector, Hostgroup, Lease, PoolKey, PoolSettings, PoolStats};
-pub use lifetime::{Born, Lifetime};
+pub use lifetime::{Aging, Lifetime};
 pub use protocol::Protocol;
 pub use read_timeout::{expiry, timed_out, ReadTimeout};
 pub use server::{Health, Observed, Role, Server, ServerStats};

@@ -32,9 +32,13 @@ pub fn tick() {
 #[derive(Clone, Debug, Default)]
 pub struct Lifetime(Arc<AtomicU32>);
 
-/// When a connection was opened, on the clock of whole seconds.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Born(u32);
+/// What a server connection keeps: the limit in force and when it was opened, on the clock
+/// of whole seconds. By default no limit: it never expires.
+#[derive(Clone, Debug, Default)]
+pub struct Aging {
+    limit: Lifetime,
+    born: u32,
+}
 
 impl Lifetime {
     /// A limit of `d`, rounded up to whole seconds (zero: none).
@@ -59,16 +63,21 @@ impl Lifetime {
         }
     }
 
-    /// Stamps a connection opened now.
-    pub fn born() -> Born {
-        Born(exact())
+    /// The age of a connection opened now, against this limit.
+    pub fn stamp(&self) -> Aging {
+        Aging {
+            limit: self.clone(),
+            born: exact(),
+        }
     }
+}
 
-    /// True if a connection stamped `born` has served its time.
-    pub fn expired(&self, born: Born) -> bool {
-        match self.0.load(Relaxed) {
+impl Aging {
+    /// True once the connection has served its time.
+    pub fn expired(&self) -> bool {
+        match self.limit.0.load(Relaxed) {
             0 => false,
-            limit => NOW.load(Relaxed).saturating_sub(born.0) >= limit,
+            limit => NOW.load(Relaxed).saturating_sub(self.born) >= limit,
         }
     }
 }
@@ -84,17 +93,17 @@ mod tests {
         let l = Lifetime::new(Duration::from_millis(1500));
         assert_eq!(l.get(), Some(Duration::from_secs(2)), "rounded up");
         tick();
-        let born = Lifetime::born();
-        assert!(!l.expired(born));
+        let (aging, unlimited) = (l.stamp(), off.stamp());
+        assert!(!aging.expired());
         // Two seconds on the clock of whole seconds (as the upkeep would count them).
         let now = NOW.load(Relaxed);
-        NOW.store(born.0 + 2, Relaxed);
-        assert!(l.expired(born));
-        assert!(!off.expired(born), "no limit: never");
-        // A reload that raises the limit keeps it in service; a clone sees the change.
-        let shared = l.clone();
+        NOW.store(aging.born + 2, Relaxed);
+        assert!(aging.expired());
+        assert!(!unlimited.expired(), "no limit: never");
+        assert!(!Aging::default().expired());
+        // A reload that raises the limit keeps it in service: connections share it.
         l.set(Duration::from_secs(60));
-        assert!(!shared.expired(born));
+        assert!(!aging.expired());
         NOW.store(now, Relaxed);
     }
 }

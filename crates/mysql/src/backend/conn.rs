@@ -125,7 +125,7 @@ pub struct BackendConn {
     /// How long a read waits for the server (`[pool] read_timeout`; none by default).
     pub read_timeout: ReadTimeout,
     /// `[pool] max_lifetime` (none by default), and when it was opened.
-    pub lifetime: (sluice_core::Lifetime, sluice_core::Born),
+    pub lifetime: sluice_core::Aging,
     /// Sequence id the server's next packet must carry (the exchange's next).
     pub(super) next_seq: u8,
     /// Keeps `KILL QUERY` for a session's statement within the lease it was meant for.
@@ -193,11 +193,6 @@ impl BackendConn {
     /// be used again.
     pub fn server_failed(&self) -> bool {
         self.failed.as_ref().is_some_and(|f| f.has_failed())
-    }
-
-    /// True once it has served `[pool] max_lifetime`: it is closed instead of being lent.
-    pub fn past_lifetime(&self) -> bool {
-        self.lifetime.0.expired(self.lifetime.1)
     }
 
     /// True if this idle connection can no longer serve a statement: the server closed it

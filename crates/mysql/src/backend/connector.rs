@@ -81,7 +81,7 @@ impl Connector<Box<BackendConn>> for MysqlConnector {
             conn.failed = Some(failed);
             server.set_version(&conn.server_version);
             conn.read_timeout = self.read_timeout.clone();
-            conn.lifetime.0 = self.lifetime.clone();
+            conn.lifetime = self.lifetime.stamp();
             // Keep the proxy's statements to half the server's limit: other clients of the
             // server count against it too.
             if conn.server_stmt_limit > 0 {

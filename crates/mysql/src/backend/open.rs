@@ -74,7 +74,7 @@ impl BackendConn {
             server_stmt_limit: 0,
             failed: None,
             read_timeout: ReadTimeout::default(),
-            lifetime: (Default::default(), sluice_core::Lifetime::born()),
+            lifetime: Default::default(),
             next_seq: 0,
             gate: sluice_core::CancelGate::new(0),
         };

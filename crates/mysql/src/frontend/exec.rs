@@ -219,7 +219,7 @@ impl Session {
         let result = topo
             .lease_for(decision, &self.key, &self.proxy.connector, |c| {
                 // Claimed for this lease, unless a KILL for its last one is under way.
-                !c.peer_closed() && !c.past_lifetime() && c.gate.claim()
+                !c.peer_closed() && !c.lifetime.expired() && c.gate.claim()
             })
             .await;
         let lease = result?;

@@ -71,7 +71,7 @@ pub struct PgConn {
     /// `[pool] read_timeout` and the timer of the waits it bounds.
     pub(crate) timer: ReadTimer,
     /// `[pool] max_lifetime`, and when it was opened.
-    pub(crate) lifetime: (sluice_core::Lifetime, sluice_core::Born),
+    pub(crate) lifetime: sluice_core::Aging,
 }
 
 /// How long a read waits for a server that sends nothing while an answer is expected (and a
@@ -108,7 +108,7 @@ impl PgConn {
             gate: sluice_core::CancelGate::new(0),
             failed: None,
             timer: Default::default(),
-            lifetime: (Default::default(), sluice_core::Lifetime::born()),
+            lifetime: Default::default(),
         }
     }
 
@@ -124,7 +124,7 @@ impl PgConn {
             || !self.read_back.is_empty()
             || !self.rbuf.is_empty()
             || self.server_failed()
-            || self.lifetime.0.expired(self.lifetime.1)
+            || self.lifetime.expired()
         {
             return false;
         }

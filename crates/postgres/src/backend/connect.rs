@@ -115,7 +115,7 @@ impl Connector<Box<PgConn>> for PgConnector {
             conn.failed = Some(server.failed_watch());
             login(&mut conn, &key.user, database, credential).await?;
             conn.timer.limit = self.read_timeout.clone();
-            conn.lifetime.0 = self.lifetime.clone();
+            conn.lifetime = self.lifetime.stamp();
             conn.gate = sluice_core::CancelGate::new(conn.backend_key.1);
             Ok(Box::new(conn))
         })
