@@ -139,15 +139,17 @@ async fn a_connection_lent_by_a_removed_entry_counts_until_it_comes_back() {
     let env = start(1, "").await;
     let admin = env.admin().await;
     let replica = env.topo.replicas()[0].addr();
-    let in_use = || {
+    // A count of the replica's pool, as `GET /api/servers` shows it.
+    let pool = |field: &str| {
         let servers = pg::http::get_json(admin.addr, "/api/servers");
         servers
             .as_array()
             .unwrap()
             .iter()
             .find(|s| s["address"] == replica.as_str())
-            .map(|s| s["pool_in_use"].as_u64().unwrap())
+            .map(|s| s[field].as_u64().unwrap())
     };
+    let in_use = || pool("pool_in_use");
     let dsn = format!(
         "host=127.0.0.1 port={} user=app password=app dbname=postgres",
         env.port
@@ -190,25 +192,15 @@ async fn a_connection_lent_by_a_removed_entry_counts_until_it_comes_back() {
         .unwrap();
     assert!(row.get::<_, bool>(0));
     client.batch_execute("COMMIT").await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut left = in_use();
-    for _ in 0..100 {
-        if left == Some(0) {
-            break;
-        }
+    while left != Some(0) && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         left = in_use();
     }
     assert_eq!(left, Some(0), "it came back, and is counted no more");
-    let idle = |servers: serde_json::Value| {
-        servers
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["address"] == replica.as_str())
-            .map(|s| s["pool_idle"].as_u64().unwrap())
-    };
     assert_eq!(
-        idle(pg::http::get_json(admin.addr, "/api/servers")),
+        pool("pool_idle"),
         Some(0),
         "closed, not pooled for the new entry"
     );
