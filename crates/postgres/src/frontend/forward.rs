@@ -11,6 +11,10 @@ use crate::backend::PgConn;
 use crate::front::{PORTALS_PER_SESSION, STATEMENTS_PER_SESSION};
 use std::sync::Arc;
 
+mod errors;
+pub use errors::no_statement;
+use errors::{copy_over_budget, no_portal, no_unnamed, too_many_portals};
+
 /// What forwarding a unit produced.
 #[derive(Debug, Default)]
 pub struct Forwarded {
@@ -298,60 +302,10 @@ fn refuse_with(f: &mut Build<'_>, error: Replacement) {
     f.f.exps.push_back(e);
 }
 
-/// The error of a Bind whose copy [`COPY_UNCHARGED`] the budget cannot hold; in a failed
-/// transaction block, the server's own (it refuses any Bind there).
-fn copy_over_budget(over: &sluice_core::OverBudget, txn_failed: bool) -> (&'static str, String) {
-    if txn_failed {
-        return (
-            "25P02",
-            "current transaction is aborted, commands ignored until end of transaction block"
-                .to_string(),
-        );
-    }
-    (
-        "53200",
-        format!(
-            "sluice: out of memory for client messages: this Bind's {} bytes of parameters are copied to name its statement on the server connection, but the messages of all clients may hold at most {} bytes ([proxy] max_request_memory) and {} are in use; retry later (a Bind of the unnamed statement is not copied)",
-            over.wanted, over.limit, over.used
-        ),
-    )
-}
-
-/// PostgreSQL's error for a Bind or Describe of the unnamed statement when there is none.
-fn no_unnamed() -> (&'static str, String) {
-    (
-        "26000",
-        "unnamed prepared statement does not exist".to_string(),
-    )
-}
-
 /// A name in sluice's own namespace on server connections (`sluice_…`): a statement another
 /// session shares there, never one a client named.
 pub fn shared_name(name: &[u8]) -> bool {
     name.starts_with(b"sluice_")
-}
-
-/// PostgreSQL's error for a statement name the session does not have.
-pub fn no_statement(name: &[u8]) -> (&'static str, String) {
-    (
-        "26000",
-        format!(
-            "prepared statement \"{}\" does not exist",
-            String::from_utf8_lossy(name)
-        ),
-    )
-}
-
-/// PostgreSQL's error for an Execute or Describe of the unnamed portal when there is none.
-/// The error for a session that opens more portals than sluice keeps for one.
-fn too_many_portals() -> String {
-    format!(
-        "sluice: a session keeps at most {PORTALS_PER_SESSION} open portals; close some or end the transaction first"
-    )
-}
-
-fn no_portal() -> (&'static str, String) {
-    ("34000", "portal \"\" does not exist".to_string())
 }
 
 /// The client's unnamed statement and portal are gone (a simple query destroys them).
