@@ -21,6 +21,8 @@ mod edges;
 mod encodings;
 #[path = "postgres/extended.rs"]
 mod extended;
+#[path = "postgres/fault_relays.rs"]
+mod fault_relays;
 #[path = "postgres/faults.rs"]
 mod faults;
 #[path = "postgres/flushes.rs"]
