@@ -58,6 +58,8 @@ mod result_changes;
 mod routing;
 #[path = "postgres/server_faults.rs"]
 mod server_faults;
+#[path = "postgres/startup_resets.rs"]
+mod startup_resets;
 #[path = "postgres/statements.rs"]
 mod statements;
 #[path = "postgres/tls.rs"]

@@ -14,13 +14,13 @@ use super::pins::{connect_with_startup, direct_then_sluice, protocol_shown, POOL
 use postgres_protocol::message::frontend;
 
 /// Sends what `c.out` holds and shows the answers up to one ReadyForQuery.
-async fn round(c: &mut Raw) -> String {
+pub(super) async fn round(c: &mut Raw) -> String {
     let (_, msgs) = c.round(1).await;
     protocol_shown(&msgs)
 }
 
 /// Runs `sql` as a simple query and shows its answers.
-async fn simple(c: &mut Raw, sql: &str) -> String {
+pub(super) async fn simple(c: &mut Raw, sql: &str) -> String {
     frontend::query(sql, &mut c.out).unwrap();
     round(c).await
 }
@@ -44,18 +44,18 @@ pub(super) fn bind(c: &mut Raw, portal: &str, statement: &str) {
     .unwrap();
 }
 
-fn execute(c: &mut Raw, portal: &str, rows: i32) {
+pub(super) fn execute(c: &mut Raw, portal: &str, rows: i32) {
     frontend::execute(portal, rows, &mut c.out).unwrap();
 }
 
 /// Parse, Bind and Execute (at most `rows` rows) of `sql` as the unnamed statement and portal.
-fn unnamed(c: &mut Raw, sql: &str, rows: i32) {
+pub(super) fn unnamed(c: &mut Raw, sql: &str, rows: i32) {
     parse(c, "", sql);
     bind(c, "", "");
     execute(c, "", rows);
 }
 
-fn sync(c: &mut Raw) {
+pub(super) fn sync(c: &mut Raw) {
     frontend::sync(&mut c.out);
 }
 
@@ -291,7 +291,7 @@ async fn the_unnamed_statement_and_portal_outlive_a_statement_checked_in_a_block
 
 /// The messages up to and including the first of type `tag` (after a Flush: no
 /// ReadyForQuery ends them), shown as [`shown`] shows them.
-async fn until(c: &mut Raw, tag: u8) -> String {
+pub(super) async fn until(c: &mut Raw, tag: u8) -> String {
     c.flush().await;
     let mut got = Vec::new();
     loop {
@@ -406,115 +406,6 @@ async fn a_chained_block_keeps_its_unnamed_portal() {
     );
 }
 
-/// Startup values a `RESET` in a flushed batch returned to the server's defaults are owed to
-/// the connection until the server stands at a Sync outside a block. Meanwhile the batch may
-/// `SET` more (recorded with the connection, so that the next session on it resets it: it
-/// ran with the first session's `work_mem`) or open a block (where the owed values were set
-/// again with a simple query, which dropped the block's suspended portal).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn owed_startup_values_wait_for_the_block_and_the_record_keeps_the_rest() {
-    let env = start(0, POOL).await;
-    let direct = direct_then_sluice(&env, async |port| {
-        let mut a = connect_with_startup(port, &[("application_name", "own_app")]).await;
-        let mut b = Raw::connect(port, "app", "app", "postgres").await;
-        let mut steps = Vec::new();
-        unnamed(&mut a, "RESET application_name", 0);
-        frontend::flush(&mut a.out);
-        steps.push(until(&mut a, b'C').await);
-        unnamed(&mut a, "SET work_mem = '1MB'", 0);
-        sync(&mut a);
-        steps.push(round(&mut a).await);
-        // b is given the connection a gave back.
-        steps.push(simple(&mut b, "SHOW work_mem").await);
-        steps.push(simple(&mut a, "SHOW work_mem").await);
-        steps.push(simple(&mut a, "SHOW application_name").await);
-        // A block the batch opens after the RESET keeps its portal.
-        unnamed(&mut a, "RESET application_name", 0);
-        frontend::flush(&mut a.out);
-        steps.push(until(&mut a, b'C').await);
-        unnamed(&mut a, "BEGIN", 0);
-        unnamed(&mut a, "SELECT g FROM generate_series(1, 3) g", 1);
-        sync(&mut a);
-        steps.push(round(&mut a).await);
-        execute(&mut a, "", 1);
-        sync(&mut a);
-        steps.push(round(&mut a).await);
-        steps.push(simple(&mut a, "COMMIT").await);
-        steps.push(simple(&mut a, "SHOW application_name").await);
-        steps
-    })
-    .await;
-    assert_eq!(
-        direct,
-        [
-            "1 2 C(RESET)",
-            "1 2 C(SET) Z(I)",
-            "T D(4MB) C(SHOW) Z(I)",
-            "T D(1MB) C(SHOW) Z(I)",
-            "T D(own_app) C(SHOW) Z(I)",
-            "1 2 C(RESET)",
-            "1 2 C(BEGIN) 1 2 D(1) s Z(T)",
-            "D(2) s Z(T)",
-            "C(COMMIT) Z(I)",
-            "T D(own_app) C(SHOW) Z(I)",
-        ]
-    );
-}
-
-/// A `RESET` of one startup value returns it to the server's default on the connection,
-/// which sluice sets again before the session's next statement; the session's other startup
-/// values stay there. The connection's record said the session had set none of them: given
-/// back before the session's next statement, the next session on it kept the first one's
-/// `statement_timeout`. Likewise when the value was still owed after a flushed batch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_given_back_after_a_reset_keeps_no_other_startup_value() {
-    let env = start(0, POOL).await;
-    let direct = direct_then_sluice(&env, async |port| {
-        let mut a = connect_with_startup(
-            port,
-            &[
-                ("application_name", "own_app"),
-                ("options", "-c statement_timeout=5s"),
-            ],
-        )
-        .await;
-        let mut b = Raw::connect(port, "app", "app", "postgres").await;
-        let mut steps = vec![simple(&mut a, "SHOW statement_timeout").await];
-        steps.push(simple(&mut a, "RESET application_name").await);
-        // b is given the connection a gave back.
-        steps.push(simple(&mut b, "SHOW statement_timeout").await);
-        steps.push(simple(&mut a, "SHOW statement_timeout").await);
-        // Owed across a flushed batch and the batch after it.
-        unnamed(&mut a, "RESET application_name", 0);
-        frontend::flush(&mut a.out);
-        steps.push(until(&mut a, b'C').await);
-        unnamed(&mut a, "SET work_mem = '1MB'", 0);
-        sync(&mut a);
-        steps.push(round(&mut a).await);
-        steps.push(simple(&mut b, "SHOW statement_timeout").await);
-        steps.push(simple(&mut b, "SHOW work_mem").await);
-        steps.push(simple(&mut a, "SHOW statement_timeout").await);
-        steps.push(simple(&mut a, "SHOW application_name").await);
-        steps
-    })
-    .await;
-    assert_eq!(
-        direct,
-        [
-            "T D(5s) C(SHOW) Z(I)",
-            "C(RESET) Z(I)",
-            "T D(0) C(SHOW) Z(I)",
-            "T D(5s) C(SHOW) Z(I)",
-            "1 2 C(RESET)",
-            "1 2 C(SET) Z(I)",
-            "T D(0) C(SHOW) Z(I)",
-            "T D(4MB) C(SHOW) Z(I)",
-            "T D(5s) C(SHOW) Z(I)",
-            "T D(own_app) C(SHOW) Z(I)",
-        ]
-    );
-}
-
 /// What `set_config(…, false)` set is read back on the connection that ran it, under the
 /// settings the session just made there: a `statement_timeout` it set cancelled the read
 /// back when that took longer (here: a superuser holds a lock on `pg_settings` for a while),
@@ -565,81 +456,6 @@ async fn a_read_back_stopped_by_the_sessions_own_timeout_keeps_the_session() {
             "T D(1) C(SELECT 1) Z(I)",
             "T D(1500ms) C(SELECT 1) Z(I)",
             "T D(1500ms) C(SHOW) Z(I)",
-        ]
-    );
-}
-
-/// A `RESET` of a startup value in a batch the client ended with a Flush returns it to the
-/// server's default on the connection, where sluice sets nothing again until the batch's
-/// Sync: a statement of the same batch after it (in a transaction block the batch opens, or
-/// the client's) is refused with 0A000, and the batch fails as after an error of the
-/// server's (what it ran before rolls back, the RESET with it). Directly, the statement
-/// would read the startup value. After the Sync, the startup value is there again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_statement_after_a_reset_in_a_flushed_part_of_its_batch_is_refused() {
-    let env = start(0, POOL).await;
-    let date = "SELECT date '2020-01-31'::text";
-    let mut a = connect_with_startup(env.port, &[("DateStyle", "SQL, MDY")]).await;
-    let mut steps = Vec::new();
-    let reset_flushed = async |a: &mut Raw| {
-        unnamed(a, "RESET DateStyle", 0);
-        frontend::flush(&mut a.out);
-        until(a, b'C').await
-    };
-    steps.push(reset_flushed(&mut a).await);
-    unnamed(&mut a, date, 0);
-    sync(&mut a);
-    steps.push(round(&mut a).await);
-    steps.push(simple(&mut a, date).await);
-    // A block the batch opens.
-    steps.push(reset_flushed(&mut a).await);
-    unnamed(&mut a, "BEGIN", 0);
-    unnamed(&mut a, date, 0);
-    sync(&mut a);
-    steps.push(round(&mut a).await);
-    steps.push(simple(&mut a, date).await);
-    // The client's block.
-    steps.push(simple(&mut a, "BEGIN").await);
-    steps.push(simple(&mut a, "SELECT 1").await);
-    steps.push(reset_flushed(&mut a).await);
-    unnamed(&mut a, date, 0);
-    sync(&mut a);
-    steps.push(round(&mut a).await);
-    steps.push(simple(&mut a, date).await);
-    steps.push(simple(&mut a, "ROLLBACK").await);
-    steps.push(simple(&mut a, date).await);
-    // A simple query of several statements sent on in the batch.
-    steps.push(reset_flushed(&mut a).await);
-    steps.push(simple(&mut a, &format!("SELECT 1; {date}")).await);
-    steps.push(simple(&mut a, date).await);
-    // What only sets may follow; after the Sync, the startup value is there again.
-    steps.push(reset_flushed(&mut a).await);
-    unnamed(&mut a, "SET work_mem = '2MB'", 0);
-    sync(&mut a);
-    steps.push(round(&mut a).await);
-    steps.push(simple(&mut a, date).await);
-    assert_eq!(
-        steps,
-        [
-            "1 2 C(RESET)",
-            "E(0A000) Z(I)",
-            "T D(01/31/2020) C(SELECT 1) Z(I)",
-            "1 2 C(RESET)",
-            "E(0A000) Z(I)",
-            "T D(01/31/2020) C(SELECT 1) Z(I)",
-            "C(BEGIN) Z(T)",
-            "T D(1) C(SELECT 1) Z(T)",
-            "1 2 C(RESET)",
-            "E(0A000) Z(E)",
-            "E(25P02) Z(E)",
-            "C(ROLLBACK) Z(I)",
-            "T D(01/31/2020) C(SELECT 1) Z(I)",
-            "1 2 C(RESET)",
-            "E(0A000) Z(I)",
-            "T D(01/31/2020) C(SELECT 1) Z(I)",
-            "1 2 C(RESET)",
-            "1 2 C(SET) Z(I)",
-            "T D(01/31/2020) C(SELECT 1) Z(I)",
         ]
     );
 }
