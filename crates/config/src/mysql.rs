@@ -4,7 +4,7 @@
 //! places with different values is an error naming both.
 
 use crate::types::AuthPlugin;
-use crate::{Config, ConfigError};
+use crate::{Config, ConfigError, HumanDuration};
 use serde::{Deserialize, Serialize};
 
 /// MySQL-only settings.
@@ -31,6 +31,10 @@ pub struct MysqlConfig {
     /// Of those bytes, what one session's statements may hold.
     #[serde(default = "default_max_statement_memory_per_session")]
     pub max_statement_memory_per_session: u64,
+    /// Once a request has begun to arrive, how long sluice waits for each further part of it
+    /// (MariaDB's `net_read_timeout`); a client stalled longer mid-request is disconnected.
+    #[serde(default = "default_net_read_timeout")]
+    pub net_read_timeout: HumanDuration,
 }
 
 impl Default for MysqlConfig {
@@ -42,6 +46,7 @@ impl Default for MysqlConfig {
             stmt_cache_size: default_stmt_cache(),
             max_statement_memory: default_max_statement_memory(),
             max_statement_memory_per_session: default_max_statement_memory_per_session(),
+            net_read_timeout: default_net_read_timeout(),
         }
     }
 }
@@ -59,6 +64,11 @@ fn default_max_statement_memory() -> u64 {
 /// Prepared statements' bytes for one session by default: 16 MiB.
 fn default_max_statement_memory_per_session() -> u64 {
     16 << 20
+}
+
+/// MariaDB's default `net_read_timeout`: 30 s.
+fn default_net_read_timeout() -> HumanDuration {
+    HumanDuration::from_millis(30_000)
 }
 
 /// Statements cached per backend connection by default.

@@ -351,11 +351,12 @@ impl Frontend for MysqlFrontend {
 
     fn check_reload(&self, old: &Config, new: &Config) -> Result<(), ReloadError> {
         // The greeting, the packet limit and the statement caches are fixed at start; the
-        // statements' memory limits are not.
+        // statements' memory limits and the stall limit are not.
         let fixed = |c: &Config| {
             let mut m = c.mysql.clone();
             m.max_statement_memory = 0;
             m.max_statement_memory_per_session = 0;
+            m.net_read_timeout = sluice_config::HumanDuration::from_millis(0);
             m
         };
         if fixed(old) != fixed(new) {
@@ -389,6 +390,13 @@ impl Frontend for MysqlFrontend {
         if old.pool.max_lifetime != new.pool.max_lifetime {
             self.connector.lifetime.set(new.pool.max_lifetime.get());
             changes.push(format!("[pool] max_lifetime {}", new.pool.max_lifetime));
+        }
+        if old.mysql.net_read_timeout != new.mysql.net_read_timeout {
+            // Read at every request that does not arrive whole.
+            changes.push(format!(
+                "[mysql] net_read_timeout {}",
+                new.mysql.net_read_timeout
+            ));
         }
         if old.users != new.users {
             // A user's password or schemas may have changed.

@@ -224,3 +224,64 @@ async fn stalled_large_requests_stay_within_max_request_memory() {
     let len = String::from_utf8_lossy(&rows[rows.len() - 2].payload[1..]).to_string();
     assert_eq!(len, (48 * MIB - 18).to_string());
 }
+
+/// A client stalled in the middle of a request is disconnected after `[mysql]
+/// net_read_timeout`, as MariaDB disconnects it, and what its request held of `[proxy]
+/// max_request_memory` comes back although the client never closes its connection; a client
+/// idle between requests for longer, and one whose request arrives in parts each within the
+/// limit, are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_stalled_half_way_ends_its_session_and_frees_its_memory() {
+    const MIB: usize = 1 << 20;
+    let topo = common::one_primary().await;
+    let budget = 96 * MIB;
+    let sluice = Child::start(
+        &topo,
+        &format!(
+            "max_request_memory = {budget}\n[mysql]\nmax_packet_size = {}\nnet_read_timeout = \"2s\"",
+            64 * MIB
+        ),
+    );
+    let port = sluice.port;
+    let mut idle = Raw::login(port).await;
+    let request = big_query(48 * MIB);
+
+    // Three clients send 30 MiB of a 48 MiB statement each, and stall (90 of the 96 MiB).
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let mut r = Raw::login(port).await;
+        r.send_raw(&request[..30 * MIB]).await;
+        stalled.push(r);
+    }
+    // Each is disconnected (it is sent nothing: the end of the stream, or a reset).
+    for r in &mut stalled {
+        let end = tokio::time::timeout(Duration::from_secs(60), r.recv())
+            .await
+            .expect("a stalled client is disconnected");
+        assert!(end.is_err(), "no answer to half a request: {end:?}");
+    }
+    // Their memory is back, with their connections still open on this side: the whole
+    // statement fits again.
+    let mut whole = Raw::login(port).await;
+    whole.send_raw(&request).await;
+    let rows = result(&mut whole).await;
+    assert!(err_text(&rows[0]).is_none(), "{:?}", err_text(&rows[0]));
+    let len = String::from_utf8_lossy(&rows[rows.len() - 2].payload[1..]).to_string();
+    assert_eq!(len, (48 * MIB - 18).to_string());
+
+    // A request whose parts each come well within the limit is read whole.
+    let mut slow = Raw::login(port).await;
+    let small = big_query(64 * 1024);
+    for part in small.chunks(small.len() / 4 + 1) {
+        slow.send_raw(part).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows = result(&mut slow).await;
+    assert!(err_text(&rows[0]).is_none(), "{:?}", err_text(&rows[0]));
+
+    // The client idle between requests all along (longer than the limit) is served.
+    idle.send(0, b"\x03SELECT 2").await;
+    let rows = result(&mut idle).await;
+    assert!(err_text(&rows[0]).is_none(), "{:?}", err_text(&rows[0]));
+    drop(stalled);
+}

@@ -58,6 +58,12 @@ impl Config {
                 return Err(ConfigError::new(field, "must be at least 1024 bytes"));
             }
         }
+        if self.mysql.net_read_timeout.get().as_millis() < 100 {
+            return Err(ConfigError::new(
+                "mysql.net_read_timeout",
+                "must be at least 100ms",
+            ));
+        }
         if let Some(v) = &self.mysql.server_version {
             if v.is_empty() || v.contains('\0') {
                 return Err(ConfigError::new(

@@ -19,5 +19,6 @@ mod release;
 pub mod request;
 pub mod scan;
 pub mod session;
+mod stalled;
 pub mod stmt;
 mod sync;

@@ -11,6 +11,7 @@
 
 use super::client::ClientConn;
 use super::session::{Fatal, Session};
+use super::stalled::Stalled;
 use crate::wire::consts::err;
 use crate::wire::consts::MAX_PAYLOAD;
 use crate::wire::packet::{read_packet, Packet, ReadError};
@@ -18,6 +19,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use sluice_core::{Charge, MemoryBudget, OverBudget};
 use sluice_runtime::tls::MaybeTls;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Requests below this size are not charged (each session may hold this much on its own).
@@ -58,10 +60,12 @@ pub enum RequestError {
 
 impl ClientConn {
     /// Reads the next command (see [`ClientConn::read_command`]); a large one comes with its
-    /// charge against `budget`, to be held until the command is done.
+    /// charge against `budget`, to be held until the command is done. Once it has begun to
+    /// arrive, each further part must come within `stall_limit` (see [`Stalled`]).
     pub async fn read_request(
         &mut self,
         budget: &Arc<MemoryBudget>,
+        stall_limit: Duration,
     ) -> Result<(Packet, Option<Charge>), RequestError> {
         if self.rbuf.is_empty() {
             // Like read_command: no buffer while waiting.
@@ -69,7 +73,9 @@ impl ClientConn {
             self.stream.readable().await.map_err(ReadError::Io)?;
             self.take_buffers();
         }
-        read_budgeted(&mut self.stream, &mut self.rbuf, self.max_packet, budget).await
+        let begun = !self.rbuf.is_empty();
+        let mut stream = Stalled::new(&mut self.stream, stall_limit, begun);
+        read_budgeted(&mut stream, &mut self.rbuf, self.max_packet, budget).await
     }
 
     /// The next request if it is had without waiting: a whole small one (a single packet of
@@ -482,7 +488,10 @@ mod now_tests {
         assert_eq!(&conn.rbuf[..], &w[..6]);
         client.write_all(&w[6..]).await.unwrap();
         let budget = MemoryBudget::new(1 << 20);
-        let (p, charge) = conn.read_request(&budget).await.unwrap();
+        let (p, charge) = conn
+            .read_request(&budget, Duration::from_secs(30))
+            .await
+            .unwrap();
         assert_eq!(&p.payload[..], b"\x03SELECT 1");
         assert!(charge.is_none());
 
@@ -492,7 +501,10 @@ mod now_tests {
         client.write_all(&big).await.unwrap();
         conn.stream.readable().await.unwrap();
         assert!(matches!(conn.request_now(), Now::LongWay));
-        let (p, charge) = conn.read_request(&budget).await.unwrap();
+        let (p, charge) = conn
+            .read_request(&budget, Duration::from_secs(30))
+            .await
+            .unwrap();
         assert_eq!(p.payload.len(), SMALL);
         assert!(charge.is_some());
     }

@@ -325,9 +325,10 @@ impl Session {
     /// (a packet cut short by a slow or hostile client, or readiness that was stale). Biased:
     /// a command already there is read without the kill signal being registered.
     async fn read_next(&mut self) -> Result<Result<(Packet, Option<Charge>), RequestError>, Fatal> {
+        let stall_limit = self.proxy.rt.effective.load().mysql.net_read_timeout.get();
         tokio::select! {
             biased;
-            r = self.client.read_request(&self.proxy.rt.request_memory) => Ok(r),
+            r = self.client.read_request(&self.proxy.rt.request_memory, stall_limit) => Ok(r),
             _ = self.handle.wait_killed() => Err(Fatal("killed".into())),
         }
     }
@@ -381,6 +382,12 @@ impl Session {
                 }) => return Err(Box::pin(self.refuse_too_large(size, max, next_seq)).await),
                 Err(RequestError::Read(ReadError::TooLarge { size, max })) => {
                     return Err(Box::pin(self.refuse_too_large(size, max, 1)).await)
+                }
+                Err(RequestError::Read(ReadError::Io(e)))
+                    if e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    tracing::warn!(session = self.id, peer = %self.handle.peer, "client disconnected: {e}");
+                    return Err(Fatal(e.to_string()));
                 }
                 Err(RequestError::Read(e)) => return Err(Fatal(e.to_string())),
             };
