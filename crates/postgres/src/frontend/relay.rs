@@ -5,6 +5,7 @@
 //! waits for the server it keeps reading the client ahead (bounded), so that a pipelining
 //! client and sluice never wait on each other.
 
+mod stream;
 mod walk;
 
 use super::client::Client;
@@ -14,6 +15,7 @@ use crate::backend::PgConn;
 use crate::wire::ReadyStatus;
 use std::collections::BTreeMap;
 use std::io;
+use stream::{large_at, stream_large};
 use walk::{affected, plain_query, walk_simple};
 pub use walk::{relay_simple, SimpleFailed};
 
@@ -223,6 +225,12 @@ async fn relay_into(
         let (tag, len) = match conn.peek_at(out.run) {
             Ok(Some((m, len))) => (m.tag, len),
             Ok(None) => {
+                // A large row or COPY data the client sees, not whole yet: passed on as it
+                // arrives (boxed: rare, and every unit's future would carry its state).
+                if streams(conn, exps, out.run) {
+                    r.rows += Box::pin(stream_large(conn, client, out)).await?;
+                    continue;
+                }
                 out.flush(conn, client).await?;
                 // The Sync (or Flush) after an extended COPY's CopyDone: the server sends
                 // the COPY's CommandComplete only then.
@@ -259,10 +267,17 @@ async fn relay_into(
                 continue;
             }
             Err(e) => {
+                // One over the limit on messages read whole streams too: no reason to call
+                // the connection broken.
+                if streams(conn, exps, out.run) {
+                    conn.broken = false;
+                    r.rows += Box::pin(stream_large(conn, client, out)).await?;
+                    continue;
+                }
                 return Err(RelayError::Server(io::Error::new(
                     io::ErrorKind::InvalidData,
                     e,
-                )))
+                )));
             }
         };
         let Some(head) = exps.front() else { break };
@@ -429,6 +444,12 @@ async fn relay_into(
     }
     out.flush(conn, client).await?;
     Ok(r)
+}
+
+/// The message at `at` is a large DataRow or CopyData (see [`large_at`]) for the client.
+fn streams(conn: &PgConn, exps: &Exps, at: usize) -> bool {
+    large_at(conn.buffered(), at, b"Dd")
+        && exps.front().is_some_and(|e| e.forward && e.synth.is_none())
 }
 
 /// The types of the messages a server sends to a logged-in client's statements (those the
