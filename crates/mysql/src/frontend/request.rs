@@ -136,6 +136,37 @@ pub enum Now {
 }
 
 impl Session {
+    /// Reads the client's next command. A KILL also ends a read the client leaves unfinished
+    /// (a packet cut short by a slow or hostile client, or readiness that was stale). Biased:
+    /// a command already there is read without the kill signal being registered.
+    pub(crate) async fn read_next(
+        &mut self,
+    ) -> Result<Result<(Packet, Option<Charge>), RequestError>, Fatal> {
+        let stall_limit = self.proxy.rt.effective.load().mysql.net_read_timeout.get();
+        tokio::select! {
+            biased;
+            r = self.client.read_request(&self.proxy.rt.request_memory, stall_limit) => Ok(r),
+            _ = self.handle.wait_killed() => Err(Fatal("killed".into())),
+        }
+    }
+
+    /// Answers a request over `max_packet_size` with error 1153 (sequence id `seq`); the
+    /// session ends, closing gently: the client may still be sending it.
+    pub(crate) async fn refuse_too_large(&mut self, size: usize, max: usize, seq: u8) -> Fatal {
+        let e = RequestError::TooLarge {
+            size,
+            max,
+            next_seq: seq,
+        };
+        let msg = e.to_string();
+        let _ = self
+            .client
+            .send_err(seq, err::PACKET_TOO_LARGE, b"08S01", &msg)
+            .await;
+        self.close_gently = true;
+        Fatal(msg)
+    }
+
     /// Tells the client its request did not fit in the budget (it was read to its end and
     /// dropped: the session goes on).
     pub(crate) async fn refuse_over_budget(

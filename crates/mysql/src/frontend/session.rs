@@ -12,9 +12,8 @@ use super::stmt::Statements;
 use crate::front::MysqlFrontend;
 use crate::state::TrackedState;
 use crate::wire::consts::{cap, com, err, status};
-use crate::wire::packet::{Packet, ReadError};
+use crate::wire::packet::ReadError;
 use sluice_core::connecting::Connecting;
-use sluice_core::Charge;
 use sluice_core::PoolKey;
 use sluice_runtime::listener::ListenerInfo;
 use sluice_runtime::registry::SessionHandle;
@@ -321,18 +320,6 @@ impl Session {
         Ok(true)
     }
 
-    /// Reads the client's next command. A KILL also ends a read the client leaves unfinished
-    /// (a packet cut short by a slow or hostile client, or readiness that was stale). Biased:
-    /// a command already there is read without the kill signal being registered.
-    async fn read_next(&mut self) -> Result<Result<(Packet, Option<Charge>), RequestError>, Fatal> {
-        let stall_limit = self.proxy.rt.effective.load().mysql.net_read_timeout.get();
-        tokio::select! {
-            biased;
-            r = self.client.read_request(&self.proxy.rt.request_memory, stall_limit) => Ok(r),
-            _ = self.handle.wait_killed() => Err(Fatal("killed".into())),
-        }
-    }
-
     async fn run(&mut self) -> Result<(), Fatal> {
         loop {
             if self.handle.is_killed() {
@@ -425,23 +412,6 @@ impl Session {
                 )));
             }
         }
-    }
-
-    /// Answers a request over `max_packet_size` with error 1153 (sequence id `seq`); the
-    /// session ends, closing gently: the client may still be sending it.
-    async fn refuse_too_large(&mut self, size: usize, max: usize, seq: u8) -> Fatal {
-        let e = RequestError::TooLarge {
-            size,
-            max,
-            next_seq: seq,
-        };
-        let msg = e.to_string();
-        let _ = self
-            .client
-            .send_err(seq, err::PACKET_TOO_LARGE, b"08S01", &msg)
-            .await;
-        self.close_gently = true;
-        Fatal(msg)
     }
 
     /// Waits for the client's next command while keeping the previous statement's connection;
