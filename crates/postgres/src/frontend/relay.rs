@@ -229,8 +229,8 @@ async fn relay_into(
             Ok(None) => {
                 // A large row or COPY data the client sees, not whole yet: passed on as it
                 // arrives (boxed: rare, and every unit's future would carry its state).
-                if streams(conn, exps, out.run) {
-                    r.rows += Box::pin(stream_large(conn, client, out)).await?;
+                if let Some(large) = streams(conn, exps, out.run) {
+                    r.rows += Box::pin(stream_large(conn, client, out, large)).await?;
                     continue;
                 }
                 out.flush(conn, client).await?;
@@ -271,9 +271,9 @@ async fn relay_into(
             Err(e) => {
                 // One over the limit on messages read whole streams too: no reason to call
                 // the connection broken.
-                if streams(conn, exps, out.run) {
+                if let Some(large) = streams(conn, exps, out.run) {
                     conn.broken = false;
-                    r.rows += Box::pin(stream_large(conn, client, out)).await?;
+                    r.rows += Box::pin(stream_large(conn, client, out, large)).await?;
                     continue;
                 }
                 return Err(RelayError::Server(io::Error::new(
@@ -448,10 +448,13 @@ async fn relay_into(
     Ok(r)
 }
 
-/// The message at `at` is a large DataRow or CopyData (see [`large_at`]) for the client.
-fn streams(conn: &PgConn, exps: &Exps, at: usize) -> bool {
-    large_at(conn.buffered(), at, b"Dd")
-        && exps.front().is_some_and(|e| e.forward && e.synth.is_none())
+/// The message at `at` is a large DataRow or CopyData (see [`large_at`]) for the client:
+/// its type and length.
+fn streams(conn: &PgConn, exps: &Exps, at: usize) -> Option<(u8, usize)> {
+    exps.front()
+        .is_some_and(|e| e.forward && e.synth.is_none())
+        .then(|| large_at(conn.buffered(), at, b"Dd"))
+        .flatten()
 }
 
 /// The types of the messages a server sends to a logged-in client's statements (those the

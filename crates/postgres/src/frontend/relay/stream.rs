@@ -13,32 +13,29 @@ use crate::frontend::client::Client;
 /// Messages of at least this many bytes are streamed.
 pub(super) const STREAM_AT: usize = 256 * 1024;
 
-/// The message at `at` in `buf` has one of `tags` and at least [`STREAM_AT`] bytes (its
-/// header is there): to be passed on by [`stream_large`]. Cheap: the relay asks before
-/// every message it has not read whole.
-pub(super) fn large_at(buf: &[u8], at: usize, tags: &[u8]) -> bool {
-    let Some(&[tag, l0, l1, l2, l3]) = buf.get(at..at + 5) else {
-        return false;
+/// The type and length of the message at `at` in `buf` if it has one of `tags` and at least
+/// [`STREAM_AT`] bytes (its header is there): to be passed on by [`stream_large`]. Cheap:
+/// the relay asks before every message it has not read whole.
+pub(super) fn large_at(buf: &[u8], at: usize, tags: &[u8]) -> Option<(u8, usize)> {
+    let &[tag, l0, l1, l2, l3] = buf.get(at..at + 5)? else {
+        return None;
     };
     let len = u32::from_be_bytes([l0, l1, l2, l3]) as usize;
     // (Over what the protocol's length can say, it is the relay's to refuse.)
-    tags.contains(&tag) && (STREAM_AT..=i32::MAX as usize).contains(&len)
+    (tags.contains(&tag) && (STREAM_AT..=i32::MAX as usize).contains(&len)).then_some((tag, len))
 }
 
-/// Passes the message at the front of what is not passed on yet (`out.run`), one that
-/// [`large_at`] found large, to the client as it arrives (see the module); the rows it was
-/// (1 for a DataRow, 0 for CopyData).
+/// Passes the message at the front of what is not passed on yet (`out.run`), of the type
+/// and length [`large_at`] found (`message`), to the client as it arrives (see the module);
+/// the rows it was (1 for a DataRow, 0 for CopyData).
 pub(super) async fn stream_large(
     conn: &mut PgConn,
     client: &mut Client,
     out: &mut Out,
+    (tag, len): (u8, usize),
 ) -> Result<u64, RelayError> {
     // What comes before it first: the message is then at the front of the buffer.
     out.flush(conn, client).await?;
-    let (tag, len) = match conn.buffered() {
-        &[tag, l0, l1, l2, l3, ..] => (tag, u32::from_be_bytes([l0, l1, l2, l3]) as usize),
-        _ => return Err(RelayError::Server(std::io::ErrorKind::InvalidData.into())),
-    };
     let mut left = 1 + len;
     loop {
         let n = left.min(conn.buffered().len());
@@ -71,15 +68,15 @@ mod tests {
     #[test]
     fn only_large_rows_and_copy_data_are_streamed() {
         let big = STREAM_AT as u32;
-        assert!(large_at(&head(b'D', big), 0, b"Dd"));
-        assert!(large_at(&head(b'd', big), 0, b"Dd"));
-        assert!(!large_at(&head(b'd', big), 0, b"D"));
-        assert!(large_at(&[vec![0; 3], head(b'D', big)].concat(), 3, b"D"));
+        assert!(large_at(&head(b'D', big), 0, b"Dd").is_some());
+        assert!(large_at(&head(b'd', big), 0, b"Dd").is_some());
+        assert!(large_at(&head(b'd', big), 0, b"D").is_none());
+        assert!(large_at(&[vec![0; 3], head(b'D', big)].concat(), 3, b"D").is_some());
         // Smaller, another type, a header not whole yet, a length no protocol message has.
-        assert!(!large_at(&head(b'D', big - 1), 0, b"Dd"));
-        assert!(!large_at(&head(b'N', big), 0, b"Dd"));
-        assert!(!large_at(&head(b'D', big)[..4], 0, b"Dd"));
-        assert!(!large_at(&head(b'D', u32::MAX), 0, b"Dd"));
-        assert!(large_at(&head(b'D', i32::MAX as u32), 0, b"Dd"));
+        assert!(large_at(&head(b'D', big - 1), 0, b"Dd").is_none());
+        assert!(large_at(&head(b'N', big), 0, b"Dd").is_none());
+        assert!(large_at(&head(b'D', big)[..4], 0, b"Dd").is_none());
+        assert!(large_at(&head(b'D', u32::MAX), 0, b"Dd").is_none());
+        assert!(large_at(&head(b'D', i32::MAX as u32), 0, b"Dd").is_some());
     }
 }

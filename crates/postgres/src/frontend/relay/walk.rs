@@ -66,8 +66,8 @@ async fn simple_into(
             continue;
         }
         // A large row: passed on as it arrives (the read can no longer run again).
-        if large_at(conn.buffered(), out.run, b"D") {
-            r.rows += Box::pin(stream_large(conn, client, out)).await?;
+        if let Some(large) = large_at(conn.buffered(), out.run, b"D") {
+            r.rows += Box::pin(stream_large(conn, client, out, large)).await?;
             continue;
         }
         if let Ok(None) = conn.peek_at(out.run) {
