@@ -37,7 +37,7 @@ impl<'a, S> Stalled<'a, S> {
 }
 
 /// The error of a request stalled for `limit`.
-pub fn stalled_error(limit: Duration) -> io::Error {
+fn stalled_error(limit: Duration) -> io::Error {
     io::Error::new(
         io::ErrorKind::TimedOut,
         format!(
