@@ -11,6 +11,7 @@ pub mod errors;
 pub mod frontend;
 pub mod intern;
 pub mod listener;
+pub mod off_loop;
 pub mod process;
 pub mod registry;
 pub mod runtime;

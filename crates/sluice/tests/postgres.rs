@@ -35,6 +35,8 @@ mod lifetime;
 mod login_auth;
 #[path = "postgres/logins.rs"]
 mod logins;
+#[path = "postgres/long_texts.rs"]
+mod long_texts;
 #[path = "postgres/notify.rs"]
 mod notify;
 #[path = "postgres/own_statements.rs"]

@@ -245,11 +245,23 @@ impl StmtDef {
         scope: u64,
         budget: &Arc<sluice_core::MemoryBudget>,
     ) -> StmtDef {
+        StmtDef::new(sql, types).charged_to(settings, scope, budget)
+    }
+
+    /// A definition [`StmtDef::new`] made, as [`StmtDef::charged`] makes it.
+    pub fn charged_to(
+        self,
+        settings: u64,
+        scope: u64,
+        budget: &Arc<sluice_core::MemoryBudget>,
+    ) -> StmtDef {
         let mut charge = budget.charge();
         let mut def = StmtDef {
             settings,
-            charge: charge.grow(sql.len() + types.len()).map(|()| Some(charge)),
-            ..StmtDef::new(sql, types)
+            charge: charge
+                .grow(self.sql.len() + self.types.len())
+                .map(|()| Some(charge)),
+            ..self
         };
         // Its key depends on the settings: so does its epoch's bucket; and on the pool.
         def.epoch_key = mix(mix(def.hash, settings), scope);

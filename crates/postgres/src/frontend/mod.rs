@@ -22,6 +22,7 @@ mod flushed;
 mod forward;
 mod lease;
 pub mod login;
+mod long_texts;
 mod names;
 mod open;
 mod owed;

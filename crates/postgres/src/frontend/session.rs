@@ -6,6 +6,7 @@
 
 use super::ahead;
 use super::client::Client;
+use super::long_texts;
 use super::names::NameMap;
 use super::relay::{relay, RelayError};
 use super::sequences::{self, Sequences};
@@ -123,26 +124,40 @@ impl Session {
             if unit.end == End::Terminate {
                 return Ok(());
             }
-            let settings = self.analysis_settings();
-            let mut defs = unit::statement_defs(
-                &self.client.buf,
-                &unit,
-                settings,
-                &self.key,
-                &mut self.statement_budget,
-                &self.fe,
-            );
             // Boxed: an idle session's future holds only what waiting for the next unit
             // takes, not the state of relaying one. A plain read takes a short path (see
-            // `plain`). One await for either: the unit and its statements are then held at
-            // one point only, where they share their room with the idle wait's.
-            let running = if self.is_plain_read(&unit, &defs) {
-                Running::Plain(Box::pin(self.plain_read(&unit, &mut defs)))
+            // `plain`); a unit with a long text, the general one, after its texts are
+            // classified off the loop (see `long_texts`). One await for any: the unit and
+            // its statements are then held at one point only, where they share their room
+            // with the idle wait's.
+            let mut defs: unit::Defs;
+            let running = if long_texts::has_long_text(&unit) {
+                Running::Long(Box::pin(self.long_unit(&unit)))
             } else {
-                Running::General(Box::pin(self.unit(&unit, &defs)))
+                defs = self.statement_defs(&unit, long_texts::Made::new());
+                if self.is_plain_read(&unit, &defs) {
+                    Running::Plain(Box::pin(self.plain_read(&unit, &mut defs)))
+                } else {
+                    Running::General(Box::pin(self.unit(&unit, &defs)))
+                }
             };
             running.await?;
         }
+    }
+
+    /// The statements of `unit` classified ([`unit::statement_defs`]), those of its long texts
+    /// in `made`.
+    pub(super) fn statement_defs(&mut self, unit: &Unit, made: long_texts::Made) -> unit::Defs {
+        let settings = self.analysis_settings();
+        unit::statement_defs(
+            &self.client.buf,
+            unit,
+            settings,
+            &self.key,
+            &mut self.statement_budget,
+            &self.fe,
+            made,
+        )
     }
 
     /// The fingerprint of the analysis settings a statement parsed now is analysed under.
@@ -154,7 +169,11 @@ impl Session {
     }
 
     /// Runs one unit (its statements classified in `defs`).
-    async fn unit(&mut self, unit: &Unit, defs: &unit::Defs) -> Result<(), SessionError> {
+    pub(super) async fn unit(
+        &mut self,
+        unit: &Unit,
+        defs: &unit::Defs,
+    ) -> Result<(), SessionError> {
         // (First: a Parse that is answered or refused below may be bound later all the same.)
         self.note_parses(unit, defs);
         if std::mem::take(&mut self.cancels_held) {
@@ -438,23 +457,27 @@ impl Session {
     }
 }
 
-/// A unit's boxed future, on either path: one value, awaited at one point (see
-/// `Session::run`).
-enum Running<P, G> {
+/// A unit's boxed future, on any path: one value, awaited at one point (see `Session::run`).
+enum Running<P, G, L> {
     Plain(std::pin::Pin<Box<P>>),
     General(std::pin::Pin<Box<G>>),
+    Long(std::pin::Pin<Box<L>>),
 }
 
-impl<T, P: std::future::Future<Output = T>, G: std::future::Future<Output = T>> std::future::Future
-    for Running<P, G>
+impl<T, P, G, L> std::future::Future for Running<P, G, L>
+where
+    P: std::future::Future<Output = T>,
+    G: std::future::Future<Output = T>,
+    L: std::future::Future<Output = T>,
 {
     type Output = T;
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<T> {
-        // (Both are boxed, so `Running` is `Unpin`.)
+        // (All are boxed, so `Running` is `Unpin`.)
         match self.get_mut() {
             Running::Plain(f) => f.as_mut().poll(cx),
             Running::General(f) => f.as_mut().poll(cx),
+            Running::Long(f) => f.as_mut().poll(cx),
         }
     }
 }

@@ -134,7 +134,8 @@ pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 1]>;
 /// before them in the unit changes settings (then each is given a fingerprint of its own).
 /// Each Parse's text is charged to the session's `budget`, its share of `fe`'s (`[postgres]
 /// max_statement_memory`); `pool` is the session's (see
-/// [`crate::backend::statements::pool_scope`]).
+/// [`crate::backend::statements::pool_scope`]). `made`: the definitions of its long texts,
+/// made off the event loop ([`super::long_texts`]), taken as they are (a Parse's charged).
 pub fn statement_defs(
     buf: &[u8],
     unit: &Unit,
@@ -142,20 +143,25 @@ pub fn statement_defs(
     pool: &sluice_core::PoolKey,
     budget: &mut sluice_core::Share,
     fe: &crate::front::PostgresFrontend,
+    made: super::long_texts::Made,
 ) -> Defs {
     let mut defs = Defs::new();
     let mut scope = None;
+    let mut made = made.into_iter().peekable();
     for (i, (tag, at, len)) in unit.iter().enumerate() {
+        let mut charge = |def: StmtDef| {
+            let scope = *scope.get_or_insert_with(|| statements::pool_scope(pool));
+            let budget = fe.statement_memory.of_session(budget);
+            def.charged_to(settings, scope, budget)
+        };
         let body = &buf[at + 5..at + len];
-        let def = match tag {
-            b'Q' => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
-            b'P' => cstr(body)
+        let def = match (made.next_if(|(at, _)| *at == i), tag) {
+            (Some((_, def)), b'P') => Some(charge(def)),
+            (Some((_, def)), _) => Some(def),
+            (None, b'Q') => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
+            (None, b'P') => cstr(body)
                 .and_then(|(_, rest)| cstr(rest))
-                .map(|(sql, types)| {
-                    let scope = *scope.get_or_insert_with(|| statements::pool_scope(pool));
-                    let budget = fe.statement_memory.of_session(budget);
-                    StmtDef::charged(sql, types, settings, scope, budget)
-                }),
+                .map(|(sql, types)| charge(StmtDef::new(sql, types))),
             _ => None,
         };
         if let Some(def) = def {
