@@ -240,3 +240,54 @@ async fn statement_texts_are_held_within_the_session_and_process_budgets() {
     assert_eq!(a.command(&[com::PING]).await.payload[0], 0);
     prepare(&mut a, &text(5)).await;
 }
+
+/// Statement texts of 256 KiB or more are scanned, keyed and digested off the event loop
+/// (`sluice_runtime::off_loop`): prepared, routed and counted as the same statements written
+/// short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_statement_texts_are_prepared_routed_and_counted_as_short_ones() {
+    let env = common::start(1, "").await;
+    let mut c = mysql_async::Conn::new(mysql_async::Opts::from_url(&env.url("test")).unwrap())
+        .await
+        .unwrap();
+    c.query_drop("CREATE TABLE lp (id INT PRIMARY KEY, sid INT)")
+        .await
+        .unwrap();
+    let pad = format!("/* {} */", "x".repeat(300 << 10));
+    assert!(pad.len() > sluice_runtime::off_loop::OFF_LOOP_TEXT);
+    let (primary, replica) = (env.topo.servers[0].server_id, env.topo.servers[1].server_id);
+    // A read, prepared once and executed twice, runs on the replica.
+    let read = format!("SELECT @@server_id + ? {pad}");
+    for _ in 0..2 {
+        let sid: u32 = c.exec_first(read.as_str(), (0,)).await.unwrap().unwrap();
+        assert_eq!(sid, replica);
+    }
+    // A write, on the primary; and the same statement written short.
+    let write = format!("INSERT INTO lp VALUES (?, @@server_id) {pad}");
+    c.exec_drop(write.as_str(), (1,)).await.unwrap();
+    c.exec_drop("INSERT INTO lp VALUES (?, @@server_id)", (2,))
+        .await
+        .unwrap();
+    let rows = env
+        .topo
+        .primary()
+        .sql("SELECT GROUP_CONCAT(id, ':', sid ORDER BY id) FROM test.lp")
+        .unwrap();
+    assert_eq!(rows, format!("1:{primary},2:{primary}"));
+    // One digest for both, counted twice, on the writer.
+    let inserts: Vec<_> = env
+        .proxy
+        .rt
+        .digests
+        .snapshot()
+        .into_iter()
+        .filter(|d| d.text.starts_with("INSERT INTO lp"))
+        .map(|d| (d.text.to_string(), d.count, d.hostgroup.to_string()))
+        .collect();
+    assert_eq!(inserts.len(), 1, "{inserts:?}");
+    assert_eq!(
+        (inserts[0].1, inserts[0].2.as_str()),
+        (2, "writer"),
+        "{inserts:?}"
+    );
+}

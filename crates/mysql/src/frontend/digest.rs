@@ -48,6 +48,10 @@ impl Session {
                 self.record_digest(id, text, hostgroup, elapsed, out)
             }),
             DigestOf::Text(sql) => {
+                // A long text's, computed with its scan.
+                if let Some(made) = self.long_digest.take() {
+                    return self.record_digest(made.0, &made.1, hostgroup, elapsed, out);
+                }
                 thread_local! {
                     // One normalisation buffer per worker thread, not per session: the work
                     // below never waits, so no other session can interleave.

@@ -6,22 +6,52 @@ use super::scan::Expect;
 use super::session::{Fatal, Session};
 use crate::wire::consts::err;
 use crate::wire::ok::OkPacket;
+use sluice_runtime::off_loop::{off_loop, OFF_LOOP_TEXT};
+use sluice_sqlscan::digest::normalize_into;
 use sluice_sqlscan::{scan_with, Command, Effects, Options, Route, Scan};
 
 impl Session {
     /// Runs a text-protocol statement (or several).
-    pub(crate) async fn query(&mut self, payload: bytes::BytesMut) -> Result<(), Fatal> {
+    pub(crate) async fn query(&mut self, mut payload: bytes::BytesMut) -> Result<(), Fatal> {
+        let opts = Options {
+            no_backslash_escapes: self.st.no_backslash_escapes,
+        };
+        let scan = match payload.len() > OFF_LOOP_TEXT {
+            // (Boxed: the hand-off's state is not carried by every command's future.)
+            true => Box::pin(self.scan_long(&mut payload, opts)).await?,
+            false => scan_with(&payload[1..], opts),
+        };
         let sql = &payload[1..];
-        let scan = scan_with(
-            sql,
-            Options {
-                no_backslash_escapes: self.st.no_backslash_escapes,
-            },
-        );
         self.handle.set_statement(Some(sql));
         let r = self.query_scanned(&payload, &scan).await;
         self.handle.set_statement(None);
+        self.long_digest = None;
         r
+    }
+
+    /// Scans a long text off the event loop ([`sluice_runtime::off_loop`]), and computes its
+    /// digest there too (kept in `long_digest` for the digest table, unless that is off):
+    /// both take time in proportion to its length. The digest is of the text as written under
+    /// the `sql_mode` it was scanned with, the one in force when it arrived.
+    async fn scan_long(
+        &mut self,
+        payload: &mut bytes::BytesMut,
+        opts: Options,
+    ) -> Result<Scan, Fatal> {
+        let counted = self.proxy.rt.digests.capacity() != 0;
+        let (scan, digest) = off_loop(payload, move |payload| {
+            let sql = &payload[1..];
+            let digest = counted.then(|| {
+                let mut text = Vec::new();
+                let id = normalize_into(sql, opts.no_backslash_escapes, &mut text);
+                Box::new((id, text))
+            });
+            (scan_with(sql, opts), digest)
+        })
+        .await
+        .ok_or_else(|| Fatal("scanning a long statement failed".into()))?;
+        self.long_digest = digest;
+        Ok(scan)
     }
 
     async fn query_scanned(&mut self, payload: &[u8], scan: &Scan) -> Result<(), Fatal> {

@@ -120,6 +120,9 @@ pub struct Session {
     /// [`sluice_runtime::tls::ClientStream::close_after_error`]), waiting for it at most
     /// `[login] handshake_timeout`.
     pub(crate) close_gently: bool,
+    /// The digest (id, text) of the text statement being served, when it was computed with
+    /// its scan, off the event loop (a long one: see `Session::scan_long`).
+    pub(crate) long_digest: Option<Box<(u64, Vec<u8>)>>,
 }
 
 /// Serves one accepted client from handshake to goodbye.
@@ -295,6 +298,7 @@ impl Session {
             cmd_started: Instant::now(),
             failed_change_user: 0,
             close_gently: false,
+            long_digest: None,
         }
     }
 

@@ -10,6 +10,7 @@ use crate::frontend::scan::{Expect, Outcome, Scanner, ServerError};
 use crate::frontend::session::{Fatal, Session};
 use crate::wire::consts::{com, err};
 use sluice_core::Failure;
+use sluice_runtime::off_loop::{off_loop, run, OFF_LOOP_TEXT};
 use sluice_sqlscan::{scan_with, Effects, Options};
 use std::sync::Arc;
 
@@ -24,8 +25,7 @@ pub(crate) enum PrepareError {
 impl Session {
     /// COM_STMT_PREPARE: prepares on a connection the statement would be routed to, and
     /// answers the client with the proxy's own statement id.
-    pub(crate) async fn stmt_prepare(&mut self, payload: bytes::BytesMut) -> Result<(), Fatal> {
-        let sql = &payload[1..];
+    pub(crate) async fn stmt_prepare(&mut self, mut payload: bytes::BytesMut) -> Result<(), Fatal> {
         if self.stmts.len() >= MAX_STATEMENTS_PER_SESSION {
             let msg = format!(
                 "Can't create more than max_prepared_stmt_count statements (current value: {MAX_STATEMENTS_PER_SESSION})"
@@ -42,14 +42,21 @@ impl Session {
             .of_session(&mut self.stmts.budget)
             .charge();
         let schema = self.st.tracked.schema.as_ref().map_or(0, String::len);
-        if let Err(over) = charge.grow(sql.len() + schema) {
+        if let Err(over) = charge.grow(payload.len() - 1 + schema) {
             let msg = sluice_core::StatementMemory::refusal("[mysql]", &over);
             return self.reply_err(err::OUT_OF_RESOURCES, b"HY000", &msg).await;
         }
         let opts = Options {
             no_backslash_escapes: self.st.no_backslash_escapes,
         };
-        let scan = scan_with(sql, opts);
+        // A long text is scanned off the event loop (see `sluice_runtime::off_loop`).
+        let scan = match payload.len() > OFF_LOOP_TEXT {
+            true => Box::pin(off_loop(&mut payload, move |p| scan_with(&p[1..], opts)))
+                .await
+                .ok_or_else(|| Fatal("scanning a long statement failed".into()))?,
+            false => scan_with(&payload[1..], opts),
+        };
+        let sql = &payload[1..];
         self.drop_previous_unless_needed(Effects::default()).await;
         let target = match self.target(&scan, sql) {
             Ok(t) => t,
@@ -71,10 +78,28 @@ impl Session {
         // Connection ids must be the id the proxy gave this client: bake it into this
         // session's copy of the statement (which then has its own backend statement).
         let own_sql = self.own_ids(scan.effects, sql, None);
-        let key = Arc::new(StmtKey::new(
-            self.st.tracked.schema.clone(),
-            own_sql.as_deref().unwrap_or(sql).into(),
-        ));
+        let text: Box<[u8]> = own_sql.as_deref().unwrap_or(sql).into();
+        let schema = self.st.tracked.schema.clone();
+        let key = match text.len() > OFF_LOOP_TEXT {
+            // A long text's key (two hashes of it) and digest are made off the loop too.
+            true => {
+                let nbe = opts.no_backslash_escapes;
+                let made = Box::pin(run(move || {
+                    let key = StmtKey::new(schema, text);
+                    key.digest(nbe, |_, _| ());
+                    key
+                }));
+                match made.await {
+                    Some(key) => key,
+                    None => {
+                        self.settle(att, from_held, false).await;
+                        return Err(Fatal("keying a long statement failed".into()));
+                    }
+                }
+            }
+            false => StmtKey::new(schema, text),
+        };
+        let key = Arc::new(key);
         let id = self.stmts.new_id();
         // The answer is buffered: if the server's statement table is full, the proxy makes
         // room and retries before the client sees anything.
