@@ -1,15 +1,16 @@
 //! A unit's long statement texts (a Query's or a Parse's of [`OFF_LOOP_TEXT`] bytes or more)
 //! are classified on tokio's blocking pool ([`sluice_runtime::off_loop`]), the client's
 //! buffer moved there and back: the session awaits their definitions while its thread serves
-//! the other sessions.
+//! the other sessions. Such a unit takes the general path (`Session::unit`, which classifies
+//! it first), never the plain-read one.
 
 use super::session::{Session, SessionError};
-use super::unit::{cstr, Unit};
+use super::unit::{cstr, statement_defs_with, Defs, Unit};
 use crate::backend::statements::StmtDef;
 use sluice_runtime::off_loop::{off_loop, OFF_LOOP_TEXT};
 
 /// Definitions made off the loop, by message index, in order, not charged to any budget yet
-/// (see [`super::unit::statement_defs`]).
+/// (see [`super::unit::statement_defs_with`]).
 pub type Made = Vec<(usize, StmtDef)>;
 
 /// Whether `unit` has a Query or a Parse message of [`OFF_LOOP_TEXT`] bytes or more.
@@ -44,15 +45,24 @@ fn long_defs(buf: &[u8], msgs: &[(u8, u32, u32)]) -> Made {
 }
 
 impl Session {
-    /// Runs `unit`, which has long texts (see [`has_long_text`]): classified off the loop,
-    /// then on the general path.
-    pub(super) async fn long_unit(&mut self, unit: &Unit) -> Result<(), SessionError> {
+    /// The statements of `unit`, which has long texts (see [`has_long_text`]), classified: the
+    /// long ones off the loop.
+    pub(super) async fn long_text_defs(&mut self, unit: &Unit) -> Result<Box<Defs>, SessionError> {
         let msgs = unit.msgs.to_vec();
         let made = off_loop(&mut self.client.buf, move |buf| long_defs(buf, &msgs))
             .await
             .ok_or_else(|| SessionError::Client("classifying a long statement failed".into()))?;
-        let defs = self.statement_defs(unit, made);
-        Box::pin(self.unit(unit, &defs)).await
+        let mut made = made.into_iter().peekable();
+        let settings = self.analysis_settings();
+        Ok(Box::new(statement_defs_with(
+            &self.client.buf,
+            unit,
+            settings,
+            &self.key,
+            &mut self.statement_budget,
+            &self.fe,
+            |i| made.next_if(|(at, _)| *at == i).map(|(_, def)| def),
+        )))
     }
 }
 

@@ -124,56 +124,53 @@ impl Session {
             if unit.end == End::Terminate {
                 return Ok(());
             }
+            // A unit with a long text has its statements classified off the loop, on the
+            // general path (see `long_texts`): none here.
+            let mut defs = match long_texts::has_long_text(&unit) {
+                true => unit::Defs::new(),
+                false => {
+                    let settings = self.analysis_settings();
+                    unit::statement_defs(
+                        &self.client.buf,
+                        &unit,
+                        settings,
+                        &self.key,
+                        &mut self.statement_budget,
+                        &self.fe,
+                    )
+                }
+            };
             // Boxed: an idle session's future holds only what waiting for the next unit
             // takes, not the state of relaying one. A plain read takes a short path (see
-            // `plain`); a unit with a long text, the general one, after its texts are
-            // classified off the loop (see `long_texts`). One await for any: the unit and
-            // its statements are then held at one point only, where they share their room
-            // with the idle wait's.
-            let mut defs: unit::Defs;
-            let running = if long_texts::has_long_text(&unit) {
-                Running::Long(Box::pin(self.long_unit(&unit)))
+            // `plain`). One await for either: the unit and its statements are then held at
+            // one point only, where they share their room with the idle wait's.
+            let running = if self.is_plain_read(&unit, &defs) {
+                Running::Plain(Box::pin(self.plain_read(&unit, &mut defs)))
             } else {
-                defs = self.statement_defs(&unit, long_texts::Made::new());
-                if self.is_plain_read(&unit, &defs) {
-                    Running::Plain(Box::pin(self.plain_read(&unit, &mut defs)))
-                } else {
-                    Running::General(Box::pin(self.unit(&unit, &defs)))
-                }
+                Running::General(Box::pin(self.unit(&unit, &defs)))
             };
             running.await?;
         }
     }
 
-    /// The statements of `unit` classified ([`unit::statement_defs`]), those of its long texts
-    /// in `made`.
-    pub(super) fn statement_defs(&mut self, unit: &Unit, made: long_texts::Made) -> unit::Defs {
-        let settings = self.analysis_settings();
-        unit::statement_defs(
-            &self.client.buf,
-            unit,
-            settings,
-            &self.key,
-            &mut self.statement_budget,
-            &self.fe,
-            made,
-        )
-    }
-
     /// The fingerprint of the analysis settings a statement parsed now is analysed under.
-    fn analysis_settings(&mut self) -> u64 {
+    pub(super) fn analysis_settings(&mut self) -> u64 {
         if self.block_settings != 0 {
             return self.block_settings;
         }
         self.settings.analysis_fingerprint()
     }
 
-    /// Runs one unit (its statements classified in `defs`).
-    pub(super) async fn unit(
-        &mut self,
-        unit: &Unit,
-        defs: &unit::Defs,
-    ) -> Result<(), SessionError> {
+    /// Runs one unit (its statements classified in `defs`; none yet for a unit with a long
+    /// text: classified here, off the loop).
+    async fn unit(&mut self, unit: &Unit, mut defs: &unit::Defs) -> Result<(), SessionError> {
+        // (Boxed, and `defs` pointed at them: every unit's future is allocated, and within
+        // 1,024 bytes it is a small object, see the tests below.)
+        let classified: Box<unit::Defs>;
+        if defs.is_empty() && long_texts::has_long_text(unit) {
+            classified = Box::pin(self.long_text_defs(unit)).await?;
+            defs = &classified;
+        }
         // (First: a Parse that is answered or refused below may be bound later all the same.)
         self.note_parses(unit, defs);
         if std::mem::take(&mut self.cancels_held) {
@@ -457,27 +454,23 @@ impl Session {
     }
 }
 
-/// A unit's boxed future, on any path: one value, awaited at one point (see `Session::run`).
-enum Running<P, G, L> {
+/// A unit's boxed future, on either path: one value, awaited at one point (see
+/// `Session::run`).
+enum Running<P, G> {
     Plain(std::pin::Pin<Box<P>>),
     General(std::pin::Pin<Box<G>>),
-    Long(std::pin::Pin<Box<L>>),
 }
 
-impl<T, P, G, L> std::future::Future for Running<P, G, L>
-where
-    P: std::future::Future<Output = T>,
-    G: std::future::Future<Output = T>,
-    L: std::future::Future<Output = T>,
+impl<T, P: std::future::Future<Output = T>, G: std::future::Future<Output = T>> std::future::Future
+    for Running<P, G>
 {
     type Output = T;
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<T> {
-        // (All are boxed, so `Running` is `Unpin`.)
+        // (Both are boxed, so `Running` is `Unpin`.)
         match self.get_mut() {
             Running::Plain(f) => f.as_mut().poll(cx),
             Running::General(f) => f.as_mut().poll(cx),
-            Running::Long(f) => f.as_mut().poll(cx),
         }
     }
 }

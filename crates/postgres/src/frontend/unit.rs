@@ -134,20 +134,34 @@ pub type Defs = smallvec::SmallVec<[(usize, Arc<StmtDef>); 1]>;
 /// before them in the unit changes settings (then each is given a fingerprint of its own).
 /// Each Parse's text is charged to the session's `budget`, its share of `fe`'s (`[postgres]
 /// max_statement_memory`); `pool` is the session's (see
-/// [`crate::backend::statements::pool_scope`]). `made`: the definitions of its long texts,
-/// made off the event loop ([`super::long_texts`]), taken as they are (a Parse's charged).
+/// [`crate::backend::statements::pool_scope`]).
+#[inline]
 pub fn statement_defs(
+    buf: &[u8],
+    unit: &Unit,
+    settings: u64,
+    pool: &sluice_core::PoolKey,
+    budget: &mut sluice_core::Share,
+    fe: &crate::front::PostgresFrontend,
+) -> Defs {
+    statement_defs_with(buf, unit, settings, pool, budget, fe, |_| None)
+}
+
+/// As [`statement_defs`], message `i`'s definition taken from `made(i)` where that gives one
+/// (made off the event loop, see [`super::long_texts`]; not charged yet: a Parse's is
+/// charged here).
+#[inline]
+pub fn statement_defs_with(
     buf: &[u8],
     unit: &Unit,
     mut settings: u64,
     pool: &sluice_core::PoolKey,
     budget: &mut sluice_core::Share,
     fe: &crate::front::PostgresFrontend,
-    made: super::long_texts::Made,
+    mut made: impl FnMut(usize) -> Option<StmtDef>,
 ) -> Defs {
     let mut defs = Defs::new();
     let mut scope = None;
-    let mut made = made.into_iter().peekable();
     for (i, (tag, at, len)) in unit.iter().enumerate() {
         let mut charge = |def: StmtDef| {
             let scope = *scope.get_or_insert_with(|| statements::pool_scope(pool));
@@ -155,9 +169,9 @@ pub fn statement_defs(
             def.charged_to(settings, scope, budget)
         };
         let body = &buf[at + 5..at + len];
-        let def = match (made.next_if(|(at, _)| *at == i), tag) {
-            (Some((_, def)), b'P') => Some(charge(def)),
-            (Some((_, def)), _) => Some(def),
+        let def = match (made(i), tag) {
+            (Some(def), b'P') => Some(charge(def)),
+            (Some(def), _) => Some(def),
             (None, b'Q') => cstr(body).map(|(sql, _)| StmtDef::query(sql)),
             (None, b'P') => cstr(body)
                 .and_then(|(_, rest)| cstr(rest))
