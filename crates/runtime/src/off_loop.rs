@@ -5,7 +5,8 @@
 //! sends a text of [`OFF_LOOP_TEXT`] bytes or more here, with the buffer that holds it.
 
 /// The length from which a statement text is scanned off the event loop (below it, at most
-/// about 3 ms of scanning; at it, the hand-off to another thread costs well under 1 %).
+/// about 3 ms of scanning stays on the loop; from it, the scan takes milliseconds, beside
+/// which waking a thread of the blocking pool is small).
 pub const OFF_LOOP_TEXT: usize = 256 * 1024;
 
 /// Runs `f` on tokio's blocking pool while the awaiting task's thread serves its other tasks.
