@@ -1,6 +1,6 @@
 //! Work too long for the event loop, on tokio's blocking pool. Scanning a statement text costs
 //! up to about 12 ns a byte (a long `IN` list, its digest), so a 50 MB text scanned in place
-//! kept every other session of its thread waiting for half a second or more, and a client
+//! kept every other session of its thread waiting for up to half a second, and a client
 //! sending such texts one after another could keep them waiting. Each protocol's front end
 //! sends a text of [`OFF_LOOP_TEXT`] bytes or more here, with the buffer that holds it.
 
